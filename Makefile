@@ -1,0 +1,45 @@
+# rollguard: the two commands are `make demo` and `make test`; both create what they need.
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+INSTALLED := $(VENV)/.installed
+BROKER := build/testbroker/TestBroker.class
+
+.PHONY: test demo lint bench venv broker format clean
+
+test: lint $(BROKER)
+	$(BIN)/pytest
+
+demo: $(INSTALLED) $(BROKER)
+	$(BIN)/python demo/agent_demo.py
+
+lint: $(INSTALLED)
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+	$(BIN)/mypy
+	$(BIN)/lint-imports
+
+bench: $(INSTALLED) $(BROKER)
+	$(BIN)/python bench/agent.py
+
+format: $(INSTALLED)
+	$(BIN)/ruff check --fix .
+	$(BIN)/ruff format .
+
+venv: $(INSTALLED)
+broker: $(BROKER)
+
+$(INSTALLED): pyproject.toml
+	@$(PYTHON) -c 'import sys; sys.exit(sys.version_info < (3, 11) and "rollguard needs Python 3.11 or newer")'
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --upgrade pip
+	$(BIN)/python -m pip install --quiet -e '.[dev]'
+	touch $@
+
+$(BROKER): tests/broker/TestBroker.java
+	@command -v javac >/dev/null || { echo "javac not found: install a JDK 17 (apt-get install openjdk-17-jdk-headless)"; exit 1; }
+	mkdir -p $(dir $@)
+	javac --release 17 -d $(dir $@) $<
+
+clean:
+	rm -rf $(VENV) build

@@ -1,0 +1,88 @@
+"""The agent's HTTP surface: the mutual-TLS API and the plain-HTTP probe port.
+
+Handlers only read what the sampler has already rendered; nothing on the request path touches
+JMX, formats JSON for a sample, or allocates more than a response.
+
+    API (mTLS)    GET /v1/broker-state   200 report | 503 {"error": reason, "message": ...}
+    probe (HTTP)  GET /v1/ready          204 ready | 503 {"error": ..., "message": ...}
+                  GET /metrics           Prometheus text format
+    both          unknown path or version 404, other methods 405, with a JSON body
+"""
+
+from __future__ import annotations
+
+import json
+
+from starlette.applications import Starlette
+from starlette.exceptions import HTTPException
+from starlette.requests import Request
+from starlette.responses import Response
+from starlette.routing import Route
+
+from agent.metrics import CONTENT_TYPE, AgentMetrics
+from agent.sampler import Sample, Sampler
+from shared.wire import BROKER_STATE_PATH
+
+JSON = "application/json"
+NO_STORE = {"cache-control": "no-store"}
+
+
+def _error(
+    status: int, error: str, message: str, headers: dict[str, str] | None = None
+) -> Response:
+    body = json.dumps({"error": error, "message": message}).encode()
+    return Response(body, status, {**NO_STORE, **(headers or {})}, JSON)
+
+
+async def _http_error(request: Request, exc: Exception) -> Response:
+    assert isinstance(exc, HTTPException)
+    if exc.status_code == 404:
+        return _error(404, "not-found", f"no such resource: {request.url.path}; {_served(request)}")
+    if exc.status_code == 405:
+        return _error(
+            405,
+            "method-not-allowed",
+            f"{request.method} is not allowed on {request.url.path}",
+            dict(exc.headers or {}),
+        )
+    return _error(exc.status_code, "http-error", str(exc.detail))
+
+
+def _served(request: Request) -> str:
+    paths = [route.path for route in request.app.routes if isinstance(route, Route)]
+    return "this port serves GET " + ", GET ".join(paths)
+
+
+def create_api_app(sampler: Sampler) -> Starlette:
+    async def broker_state(request: Request) -> Response:
+        current = sampler.current()
+        if isinstance(current, Sample):
+            return Response(current.body, 200, NO_STORE, JSON)
+        return Response(current.body, 503, {**NO_STORE, "retry-after": "1"}, JSON)
+
+    return Starlette(
+        routes=[Route(BROKER_STATE_PATH, broker_state, methods=["GET"])],
+        exception_handlers={HTTPException: _http_error},
+    )
+
+
+def create_probe_app(sampler: Sampler, metrics: AgentMetrics) -> Starlette:
+    async def ready(request: Request) -> Response:
+        current = sampler.current()
+        if isinstance(current, Sample):
+            state = current.report.broker_state
+            if state.is_ready:
+                return Response(status_code=204, headers=NO_STORE)
+            return _error(503, "not-ready", f"broker state is {state.name} ({int(state)})")
+        return Response(current.body, 503, NO_STORE, JSON)
+
+    async def metrics_page(request: Request) -> Response:
+        return Response(metrics.render(), 200, NO_STORE, CONTENT_TYPE)
+
+    return Starlette(
+        routes=[
+            Route("/v1/ready", ready, methods=["GET"]),
+            Route("/metrics", metrics_page, methods=["GET"]),
+        ],
+        exception_handlers={HTTPException: _http_error},
+    )

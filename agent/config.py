@@ -1,0 +1,233 @@
+"""The agent's settings: one frozen object, built once from flags and the environment.
+
+Every flag `--some-flag` can also be given as `ROLLGUARD_AGENT_SOME_FLAG`; a flag on the command
+line wins over the environment, which wins over the default. Each value is checked here, and a
+bad one is a ConfigError that names the flag or variable it came from.
+"""
+
+from __future__ import annotations
+
+import argparse
+import shutil
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from agent.jmx import JmxCredentials, read_credentials, service_url
+from agent.sampler import SamplerSettings
+from shared.errors import ConfigError
+
+ENV_PREFIX = "ROLLGUARD_AGENT_"
+
+
+@dataclass(frozen=True, slots=True)
+class Address:
+    host: str
+    port: int
+
+    def __str__(self) -> str:
+        return f"[{self.host}]:{self.port}" if ":" in self.host else f"{self.host}:{self.port}"
+
+
+@dataclass(frozen=True, slots=True)
+class AgentSettings:
+    listen: Address
+    tls_cert: Path
+    tls_key: Path
+    tls_ca: Path
+    tls_reload_interval: float
+    jmx_url: str
+    jmx_credentials: JmxCredentials | None
+    java: str
+    sampler: SamplerSettings
+    probe_listen: Address
+    ready_file: Path | None
+    log_level: str
+    log_format: str
+
+
+def parse_address(text: str) -> Address:
+    host, sep, port = text.rpartition(":")
+    host = host.strip("[]")
+    if not sep or not host or not port.isdigit() or int(port) > 65535:
+        raise ValueError(f"{text!r} is not HOST:PORT")
+    return Address(host, int(port))
+
+
+def _seconds(text: str) -> float:
+    value = float(text)
+    if not value > 0:
+        raise ValueError(f"{text!r} is not a positive number of seconds")
+    return value
+
+
+def _level(text: str) -> str:
+    if text.lower() not in ("debug", "info", "warning", "error"):
+        raise ValueError(f"{text!r} is not one of debug, info, warning, error")
+    return text.lower()
+
+
+def _log_format(text: str) -> str:
+    if text not in ("text", "json"):
+        raise ValueError(f"{text!r} is not 'text' or 'json'")
+    return text
+
+
+@dataclass(frozen=True, slots=True)
+class Flag:
+    name: str
+    default: str | None
+    convert: Callable[[str], Any]
+    help: str
+    metavar: str = ""
+
+    @property
+    def env(self) -> str:
+        return ENV_PREFIX + self.name.upper().replace("-", "_")
+
+
+FLAGS = (
+    Flag("listen", "0.0.0.0:8443", parse_address, "HOST:PORT of the mutual-TLS API", "HOST:PORT"),
+    Flag(
+        "tls-cert",
+        None,
+        Path,
+        "PEM certificate the API presents (the broker's own will do)",
+        "PATH",
+    ),
+    Flag("tls-key", None, Path, "PEM private key of --tls-cert (unencrypted)", "PATH"),
+    Flag("tls-ca", None, Path, "PEM CA bundle that client certificates must chain to", "PATH"),
+    Flag(
+        "tls-reload-interval",
+        "10",
+        _seconds,
+        "seconds between checks of the TLS files for changes",
+        "SECONDS",
+    ),
+    Flag(
+        "jmx",
+        "127.0.0.1:9999",
+        service_url,
+        "the broker's JMX: HOST:PORT or a service:jmx: URL",
+        "TARGET",
+    ),
+    Flag(
+        "jmx-credentials-file",
+        None,
+        Path,
+        "file with one line 'USERNAME PASSWORD' for JMX authentication",
+        "PATH",
+    ),
+    Flag("java", "java", str, "java executable that runs jmxquery's jar", "PATH"),
+    Flag(
+        "sample-interval",
+        "1",
+        _seconds,
+        "seconds between JMX rounds while the broker is not RUNNING",
+        "SECONDS",
+    ),
+    Flag(
+        "running-interval",
+        "10",
+        _seconds,
+        "seconds between JMX rounds while the broker is RUNNING",
+        "SECONDS",
+    ),
+    Flag("sample-timeout", "5", _seconds, "hard time limit of one JMX round", "SECONDS"),
+    Flag(
+        "max-sample-age",
+        "30",
+        _seconds,
+        "a sample older than this is not served (503 stale-sample)",
+        "SECONDS",
+    ),
+    Flag(
+        "probe-listen",
+        "127.0.0.1:8080",
+        parse_address,
+        "HOST:PORT of the plain-HTTP probe port (/v1/ready, /metrics)",
+        "HOST:PORT",
+    ),
+    Flag("ready-file", None, Path, "file that exists exactly while the broker is ready", "PATH"),
+    Flag("log-level", "info", _level, "debug, info, warning or error", "LEVEL"),
+    Flag("log-format", "text", _log_format, "text, or json (one object a line)", "FORMAT"),
+)
+
+
+def build_parser(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
+    for flag in FLAGS:
+        default = f" (default: {flag.default})" if flag.default is not None else ""
+        parser.add_argument(
+            f"--{flag.name}",
+            metavar=flag.metavar or None,
+            help=f"{flag.help}{default}; env {flag.env}",
+        )
+    return parser
+
+
+def load(args: argparse.Namespace, environ: Mapping[str, str]) -> AgentSettings:
+    """Resolve every flag (command line, then environment, then default) and check it."""
+    values: dict[str, Any] = {}
+    for flag in FLAGS:
+        given = getattr(args, flag.name.replace("-", "_"))
+        source = f"--{flag.name}"
+        if given is None and flag.env in environ:
+            given, source = environ[flag.env], flag.env
+        if given is None:
+            given, source = flag.default, f"--{flag.name} (default)"
+        if given is None:
+            values[flag.name] = None
+            continue
+        try:
+            values[flag.name] = flag.convert(given)
+        except ValueError as exc:
+            raise ConfigError(f"{source}: {exc}") from None
+    for required in ("tls-cert", "tls-key", "tls-ca"):
+        if values[required] is None:
+            raise ConfigError(
+                f"--{required} is required (or {ENV_PREFIX}{required.upper().replace('-', '_')})"
+            )
+    sampler = SamplerSettings(
+        interval=values["sample-interval"],
+        running_interval=values["running-interval"],
+        timeout=values["sample-timeout"],
+        max_age=values["max-sample-age"],
+    )
+    if sampler.max_age < sampler.running_interval + sampler.timeout:
+        raise ConfigError(
+            f"--max-sample-age {sampler.max_age:g} must be at least --running-interval plus "
+            f"--sample-timeout ({sampler.running_interval + sampler.timeout:g}), or every "
+            "RUNNING broker would be reported stale between two rounds"
+        )
+    java = values["java"]
+    if shutil.which(java) is None:
+        raise ConfigError(f"--java: {java!r} is not an executable on PATH")
+    credentials = None
+    if values["jmx-credentials-file"] is not None:
+        path = values["jmx-credentials-file"]
+        try:
+            credentials = read_credentials(path)
+        except OSError as exc:
+            raise ConfigError(f"--jmx-credentials-file {path}: {exc.strerror}") from None
+        except ValueError as exc:
+            raise ConfigError(f"--jmx-credentials-file {path}: {exc}") from None
+    return AgentSettings(
+        listen=values["listen"],
+        tls_cert=values["tls-cert"],
+        tls_key=values["tls-key"],
+        tls_ca=values["tls-ca"],
+        tls_reload_interval=values["tls-reload-interval"],
+        jmx_url=values["jmx"],
+        jmx_credentials=credentials,
+        java=java,
+        sampler=sampler,
+        probe_listen=values["probe-listen"],
+        ready_file=values["ready-file"],
+        log_level=values["log-level"],
+        log_format=values["log-format"],
+    )
+
+
+def flag_names() -> Sequence[str]:
+    return [flag.name for flag in FLAGS]

@@ -1,0 +1,114 @@
+"""Prometheus metrics of the agent, rendered at scrape time from the sampler's latest outcome.
+
+Gauges about the broker are computed when Prometheus asks, so sampling does no metrics work;
+counters are incremented by the sampler's listener, once per round.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+
+from prometheus_client import CollectorRegistry, Counter, generate_latest
+from prometheus_client.core import GaugeMetricFamily, Metric
+from prometheus_client.registry import Collector
+
+from agent.readings import FailureReason
+from agent.sampler import Sample, Sampler, Unavailable
+
+CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
+
+
+class AgentMetrics(Collector):
+    def __init__(self, sampler: Sampler, clock: Callable[[], float]) -> None:
+        self.registry = CollectorRegistry(auto_describe=True)
+        self._sampler = sampler
+        self._clock = clock
+        self.samples = Counter(
+            "rollguard_agent_samples",
+            "JMX rounds that gave a usable sample",
+            registry=self.registry,
+        )
+        self.errors = Counter(
+            "rollguard_agent_sampler_errors",
+            "JMX rounds that gave no usable sample, by reason",
+            ["reason"],
+            registry=self.registry,
+        )
+        self.tls_reloads = Counter(
+            "rollguard_agent_tls_reloads",
+            "Reloads of changed TLS files, by result",
+            ["result"],
+            registry=self.registry,
+        )
+        for reason in FailureReason:
+            if reason not in (FailureReason.NO_SAMPLE_YET, FailureReason.STALE_SAMPLE):
+                self.errors.labels(reason=reason.value)
+        for result in ("ok", "error"):
+            self.tls_reloads.labels(result=result)
+        self.registry.register(self)
+        sampler.subscribe(self._count)
+
+    def _count(self, previous: Sample | Unavailable, latest: Sample | Unavailable) -> None:
+        if isinstance(latest, Sample):
+            self.samples.inc()
+        else:
+            self.errors.labels(reason=latest.reason.value).inc()
+
+    def describe(self) -> Iterator[Metric]:
+        return iter(())
+
+    def collect(self) -> Iterator[Metric]:
+        latest = self._sampler.latest
+        current = self._sampler.current()
+        ready = isinstance(current, Sample) and current.report.broker_state.is_ready
+        yield _gauge(
+            "rollguard_agent_ready",
+            "1 when the broker is ready (3 <= state != 127)",
+            1 if ready else 0,
+        )
+        up = GaugeMetricFamily(
+            "rollguard_agent_sample_up",
+            "1 when a usable sample is served; else 0, labelled with the reason",
+            labels=["reason"],
+        )
+        up.add_metric(
+            [""] if isinstance(current, Sample) else [current.reason.value],
+            1 if isinstance(current, Sample) else 0,
+        )
+        yield up
+        if self._sampler.last_duration is not None:
+            yield _gauge(
+                "rollguard_agent_sample_duration_seconds",
+                "Wall time of the latest JMX round",
+                self._sampler.last_duration,
+            )
+        if isinstance(latest, Sample):
+            report = latest.report
+            yield _gauge(
+                "rollguard_agent_sample_age_seconds",
+                "Age of the latest usable sample",
+                self._clock() - latest.taken_at,
+            )
+            yield _gauge(
+                "rollguard_agent_broker_state",
+                "Kafka BrokerState of the latest usable sample",
+                int(report.broker_state),
+            )
+            if report.recovery is not None:
+                yield _gauge(
+                    "rollguard_agent_remaining_logs_to_recover",
+                    "Logs left to recover, summed over all log dirs",
+                    report.recovery.remaining_logs,
+                )
+                yield _gauge(
+                    "rollguard_agent_remaining_segments_to_recover",
+                    "Segments left to recover, summed over all log dirs and threads",
+                    report.recovery.remaining_segments,
+                )
+
+    def render(self) -> bytes:
+        return generate_latest(self.registry)
+
+
+def _gauge(name: str, documentation: str, value: float) -> GaugeMetricFamily:
+    return GaugeMetricFamily(name, documentation, value=value)

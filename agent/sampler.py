@@ -1,0 +1,172 @@
+"""The background sampler: one JMX round at a time, results cached for the request path.
+
+Requests never wait for JMX: they read `Sampler.current()`, which costs a clock read and a
+comparison. The sampler runs a round, publishes the outcome, sleeps, and goes again. Sleeps are
+short while the broker is not RUNNING (a recovery is being watched, or JMX just failed) and long
+once it is, because a RUNNING broker rarely changes state and every jmxquery round costs a JVM.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Protocol
+
+from agent.readings import FailureReason, MBeanValue, SampleError, interpret
+from shared.states import BrokerState
+from shared.wire import BrokerStateReport
+
+logger = logging.getLogger(__name__)
+
+
+class JmxBackend(Protocol):
+    name: str
+
+    async def read(self, timeout: float) -> list[MBeanValue]: ...
+
+    async def close(self) -> None: ...
+
+
+@dataclass(frozen=True, slots=True)
+class Sample:
+    """A good sample; `body` is the response, rendered once when the sample is taken."""
+
+    report: BrokerStateReport
+    body: bytes
+    taken_at: float  # monotonic seconds
+    duration: float
+
+
+@dataclass(frozen=True, slots=True)
+class Unavailable:
+    """No usable sample, and why; `body` is the JSON of the 503 response."""
+
+    reason: FailureReason
+    message: str
+    body: bytes
+
+
+def unavailable(reason: FailureReason, message: str) -> Unavailable:
+    return Unavailable(reason, message, json.dumps({"error": reason, "message": message}).encode())
+
+
+@dataclass(frozen=True, slots=True)
+class SamplerSettings:
+    interval: float  # between rounds while the broker is not RUNNING, or after a failure
+    running_interval: float  # between rounds while the broker is RUNNING
+    timeout: float  # hard limit of one round
+    max_age: float  # a sample older than this is not served
+
+
+def next_interval(outcome: Sample | Unavailable, settings: SamplerSettings) -> float:
+    if isinstance(outcome, Sample) and outcome.report.broker_state is BrokerState.RUNNING:
+        return settings.running_interval
+    return settings.interval
+
+
+Listener = Callable[[Sample | Unavailable, Sample | Unavailable], None]
+
+
+class Sampler:
+    def __init__(
+        self,
+        backend: JmxBackend,
+        settings: SamplerSettings,
+        *,
+        clock: Callable[[], float] = time.monotonic,
+        wall_clock: Callable[[], datetime] = lambda: datetime.now(UTC),
+    ) -> None:
+        self.backend = backend
+        self.settings = settings
+        self._clock = clock
+        self._wall_clock = wall_clock
+        self._latest: Sample | Unavailable = unavailable(
+            FailureReason.NO_SAMPLE_YET, "the agent has not finished its first JMX round yet"
+        )
+        self._listeners: list[Listener] = []
+        self.rounds = 0
+        self.last_duration: float | None = None
+
+    def subscribe(self, listener: Listener) -> None:
+        """Call `listener(previous, latest)` after every round."""
+        self._listeners.append(listener)
+
+    @property
+    def latest(self) -> Sample | Unavailable:
+        return self._latest
+
+    def current(self) -> Sample | Unavailable:
+        """The latest sample if it is fresh enough to act on; otherwise why not."""
+        latest = self._latest
+        if isinstance(latest, Sample):
+            age = self._clock() - latest.taken_at
+            if age > self.settings.max_age:
+                return unavailable(
+                    FailureReason.STALE_SAMPLE,
+                    f"the latest sample is {age:.1f}s old (limit {self.settings.max_age:g}s)",
+                )
+        return latest
+
+    async def sample_once(self) -> Sample | Unavailable:
+        """Take one sample and publish it."""
+        started = self._clock()
+        try:
+            readings = await self.backend.read(self.settings.timeout)
+            report = interpret(readings, self._wall_clock())
+            outcome: Sample | Unavailable = Sample(
+                report, report.to_json(), self._clock(), self._clock() - started
+            )
+        except SampleError as exc:
+            outcome = unavailable(exc.reason, exc.message)
+        self.rounds += 1
+        self.last_duration = self._clock() - started
+        self._publish(outcome)
+        return outcome
+
+    def _publish(self, outcome: Sample | Unavailable) -> None:
+        previous, self._latest = self._latest, outcome
+        _log_transition(previous, outcome)
+        for listener in self._listeners:
+            listener(previous, outcome)
+
+    async def run(self) -> None:
+        """Sample until cancelled; cancellation kills a JMX round in flight."""
+        while True:
+            outcome = await self.sample_once()
+            await asyncio.sleep(next_interval(outcome, self.settings))
+
+
+def _describe(outcome: Sample | Unavailable) -> str:
+    if isinstance(outcome, Unavailable):
+        return f"unavailable ({outcome.reason}: {outcome.message})"
+    report = outcome.report
+    text = f"{report.broker_state.name} ({int(report.broker_state)})"
+    if report.recovery is not None:
+        text += (
+            f", {report.recovery.remaining_logs} logs and "
+            f"{report.recovery.remaining_segments} segments left to recover"
+        )
+    return text
+
+
+def _log_transition(previous: Sample | Unavailable, latest: Sample | Unavailable) -> None:
+    """One log line per change of state or failure reason, not one per round."""
+    same_state = (
+        isinstance(previous, Sample)
+        and isinstance(latest, Sample)
+        and previous.report.broker_state is latest.report.broker_state
+    )
+    same_failure = (
+        isinstance(previous, Unavailable)
+        and isinstance(latest, Unavailable)
+        and previous.reason is latest.reason
+    )
+    if same_state or same_failure:
+        return
+    level = logging.WARNING if isinstance(latest, Unavailable) else logging.INFO
+    logger.log(level, "broker is %s", _describe(latest))

@@ -1,0 +1,1 @@
+"""rollguard roller: see docs/architecture.md (not built yet)."""

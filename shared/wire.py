@@ -1,0 +1,117 @@
+"""The agent's wire contract: the JSON of `GET /v1/broker-state` (Strimzi proposal 048).
+
+    {"brokerState": 3}
+    {"brokerState": 2,
+     "recovery": {"remainingLogsToRecover": 123, "remainingSegmentsToRecover": 456}}
+
+`recovery` appears only when the state is 2 (RECOVERY). Additive fields (here `sampledAt`, an
+ISO 8601 UTC time) may appear; readers ignore fields they do not know. Strimzi's Java agent
+names the recovery object `recoveryState`, so the reader accepts that key too.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any
+
+from shared.errors import WireFormatError
+from shared.states import BrokerState
+
+BROKER_STATE_PATH = "/v1/broker-state"
+
+
+@dataclass(frozen=True, slots=True)
+class RecoveryProgress:
+    """What is left of a log recovery, summed over every log dir and recovery thread."""
+
+    remaining_logs: int
+    remaining_segments: int
+
+    def __post_init__(self) -> None:
+        if self.remaining_logs < 0 or self.remaining_segments < 0:
+            raise ValueError("remaining logs and segments cannot be negative")
+
+
+@dataclass(frozen=True, slots=True)
+class BrokerStateReport:
+    """One observation of a broker, as the agent reports it."""
+
+    broker_state: BrokerState
+    recovery: RecoveryProgress | None = None
+    sampled_at: datetime | None = None
+
+    def __post_init__(self) -> None:
+        if self.recovery is not None and self.broker_state is not BrokerState.RECOVERY:
+            raise ValueError("recovery progress is only reported in the RECOVERY state")
+
+    def to_wire(self) -> dict[str, Any]:
+        body: dict[str, Any] = {"brokerState": int(self.broker_state)}
+        if self.recovery is not None:
+            body["recovery"] = {
+                "remainingLogsToRecover": self.recovery.remaining_logs,
+                "remainingSegmentsToRecover": self.recovery.remaining_segments,
+            }
+        if self.sampled_at is not None:
+            body["sampledAt"] = format_time(self.sampled_at)
+        return body
+
+    def to_json(self) -> bytes:
+        return json.dumps(self.to_wire(), separators=(",", ":")).encode()
+
+    @classmethod
+    def from_wire(cls, body: object) -> BrokerStateReport:
+        """Read a report from rollguard's agent or Strimzi's; WireFormatError if malformed."""
+        if not isinstance(body, Mapping):
+            raise WireFormatError(f"broker state report must be a JSON object, got {body!r:.80}")
+        if "brokerState" not in body:
+            raise WireFormatError("broker state report has no 'brokerState'")
+        try:
+            state = BrokerState.parse(body["brokerState"])
+        except ValueError as exc:
+            raise WireFormatError(str(exc)) from exc
+        recovery = None
+        raw = body.get("recovery", body.get("recoveryState"))
+        if raw is not None and state is BrokerState.RECOVERY:
+            recovery = _read_recovery(raw)
+        sampled_at = None
+        if isinstance(body.get("sampledAt"), str):
+            try:
+                sampled_at = parse_time(body["sampledAt"])
+            except ValueError as exc:
+                raise WireFormatError(f"'sampledAt' is not an ISO 8601 time: {exc}") from exc
+        return cls(state, recovery, sampled_at)
+
+    @classmethod
+    def from_json(cls, data: bytes | str) -> BrokerStateReport:
+        try:
+            body = json.loads(data)
+        except (ValueError, UnicodeDecodeError) as exc:
+            raise WireFormatError(f"broker state report is not JSON: {exc}") from exc
+        return cls.from_wire(body)
+
+
+def _read_recovery(raw: object) -> RecoveryProgress:
+    if not isinstance(raw, Mapping):
+        raise WireFormatError(f"'recovery' must be a JSON object, got {raw!r:.80}")
+    counts = []
+    for key in ("remainingLogsToRecover", "remainingSegmentsToRecover"):
+        value = raw.get(key)
+        if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+            raise WireFormatError(f"'recovery.{key}' must be a non-negative integer, got {value!r}")
+        counts.append(value)
+    return RecoveryProgress(counts[0], counts[1])
+
+
+def format_time(moment: datetime) -> str:
+    """ISO 8601 in UTC with milliseconds and a Z, e.g. 2026-11-22T02:15:54.123Z."""
+    return moment.astimezone(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+def parse_time(text: str) -> datetime:
+    moment = datetime.fromisoformat(text.replace("Z", "+00:00"))
+    if moment.tzinfo is None:
+        raise ValueError(f"{text!r} has no time zone")
+    return moment

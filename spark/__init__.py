@@ -1,0 +1,1 @@
+"""rollguard spark: see docs/architecture.md (not built yet)."""

@@ -1,0 +1,65 @@
+"""Fixtures: certificates (from rollguard's own PKI and from trustme) and the test broker build."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import trustme
+
+from certs.pki import issue, make_ca, write_pair
+
+from helpers import Pki, build_broker
+
+
+def make_pki(folder: Path, name: str = "rollguard test CA") -> Pki:
+    ca = make_ca(name)
+    server = issue(ca, "agent", server=True, dns=["localhost"], ips=["127.0.0.1"])
+    client = issue(ca, "roller", server=False)
+    folder.mkdir(parents=True, exist_ok=True)
+    write_pair(ca, folder / "ca.crt", folder / "ca.key", force=True)
+    write_pair(server, folder / "agent.crt", folder / "agent.key", force=True)
+    write_pair(client, folder / "roller.crt", folder / "roller.key", force=True)
+    return Pki(
+        folder / "ca.crt",
+        folder / "agent.crt",
+        folder / "agent.key",
+        folder / "roller.crt",
+        folder / "roller.key",
+    )
+
+
+@pytest.fixture(scope="session")
+def pki(tmp_path_factory: pytest.TempPathFactory) -> Pki:
+    return make_pki(tmp_path_factory.mktemp("pki"))
+
+
+@pytest.fixture(scope="session")
+def other_pki(tmp_path_factory: pytest.TempPathFactory) -> Pki:
+    """A second, unrelated CA with its own certificates."""
+    return make_pki(tmp_path_factory.mktemp("other-pki"), "some other CA")
+
+
+@pytest.fixture(scope="session")
+def trustme_pki(tmp_path_factory: pytest.TempPathFactory) -> Pki:
+    folder = tmp_path_factory.mktemp("trustme")
+    ca = trustme.CA()
+    server = ca.issue_cert("localhost", "127.0.0.1")
+    client = ca.issue_cert("roller@example.com")
+    ca.cert_pem.write_to_path(str(folder / "ca.crt"))
+    server.cert_chain_pems[0].write_to_path(str(folder / "agent.crt"))
+    server.private_key_pem.write_to_path(str(folder / "agent.key"))
+    client.cert_chain_pems[0].write_to_path(str(folder / "roller.crt"))
+    client.private_key_pem.write_to_path(str(folder / "roller.key"))
+    return Pki(
+        folder / "ca.crt",
+        folder / "agent.crt",
+        folder / "agent.key",
+        folder / "roller.crt",
+        folder / "roller.key",
+    )
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _broker_classes() -> None:
+    build_broker()

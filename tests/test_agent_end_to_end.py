@@ -1,0 +1,308 @@
+"""The agent as users run it: a real process, a JVM serving Kafka's MBeans, curl with certs."""
+
+from __future__ import annotations
+
+import shutil
+import signal
+import time
+import urllib.request
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import pytest
+from cryptography.hazmat.primitives import serialization
+
+from certs.pki import Issued, issue, write_pair
+from shared.tls import read_certificates
+
+from helpers import Agent, Broker, Pki, SilentJmxPort, curl, free_port, wait_until
+
+
+def state_of(agent: Agent) -> dict[str, object] | None:
+    answer = agent.state()
+    if answer.status != 200:
+        return None
+    body = answer.json()
+    assert isinstance(body, dict)
+    return body
+
+
+def test_curl_follows_a_broker_through_starting_recovery_and_running(pki: Pki) -> None:
+    with (
+        Broker(
+            "--starting-ms",
+            "1500",
+            "--recovery-ms",
+            "6000",
+            "--dirs",
+            "2",
+            "--threads",
+            "2",
+            "--logs",
+            "10",
+            "--segments",
+            "50",
+        ) as broker,
+        Agent(pki, broker.address) as agent,
+    ):
+        seen: list[dict[str, object]] = []
+
+        def running() -> bool:
+            body = state_of(agent)
+            if body is not None:
+                seen.append(body)
+                return body["brokerState"] == 3
+            return False
+
+        wait_until(running, timeout=30, interval=0.2, what="RUNNING")
+
+    states = [body["brokerState"] for body in seen]
+    assert 1 in states and 2 in states and states[-1] == 3
+    # the states only move forward: STARTING, then RECOVERY, then RUNNING
+    assert states == sorted(states)
+    recovering = [body["recovery"] for body in seen if "recovery" in body]
+    assert recovering, "no recovery figures were reported"
+    for body in seen:
+        assert ("recovery" in body) == (body["brokerState"] == 2 and "recovery" in body)
+        if body["brokerState"] != 2:
+            assert "recovery" not in body
+    # 2 dirs x 10 logs, and 2 dirs x 2 threads x 50 segments, summed, counting down
+    logs = [r["remainingLogsToRecover"] for r in recovering]  # type: ignore[index]
+    segments = [r["remainingSegmentsToRecover"] for r in recovering]  # type: ignore[index]
+    assert max(logs) <= 20 and max(segments) <= 200
+    assert max(segments) > 100, "the sum over 4 gauges must exceed what one gauge can hold"
+    assert logs == sorted(logs, reverse=True) and segments == sorted(segments, reverse=True)
+    assert segments[0] > segments[-1]
+
+
+def test_trustme_certificates_work_with_the_agent(trustme_pki: Pki) -> None:
+    with Broker("--state", "3") as broker, Agent(trustme_pki, broker.address) as agent:
+        body = wait_until(lambda: state_of(agent), timeout=20, what="a 200")
+        assert body["brokerState"] == 3
+
+
+@pytest.fixture(scope="module")
+def running_agent(pki: Pki):  # type: ignore[no-untyped-def]
+    with Broker("--state", "3") as broker, Agent(pki, broker.address) as agent:
+        wait_until(lambda: state_of(agent), timeout=20, what="a first sample")
+        yield agent
+
+
+def test_no_client_certificate_is_refused(running_agent: Agent, pki: Pki) -> None:
+    answer = curl(running_agent.api + "/v1/broker-state", pki, no_client_cert=True)
+    assert answer.status == 0 and answer.returncode != 0
+
+
+def test_a_client_certificate_from_another_ca_is_refused(
+    running_agent: Agent, pki: Pki, other_pki: Pki
+) -> None:
+    answer = curl(
+        running_agent.api + "/v1/broker-state",
+        ca=pki.ca,
+        cert=other_pki.client_cert,
+        key=other_pki.client_key,
+    )
+    assert answer.status == 0 and answer.returncode != 0
+
+
+def test_an_expired_client_certificate_is_refused(
+    running_agent: Agent, pki: Pki, tmp_path: Path
+) -> None:
+    ca_cert = read_certificates(pki.ca, "CA")[0]
+    ca_key = serialization.load_pem_private_key(pki.ca.with_suffix(".key").read_bytes(), None)
+    # signed by the right CA, valid for one day two years ago
+    expired = issue(
+        Issued(ca_cert, ca_key),
+        "old-roller",
+        server=False,  # type: ignore[arg-type]
+        days=1,
+        now=datetime.now(UTC) - timedelta(days=730),
+    )
+    write_pair(expired, tmp_path / "old.crt", tmp_path / "old.key", force=False)
+    answer = curl(
+        running_agent.api + "/v1/broker-state",
+        ca=pki.ca,
+        cert=tmp_path / "old.crt",
+        key=tmp_path / "old.key",
+    )
+    assert answer.status == 0 and answer.returncode != 0
+    # the same request with a valid certificate is answered: the refusal is about expiry
+    assert running_agent.state().status == 200
+
+
+def test_unknown_versions_and_paths_are_404_with_json(running_agent: Agent) -> None:
+    for path in ("/v5/broker-state", "/v1/nope", "/"):
+        answer = running_agent.state(path)
+        assert answer.status == 404, path
+        assert answer.json()["error"] == "not-found"  # type: ignore[index]
+
+
+def test_other_methods_are_405_with_json(running_agent: Agent) -> None:
+    for method in ("POST", "PUT", "DELETE"):
+        answer = running_agent.state(method=method)
+        assert answer.status == 405, method
+        assert answer.json()["error"] == "method-not-allowed"  # type: ignore[index]
+
+
+def test_ready_probe_and_metrics(running_agent: Agent) -> None:
+    assert curl(running_agent.probe + "/v1/ready").status == 204
+    metrics = curl(running_agent.probe + "/metrics")
+    assert metrics.status == 200
+    assert "rollguard_agent_broker_state 3.0" in metrics.body
+    assert "rollguard_agent_ready 1.0" in metrics.body
+    assert "rollguard_agent_sample_duration_seconds" in metrics.body
+    assert 'rollguard_agent_sampler_errors_total{reason="jmx-timeout"} 0.0' in metrics.body
+
+
+@pytest.mark.parametrize(
+    ("flags", "reason"),
+    [(("--no-broker-state",), "broker-state-missing"), (("--malformed-state",), "malformed-value")],
+)
+def test_no_usable_broker_state_is_503_with_the_reason(
+    pki: Pki, flags: tuple[str, ...], reason: str
+) -> None:
+    with Broker(*flags) as broker, Agent(pki, broker.address) as agent:
+        answer = wait_until(
+            lambda: (
+                (a := agent.state()).status == 503 and a.json()["error"] != "no-sample-yet" and a
+            ),
+            timeout=20,
+            what="a 503",
+        )
+        assert answer.json()["error"] == reason
+        assert curl(agent.probe + "/v1/ready").status == 503
+
+
+def test_jmx_closed_gives_503_quickly_and_200_once_jmx_is_back(pki: Pki) -> None:
+    port = free_port()
+    with Agent(pki, f"127.0.0.1:{port}") as agent:
+        closed = wait_until(
+            lambda: (
+                (a := agent.state()).status == 503 and a.json()["error"] == "jmx-unreachable" and a
+            ),
+            timeout=10,
+            what="503 jmx-unreachable",
+        )
+        assert "127.0.0.1" in closed.json()["message"]
+        with Broker("--state", "3", port=port):
+            wait_until(lambda: state_of(agent), timeout=20, what="200 once JMX is back")
+        wait_until(lambda: agent.state().status == 503, timeout=20, what="503 once JMX is gone")
+        assert curl(agent.probe + "/v1/ready").status == 503
+
+
+def test_hung_jmx_gives_503_after_the_time_limit_while_the_agent_keeps_answering(pki: Pki) -> None:
+    silent = SilentJmxPort()
+    try:
+        with Agent(pki, f"127.0.0.1:{silent.port}", timeout="2") as agent:
+            started = time.monotonic()
+            timed_out = wait_until(
+                lambda: (
+                    (a := agent.state()).status == 503 and a.json()["error"] == "jmx-timeout" and a
+                ),
+                timeout=15,
+                interval=0.1,
+                what="503 jmx-timeout",
+            )
+            assert time.monotonic() - started < 6, "a hung JMX port must fail within its limit"
+            # while rounds keep hanging, every request is still answered at once
+            answers = [agent.state() for _ in range(5)]
+            assert all(a.status == 503 for a in answers)
+            assert max(a.seconds for a in answers) < 1.0
+            assert timed_out.json()["message"]
+            assert silent.accepted, "the agent never even connected to the JMX port"
+    finally:
+        silent.close()
+
+
+def test_jmx_credentials_are_used_and_a_wrong_password_is_503(pki: Pki, tmp_path: Path) -> None:
+    good, bad = tmp_path / "good", tmp_path / "bad"
+    good.write_text("# JMX monitoring user\nmonitor s3cret\n")
+    bad.write_text("monitor wrong\n")
+    with Broker("--state", "3", "--jmx-user", "monitor", "--jmx-password", "s3cret") as broker:
+        with Agent(pki, broker.address, "--jmx-credentials-file", str(good)) as agent:
+            wait_until(lambda: state_of(agent), timeout=20, what="200 with credentials")
+            assert "s3cret" not in agent.output.text()
+        with Agent(pki, broker.address, "--jmx-credentials-file", str(bad)) as agent:
+            answer = wait_until(
+                lambda: (
+                    (a := agent.state()).status == 503
+                    and a.json()["error"] != "no-sample-yet"
+                    and a
+                ),
+                timeout=20,
+                what="503",
+            )
+            assert answer.json()["error"] == "jmx-auth-failed"
+            assert "wrong" not in agent.output.text()
+
+
+def test_ready_file_follows_readiness_and_is_removed_on_stop(pki: Pki, tmp_path: Path) -> None:
+    ready = tmp_path / "kafka-ready"
+    with Broker("--starting-ms", "1500", "--running-ms", "3000") as broker:
+        agent = Agent(pki, broker.address, "--ready-file", str(ready))
+        try:
+            assert not ready.exists()
+            wait_until(ready.exists, timeout=20, what="the ready file")
+            # controlled shutdown (6, 7) still counts as ready; NOT_RUNNING (0) does not
+            wait_until(lambda: not ready.exists(), timeout=20, what="the ready file to go")
+            wait_until(lambda: broker.process.poll() is not None, timeout=10, what="broker exit")
+        finally:
+            agent.stop()
+
+
+def test_sigterm_stops_the_agent_within_5_seconds_and_removes_the_ready_file(
+    pki: Pki, tmp_path: Path
+) -> None:
+    ready = tmp_path / "ready"
+    silent = SilentJmxPort()  # a JMX round is hanging when SIGTERM arrives
+    try:
+        agent = Agent(
+            pki,
+            f"127.0.0.1:{silent.port}",
+            "--ready-file",
+            str(ready),
+            "--max-sample-age",
+            "60",
+            timeout="30",
+        )
+        wait_until(lambda: silent.accepted, timeout=10, what="a JMX round in flight")
+        started = time.monotonic()
+        code = agent.stop(signal.SIGTERM)
+        assert time.monotonic() - started < 5
+        assert code == 0
+        assert not ready.exists()
+        assert "stopped" in agent.output.text()
+    finally:
+        silent.close()
+
+
+def test_rotated_certificates_are_used_without_a_restart(
+    pki: Pki, other_pki: Pki, tmp_path: Path
+) -> None:
+    live = tmp_path / "live"
+    live.mkdir()
+    for name in ("ca.crt", "agent.crt", "agent.key"):
+        shutil.copy(pki.ca.parent / name, live / name)
+    mounted = Pki(
+        live / "ca.crt", live / "agent.crt", live / "agent.key", pki.client_cert, pki.client_key
+    )
+    with (
+        Broker("--state", "3") as broker,
+        Agent(mounted, broker.address, "--tls-reload-interval", "0.2") as agent,
+    ):
+        wait_until(lambda: state_of(agent), timeout=20, what="a first 200")
+        # rotate everything to the other CA, as a replaced Kubernetes secret would
+        for name in ("ca.crt", "agent.crt", "agent.key"):
+            shutil.copy(other_pki.ca.parent / name, live / name)
+        url = agent.api + "/v1/broker-state"
+        wait_until(lambda: curl(url, other_pki).status == 200, timeout=10, what="the new files")
+        # the old client certificate is no longer trusted, even by a client trusting the new CA
+        old = curl(url, ca=other_pki.ca, cert=pki.client_cert, key=pki.client_key)
+        assert old.status == 0
+        # a half-written rotation is refused and the current files keep serving
+        (live / "agent.key").write_text("not a key")
+        wait_until(lambda: "cannot be used" in agent.output.text(), timeout=10, what="an error")
+        assert curl(url, other_pki).status == 200
+        metrics = urllib.request.urlopen(agent.probe + "/metrics").read().decode()
+        assert 'rollguard_agent_tls_reloads_total{result="ok"} 1.0' in metrics
+        assert 'rollguard_agent_tls_reloads_total{result="error"} 1.0' in metrics
