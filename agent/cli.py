@@ -48,6 +48,9 @@ def configure_logging(level: str, log_format: str) -> None:
     root = logging.getLogger()
     root.handlers[:] = [handler]
     root.setLevel(level.upper())
+    # uvicorn announces each of the two servers at INFO; the agent logs its own start line.
+    if level != "debug":
+        logging.getLogger("uvicorn.error").setLevel(logging.WARNING)
 
 
 def main(argv: Sequence[str] | None = None, environ: Mapping[str, str] | None = None) -> int:

@@ -8,7 +8,12 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator
 
-from prometheus_client import CollectorRegistry, Counter, generate_latest
+from prometheus_client import (
+    CollectorRegistry,
+    Counter,
+    disable_created_metrics,
+    generate_latest,
+)
 from prometheus_client.core import GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
@@ -16,6 +21,9 @@ from agent.readings import FailureReason
 from agent.sampler import Sample, Sampler, Unavailable
 
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
+
+# `_created` series double every counter and tell operators nothing here.
+disable_created_metrics()
 
 
 class AgentMetrics(Collector):
@@ -66,16 +74,11 @@ class AgentMetrics(Collector):
             "1 when the broker is ready (3 <= state != 127)",
             1 if ready else 0,
         )
-        up = GaugeMetricFamily(
+        yield _gauge(
             "rollguard_agent_sample_up",
-            "1 when a usable sample is served; else 0, labelled with the reason",
-            labels=["reason"],
-        )
-        up.add_metric(
-            [""] if isinstance(current, Sample) else [current.reason.value],
+            "1 when a usable sample is served (see sampler_errors_total for why not)",
             1 if isinstance(current, Sample) else 0,
         )
-        yield up
         if self._sampler.last_duration is not None:
             yield _gauge(
                 "rollguard_agent_sample_duration_seconds",

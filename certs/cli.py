@@ -73,7 +73,7 @@ def run(args: argparse.Namespace) -> None:
         return
     key = new_key(KeyType(args.key_type), args.rsa_bits)
     if args.command == "init-ca":
-        issued = make_ca(args.name, days=args.days or 3650, key=key)
+        issued = make_ca(args.name, days=3650 if args.days is None else args.days, key=key)
         cert_path, key_path = args.dir / "ca.crt", args.dir / "ca.key"
     else:
         ca = load_ca(args.ca_cert or args.dir / "ca.crt", args.ca_key or args.dir / "ca.key")
@@ -82,7 +82,13 @@ def run(args: argparse.Namespace) -> None:
             # Nothing checks SANs of a client certificate; refusing avoids a false sense of scope.
             raise ConfigError("issue-client takes a name only; --dns and --ip are for issue-server")
         issued = issue(
-            ca, args.name, server=server, dns=args.dns, ips=args.ip, days=args.days or 365, key=key
+            ca,
+            args.name,
+            server=server,
+            dns=args.dns,
+            ips=args.ip,
+            days=365 if args.days is None else args.days,
+            key=key,
         )
         cert_path, key_path = args.dir / f"{args.name}.crt", args.dir / f"{args.name}.key"
     write_pair(issued, cert_path, key_path, force=args.force)

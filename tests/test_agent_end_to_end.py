@@ -130,6 +130,13 @@ def test_an_expired_client_certificate_is_refused(
     assert running_agent.state().status == 200
 
 
+def test_tls_below_1_2_is_refused_and_1_2_is_served(running_agent: Agent) -> None:
+    old = running_agent.state(extra=["--tlsv1", "--tls-max", "1.1"])
+    assert old.status == 0 and old.returncode != 0
+    assert running_agent.state(extra=["--tlsv1.2", "--tls-max", "1.2"]).status == 200
+    assert running_agent.state(extra=["--tlsv1.3"]).status == 200
+
+
 def test_unknown_versions_and_paths_are_404_with_json(running_agent: Agent) -> None:
     for path in ("/v5/broker-state", "/v1/nope", "/"):
         answer = running_agent.state(path)

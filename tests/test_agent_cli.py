@@ -1,0 +1,97 @@
+"""`rollguard-agent` start-up: bad settings exit 2 with one line, and nothing is left listening."""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from helpers import BIN, Agent, Broker, Pki, free_port, wait_until
+
+
+def start(
+    pki: Pki, *args: str, env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess[str]:
+    command = [str(BIN / "rollguard-agent"), "--tls-cert", str(pki.server_cert),
+               "--tls-key", str(pki.server_key), "--tls-ca", str(pki.ca),
+               "--listen", "127.0.0.1:0", "--probe-listen", "127.0.0.1:0", *args]  # fmt: skip
+    clean = {k: v for k, v in os.environ.items() if not k.startswith("ROLLGUARD_AGENT_")}
+    return subprocess.run(command, capture_output=True, text=True, timeout=30,
+                          env={**clean, **(env or {})})  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("args", "env", "message"),
+    [
+        (["--bogus"], {}, "unrecognized arguments: --bogus"),
+        (["--listen", "nowhere"], {}, "--listen: 'nowhere' is not HOST:PORT"),
+        ([], {"ROLLGUARD_AGENT_SAMPLE_TIMEOUT": "soon"}, "ROLLGUARD_AGENT_SAMPLE_TIMEOUT"),
+        (["--sample-interval", "0"], {}, "--sample-interval: '0' is not a positive number"),
+        (["--jmx", "host-without-port"], {}, "--jmx: 'host-without-port' is neither"),
+        (["--max-sample-age", "6"], {}, "--max-sample-age 6 must be at least"),
+        (["--java", "/no/such/java"], {}, "--java: '/no/such/java' is not an executable"),
+        (["--jmx-credentials-file", "/no/such/file"], {}, "--jmx-credentials-file /no/such/file"),
+        (["--tls-cert", "/no/such.crt"], {}, "certificate /no/such.crt: no such file"),
+        (["--log-level", "loud"], {}, "--log-level: 'loud' is not one of"),
+        (["--listen", "256.0.0.1:8443"], {}, "--listen 256.0.0.1:8443: cannot"),
+    ],
+)
+def test_bad_settings_exit_2_with_one_line_naming_them(
+    pki: Pki, args: list[str], env: dict[str, str], message: str
+) -> None:
+    done = start(pki, *args, env=env)
+    assert done.returncode == 2, done.stderr
+    assert message in done.stderr
+    assert len(done.stderr.strip().splitlines()) == 1, done.stderr
+    assert "Traceback" not in done.stderr
+
+
+def test_a_key_of_another_certificate_is_named(pki: Pki, other_pki: Pki) -> None:
+    done = start(pki, "--tls-key", str(other_pki.server_key))
+    assert done.returncode == 2
+    assert f"private key {other_pki.server_key} does not belong to certificate" in done.stderr
+
+
+def test_an_unreadable_ca_is_named(pki: Pki, tmp_path: Path) -> None:
+    done = start(pki, "--tls-ca", str(tmp_path))
+    assert done.returncode == 2 and f"CA bundle {tmp_path}: is a directory" in done.stderr
+
+
+def test_required_tls_files_are_asked_for() -> None:
+    done = subprocess.run([str(BIN / "rollguard-agent")], capture_output=True, text=True)
+    assert done.returncode == 2 and "--tls-cert is required" in done.stderr
+
+
+def test_a_port_in_use_exits_2_and_leaves_nothing_listening(pki: Pki) -> None:
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        busy = taken.getsockname()[1]
+        api = free_port()
+        done = start(pki, "--listen", f"127.0.0.1:{api}", "--probe-listen", f"127.0.0.1:{busy}")
+        assert done.returncode == 2
+        assert f"--probe-listen 127.0.0.1:{busy}: port {busy} is already in use" in done.stderr
+    # the API port was bound before the probe port failed; it must have been released
+    with socket.socket() as probe:
+        assert probe.connect_ex(("127.0.0.1", api)) != 0
+
+
+def test_every_setting_can_come_from_the_environment(pki: Pki) -> None:
+    with Broker("--state", "3") as broker:
+        env = {
+            "ROLLGUARD_AGENT_JMX": broker.address,
+            "ROLLGUARD_AGENT_SAMPLE_INTERVAL": "0.3",
+            "ROLLGUARD_AGENT_LOG_FORMAT": "json",
+        }
+        with Agent(pki, broker.address, env=env) as agent:
+            wait_until(lambda: agent.state().status == 200, timeout=20, what="a 200")
+            assert '"level": "info"' in agent.output.text()
+    # A flag on the command line wins over the environment: the bad variable is never read,
+    # and the first error is the one of a later setting.
+    done = start(pki, "--sample-timeout", "2", "--log-format", "xml",
+                 env={"ROLLGUARD_AGENT_SAMPLE_TIMEOUT": "soon"})  # fmt: skip
+    assert done.returncode == 2
+    assert "--log-format" in done.stderr and "SAMPLE_TIMEOUT" not in done.stderr

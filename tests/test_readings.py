@@ -1,0 +1,98 @@
+"""From JMX values to a report: sums, absences and malformed values (pure)."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+
+import pytest
+
+from agent.readings import (
+    BROKER_STATE,
+    REMAINING_LOGS,
+    REMAINING_SEGMENTS,
+    FailureReason,
+    MBeanValue,
+    SampleError,
+    interpret,
+    object_name_key,
+)
+from shared.states import BrokerState
+from shared.wire import RecoveryProgress
+
+NOW = datetime(2026, 1, 1, tzinfo=UTC)
+
+
+def state(value: object) -> MBeanValue:
+    return MBeanValue(BROKER_STATE, "Value", value)
+
+
+def logs(directory: str, value: object) -> MBeanValue:
+    return MBeanValue(f"{REMAINING_LOGS},dir={directory}", "Value", value)
+
+
+def segments(directory: str, thread: int, value: object) -> MBeanValue:
+    return MBeanValue(f"{REMAINING_SEGMENTS},dir={directory},threadNum={thread}", "Value", value)
+
+
+def test_recovery_sums_every_dir_and_every_thread() -> None:
+    readings = [
+        state("2"),
+        logs("/data-0", 10), logs("/data-1", 7),
+        segments("/data-0", 0, 100), segments("/data-0", 1, 90),
+        segments("/data-1", 0, 80), segments("/data-1", 1, 3),
+    ]  # fmt: skip
+    report = interpret(readings, NOW)
+    assert report.broker_state is BrokerState.RECOVERY
+    assert report.recovery == RecoveryProgress(17, 273)
+    assert report.sampled_at == NOW
+
+
+def test_running_ignores_leftover_gauges() -> None:
+    report = interpret([state("3"), logs("/d", 0), segments("/d", 0, 0)], NOW)
+    assert report.broker_state is BrokerState.RUNNING and report.recovery is None
+
+
+def test_recovery_before_kafka_registers_its_gauges_has_no_figures() -> None:
+    assert interpret([state("2")], NOW).recovery is None
+    assert interpret([state("2"), logs("/d", 3)], NOW).recovery is None
+
+
+def test_missing_broker_state_is_its_own_reason() -> None:
+    with pytest.raises(SampleError) as raised:
+        interpret([logs("/d", 3)], NOW)
+    assert raised.value.reason is FailureReason.BROKER_STATE_MISSING
+
+
+@pytest.mark.parametrize(
+    "readings",
+    [[state("banana")], [state("42")], [state("2"), logs("/d", "many")],
+     [state("2"), logs("/d", 1), segments("/d", 0, -4)], [state("2"), logs("/d", True)]],
+)  # fmt: skip
+def test_malformed_values_are_refused_with_the_mbean_named(readings: list[MBeanValue]) -> None:
+    with pytest.raises(SampleError) as raised:
+        interpret(readings, NOW)
+    assert raised.value.reason is FailureReason.MALFORMED_VALUE
+    assert "kafka." in raised.value.message
+
+
+def test_other_attributes_and_mbeans_are_ignored() -> None:
+    readings = [state("3"), MBeanValue(BROKER_STATE, "Count", "x"), MBeanValue("a:b=c", "Value", 1)]
+    assert interpret(readings, NOW).broker_state is BrokerState.RUNNING
+
+
+@pytest.mark.parametrize(
+    ("name", "key"),
+    [
+        ("kafka.log:type=LogManager,name=remainingLogsToRecover,dir=/d",
+         ("kafka.log", "LogManager", "remainingLogsToRecover")),
+        ('kafka.log:dir="/a,b=c",name=remainingLogsToRecover,type=LogManager',
+         ("kafka.log", "LogManager", "remainingLogsToRecover")),
+        ("kafka.server:name=BrokerState,type=KafkaServer",
+         ("kafka.server", "KafkaServer", "BrokerState")),
+        ("nodomain", ("nodomain", "", "")),
+    ],
+)  # fmt: skip
+def test_object_names_are_matched_on_domain_type_and_name_in_any_order(
+    name: str, key: tuple[str, str, str]
+) -> None:
+    assert object_name_key(name) == key

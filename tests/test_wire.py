@@ -1,0 +1,73 @@
+from __future__ import annotations
+
+import json
+from datetime import UTC, datetime
+
+import pytest
+
+from shared.errors import WireFormatError
+from shared.states import BrokerState
+from shared.wire import BrokerStateReport, RecoveryProgress
+
+
+def test_running_has_no_recovery_key() -> None:
+    assert json.loads(BrokerStateReport(BrokerState.RUNNING).to_json()) == {"brokerState": 3}
+
+
+def test_recovery_writes_the_proposal_048_keys() -> None:
+    report = BrokerStateReport(BrokerState.RECOVERY, RecoveryProgress(123, 456))
+    assert json.loads(report.to_json()) == {
+        "brokerState": 2,
+        "recovery": {"remainingLogsToRecover": 123, "remainingSegmentsToRecover": 456},
+    }
+
+
+def test_sample_time_is_an_additive_iso_8601_utc_field() -> None:
+    moment = datetime(2026, 11, 22, 2, 15, 54, 123000, tzinfo=UTC)
+    body = BrokerStateReport(BrokerState.RUNNING, sampled_at=moment).to_wire()
+    assert body == {"brokerState": 3, "sampledAt": "2026-11-22T02:15:54.123Z"}
+    assert BrokerStateReport.from_wire(body).sampled_at == moment
+
+
+def test_recovery_outside_the_recovery_state_is_refused() -> None:
+    with pytest.raises(ValueError, match="RECOVERY"):
+        BrokerStateReport(BrokerState.RUNNING, RecoveryProgress(1, 1))
+
+
+@pytest.mark.parametrize("key", ["recovery", "recoveryState"])
+def test_reader_accepts_ours_and_strimzis_recovery_key(key: str) -> None:
+    body = {"brokerState": 2, key: {"remainingLogsToRecover": 5, "remainingSegmentsToRecover": 9}}
+    report = BrokerStateReport.from_json(json.dumps(body))
+    assert report == BrokerStateReport(BrokerState.RECOVERY, RecoveryProgress(5, 9))
+
+
+def test_round_trip() -> None:
+    report = BrokerStateReport(BrokerState.RECOVERY, RecoveryProgress(0, 7))
+    assert BrokerStateReport.from_json(report.to_json()) == report
+
+
+def test_reader_ignores_unknown_fields_and_recovery_outside_recovery() -> None:
+    body = {"brokerState": 3, "eta": 12, "recovery": {"remainingLogsToRecover": 1}}
+    assert BrokerStateReport.from_wire(body) == BrokerStateReport(BrokerState.RUNNING)
+
+
+@pytest.mark.parametrize(
+    ("document", "problem"),
+    [
+        ("not json", "not JSON"),
+        ("[1]", "JSON object"),
+        ("{}", "no 'brokerState'"),
+        ('{"brokerState": "x"}', "not a number"),
+        ('{"brokerState": 9}', "not one of Kafka"),
+        ('{"brokerState": 2, "recovery": 5}', "JSON object"),
+        ('{"brokerState": 2, "recovery": {"remainingLogsToRecover": -1}}', "non-negative"),
+        ('{"brokerState": 2, "recovery": {"remainingLogsToRecover": 1,'
+         ' "remainingSegmentsToRecover": "2"}}', "non-negative"),
+        ('{"brokerState": 3, "sampledAt": "yesterday"}', "ISO 8601"),
+    ],
+)  # fmt: skip
+def test_malformed_reports_raise_a_wire_format_error_naming_the_problem(
+    document: str, problem: str
+) -> None:
+    with pytest.raises(WireFormatError, match=problem):
+        BrokerStateReport.from_json(document)
