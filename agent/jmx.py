@@ -31,7 +31,7 @@ logger = logging.getLogger(__name__)
 JAR_PATH = jmxquery.JAR_PATH
 
 # A short-lived JVM that reads a handful of MBeans: skip the optimising compiler and the
-# parallel collectors; this saves a fifth of the start-up CPU (measured in bench/agent.py).
+# parallel collectors. This saves about 12 % of the CPU of a round (docs/benchmarks.md).
 JVM_OPTIONS = ("-XX:TieredStopAtLevel=1", "-XX:+UseSerialGC", "-Xshare:auto", "-Xmx32m")
 
 

@@ -1,0 +1,29 @@
+"""The README must stay true to the code: every agent flag and failure reason is documented."""
+
+from __future__ import annotations
+
+from helpers import ROOT
+
+from agent.config import FLAGS
+from agent.readings import FailureReason
+
+README = (ROOT / "README.md").read_text()
+OPERATIONS = (ROOT / "docs" / "operations.md").read_text()
+
+
+def test_every_agent_flag_is_in_the_readme_with_its_default() -> None:
+    for flag in FLAGS:
+        row = next((line for line in README.splitlines() if f"| `--{flag.name}` |" in line), None)
+        assert row is not None, f"--{flag.name} is not in the README's flag table"
+        if flag.default is not None:
+            assert f"`{flag.default}`" in row, f"--{flag.name}: default {flag.default} not shown"
+
+
+def test_every_503_reason_is_explained() -> None:
+    for reason in FailureReason:
+        assert f"`{reason.value}`" in README, reason
+        assert f"`{reason.value}`" in OPERATIONS, reason
+
+
+def test_the_readme_shows_exactly_the_two_commands() -> None:
+    assert "make demo" in README and "make test" in README
