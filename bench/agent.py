@@ -28,18 +28,33 @@ sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != ROOT / "bench"
 sys.path.insert(0, str(ROOT / "tests"))
 
 from conftest import make_pki  # noqa: E402
-from helpers import Agent, Broker, wait_until  # noqa: E402
 
 from agent.jmx import JVM_OPTIONS, JmxQueryBackend  # noqa: E402
 from agent.readings import QUERIES  # noqa: E402
+
+from helpers import Agent, Broker, wait_until  # noqa: E402
 
 TICKS = os.sysconf("SC_CLK_TCK")
 
 
 def loadgen(mode: str, url: str, pki, connections: int, seconds: float) -> dict[str, float]:  # type: ignore[no-untyped-def]
-    command = [sys.executable, str(ROOT / "bench" / "loadgen.py"), mode, "--url", url,
-               "--ca", str(pki.ca), "--cert", str(pki.client_cert), "--key", str(pki.client_key),
-               "--connections", str(connections), "--seconds", str(seconds)]  # fmt: skip
+    command = [
+        sys.executable,
+        str(ROOT / "bench" / "loadgen.py"),
+        mode,
+        "--url",
+        url,
+        "--ca",
+        str(pki.ca),
+        "--cert",
+        str(pki.client_cert),
+        "--key",
+        str(pki.client_key),
+        "--connections",
+        str(connections),
+        "--seconds",
+        str(seconds),
+    ]
     done = subprocess.run(command, capture_output=True, text=True, check=True)
     return json.loads(done.stdout)
 
@@ -89,8 +104,12 @@ def main() -> int:
     parser.add_argument("--seconds", type=float, default=10, help="length of each HTTP run")
     parser.add_argument("--runs", type=int, default=3, help="repetitions of each measurement")
     parser.add_argument("--samples", type=int, default=30, help="JMX rounds per configuration")
-    parser.add_argument("--idle-seconds", type=float, default=30,
-                        help="how long to watch the agent's CPU with a RUNNING broker")  # fmt: skip
+    parser.add_argument(
+        "--idle-seconds",
+        type=float,
+        default=30,
+        help="how long to watch the agent's CPU with a RUNNING broker",
+    )
     args = parser.parse_args()
     work = ROOT / "build" / "bench"
     work.mkdir(parents=True, exist_ok=True)
@@ -107,15 +126,17 @@ def main() -> int:
             tuned.append(jmx_rounds(broker.url, JVM_OPTIONS, args.samples // args.runs))
             plain.append(jmx_rounds(broker.url, (), args.samples // args.runs))
         results["jmx_jmxquery_tuned"] = {
-            "wall_ms": median([t[0] for t in tuned]), "cpu_ms": median([t[1] for t in tuned]),
-            "jvm_rss_mb": round(max(t[2] for t in tuned), 1), "jvm_flags": " ".join(JVM_OPTIONS),
-        }  # fmt: skip
+            "wall_ms": median([t[0] for t in tuned]),
+            "cpu_ms": median([t[1] for t in tuned]),
+            "jvm_rss_mb": round(max(t[2] for t in tuned), 1),
+            "jvm_flags": " ".join(JVM_OPTIONS),
+        }
         results["jmx_jmxquery_plain"] = {
-            "wall_ms": median([p[0] for p in plain]), "cpu_ms": median([p[1] for p in plain]),
-        }  # fmt: skip
+            "wall_ms": median([p[0] for p in plain]),
+            "cpu_ms": median([p[1] for p in plain]),
+        }
 
-        with Agent(pki, broker.address,
-                   interval="1", running_interval="10", timeout="5") as agent:  # fmt: skip
+        with Agent(pki, broker.address, interval="1", running_interval="10", timeout="5") as agent:
             wait_until(lambda: agent.state().status == 200, timeout=30, what="a first 200")
             pid = agent.process.pid
             url = agent.api + "/v1/broker-state"
@@ -130,8 +151,11 @@ def main() -> int:
             }
             results["agent_rss_mb_idle"] = round(rss_mb(pid), 1)
 
-            runs: dict[str, list[dict[str, float]]] = {"keepalive_1": [], "keepalive_16": [],
-                                                       "new_connections_4": []}  # fmt: skip
+            runs: dict[str, list[dict[str, float]]] = {
+                "keepalive_1": [],
+                "keepalive_16": [],
+                "new_connections_4": [],
+            }
             for _ in range(args.runs):
                 runs["keepalive_1"].append(loadgen("keepalive", url, pki, 1, args.seconds))
                 runs["keepalive_16"].append(loadgen("keepalive", url, pki, 16, args.seconds))

@@ -83,9 +83,12 @@ async def keepalive(args: argparse.Namespace, context: ssl.SSLContext) -> dict[s
     exchanges = []
     for _ in range(args.connections):
         _, protocol = await loop.create_connection(
-            lambda: Exchange(request, latencies, stop_at), host, port, ssl=context,
+            lambda: Exchange(request, latencies, stop_at),
+            host,
+            port,
+            ssl=context,
             server_hostname=host,
-        )  # fmt: skip
+        )
         exchanges.append(protocol)
     await asyncio.gather(*(e.done for e in exchanges))
     return summary(latencies, time.perf_counter() - started, 0)
@@ -104,8 +107,9 @@ async def connect(args: argparse.Namespace, context: ssl.SSLContext) -> dict[str
         while time.perf_counter() < stop_at:
             begin = time.perf_counter()
             try:
-                reader, writer = await asyncio.open_connection(host, port, ssl=context,
-                                                               server_hostname=host)  # fmt: skip
+                reader, writer = await asyncio.open_connection(
+                    host, port, ssl=context, server_hostname=host
+                )
                 writer.write(request)
                 response = await reader.read()
                 writer.close()
@@ -124,8 +128,10 @@ async def connect(args: argparse.Namespace, context: ssl.SSLContext) -> dict[str
 def target(url: str) -> tuple[str, int, bytes]:
     parts = urlsplit(url)
     host, port = parts.hostname or "127.0.0.1", parts.port or 443
-    request = (f"GET {parts.path} HTTP/1.1\r\nHost: {host}:{port}\r\nUser-Agent: loadgen\r\n"
-               "Connection: keep-alive\r\n\r\n").encode()  # fmt: skip
+    request = (
+        f"GET {parts.path} HTTP/1.1\r\nHost: {host}:{port}\r\nUser-Agent: loadgen\r\n"
+        "Connection: keep-alive\r\n\r\n"
+    ).encode()
     return host, port, request
 
 

@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from helpers import ROOT
-
 from agent.config import FLAGS
 from agent.readings import FailureReason
+
+from helpers import ROOT
 
 README = (ROOT / "README.md").read_text()
 OPERATIONS = (ROOT / "docs" / "operations.md").read_text()
