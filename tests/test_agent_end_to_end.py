@@ -75,6 +75,31 @@ def test_curl_follows_a_broker_through_starting_recovery_and_running(pki: Pki) -
     assert segments[0] > segments[-1]
 
 
+def test_a_stalled_recovery_stays_in_recovery_with_the_same_figures(pki: Pki) -> None:
+    with (
+        Broker("--recovery-ms", "2000", "--stall-at", "0.5", "--dirs", "2") as broker,
+        Agent(pki, broker.address) as agent,
+    ):
+        samples: list[dict[str, object]] = []
+
+        def two_later_samples_agree() -> bool:
+            body = state_of(agent)
+            if body is None or "recovery" not in body:
+                return False
+            samples.append(body)
+            # the broker stops at half way after 1 s; wait until two samples taken 2 s apart
+            # (sampledAt differs) report the same remaining work
+            return len(samples) > 1 and any(
+                earlier["recovery"] == body["recovery"] and earlier["sampledAt"] != body["sampledAt"]
+                for earlier in samples[:-8]
+            )
+
+        wait_until(two_later_samples_agree, timeout=30, interval=0.25, what="a stall")
+        last = samples[-1]
+        assert last["brokerState"] == 2
+        assert last["recovery"] == {"remainingLogsToRecover": 10, "remainingSegmentsToRecover": 100}
+
+
 def test_trustme_certificates_work_with_the_agent(trustme_pki: Pki) -> None:
     with Broker("--state", "3") as broker, Agent(trustme_pki, broker.address) as agent:
         body = wait_until(lambda: state_of(agent), timeout=20, what="a 200")
