@@ -17,6 +17,7 @@ from typing import Any
 from agent.jmx import JmxCredentials, read_credentials, service_url
 from agent.sampler import SamplerSettings
 from shared.errors import ConfigError
+from shared.retry import RETRY_SETTINGS, RetryPolicy, policy_from_settings
 
 ENV_PREFIX = "ROLLGUARD_AGENT_"
 
@@ -45,6 +46,7 @@ class AgentSettings:
     ready_file: Path | None
     log_level: str
     log_format: str
+    retry: RetryPolicy
 
 
 def parse_address(text: str) -> Address:
@@ -152,6 +154,9 @@ FLAGS = (
     Flag("ready-file", None, Path, "file that exists exactly while the broker is ready", "PATH"),
     Flag("log-level", "info", _level, "debug, info, warning or error", "LEVEL"),
     Flag("log-format", "text", _log_format, "text, or json (one object a line)", "FORMAT"),
+    # The retry settings every rollguard network client shares; here they govern the retries
+    # of a transient JMX error within one round (never beyond --sample-timeout).
+    *(Flag(s.name, s.default, s.convert, s.help, "N") for s in RETRY_SETTINGS),
 )
 
 
@@ -200,6 +205,7 @@ def load(args: argparse.Namespace, environ: Mapping[str, str]) -> AgentSettings:
             f"--sample-timeout ({sampler.running_interval + sampler.timeout:g}), or every "
             "RUNNING broker would be reported stale between two rounds"
         )
+    retry = policy_from_settings({s.name: values[s.name] for s in RETRY_SETTINGS})
     java = values["java"]
     if shutil.which(java) is None:
         raise ConfigError(f"--java: {java!r} is not an executable on PATH")
@@ -226,6 +232,7 @@ def load(args: argparse.Namespace, environ: Mapping[str, str]) -> AgentSettings:
         ready_file=values["ready-file"],
         log_level=values["log-level"],
         log_format=values["log-format"],
+        retry=retry,
     )
 
 

@@ -79,23 +79,12 @@ class JmxQueryBackend:
         return [*command, "-q", self._query]
 
     async def read(self, timeout: float) -> list[MBeanValue]:
-        """Every MBean value matched by the queries; SampleError on any failure.
+        """Every MBean value matched by the queries, within `timeout`; SampleError otherwise.
 
-        A gauge that Kafka unregisters between the jar's listing and its read fails the whole
-        call (it happens when recovery ends), so such an error is tried once more, within the
-        same time limit.
+        The sampler retries transient errors with the shared retry policy; a gauge that Kafka
+        unregisters between the jar's listing and its read (when recovery ends) fails the whole
+        call as a `jmx-error`, which is the transient error this is for.
         """
-        loop = asyncio.get_running_loop()
-        deadline = loop.time() + timeout
-        try:
-            return await self._read_once(deadline)
-        except SampleError as exc:
-            if exc.reason is not FailureReason.JMX_ERROR or loop.time() >= deadline:
-                raise
-            logger.debug("JMX round failed (%s); trying once more", exc.message)
-            return await self._read_once(deadline)
-
-    async def _read_once(self, deadline: float) -> list[MBeanValue]:
         try:
             process = await asyncio.create_subprocess_exec(
                 *self._command(),
@@ -109,7 +98,7 @@ class JmxQueryBackend:
                 FailureReason.JMX_ERROR, f"cannot start {self._java!r}: {exc.strerror}"
             ) from exc
         try:
-            async with asyncio.timeout_at(deadline):
+            async with asyncio.timeout(timeout):
                 stdout, stderr = await process.communicate()
         except TimeoutError:
             raise SampleError(

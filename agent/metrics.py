@@ -14,7 +14,7 @@ from prometheus_client import (
     disable_created_metrics,
     generate_latest,
 )
-from prometheus_client.core import GaugeMetricFamily, Metric
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
 from agent.readings import FailureReason
@@ -66,6 +66,7 @@ class AgentMetrics(Collector):
         return iter(())
 
     def collect(self) -> Iterator[Metric]:
+        yield from self._operations()
         latest = self._sampler.latest
         current = self._sampler.current()
         ready = isinstance(current, Sample) and current.report.broker_state.is_ready
@@ -108,6 +109,25 @@ class AgentMetrics(Collector):
                     "Segments left to recover, summed over all log dirs and threads",
                     report.recovery.remaining_segments,
                 )
+
+    def _operations(self) -> Iterator[Metric]:
+        """The retry counters of the shared policy (the reference's retry, failure and success
+        totals), by operation."""
+        families = {
+            "retries": CounterMetricFamily(
+                "rollguard_operation_retries", "Retries, by operation", labels=["operation"]),
+            "failures": CounterMetricFamily(
+                "rollguard_operation_failures",
+                "Operations that failed after all retries or with an error not worth retrying",
+                labels=["operation"]),
+            "successes": CounterMetricFamily(
+                "rollguard_operation_successes", "Operations that succeeded, by operation",
+                labels=["operation"]),
+        }  # fmt: skip
+        for operation, counts in self._sampler.stats.snapshot().items():
+            for field, family in families.items():
+                family.add_metric([operation], getattr(counts, field))
+        yield from families.values()
 
     def render(self) -> bytes:
         return generate_latest(self.registry)

@@ -12,12 +12,13 @@ import asyncio
 import json
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Protocol
 
 from agent.readings import FailureReason, MBeanValue, SampleError, interpret
+from shared.retry import RetryPolicy, RetryStats, retry_async
 from shared.states import BrokerState
 from shared.wire import BrokerStateReport
 
@@ -71,6 +72,14 @@ def next_interval(outcome: Sample | Unavailable, settings: SamplerSettings) -> f
 
 Listener = Callable[[Sample | Unavailable, Sample | Unavailable], None]
 
+SAMPLE_OPERATION = "jmx-sample"
+
+
+def is_transient(error: BaseException) -> bool:
+    """Only `jmx-error` is worth retrying inside a round: a refused, hung or unauthorised JMX
+    port says something true about the broker, and the next round comes soon anyway."""
+    return isinstance(error, SampleError) and error.reason is FailureReason.JMX_ERROR
+
 
 class Sampler:
     def __init__(
@@ -78,13 +87,19 @@ class Sampler:
         backend: JmxBackend,
         settings: SamplerSettings,
         *,
+        retry: RetryPolicy | None = None,
+        stats: RetryStats | None = None,
         clock: Callable[[], float] = time.monotonic,
         wall_clock: Callable[[], datetime] = lambda: datetime.now(UTC),
+        sleep: Callable[[float], Awaitable[object]] = asyncio.sleep,
     ) -> None:
         self.backend = backend
         self.settings = settings
+        self.retry = retry or RetryPolicy()
+        self.stats = stats or RetryStats()
         self._clock = clock
         self._wall_clock = wall_clock
+        self._sleep = sleep
         self._latest: Sample | Unavailable = unavailable(
             FailureReason.NO_SAMPLE_YET, "the agent has not finished its first JMX round yet"
         )
@@ -115,8 +130,19 @@ class Sampler:
     async def sample_once(self) -> Sample | Unavailable:
         """Take one sample and publish it."""
         started = self._clock()
+        deadline = started + self.settings.timeout
         try:
-            readings = await self.backend.read(self.settings.timeout)
+            # Retries share the round's hard time limit: a round never outlasts --sample-timeout.
+            readings = await retry_async(
+                lambda: self.backend.read(deadline - self._clock()),
+                self.retry,
+                operation=SAMPLE_OPERATION,
+                retriable=is_transient,
+                stats=self.stats,
+                clock=self._clock,
+                sleep=self._sleep,
+                deadline=deadline,
+            )
             report = interpret(readings, self._wall_clock())
             outcome: Sample | Unavailable = Sample(
                 report, report.to_json(), self._clock(), self._clock() - started
@@ -138,7 +164,7 @@ class Sampler:
         """Sample until cancelled; cancellation kills a JMX round in flight."""
         while True:
             outcome = await self.sample_once()
-            await asyncio.sleep(next_interval(outcome, self.settings))
+            await self._sleep(next_interval(outcome, self.settings))
 
 
 def _describe(outcome: Sample | Unavailable) -> str:

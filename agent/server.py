@@ -107,7 +107,7 @@ async def serve(settings: AgentSettings) -> None:
     backend = JmxQueryBackend(
         settings.jmx_url, credentials=settings.jmx_credentials, java=settings.java, queries=QUERIES
     )
-    sampler = Sampler(backend, settings.sampler)
+    sampler = Sampler(backend, settings.sampler, retry=settings.retry)
     metrics = AgentMetrics(sampler, time.monotonic)
     reloads = metrics.tls_reloads
     tls = ReloadingServerContext(

@@ -19,6 +19,7 @@ from agent.readings import (
     SampleError,
 )
 from agent.sampler import Sampler
+from shared.retry import RetryPolicy
 
 
 def recovering() -> list[MBeanValue]:
@@ -47,7 +48,7 @@ METRICS: dict[Sampler, AgentMetrics] = {}
 
 def sampled(*results: list[MBeanValue] | SampleError) -> Sampler:
     """A sampler (and its metrics, counting from the start) that has run through `results`."""
-    sampler = Sampler(Scripted(*results), SETTINGS)
+    sampler = Sampler(Scripted(*results), SETTINGS, retry=RetryPolicy(max_retries=0))
     METRICS[sampler] = AgentMetrics(sampler, Clock())
     for _ in results:
         asyncio.run(sampler.sample_once())

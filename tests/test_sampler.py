@@ -9,6 +9,7 @@ import pytest
 
 from agent.readings import BROKER_STATE, REMAINING_LOGS, FailureReason, MBeanValue, SampleError
 from agent.sampler import Sample, Sampler, SamplerSettings, Unavailable, next_interval
+from shared.retry import RetryPolicy
 
 SETTINGS = SamplerSettings(interval=1, running_interval=10, timeout=5, max_age=30)
 
@@ -129,3 +130,52 @@ def test_cancelling_the_sampler_interrupts_a_round_in_flight() -> None:
             await asyncio.wait_for(task, 5)
 
     asyncio.run(scenario())
+
+
+class Waits:
+    """An injected sleep that records what it was asked to wait and advances the clock."""
+
+    def __init__(self, clock: Clock) -> None:
+        self.clock = clock
+        self.waits: list[float] = []
+
+    async def __call__(self, seconds: float) -> None:
+        self.waits.append(seconds)
+        self.clock.now += seconds
+
+
+def test_a_transient_jmx_error_is_retried_within_the_round_with_the_shared_policy() -> None:
+    clock = Clock()
+    waits = Waits(clock)
+    vanished = SampleError(FailureReason.JMX_ERROR, "gauge vanished")
+    backend = Scripted(vanished, vanished, broker("3"))
+    policy = RetryPolicy(initial_backoff_ms=100, jitter_factor=0)
+    sampler = Sampler(backend, SETTINGS, retry=policy, clock=clock, sleep=waits)
+    assert isinstance(asyncio.run(sampler.sample_once()), Sample)
+    assert waits.waits == [0.1, 0.2]
+    # each attempt gets what is left of the round's time limit
+    assert backend.timeouts == pytest.approx([5, 4.9, 4.7])
+    counts = sampler.stats.snapshot()["jmx-sample"]
+    assert (counts.retries, counts.failures, counts.successes) == (2, 0, 1)
+
+
+def test_retries_never_outlast_the_round() -> None:
+    clock = Clock()
+    waits = Waits(clock)
+    errors = [SampleError(FailureReason.JMX_ERROR, "boom") for _ in range(6)]
+    policy = RetryPolicy(initial_backoff_ms=2000, jitter_factor=0)
+    sampler = Sampler(Scripted(*errors), SETTINGS, retry=policy, clock=clock, sleep=waits)
+    outcome = asyncio.run(sampler.sample_once())
+    assert isinstance(outcome, Unavailable) and outcome.reason is FailureReason.JMX_ERROR
+    assert waits.waits == [2.0]  # 2 s, then 4 s would pass the 5 s limit
+    counts = sampler.stats.snapshot()["jmx-sample"]
+    assert (counts.retries, counts.failures, counts.successes) == (1, 1, 0)
+
+
+def test_a_refused_or_hung_jmx_port_is_not_retried() -> None:
+    for reason in (FailureReason.JMX_UNREACHABLE, FailureReason.JMX_TIMEOUT):
+        backend = Scripted(SampleError(reason, "no"))
+        sampler = Sampler(backend, SETTINGS)
+        outcome = asyncio.run(sampler.sample_once())
+        assert isinstance(outcome, Unavailable) and outcome.reason is reason
+        assert len(backend.timeouts) == 1
