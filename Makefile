@@ -21,6 +21,7 @@ lint: $(INSTALLED)
 
 bench: $(INSTALLED) $(BROKER)
 	$(BIN)/python bench/agent.py
+	$(BIN)/python bench/retry_herd.py
 
 format: $(INSTALLED)
 	$(BIN)/ruff check --fix .

@@ -9,15 +9,15 @@ from __future__ import annotations
 
 import argparse
 import shutil
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 from agent.jmx import JmxCredentials, read_credentials, service_url
 from agent.sampler import SamplerSettings
 from shared.errors import ConfigError
 from shared.retry import RETRY_SETTINGS, RetryPolicy, policy_from_settings
+from shared.settings import Flag, add_flags, resolve, retry_flags
 
 ENV_PREFIX = "ROLLGUARD_AGENT_"
 
@@ -76,19 +76,6 @@ def _log_format(text: str) -> str:
     return text
 
 
-@dataclass(frozen=True, slots=True)
-class Flag:
-    name: str
-    default: str | None
-    convert: Callable[[str], Any]
-    help: str
-    metavar: str = ""
-
-    @property
-    def env(self) -> str:
-        return ENV_PREFIX + self.name.upper().replace("-", "_")
-
-
 FLAGS = (
     Flag("listen", "0.0.0.0:8443", parse_address, "HOST:PORT of the mutual-TLS API", "HOST:PORT"),
     Flag(
@@ -97,9 +84,19 @@ FLAGS = (
         Path,
         "PEM certificate the API presents (the broker's own will do)",
         "PATH",
+        required=True,
     ),
-    Flag("tls-key", None, Path, "PEM private key of --tls-cert (unencrypted)", "PATH"),
-    Flag("tls-ca", None, Path, "PEM CA bundle that client certificates must chain to", "PATH"),
+    Flag(
+        "tls-key", None, Path, "PEM private key of --tls-cert (unencrypted)", "PATH", required=True
+    ),
+    Flag(
+        "tls-ca",
+        None,
+        Path,
+        "PEM CA bundle that client certificates must chain to",
+        "PATH",
+        required=True,
+    ),
     Flag(
         "tls-reload-interval",
         "10",
@@ -156,43 +153,18 @@ FLAGS = (
     Flag("log-format", "text", _log_format, "text, or json (one object a line)", "FORMAT"),
     # The retry settings every rollguard network client shares; here they govern the retries
     # of a transient JMX error within one round (never beyond --sample-timeout).
-    *(Flag(s.name, s.default, s.convert, s.help, "N") for s in RETRY_SETTINGS),
+    *retry_flags(),
 )
 
 
 def build_parser(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
-    for flag in FLAGS:
-        default = f" (default: {flag.default})" if flag.default is not None else ""
-        parser.add_argument(
-            f"--{flag.name}",
-            metavar=flag.metavar or None,
-            help=f"{flag.help}{default}; env {flag.env}",
-        )
+    add_flags(parser, FLAGS, ENV_PREFIX)
     return parser
 
 
 def load(args: argparse.Namespace, environ: Mapping[str, str]) -> AgentSettings:
     """Resolve every flag (command line, then environment, then default) and check it."""
-    values: dict[str, Any] = {}
-    for flag in FLAGS:
-        given = getattr(args, flag.name.replace("-", "_"))
-        source = f"--{flag.name}"
-        if given is None and flag.env in environ:
-            given, source = environ[flag.env], flag.env
-        if given is None:
-            given, source = flag.default, f"--{flag.name} (default)"
-        if given is None:
-            values[flag.name] = None
-            continue
-        try:
-            values[flag.name] = flag.convert(given)
-        except ValueError as exc:
-            raise ConfigError(f"{source}: {exc}") from None
-    for required in ("tls-cert", "tls-key", "tls-ca"):
-        if values[required] is None:
-            raise ConfigError(
-                f"--{required} is required (or {ENV_PREFIX}{required.upper().replace('-', '_')})"
-            )
+    values = resolve(args, environ, FLAGS, ENV_PREFIX)
     sampler = SamplerSettings(
         interval=values["sample-interval"],
         running_interval=values["running-interval"],
@@ -234,7 +206,3 @@ def load(args: argparse.Namespace, environ: Mapping[str, str]) -> AgentSettings:
         log_format=values["log-format"],
         retry=retry,
     )
-
-
-def flag_names() -> Sequence[str]:
-    return [flag.name for flag in FLAGS]

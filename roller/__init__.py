@@ -1,1 +1,4 @@
-"""rollguard roller: see docs/architecture.md (not built yet)."""
+"""The rollguard roller: the central client an operator runs.
+
+So far: `rollguard state URL...`, the roller's own client for agents (`roller.agent_client`).
+"""

@@ -274,3 +274,45 @@ class SilentJmxPort:
         self.sock.close()
         for conn in self.accepted:
             conn.close()
+
+
+class HttpsPeer:
+    """An ASGI app served by uvicorn on 127.0.0.1 over mutual TLS, in a background thread.
+
+    For test peers that speak HTTP (a flaky agent, a server under a thundering herd); the
+    clients under test connect to it exactly as they connect to a real agent.
+    """
+
+    def __init__(self, app, pki: Pki) -> None:  # type: ignore[no-untyped-def]
+        import asyncio
+
+        import uvicorn
+
+        from shared.tls import server_context
+
+        tls = server_context(pki.server_cert, pki.server_key, pki.ca)
+        self.sock = socket.socket()
+        self.sock.bind(("127.0.0.1", 0))
+        self.port = self.sock.getsockname()[1]
+        self.url = f"https://127.0.0.1:{self.port}"
+        config = uvicorn.Config(
+            app, log_config=None, access_log=False, lifespan="off", loop="asyncio",
+            ssl_certfile="unused", ssl_context_factory=lambda config, default: tls,
+        )  # fmt: skip
+        self.server = uvicorn.Server(config)
+        self._thread = threading.Thread(
+            target=lambda: asyncio.run(self.server.serve(sockets=[self.sock])), daemon=True
+        )
+        self._thread.start()
+        wait_until(lambda: self.server.started, timeout=10, what="the HTTPS peer to start")
+
+    def stop(self) -> None:
+        self.server.should_exit = True
+        self._thread.join(10)
+        self.sock.close()
+
+    def __enter__(self) -> HttpsPeer:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()

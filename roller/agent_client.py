@@ -1,0 +1,143 @@
+"""The roller's client for agents: `GET /v1/broker-state` over mutual TLS, with retries.
+
+Proposal 048's rule shapes the answer: a report when the agent says 200 with a valid body,
+otherwise `AgentUnavailable`, and the caller "continues with the previous behaviour". So
+nothing here raises for an agent that is down, slow or broken: it is an answer like any other.
+
+Transport errors (refused, reset, timed out) and 5xx answers are retried with the shared retry
+policy (an agent that has just started says 503 `no-sample-yet`); 4xx answers and malformed
+bodies are not, because asking again will not change them.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import random
+import ssl
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from urllib.parse import urlsplit
+
+import httpx
+
+from shared.errors import WireFormatError
+from shared.retry import RetryPolicy, RetryStats, retry_async
+from shared.wire import BROKER_STATE_PATH, BrokerStateReport
+
+OPERATION = "agent-broker-state"
+
+
+@dataclass(frozen=True, slots=True)
+class AgentReport:
+    url: str
+    report: BrokerStateReport
+
+
+@dataclass(frozen=True, slots=True)
+class AgentUnavailable:
+    """No usable report. `status` is the HTTP status, or None when there was no HTTP answer."""
+
+    url: str
+    status: int | None
+    reason: str
+    message: str
+
+
+AgentAnswer = AgentReport | AgentUnavailable
+
+
+class _ServerError(Exception):
+    """A 5xx answer, raised inside the retry loop so that it is retried."""
+
+    def __init__(self, response: httpx.Response) -> None:
+        super().__init__(f"HTTP {response.status_code}")
+        self.response = response
+
+
+def broker_state_url(url: str) -> str:
+    """`https://host:8443` means that agent's broker-state endpoint; a full URL is kept."""
+    parts = urlsplit(url)
+    if parts.scheme != "https" or not parts.hostname:
+        raise ValueError(f"{url!r} is not an https:// URL of an agent")
+    if parts.path in ("", "/"):
+        return url.rstrip("/") + BROKER_STATE_PATH
+    return url
+
+
+class AgentClient:
+    def __init__(
+        self,
+        tls: ssl.SSLContext,
+        policy: RetryPolicy,
+        *,
+        stats: RetryStats | None = None,
+        timeout: float = 5.0,
+        transport: httpx.AsyncBaseTransport | None = None,
+        sleep: Callable[[float], Awaitable[object]] = asyncio.sleep,
+        uniform: Callable[[], float] = random.random,
+    ) -> None:
+        # httpx drops a cert= tuple given beside a CA path: the context carries both.
+        self._http = httpx.AsyncClient(verify=tls, timeout=timeout, transport=transport)
+        self.policy = policy
+        self.stats = stats or RetryStats()
+        self._sleep = sleep
+        self._uniform = uniform
+
+    async def __aenter__(self) -> AgentClient:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.aclose()
+
+    async def aclose(self) -> None:
+        await self._http.aclose()
+
+    async def broker_state(self, url: str) -> AgentAnswer:
+        url = broker_state_url(url)
+
+        async def attempt() -> httpx.Response:
+            response = await self._http.get(url)
+            if response.status_code >= 500:
+                raise _ServerError(response)
+            return response
+
+        try:
+            response = await retry_async(
+                attempt,
+                self.policy,
+                operation=OPERATION,
+                retriable=(httpx.TransportError, _ServerError),
+                stats=self.stats,
+                sleep=self._sleep,
+                uniform=self._uniform,
+            )
+        except _ServerError as exc:
+            response = exc.response
+        except httpx.TransportError as exc:
+            return AgentUnavailable(url, None, "unreachable", _describe(exc))
+        return _read(url, response)
+
+
+def _read(url: str, response: httpx.Response) -> AgentAnswer:
+    if response.status_code != 200:
+        reason, message = f"http-{response.status_code}", response.text[:300]
+        try:
+            body = json.loads(response.content)
+            reason, message = str(body["error"]), str(body.get("message", ""))
+        except (ValueError, KeyError, TypeError):
+            pass
+        return AgentUnavailable(url, response.status_code, reason, message)
+    try:
+        return AgentReport(url, BrokerStateReport.from_json(response.content))
+    except WireFormatError as exc:
+        return AgentUnavailable(url, 200, "malformed-report", str(exc))
+
+
+def _describe(exc: httpx.TransportError) -> str:
+    """The innermost cause, which says what a person can act on (refused, certificate...)."""
+    cause: BaseException = exc
+    while cause.__cause__ is not None or cause.__context__ is not None:
+        cause = cause.__cause__ or cause.__context__  # type: ignore[assignment]
+    text = str(cause) or type(cause).__name__
+    return f"{type(exc).__name__}: {text}"[:300]
