@@ -37,6 +37,8 @@ def start(
         (["--tls-cert", "/no/such.crt"], {}, "certificate /no/such.crt: no such file"),
         (["--log-level", "loud"], {}, "--log-level: 'loud' is not one of"),
         (["--listen", "256.0.0.1:8443"], {}, "--listen 256.0.0.1:8443: cannot"),
+        (["--retry-jitter-factor", "2"], {}, "--retry-jitter-factor 2 must be in [0, 1]"),
+        ([], {"ROLLGUARD_AGENT_RETRY_MAX_BACKOFF_MS": "100"}, "must not exceed --retry-max"),
     ],
 )
 def test_bad_settings_exit_2_with_one_line_naming_them(

@@ -124,6 +124,10 @@ def test_metrics_show_state_progress_and_errors_by_reason() -> None:
     assert "rollguard_agent_ready 0.0" in text
     assert "rollguard_agent_sample_age_seconds" in text
     assert "_created" not in text
+    # the shared retry policy's counters, by operation
+    assert 'rollguard_operation_successes_total{operation="jmx-sample"} 1.0' in text
+    assert 'rollguard_operation_failures_total{operation="jmx-sample"} 1.0' in text
+    assert 'rollguard_operation_retries_total{operation="jmx-sample"} 0.0' in text
 
 
 def test_error_bodies_are_json_objects() -> None:
