@@ -1,0 +1,159 @@
+"""Durable progress of a roll, and the events journal.
+
+The roll journal is a versioned JSON record, rewritten atomically (temporary file, fsync,
+rename; or a ConfigMap replace with its resourceVersion) after every decision that matters.
+Before a node is restarted its intent is recorded; a roller killed at any moment and resumed
+with `--resume ROLL_ID` never restarts a node whose intent is on record: at most once.
+
+The events journal is JSON lines, appended: every observation and decision, with time, node,
+action, reason and recovery figures. The Spark report reads it later.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+import threading
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from enum import StrEnum
+from pathlib import Path
+from typing import Any, Protocol
+
+from shared.errors import ConfigError
+from shared.wire import format_time
+
+VERSION = 1
+
+
+class NodeStatus(StrEnum):
+    RESTARTING = "restarting"  # intent recorded: never restart it again in this roll
+    RESTARTED = "restarted"  # restarted and ready again
+    SKIPPED = "skipped"  # did not need a restart, or opted out
+    FAILED = "failed"
+
+
+class RollState(StrEnum):
+    RUNNING = "running"
+    COMPLETED = "completed"
+    FAILED = "failed"
+    INTERRUPTED = "interrupted"
+
+
+@dataclass
+class NodeRecord:
+    status: NodeStatus
+    at: str
+    instance: str | None = None  # pod UID before the restart, to tell if it happened
+    reason: str = ""
+
+
+@dataclass
+class RollRecord:
+    roll_id: str
+    started_at: str
+    state: RollState = RollState.RUNNING
+    reason: str = ""
+    nodes: dict[str, NodeRecord] = field(default_factory=dict)
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "version": VERSION,
+            "rollId": self.roll_id,
+            "startedAt": self.started_at,
+            "state": self.state.value,
+            "reason": self.reason,
+            "nodes": {
+                name: {"status": r.status.value, "at": r.at, "instance": r.instance,
+                       "reason": r.reason}
+                for name, r in self.nodes.items()
+            },
+        }  # fmt: skip
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> RollRecord:
+        if data.get("version") != VERSION:
+            raise ConfigError(f"roll journal version {data.get('version')!r} is not {VERSION}")
+        return cls(
+            roll_id=data["rollId"],
+            started_at=data["startedAt"],
+            state=RollState(data["state"]),
+            reason=data.get("reason", ""),
+            nodes={
+                name: NodeRecord(NodeStatus(r["status"]), r["at"], r.get("instance"),
+                                 r.get("reason", ""))
+                for name, r in data.get("nodes", {}).items()
+            },
+        )  # fmt: skip
+
+
+def now_text() -> str:
+    return format_time(datetime.now(UTC))
+
+
+class JournalStore(Protocol):
+    def load(self, roll_id: str) -> RollRecord | None: ...
+
+    def save(self, record: RollRecord) -> None: ...
+
+
+class FileJournalStore:
+    """One file per roll: DIR/roll-ROLL_ID.json."""
+
+    def __init__(self, folder: Path) -> None:
+        self.folder = folder
+
+    def path(self, roll_id: str) -> Path:
+        return self.folder / f"roll-{roll_id}.json"
+
+    def load(self, roll_id: str) -> RollRecord | None:
+        try:
+            data = json.loads(self.path(roll_id).read_text())
+        except FileNotFoundError:
+            return None
+        except (OSError, ValueError) as exc:
+            raise ConfigError(f"roll journal {self.path(roll_id)}: cannot be read ({exc})"
+                              ) from exc  # fmt: skip
+        return RollRecord.from_json(data)
+
+    def save(self, record: RollRecord) -> None:
+        atomic_write(self.path(record.roll_id), json.dumps(record.to_json(), indent=2) + "\n")
+
+
+def atomic_write(path: Path, text: str) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
+    try:
+        with os.fdopen(fd, "w") as handle:
+            handle.write(text)
+            handle.flush()
+            os.fsync(handle.fileno())
+        Path(tmp).replace(path)
+        directory = os.open(path.parent, os.O_RDONLY)
+        try:
+            os.fsync(directory)
+        finally:
+            os.close(directory)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+class EventLog:
+    """Appends one JSON object a line, flushed at once; thread-safe."""
+
+    def __init__(self, path: Path, roll_id: str) -> None:
+        self.path = path
+        self.roll_id = roll_id
+        self._lock = threading.Lock()
+        path.parent.mkdir(parents=True, exist_ok=True)
+
+    def write(self, node: str | None, action: str, reason: str = "", **figures: Any) -> None:
+        known = {k: v for k, v in figures.items() if v is not None}
+        entry = {"ts": now_text(), "rollId": self.roll_id, "node": node, "action": action,
+                 "reason": reason, **known}  # fmt: skip
+        line = json.dumps(entry) + "\n"
+        with self._lock, self.path.open("a") as handle:
+            handle.write(line)
+            handle.flush()

@@ -1,0 +1,98 @@
+"""Progress of a log recovery, from successive agent reports: rate, ETA, stall (pure).
+
+The roller never restarts a recovering broker. While it makes progress the roller waits, up to
+`--max-recovery-wait`; when the remaining work has not gone down for `--stall-timeout`, the
+recovery is stalled and the roller gives up on that node, still without restarting it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from enum import StrEnum
+
+
+class Verdict(StrEnum):
+    PROGRESSING = "progressing"
+    STALLED = "stalled"
+    TOO_LONG = "too-long"
+
+
+@dataclass(frozen=True, slots=True)
+class Point:
+    at: float  # seconds, on the roller's clock
+    logs: int
+    segments: int
+
+
+@dataclass(slots=True)
+class RecoveryTracker:
+    """Feed it each report of one recovery; ask it for rate, ETA and a verdict."""
+
+    stall_timeout: float
+    max_wait: float
+    started: float  # when the roller first saw the broker in RECOVERY
+    points: list[Point] = field(default_factory=list)
+
+    def observe(self, at: float, logs: int, segments: int) -> None:
+        self.points.append(Point(at, logs, segments))
+
+    def last_progress_at(self) -> float:
+        """When the remaining work last went down (the start, if it never did)."""
+        if not self.points:
+            return self.started
+        moment = self.points[0].at
+        for previous, point in zip(self.points, self.points[1:], strict=False):
+            if (point.segments, point.logs) < (previous.segments, previous.logs):
+                moment = point.at
+        return moment
+
+    def rate(self, window: float = 60.0) -> float | None:
+        """Segments recovered per second over the last `window` seconds, or None if unknown."""
+        if len(self.points) < 2:
+            return None
+        last = self.points[-1]
+        first = next(p for p in self.points if p.at >= last.at - window)
+        if first is last:
+            first = self.points[-2]
+        elapsed = last.at - first.at
+        done = first.segments - last.segments
+        if elapsed <= 0 or done <= 0:
+            return 0.0 if elapsed > 0 else None
+        return done / elapsed
+
+    def eta(self) -> float | None:
+        """Seconds until the remaining segments are recovered at the current rate."""
+        rate = self.rate()
+        if not rate or not self.points:
+            return None
+        return self.points[-1].segments / rate
+
+    def verdict(self, now: float) -> Verdict:
+        if now - self.last_progress_at() >= self.stall_timeout:
+            return Verdict.STALLED
+        if now - self.started >= self.max_wait:
+            return Verdict.TOO_LONG
+        return Verdict.PROGRESSING
+
+    def describe(self) -> str:
+        if not self.points:
+            return "no recovery figures yet"
+        last = self.points[-1]
+        text = f"{last.logs} logs and {last.segments} segments left to recover"
+        rate, eta = self.rate(), self.eta()
+        if rate:
+            text += f", {rate:.1f} segments/s"
+        if eta is not None:
+            text += f", ETA {format_duration(eta)}"
+        return text
+
+
+def format_duration(seconds: float) -> str:
+    seconds = round(seconds)
+    if seconds < 60:
+        return f"{seconds}s"
+    minutes, seconds = divmod(seconds, 60)
+    if minutes < 60:
+        return f"{minutes}m{seconds:02d}s"
+    hours, minutes = divmod(minutes, 60)
+    return f"{hours}h{minutes:02d}m"

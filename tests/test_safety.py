@@ -1,0 +1,109 @@
+"""The roller's safety rules as tables: order, availability, quorum, recovery progress."""
+
+from __future__ import annotations
+
+import pytest
+
+from roller.model import ClusterView, Node, PartitionInfo, QuorumInfo, Role, VoterInfo
+from roller.progress import RecoveryTracker, Verdict, format_duration
+from roller.safety import availability_blockers, quorum_blocker, restart_blockers, roll_order
+
+B, C = Role.BROKER, Role.CONTROLLER
+
+
+def node(node_id: int, *roles: Role) -> Node:
+    return Node(node_id, f"kafka-{node_id}", frozenset(roles or (B,)))
+
+
+def test_order_not_ready_first_then_controllers_then_brokers_active_controller_last() -> None:
+    nodes = [node(0, B), node(1, B), node(10, C), node(11, C), node(12, C, B), node(2, B)]
+    ready = {0: True, 1: True, 2: False, 10: True, 11: True, 12: True}
+    order = roll_order(nodes, ready, active_controller=10)
+    assert [n.node_id for n in order] == [2, 11, 12, 10, 0, 1]
+
+
+def test_order_is_stable_and_unknown_readiness_counts_as_not_ready() -> None:
+    nodes = [node(3), node(1), node(2)]
+    assert [n.node_id for n in roll_order(nodes, {1: True, 2: True}, None)] == [3, 1, 2]
+
+
+def part(replicas: tuple[int, ...], isr: tuple[int, ...], min_isr: int) -> PartitionInfo:
+    return PartitionInfo("orders", 0, replicas, isr, min_isr)
+
+
+@pytest.mark.parametrize(
+    ("partition", "blocked"),
+    [
+        (part((0, 1, 2), (0, 1, 2), 2), False),  # ISR above minIsr
+        (part((0, 1, 2), (0, 1), 2), True),  # ISR == minIsr with the node in it
+        (part((0, 1, 2), (1, 2), 2), False),  # ISR == minIsr without the node
+        (part((0, 1, 2), (1,), 2), True),  # already under minIsr, the node a replica
+        (part((0, 1), (1,), 2), False),  # replicas <= minIsr never blocks
+        (part((0, 1, 2), (0,), 1), True),  # minIsr 1, the node the only ISR
+        (part((1, 2, 3), (1, 2), 2), False),  # not a replica of this partition
+    ],
+)
+def test_availability_follows_min_insync_replicas(partition: PartitionInfo, blocked: bool) -> None:
+    cluster = ClusterView((partition,), None, None)
+    assert bool(availability_blockers(0, cluster)) is blocked
+
+
+def quorum(leader: int, *caught_up: tuple[int, int | None]) -> QuorumInfo:
+    return QuorumInfo(leader, tuple(VoterInfo(i, t) for i, t in caught_up))
+
+
+@pytest.mark.parametrize(
+    ("quorum_info", "node_id", "allowed"),
+    [
+        (quorum(1, (1, 10_000), (2, 10_000), (3, 10_000)), 2, True),
+        (quorum(1, (1, 10_000), (2, 10_000), (3, 7_000)), 2, False),  # 3 lags 3 s > 2 s
+        (quorum(1, (1, 10_000), (2, 10_000), (3, 8_000)), 2, True),  # 2 s lag is caught up
+        (quorum(1, (1, 10_000), (2, 10_000), (3, None)), 2, False),
+        (quorum(1, (1, 10_000), (2, 10_000), (3, 1_000)), 3, True),  # the laggard itself
+        (quorum(1, (1, 10_000)), 1, True),  # a single voter: allowed
+        (quorum(1, (1, 10_000), (2, 10_000)), 1, True),  # two voters: the other caught up
+        (quorum(1, (1, 10_000), (2, 1_000)), 1, False),
+        (quorum(1, *[(i, 10_000) for i in range(1, 6)]), 3, True),
+        (quorum(1, (1, 10_000), (2, 10_000), (3, 10_000), (4, 0), (5, 0)), 3, False),
+        (quorum(1, (1, 10_000), (2, 10_000)), 7, True),  # not a voter
+    ],
+)
+def test_quorum_needs_a_caught_up_majority_without_the_node(
+    quorum_info: QuorumInfo, node_id: int, allowed: bool
+) -> None:
+    assert (quorum_blocker(node_id, quorum_info) is None) is allowed
+
+
+def test_restart_blockers_combine_roles_and_refuse_without_a_cluster_view() -> None:
+    combined = node(1, B, C)
+    cluster = ClusterView((part((1, 2, 3), (1, 2), 2),), quorum(2, (1, 5), (2, 5), (3, None)), 2)
+    reasons = restart_blockers(combined, cluster)
+    assert len(reasons) == 2 and "caught up" in reasons[0] and "orders-0" in reasons[1]
+    assert restart_blockers(combined, None) == [
+        "the cluster could not be observed through the Kafka Admin API"
+    ]
+
+
+def test_recovery_tracker_rate_eta_and_verdicts() -> None:
+    tracker = RecoveryTracker(stall_timeout=60, max_wait=600, started=0)
+    assert tracker.verdict(59) is Verdict.PROGRESSING
+    assert tracker.verdict(60) is Verdict.STALLED  # nothing ever reported
+    tracker.observe(10, 20, 1000)
+    tracker.observe(20, 18, 900)
+    tracker.observe(30, 16, 800)
+    assert tracker.rate() == pytest.approx(10.0)
+    assert tracker.eta() == pytest.approx(80.0)
+    assert tracker.describe() == "16 logs and 800 segments left to recover, 10.0 segments/s, ETA 1m20s"
+    tracker.observe(80, 16, 800)
+    assert tracker.verdict(89) is Verdict.PROGRESSING
+    assert tracker.verdict(90) is Verdict.STALLED  # no decrease since t=30
+    tracker.observe(95, 10, 500)
+    assert tracker.verdict(154) is Verdict.PROGRESSING
+    tracker.observe(590, 5, 100)
+    assert tracker.verdict(599) is Verdict.PROGRESSING
+    assert tracker.verdict(600) is Verdict.TOO_LONG
+
+
+@pytest.mark.parametrize(("seconds", "text"), [(5, "5s"), (65, "1m05s"), (7322, "2h02m")])
+def test_durations_read_like_a_clock(seconds: float, text: str) -> None:
+    assert format_duration(seconds) == text
