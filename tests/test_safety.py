@@ -93,7 +93,9 @@ def test_recovery_tracker_rate_eta_and_verdicts() -> None:
     tracker.observe(30, 16, 800)
     assert tracker.rate() == pytest.approx(10.0)
     assert tracker.eta() == pytest.approx(80.0)
-    assert tracker.describe() == "16 logs and 800 segments left to recover, 10.0 segments/s, ETA 1m20s"
+    assert tracker.describe() == (
+        "16 logs and 800 segments left to recover, 10.0 segments/s, ETA 1m20s"
+    )
     tracker.observe(80, 16, 800)
     assert tracker.verdict(89) is Verdict.PROGRESSING
     assert tracker.verdict(90) is Verdict.STALLED  # no decrease since t=30
