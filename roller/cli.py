@@ -65,7 +65,7 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
     state = sub.add_parser("state", help="ask agents for their broker's state once")
     state.add_argument("urls", nargs="+", metavar="URL",
-                       help="agent URL, e.g. https://kafka-0.kafka.prod.svc:8443")  # fmt: skip
+                       help="agent URL, e.g. https://kafka-0.kafka.prod.svc:8443")
     add_flags(state, STATE_FLAGS, ENV_PREFIX)
     return parser
 
@@ -76,7 +76,7 @@ def describe(answer: AgentAnswer) -> str:
         text = f"{report.broker_state.name} ({int(report.broker_state)})"
         if report.recovery is not None:
             text += (f": {report.recovery.remaining_logs} logs and "
-                     f"{report.recovery.remaining_segments} segments left to recover")  # fmt: skip
+                     f"{report.recovery.remaining_segments} segments left to recover")
         return text
     status = f"HTTP {answer.status}" if answer.status is not None else "no HTTP answer"
     return f"unavailable ({status}, {answer.reason}): {answer.message}"
@@ -86,7 +86,7 @@ def as_json(answer: AgentAnswer) -> dict[str, Any]:
     if isinstance(answer, AgentReport):
         return {"url": answer.url, "status": 200, "report": answer.report.to_wire()}
     return {"url": answer.url, "status": answer.status, "error": answer.reason,
-            "message": answer.message}  # fmt: skip
+            "message": answer.message}
 
 
 async def query(urls: Sequence[str], client: AgentClient) -> list[AgentAnswer]:
@@ -115,7 +115,7 @@ def state(args: argparse.Namespace, environ: Mapping[str, str]) -> int:
             print(f"{answer.url:<{width}}  {describe(answer)}")
     reported = sum(isinstance(a, AgentReport) for a in answers)
     print(f"{len(answers)} agents: {reported} reported, {len(answers) - reported} unavailable; "
-          f"{stats.summary()}", file=sys.stderr)  # fmt: skip
+          f"{stats.summary()}", file=sys.stderr)
     return 0 if reported == len(answers) else EXIT_UNAVAILABLE
 
 

@@ -69,7 +69,7 @@ class RollRecord:
                        "reason": r.reason}
                 for name, r in self.nodes.items()
             },
-        }  # fmt: skip
+        }
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> RollRecord:
@@ -85,7 +85,7 @@ class RollRecord:
                                  r.get("reason", ""))
                 for name, r in data.get("nodes", {}).items()
             },
-        )  # fmt: skip
+        )
 
 
 def now_text() -> str:
@@ -114,7 +114,7 @@ class FileJournalStore:
             return None
         except (OSError, ValueError) as exc:
             raise ConfigError(f"roll journal {self.path(roll_id)}: cannot be read ({exc})"
-                              ) from exc  # fmt: skip
+                              ) from exc
         return RollRecord.from_json(data)
 
     def save(self, record: RollRecord) -> None:
@@ -152,7 +152,7 @@ class EventLog:
     def write(self, node: str | None, action: str, reason: str = "", **figures: Any) -> None:
         known = {k: v for k, v in figures.items() if v is not None}
         entry = {"ts": now_text(), "rollId": self.roll_id, "node": node, "action": action,
-                 "reason": reason, **known}  # fmt: skip
+                 "reason": reason, **known}
         line = json.dumps(entry) + "\n"
         with self._lock, self.path.open("a") as handle:
             handle.write(line)

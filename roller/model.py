@@ -38,7 +38,7 @@ class Node:
 STUCK_REASONS = frozenset(
     {"CrashLoopBackOff", "ImagePullBackOff", "ErrImagePull", "InvalidImageName",
      "ContainerCreating", "CreateContainerConfigError", "Unschedulable"}
-)  # fmt: skip
+)
 
 
 @dataclass(frozen=True, slots=True)

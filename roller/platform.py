@@ -68,7 +68,7 @@ def load_inventory(path: Path) -> list[InventoryNode]:
             roles = frozenset(Role(r) for r in roles_raw)
         except (ValueError, TypeError):
             raise ConfigError(f"{where}: roles {roles_raw!r} must be broker and/or controller"
-                              ) from None  # fmt: skip
+                              ) from None
         if not roles:
             raise ConfigError(f"{where}: roles is empty")
         name = str(entry.get("name", f"node-{node_id}"))
@@ -116,11 +116,11 @@ class InventoryPlatform:
     async def restart(self, node: Node) -> None:
         command = self._inventory[node.name].restart
         env = {**os.environ, "ROLLGUARD_NODE_ID": str(node.node_id),
-               "ROLLGUARD_NODE_NAME": node.name}  # fmt: skip
+               "ROLLGUARD_NODE_NAME": node.name}
         process = await asyncio.create_subprocess_shell(
             command, stdin=asyncio.subprocess.DEVNULL, stdout=asyncio.subprocess.PIPE,
             stderr=asyncio.subprocess.STDOUT, env=env, start_new_session=True,
-        )  # fmt: skip
+        )
         try:
             async with asyncio.timeout(self._restart_timeout):
                 output, _ = await process.communicate()
@@ -128,12 +128,12 @@ class InventoryPlatform:
             process.kill()
             await process.wait()
             raise RestartError(f"restart command for {node.name} did not finish within "
-                               f"{self._restart_timeout:g}s") from None  # fmt: skip
+                               f"{self._restart_timeout:g}s") from None
         self._restarted_at[node.name] = self._clock()
         if process.returncode != 0:
             tail = output.decode(errors="replace").strip().splitlines()[-1:] or ["no output"]
             raise RestartError(f"restart command for {node.name} exited {process.returncode}: "
-                               f"{tail[0][:200]}")  # fmt: skip
+                               f"{tail[0][:200]}")
 
     async def close(self) -> None:
         """The agent client belongs to the caller."""
@@ -141,4 +141,4 @@ class InventoryPlatform:
 
 def as_dict(view: PlatformView) -> dict[str, Any]:
     return {"exists": view.exists, "ready": view.ready, "upToDate": view.up_to_date,
-            "stuck": view.stuck}  # fmt: skip
+            "stuck": view.stuck}

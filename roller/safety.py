@@ -16,7 +16,7 @@ QUORUM_FETCH_TIMEOUT_MS = 2000
 
 
 def roll_order(nodes: Iterable[Node], ready: Mapping[int, bool], active_controller: int | None
-               ) -> list[Node]:  # fmt: skip
+               ) -> list[Node]:
     """Not-ready nodes first (restarting them cannot make things worse, and waiting for them
     first means the others are judged on a settled cluster); then controllers (including
     combined nodes) before pure brokers, so the quorum is rolled while every broker is up;
@@ -59,7 +59,7 @@ def availability_blockers(node_id: int, cluster: ClusterView, limit: int = 3) ->
 
 
 def quorum_blocker(node_id: int, quorum: QuorumInfo | None,
-                   fetch_timeout_ms: int = QUORUM_FETCH_TIMEOUT_MS) -> str | None:  # fmt: skip
+                   fetch_timeout_ms: int = QUORUM_FETCH_TIMEOUT_MS) -> str | None:
     """Why restarting controller `node_id` would lose the KRaft quorum's majority, or None.
 
     A voter is caught up if it is the leader or its last caught-up time is within the fetch
@@ -83,7 +83,7 @@ def quorum_blocker(node_id: int, quorum: QuorumInfo | None,
             v.node_id == quorum.leader_id
             or (v.last_caught_up_ms is not None
                 and leader.last_caught_up_ms - v.last_caught_up_ms <= fetch_timeout_ms))
-    ]  # fmt: skip
+    ]
     needed = 1 if len(voters) == 2 else (len(voters) + 2) // 2
     if len(caught_up) < needed:
         return (

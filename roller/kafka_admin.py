@@ -1,0 +1,147 @@
+"""Kafka's own view of the cluster, through the Admin API (kafka-python).
+
+One observation per pass of the roll: every topic's partitions with replicas and ISR, each
+topic's effective `min.insync.replicas`, the KRaft quorum (leader and each voter's last
+caught-up time) and the active controller. kafka-python's admin client is blocking, so calls run
+in a worker thread; its errors are translated here into `AdminUnavailable`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from roller.model import ClusterView, PartitionInfo, QuorumInfo, VoterInfo
+from shared.errors import ConfigError, RollguardError
+
+logger = logging.getLogger(__name__)
+
+# Client properties (Java style, as in Kafka's client.properties) and kafka-python's names.
+PROPERTY_NAMES = {
+    "security.protocol": "security_protocol",
+    "ssl.truststore.location": None,  # JKS is Java-only: use ssl.ca.location (PEM)
+    "ssl.ca.location": "ssl_cafile",
+    "ssl.certificate.location": "ssl_certfile",
+    "ssl.key.location": "ssl_keyfile",
+    "ssl.key.password": "ssl_password",
+    "ssl.endpoint.identification.algorithm": "ssl_check_hostname",
+    "sasl.mechanism": "sasl_mechanism",
+    "sasl.username": "sasl_plain_username",
+    "sasl.password": "sasl_plain_password",
+    "request.timeout.ms": "request_timeout_ms",
+}
+
+
+class AdminUnavailable(RollguardError):
+    """The Admin API could not be used; the roller cannot prove a restart safe."""
+
+
+def read_client_properties(path: Path) -> dict[str, Any]:
+    """kafka-python settings from a Java-style properties file; ConfigError naming the key."""
+    try:
+        lines = path.read_text().splitlines()
+    except OSError as exc:
+        raise ConfigError(f"--kafka-properties {path}: {exc.strerror}") from None
+    settings: dict[str, Any] = {}
+    for number, line in enumerate(lines, 1):
+        line = line.strip()
+        if not line or line.startswith(("#", "!")):
+            continue
+        key, sep, value = line.partition("=")
+        key, value = key.strip(), value.strip()
+        if not sep:
+            raise ConfigError(f"--kafka-properties {path}:{number}: expected key=value")
+        if key not in PROPERTY_NAMES:
+            raise ConfigError(f"--kafka-properties {path}:{number}: {key} is not supported "
+                              f"(supported: {', '.join(sorted(PROPERTY_NAMES))})")
+        name = PROPERTY_NAMES[key]
+        if name is None:
+            raise ConfigError(f"--kafka-properties {path}:{number}: {key} (JKS) is not "
+                              "supported; give a PEM CA with ssl.ca.location")
+        if name == "ssl_check_hostname":
+            settings[name] = value.lower() == "https"
+        elif name == "request_timeout_ms":
+            settings[name] = int(value)
+        else:
+            settings[name] = value
+    return settings
+
+
+def cluster_view(partitions: list[Mapping[str, Any]], min_isr: Mapping[str, int],
+                 quorum: Mapping[str, Any] | None, controller_id: int | None
+                 ) -> ClusterView:
+    """Build the view from kafka-python's result dicts (pure, so it is table-tested)."""
+    infos = []
+    for topic in partitions:
+        name = topic["name"]
+        for p in topic["partitions"]:
+            infos.append(PartitionInfo(name, p["partition_index"], tuple(p["replica_nodes"]),
+                                       tuple(p["isr_nodes"]), min_isr.get(name, 1)))
+    quorum_info = None
+    if quorum is not None:
+        partition = quorum["topics"][0]["partitions"][0]
+        voters = tuple(
+            VoterInfo(v["replica_id"],
+                      v["last_caught_up_timestamp"] if v["last_caught_up_timestamp"] >= 0
+                      else None)
+            for v in partition["current_voters"]
+        )
+        quorum_info = QuorumInfo(partition["leader_id"], voters)
+    active = quorum_info.leader_id if quorum_info is not None else controller_id
+    return ClusterView(tuple(infos), quorum_info, active)
+
+
+class KafkaObserver:
+    def __init__(self, bootstrap: str, settings: Mapping[str, Any] | None = None,
+                 *, timeout_ms: int = 10000) -> None:
+        self.bootstrap = bootstrap
+        self.settings = dict(settings or {})
+        self.settings.setdefault("request_timeout_ms", timeout_ms)
+        self._admin: Any = None
+
+    def _client(self) -> Any:
+        from kafka import KafkaAdminClient
+
+        if self._admin is None:
+            self._admin = KafkaAdminClient(bootstrap_servers=self.bootstrap.split(","),
+                                           client_id="rollguard", **self.settings)
+        return self._admin
+
+    def _observe(self) -> ClusterView:
+        from kafka.admin import ConfigResource, ConfigResourceType
+        from kafka.errors import KafkaError
+
+        try:
+            admin = self._client()
+            topics = [t for t in admin.describe_topics() if not t.get("is_internal")]
+            resources = [ConfigResource(ConfigResourceType.TOPIC, t["name"],
+                                        configs={"min.insync.replicas": None}) for t in topics]
+            configs = admin.describe_configs(resources, config_filter="all") if resources else {}
+            min_isr = {}
+            for name, values in configs.get("topic", {}).items():
+                entry = values.get("min.insync.replicas")
+                if entry is not None and entry.get("value") is not None:
+                    min_isr[name] = int(entry["value"])
+            try:
+                quorum = admin.describe_metadata_quorum()
+            except KafkaError as exc:  # ZooKeeper-era clusters have no KRaft quorum
+                logger.debug("no KRaft quorum: %s", exc)
+                quorum = None
+            controller = admin.describe_cluster().get("controller_id")
+        except (KafkaError, OSError) as exc:
+            self.close()
+            raise AdminUnavailable(f"Kafka Admin API at {self.bootstrap}: {exc}") from exc
+        return cluster_view(topics, min_isr, quorum, controller)
+
+    async def observe(self) -> ClusterView:
+        return await asyncio.to_thread(self._observe)
+
+    def close(self) -> None:
+        if self._admin is not None:
+            try:
+                self._admin.close()
+            finally:
+                self._admin = None
