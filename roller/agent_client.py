@@ -26,6 +26,7 @@ from shared.retry import RetryPolicy, RetryStats, retry_async
 from shared.wire import BROKER_STATE_PATH, BrokerStateReport
 
 OPERATION = "agent-broker-state"
+_ONCE = RetryPolicy(max_retries=0)
 
 
 @dataclass(frozen=True, slots=True)
@@ -93,7 +94,9 @@ class AgentClient:
     async def aclose(self) -> None:
         await self._http.aclose()
 
-    async def broker_state(self, url: str) -> AgentAnswer:
+    async def broker_state(self, url: str, *, once: bool = False) -> AgentAnswer:
+        """The agent's report, or why there is none. `once`: a single attempt, for polls that
+        come round again anyway (readiness checks)."""
         url = broker_state_url(url)
 
         async def attempt() -> httpx.Response:
@@ -105,7 +108,7 @@ class AgentClient:
         try:
             response = await retry_async(
                 attempt,
-                self.policy,
+                _ONCE if once else self.policy,
                 operation=OPERATION,
                 retriable=(httpx.TransportError, _ServerError),
                 stats=self.stats,

@@ -1,9 +1,12 @@
 """`rollguard`: the roller's command line.
 
-    rollguard state URL...     ask agents for their broker's state once, like curl
+    rollguard roll  (--inventory FILE | --namespace NS --selector SEL) --bootstrap HOST:PORT ...
+    rollguard plan  (same flags): the same observation and decisions, printed; nothing restarted
+    rollguard state URL...: ask agents for their broker's state once, like curl
 
-Every flag can also be set as `ROLLGUARD_<FLAG>`. Exit codes: 0 every agent reported; 1 some
-agent gave no usable report (each is named on stdout); 2 bad flags, variables or files.
+Every flag can also be set as `ROLLGUARD_<FLAG>`. Exit codes: `roll` 0 rolled, 1 the roll
+failed (the reason names the node and the cause), 2 bad flags, variables or files,
+3 interrupted (resume with --resume ROLL_ID); `state` 0 every agent reported, 1 some did not.
 """
 
 from __future__ import annotations
@@ -13,20 +16,34 @@ import asyncio
 import json
 import logging
 import os
+import secrets
+import signal
 import sys
 from collections.abc import Mapping, Sequence
+from contextlib import ExitStack
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 from roller.agent_client import AgentAnswer, AgentClient, AgentReport, broker_state_url
+from roller.display import LiveTable, on_terminal
+from roller.journal import EventLog, FileJournalStore, JournalStore
+from roller.kafka_admin import KafkaObserver, read_client_properties
+from roller.model import Node
+from roller.platform import InventoryPlatform, Platform, load_inventory
+from roller.progress import RecoveryTracker
+from roller.roll import Roller, RollFailed, RollSettings
 from shared.errors import ConfigError
-from shared.retry import RETRY_SETTINGS, RetryStats, policy_from_settings
+from shared.retry import RETRY_SETTINGS, RetryPolicy, RetryStats, policy_from_settings
 from shared.settings import Flag, add_flags, resolve, retry_flags
 from shared.tls import client_context
 
+logger = logging.getLogger("rollguard")
+
 ENV_PREFIX = "ROLLGUARD_"
-EXIT_UNAVAILABLE = 1
+EXIT_FAILED = 1
 EXIT_CONFIG = 2
+EXIT_INTERRUPTED = 3
 
 
 def _seconds(text: str) -> float:
@@ -36,10 +53,30 @@ def _seconds(text: str) -> float:
     return value
 
 
-def _output(text: str) -> str:
-    if text not in ("text", "json"):
-        raise ValueError(f"{text!r} is not 'text' or 'json'")
-    return text
+def _milliseconds(text: str) -> float:
+    value = float(text)
+    if not value > 0:
+        raise ValueError(f"{text!r} is not a positive number of milliseconds")
+    return value / 1000
+
+
+def _choice(*allowed: str):  # type: ignore[no-untyped-def]
+    def check(text: str) -> str:
+        if text not in allowed:
+            raise ValueError(f"{text!r} is not one of {', '.join(allowed)}")
+        return text
+
+    return check
+
+
+def _names(text: str) -> frozenset[str]:
+    return frozenset(filter(None, (n.strip() for n in text.split(","))))
+
+
+def _roll_id(text: str) -> str:
+    if not text.replace("-", "").isalnum() or len(text) > 40:
+        raise ValueError(f"{text!r}: a roll id is letters, digits and dashes, 40 at most")
+    return text.lower()
 
 
 AGENT_FLAGS = (
@@ -49,9 +86,72 @@ AGENT_FLAGS = (
     Flag("timeout", "5", _seconds, "seconds for one request to an agent", "SECONDS"),
     *retry_flags(),
 )
-STATE_FLAGS = (
+OUTPUT = Flag(
+    "output", "text", _choice("text", "json"), "text, or json (one object a line)", "FORMAT"
+)
+STATE_FLAGS = (*AGENT_FLAGS, OUTPUT)
+ROLL_FLAGS = (
     *AGENT_FLAGS,
-    Flag("output", "text", _output, "text, or json (one object a line)", "FORMAT"),
+    OUTPUT,
+    Flag("inventory", None, Path, "YAML inventory of nodes (VMs, bare metal)", "FILE"),
+    Flag("namespace", None, str, "Kubernetes namespace of the broker pods", "NS"),
+    Flag("selector", None, str, "label selector of the broker pods", "SELECTOR"),
+    Flag(
+        "agent-url",
+        "https://{pod}.{service}.{namespace}.svc:8443",
+        str,
+        "agent URL template on Kubernetes",
+        "TEMPLATE",
+    ),
+    Flag("service", "", str, "headless service of the broker pods, for --agent-url", "NAME"),
+    Flag(
+        "node-id-label", None, str, "pod label holding the node id (default: name suffix)", "LABEL"
+    ),
+    Flag(
+        "bootstrap",
+        None,
+        str,
+        "Kafka bootstrap servers HOST:PORT[,...] for the Admin API",
+        "SERVERS",
+    ),
+    Flag("kafka-properties", None, Path, "Kafka client properties file (TLS, SASL)", "FILE"),
+    Flag(
+        "operation-timeout-ms",
+        "300000",
+        _milliseconds,
+        "how long to wait for a node to become ready",
+        "MS",
+    ),
+    Flag("poll-interval", "2", _seconds, "seconds between readiness and agent checks", "SECONDS"),
+    Flag(
+        "max-recovery-wait",
+        "21600",
+        _seconds,
+        "longest wait for a broker in log recovery that makes progress",
+        "SECONDS",
+    ),
+    Flag(
+        "stall-timeout",
+        "600",
+        _seconds,
+        "a recovery with no progress for this long is stalled",
+        "SECONDS",
+    ),
+    Flag(
+        "restart-timeout", "300", _seconds, "time limit of an inventory restart command", "SECONDS"
+    ),
+    Flag("only", "", _names, "restart only these nodes (comma-separated names)", "NODES"),
+    Flag("skip", "", _names, "never restart these nodes (comma-separated names)", "NODES"),
+    Flag(
+        "all",
+        "false",
+        _choice("true", "false"),
+        "on Kubernetes, restart pods that are already up to date too",
+        "BOOL",
+    ),
+    Flag("roll-id", None, _roll_id, "id of a new roll (default: time and random)", "ID"),
+    Flag("resume", None, _roll_id, "resume the roll with this id", "ID"),
+    Flag("state-dir", ".rollguard", Path, "folder of roll journals and event journals", "DIR"),
 )
 
 
@@ -64,10 +164,19 @@ def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(prog="rollguard", description="Rolls Kafka clusters safely.")
     sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
     state = sub.add_parser("state", help="ask agents for their broker's state once")
-    state.add_argument("urls", nargs="+", metavar="URL",
-                       help="agent URL, e.g. https://kafka-0.kafka.prod.svc:8443")
+    state.add_argument(
+        "urls", nargs="+", metavar="URL", help="agent URL, e.g. https://kafka-0.kafka.prod.svc:8443"
+    )
     add_flags(state, STATE_FLAGS, ENV_PREFIX)
+    for name, text in (
+        ("roll", "roll the cluster, never restarting a broker in recovery"),
+        ("plan", "print what a roll would do now; restart nothing"),
+    ):
+        add_flags(sub.add_parser(name, help=text), ROLL_FLAGS, ENV_PREFIX)
     return parser
+
+
+# ---- state ------------------------------------------------------------------------------
 
 
 def describe(answer: AgentAnswer) -> str:
@@ -75,8 +184,10 @@ def describe(answer: AgentAnswer) -> str:
         report = answer.report
         text = f"{report.broker_state.name} ({int(report.broker_state)})"
         if report.recovery is not None:
-            text += (f": {report.recovery.remaining_logs} logs and "
-                     f"{report.recovery.remaining_segments} segments left to recover")
+            text += (
+                f": {report.recovery.remaining_logs} logs and "
+                f"{report.recovery.remaining_segments} segments left to recover"
+            )
         return text
     status = f"HTTP {answer.status}" if answer.status is not None else "no HTTP answer"
     return f"unavailable ({status}, {answer.reason}): {answer.message}"
@@ -85,8 +196,22 @@ def describe(answer: AgentAnswer) -> str:
 def as_json(answer: AgentAnswer) -> dict[str, Any]:
     if isinstance(answer, AgentReport):
         return {"url": answer.url, "status": 200, "report": answer.report.to_wire()}
-    return {"url": answer.url, "status": answer.status, "error": answer.reason,
-            "message": answer.message}
+    return {
+        "url": answer.url,
+        "status": answer.status,
+        "error": answer.reason,
+        "message": answer.message,
+    }
+
+
+def agent_client(values: dict[str, Any], stats: RetryStats) -> AgentClient:
+    policy = retry_policy(values)
+    tls = client_context(values["cacert"], values["cert"], values["key"])
+    return AgentClient(tls, policy, stats=stats, timeout=values["timeout"])
+
+
+def retry_policy(values: dict[str, Any]) -> RetryPolicy:
+    return policy_from_settings({s.name: values[s.name] for s in RETRY_SETTINGS})
 
 
 async def query(urls: Sequence[str], client: AgentClient) -> list[AgentAnswer]:
@@ -96,8 +221,7 @@ async def query(urls: Sequence[str], client: AgentClient) -> list[AgentAnswer]:
 
 def state(args: argparse.Namespace, environ: Mapping[str, str]) -> int:
     values = resolve(args, environ, STATE_FLAGS, ENV_PREFIX)
-    policy = policy_from_settings({s.name: values[s.name] for s in RETRY_SETTINGS})
-    tls = client_context(values["cacert"], values["cert"], values["key"])
+    retry_policy(values)
     urls = []
     for url in args.urls:
         try:
@@ -105,8 +229,7 @@ def state(args: argparse.Namespace, environ: Mapping[str, str]) -> int:
         except ValueError as exc:
             raise ConfigError(str(exc)) from None
     stats = RetryStats()
-    client = AgentClient(tls, policy, stats=stats, timeout=values["timeout"])
-    answers = asyncio.run(query(urls, client))
+    answers = asyncio.run(query(urls, agent_client(values, stats)))
     width = max(len(a.url) for a in answers)
     for answer in answers:
         if values["output"] == "json":
@@ -114,16 +237,183 @@ def state(args: argparse.Namespace, environ: Mapping[str, str]) -> int:
         else:
             print(f"{answer.url:<{width}}  {describe(answer)}")
     reported = sum(isinstance(a, AgentReport) for a in answers)
-    print(f"{len(answers)} agents: {reported} reported, {len(answers) - reported} unavailable; "
-          f"{stats.summary()}", file=sys.stderr)
-    return 0 if reported == len(answers) else EXIT_UNAVAILABLE
+    print(
+        f"{len(answers)} agents: {reported} reported, {len(answers) - reported} unavailable; "
+        f"{stats.summary()}",
+        file=sys.stderr,
+    )
+    return 0 if reported == len(answers) else EXIT_FAILED
+
+
+# ---- roll and plan ----------------------------------------------------------------------
+
+
+def _platform(
+    values: dict[str, Any], agents: AgentClient, stack: ExitStack
+) -> tuple[Platform, JournalStore]:
+    inventory, namespace = values["inventory"], values["namespace"]
+    if (inventory is None) == (namespace is None):
+        raise ConfigError("give either --inventory FILE or --namespace NS with --selector")
+    folder = values["state-dir"]
+    if inventory is not None:
+        platform = InventoryPlatform(
+            load_inventory(inventory), agents, restart_timeout=values["restart-timeout"]
+        )
+        return platform, FileJournalStore(folder)
+    if not values["selector"]:
+        raise ConfigError("--namespace needs --selector (e.g. strimzi.io/cluster=my-cluster)")
+    from lightkube import AsyncClient, Client
+    from lightkube.core.exceptions import ConfigError as KubeConfigError
+
+    from roller.kubernetes import ConfigMapJournalStore, KubernetesPlatform, KubernetesSettings
+
+    try:
+        client = AsyncClient(namespace=namespace)
+        sync_client = Client(namespace=namespace)
+    except KubeConfigError as exc:
+        raise ConfigError(f"Kubernetes: {exc}") from None
+    stack.callback(sync_client.close)
+    settings = KubernetesSettings(
+        namespace,
+        values["selector"],
+        values["agent-url"],
+        values["service"],
+        values["node-id-label"],
+    )
+    return KubernetesPlatform(client, settings), ConfigMapJournalStore(sync_client, namespace)
+
+
+def _new_roll_id() -> str:
+    return datetime.now(UTC).strftime("%Y%m%d-%H%M%S-") + secrets.token_hex(2)
+
+
+async def _run(command: str, values: dict[str, Any], stats: RetryStats) -> int:
+    roll_id = values["resume"] or values["roll-id"] or _new_roll_id()
+    folder: Path = values["state-dir"]
+    with ExitStack() as stack:
+        agents = agent_client(values, stats)
+        platform, journal = _platform(values, agents, stack)
+        observer = None
+        if values["bootstrap"]:
+            properties = {}
+            if values["kafka-properties"] is not None:
+                properties = read_client_properties(values["kafka-properties"])
+            kafka = KafkaObserver(values["bootstrap"], properties)
+            stack.callback(kafka.close)
+            observer = kafka.observe
+        settings = RollSettings(
+            operation_timeout=values["operation-timeout-ms"],
+            poll_interval=values["poll-interval"],
+            max_recovery_wait=values["max-recovery-wait"],
+            stall_timeout=values["stall-timeout"],
+            only=values["only"],
+            skip=values["skip"],
+            all_nodes=values["all"] == "true",
+        )
+        events = EventLog(folder / f"events-{roll_id}.jsonl", roll_id)
+        try:
+            nodes = await platform.nodes()
+            display = LiveTable(nodes) if on_terminal() and values["output"] == "text" else None
+            roller = Roller(
+                platform,
+                observer,
+                agents,
+                journal,
+                events,
+                settings=settings,
+                policy=retry_policy(values),
+                on_progress=_progress(display, values["output"]),
+            )
+            if command == "plan":
+                for node, action in await roller.plan():
+                    print(f"{node.name:<24} {action}")
+                return 0
+            if display is not None:
+                stack.enter_context(display)
+            print(f"roll {roll_id}: journal and events in {folder}", file=sys.stderr)
+            try:
+                result = await roller.roll(roll_id, resume=values["resume"] is not None)
+            except RollFailed as exc:
+                _finish(values, roll_id, "failed", str(exc), stats)
+                return EXIT_FAILED
+            _finish(
+                values,
+                roll_id,
+                "completed",
+                f"restarted {len(result.restarted)}, skipped {len(result.skipped)}",
+                stats,
+            )
+            return 0
+        finally:
+            await agents.aclose()
+            await platform.close()
+
+
+def _progress(display: LiveTable | None, output: str):  # type: ignore[no-untyped-def]
+    last: dict[str, str] = {}
+
+    def report(node: Node, text: str, tracker: RecoveryTracker | None) -> None:
+        if display is not None:
+            display.update(node, text, tracker)
+        elif output == "json":
+            entry: dict[str, Any] = {"node": node.name, "state": text}
+            if tracker is not None and tracker.points:
+                entry.update(
+                    remainingSegments=tracker.points[-1].segments,
+                    rate=tracker.rate(),
+                    eta=tracker.eta(),
+                )
+            print(json.dumps(entry), flush=True)
+        elif last.get(node.name) != text.split(":")[0] or tracker is not None:
+            last[node.name] = text.split(":")[0]
+            print(f"{node.name}: {text}", file=sys.stderr, flush=True)
+
+    return report
+
+
+def _finish(
+    values: dict[str, Any], roll_id: str, outcome: str, detail: str, stats: RetryStats
+) -> None:
+    if values["output"] == "json":
+        print(
+            json.dumps(
+                {
+                    "rollId": roll_id,
+                    "outcome": outcome,
+                    "detail": detail,
+                    "retries": stats.summary(),
+                }
+            )
+        )
+    else:
+        print(f"roll {roll_id} {outcome}: {detail}; {stats.summary()}", file=sys.stderr)
+
+
+def roll(command: str, args: argparse.Namespace, environ: Mapping[str, str]) -> int:
+    values = resolve(args, environ, ROLL_FLAGS, ENV_PREFIX)
+    retry_policy(values)
+    stats = RetryStats()
+    loop = asyncio.new_event_loop()
+    task = loop.create_task(_run(command, values, stats))
+    for signum in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(signum, task.cancel)
+    try:
+        return loop.run_until_complete(task)
+    except asyncio.CancelledError:
+        print("rollguard: interrupted; resume with --resume and the roll id above", file=sys.stderr)
+        return EXIT_INTERRUPTED
+    finally:
+        loop.close()
 
 
 def main(argv: Sequence[str] | None = None, environ: Mapping[str, str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     logging.basicConfig(level=logging.WARNING, format="rollguard: %(levelname)s %(message)s")
+    environ = os.environ if environ is None else environ
     try:
-        return state(args, os.environ if environ is None else environ)
+        if args.command == "state":
+            return state(args, environ)
+        return roll(args.command, args, environ)
     except ConfigError as exc:
         print(f"rollguard: {exc}", file=sys.stderr)
         return EXIT_CONFIG

@@ -65,8 +65,12 @@ class RollRecord:
             "state": self.state.value,
             "reason": self.reason,
             "nodes": {
-                name: {"status": r.status.value, "at": r.at, "instance": r.instance,
-                       "reason": r.reason}
+                name: {
+                    "status": r.status.value,
+                    "at": r.at,
+                    "instance": r.instance,
+                    "reason": r.reason,
+                }
                 for name, r in self.nodes.items()
             },
         }
@@ -81,8 +85,9 @@ class RollRecord:
             state=RollState(data["state"]),
             reason=data.get("reason", ""),
             nodes={
-                name: NodeRecord(NodeStatus(r["status"]), r["at"], r.get("instance"),
-                                 r.get("reason", ""))
+                name: NodeRecord(
+                    NodeStatus(r["status"]), r["at"], r.get("instance"), r.get("reason", "")
+                )
                 for name, r in data.get("nodes", {}).items()
             },
         )
@@ -113,8 +118,7 @@ class FileJournalStore:
         except FileNotFoundError:
             return None
         except (OSError, ValueError) as exc:
-            raise ConfigError(f"roll journal {self.path(roll_id)}: cannot be read ({exc})"
-                              ) from exc
+            raise ConfigError(f"roll journal {self.path(roll_id)}: cannot be read ({exc})") from exc
         return RollRecord.from_json(data)
 
     def save(self, record: RollRecord) -> None:
@@ -151,8 +155,14 @@ class EventLog:
 
     def write(self, node: str | None, action: str, reason: str = "", **figures: Any) -> None:
         known = {k: v for k, v in figures.items() if v is not None}
-        entry = {"ts": now_text(), "rollId": self.roll_id, "node": node, "action": action,
-                 "reason": reason, **known}
+        entry = {
+            "ts": now_text(),
+            "rollId": self.roll_id,
+            "node": node,
+            "action": action,
+            "reason": reason,
+            **known,
+        }
         line = json.dumps(entry) + "\n"
         with self._lock, self.path.open("a") as handle:
             handle.write(line)

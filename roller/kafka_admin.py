@@ -55,12 +55,16 @@ def read_client_properties(path: Path) -> dict[str, Any]:
         if not sep:
             raise ConfigError(f"--kafka-properties {path}:{number}: expected key=value")
         if key not in PROPERTY_NAMES:
-            raise ConfigError(f"--kafka-properties {path}:{number}: {key} is not supported "
-                              f"(supported: {', '.join(sorted(PROPERTY_NAMES))})")
+            raise ConfigError(
+                f"--kafka-properties {path}:{number}: {key} is not supported "
+                f"(supported: {', '.join(sorted(PROPERTY_NAMES))})"
+            )
         name = PROPERTY_NAMES[key]
         if name is None:
-            raise ConfigError(f"--kafka-properties {path}:{number}: {key} (JKS) is not "
-                              "supported; give a PEM CA with ssl.ca.location")
+            raise ConfigError(
+                f"--kafka-properties {path}:{number}: {key} (JKS) is not "
+                "supported; give a PEM CA with ssl.ca.location"
+            )
         if name == "ssl_check_hostname":
             settings[name] = value.lower() == "https"
         elif name == "request_timeout_ms":
@@ -70,23 +74,34 @@ def read_client_properties(path: Path) -> dict[str, Any]:
     return settings
 
 
-def cluster_view(partitions: list[Mapping[str, Any]], min_isr: Mapping[str, int],
-                 quorum: Mapping[str, Any] | None, controller_id: int | None
-                 ) -> ClusterView:
+def cluster_view(
+    partitions: list[Mapping[str, Any]],
+    min_isr: Mapping[str, int],
+    quorum: Mapping[str, Any] | None,
+    controller_id: int | None,
+) -> ClusterView:
     """Build the view from kafka-python's result dicts (pure, so it is table-tested)."""
     infos = []
     for topic in partitions:
         name = topic["name"]
         for p in topic["partitions"]:
-            infos.append(PartitionInfo(name, p["partition_index"], tuple(p["replica_nodes"]),
-                                       tuple(p["isr_nodes"]), min_isr.get(name, 1)))
+            infos.append(
+                PartitionInfo(
+                    name,
+                    p["partition_index"],
+                    tuple(p["replica_nodes"]),
+                    tuple(p["isr_nodes"]),
+                    min_isr.get(name, 1),
+                )
+            )
     quorum_info = None
     if quorum is not None:
         partition = quorum["topics"][0]["partitions"][0]
         voters = tuple(
-            VoterInfo(v["replica_id"],
-                      v["last_caught_up_timestamp"] if v["last_caught_up_timestamp"] >= 0
-                      else None)
+            VoterInfo(
+                v["replica_id"],
+                v["last_caught_up_timestamp"] if v["last_caught_up_timestamp"] >= 0 else None,
+            )
             for v in partition["current_voters"]
         )
         quorum_info = QuorumInfo(partition["leader_id"], voters)
@@ -95,8 +110,9 @@ def cluster_view(partitions: list[Mapping[str, Any]], min_isr: Mapping[str, int]
 
 
 class KafkaObserver:
-    def __init__(self, bootstrap: str, settings: Mapping[str, Any] | None = None,
-                 *, timeout_ms: int = 10000) -> None:
+    def __init__(
+        self, bootstrap: str, settings: Mapping[str, Any] | None = None, *, timeout_ms: int = 10000
+    ) -> None:
         self.bootstrap = bootstrap
         self.settings = dict(settings or {})
         self.settings.setdefault("request_timeout_ms", timeout_ms)
@@ -106,8 +122,9 @@ class KafkaObserver:
         from kafka import KafkaAdminClient
 
         if self._admin is None:
-            self._admin = KafkaAdminClient(bootstrap_servers=self.bootstrap.split(","),
-                                           client_id="rollguard", **self.settings)
+            self._admin = KafkaAdminClient(
+                bootstrap_servers=self.bootstrap.split(","), client_id="rollguard", **self.settings
+            )
         return self._admin
 
     def _observe(self) -> ClusterView:
@@ -117,8 +134,12 @@ class KafkaObserver:
         try:
             admin = self._client()
             topics = [t for t in admin.describe_topics() if not t.get("is_internal")]
-            resources = [ConfigResource(ConfigResourceType.TOPIC, t["name"],
-                                        configs={"min.insync.replicas": None}) for t in topics]
+            resources = [
+                ConfigResource(
+                    ConfigResourceType.TOPIC, t["name"], configs={"min.insync.replicas": None}
+                )
+                for t in topics
+            ]
             configs = admin.describe_configs(resources, config_filter="all") if resources else {}
             min_isr = {}
             for name, values in configs.get("topic", {}).items():

@@ -44,8 +44,10 @@ def parse_selector(text: str) -> dict[str, Any]:
     pairs: dict[str, Any] = {}
     for part in filter(None, (p.strip() for p in text.split(","))):
         if " in " in part or " notin " in part or "(" in part:
-            raise ConfigError(f"--selector: set-based term {part!r} is not supported; use "
-                              "equality terms (k=v, k!=v, k, !k)")
+            raise ConfigError(
+                f"--selector: set-based term {part!r} is not supported; use "
+                "equality terms (k=v, k!=v, k, !k)"
+            )
         if "!=" in part:
             key, value = part.split("!=", 1)
             pairs[key.strip()] = op.not_equal(value.strip())
@@ -84,30 +86,39 @@ class KubernetesPlatform:
         if self.settings.node_id_label:
             raw = labels.get(self.settings.node_id_label)
             if raw is None or not raw.isdigit():
-                raise ConfigError(f"pod {meta.name} has no numeric label "
-                                  f"{self.settings.node_id_label}")
+                raise ConfigError(
+                    f"pod {meta.name} has no numeric label {self.settings.node_id_label}"
+                )
             node_id = int(raw)
         else:
             match = re.search(r"(\d+)$", meta.name)
             if match is None:
-                raise ConfigError(f"pod {meta.name}: no node id at the end of its name; "
-                                  "set --node-id-label")
+                raise ConfigError(
+                    f"pod {meta.name}: no node id at the end of its name; set --node-id-label"
+                )
             node_id = int(match.group(1))
         roles = set()
         if labels.get(BROKER_ROLE_LABEL) == "true":
             roles.add(Role.BROKER)
         if labels.get(CONTROLLER_ROLE_LABEL) == "true":
             roles.add(Role.CONTROLLER)
-        url = self.settings.agent_url.format(pod=meta.name, service=self.settings.service,
-                                             namespace=self.settings.namespace)
+        url = self.settings.agent_url.format(
+            pod=meta.name, service=self.settings.service, namespace=self.settings.namespace
+        )
         return Node(node_id, meta.name, frozenset(roles or {Role.BROKER}), url)
 
     async def nodes(self) -> list[Node]:
-        pods = [pod async for pod in self.client.list(Pod, namespace=self.settings.namespace,
-                                                      labels=self._selector)]
+        pods = [
+            pod
+            async for pod in self.client.list(
+                Pod, namespace=self.settings.namespace, labels=self._selector
+            )
+        ]
         if not pods:
-            raise ConfigError(f"no pods match --selector {self.settings.selector!r} in "
-                              f"namespace {self.settings.namespace}")
+            raise ConfigError(
+                f"no pods match --selector {self.settings.selector!r} in "
+                f"namespace {self.settings.namespace}"
+            )
         return sorted((self._node(p) for p in pods), key=lambda n: n.node_id)
 
     async def _desired_revision(self, pod: Pod) -> str | None:
@@ -128,12 +139,17 @@ class KubernetesPlatform:
         meta, status = pod.metadata, pod.status
         assert meta is not None
         labels, annotations = meta.labels or {}, meta.annotations or {}
-        ready = any(c.type == "Ready" and c.status == "True"
-                    for c in (status.conditions or [] if status else []))
+        ready = any(
+            c.type == "Ready" and c.status == "True"
+            for c in (status.conditions or [] if status else [])
+        )
         stuck = None
         for condition in (status.conditions or []) if status else []:
-            if condition.type == "PodScheduled" and condition.status == "False" \
-                    and condition.reason == "Unschedulable":
+            if (
+                condition.type == "PodScheduled"
+                and condition.status == "False"
+                and condition.reason == "Unschedulable"
+            ):
                 stuck = "Unschedulable"
         for container in (status.containerStatuses or []) if status else []:
             waiting = container.state.waiting if container.state else None
@@ -148,7 +164,11 @@ class KubernetesPlatform:
             seen = self._revisions.setdefault(node.name, revision)
             up_to_date = seen == revision and bool(revision)
         return PlatformView(
-            exists=True, ready=ready, up_to_date=up_to_date, stuck=stuck, instance=meta.uid,
+            exists=True,
+            ready=ready,
+            up_to_date=up_to_date,
+            stuck=stuck,
+            instance=meta.uid,
             opted_out=annotations.get(SKIP_ANNOTATION, "").lower() == "true",
         )
 
@@ -192,8 +212,16 @@ class ConfigMapJournalStore:
         except ApiError as exc:
             if exc.status.code != 404:
                 raise
-            self.client.create(ConfigMap(metadata=ObjectMeta(name=name, namespace=self.namespace,
-                               labels={"app.kubernetes.io/managed-by": "rollguard"}), data=data))
+            self.client.create(
+                ConfigMap(
+                    metadata=ObjectMeta(
+                        name=name,
+                        namespace=self.namespace,
+                        labels={"app.kubernetes.io/managed-by": "rollguard"},
+                    ),
+                    data=data,
+                )
+            )
             return
         cm.data = data
         self.client.replace(cm)

@@ -36,8 +36,15 @@ class Node:
 
 # Container and scheduling states in which a pod will not become ready by waiting.
 STUCK_REASONS = frozenset(
-    {"CrashLoopBackOff", "ImagePullBackOff", "ErrImagePull", "InvalidImageName",
-     "ContainerCreating", "CreateContainerConfigError", "Unschedulable"}
+    {
+        "CrashLoopBackOff",
+        "ImagePullBackOff",
+        "ErrImagePull",
+        "InvalidImageName",
+        "ContainerCreating",
+        "CreateContainerConfigError",
+        "Unschedulable",
+    }
 )
 
 

@@ -67,8 +67,9 @@ def load_inventory(path: Path) -> list[InventoryNode]:
         try:
             roles = frozenset(Role(r) for r in roles_raw)
         except (ValueError, TypeError):
-            raise ConfigError(f"{where}: roles {roles_raw!r} must be broker and/or controller"
-                              ) from None
+            raise ConfigError(
+                f"{where}: roles {roles_raw!r} must be broker and/or controller"
+            ) from None
         if not roles:
             raise ConfigError(f"{where}: roles is empty")
         name = str(entry.get("name", f"node-{node_id}"))
@@ -104,7 +105,7 @@ class InventoryPlatform:
 
     async def observe(self, node: Node) -> PlatformView:
         assert node.agent_url is not None
-        answer = await self._agents.broker_state(node.agent_url)
+        answer = await self._agents.broker_state(node.agent_url, once=True)
         ready = isinstance(answer, AgentReport) and answer.report.broker_state.is_ready
         since = self._restarted_at.get(node.name)
         if ready and since is not None:
@@ -115,11 +116,18 @@ class InventoryPlatform:
 
     async def restart(self, node: Node) -> None:
         command = self._inventory[node.name].restart
-        env = {**os.environ, "ROLLGUARD_NODE_ID": str(node.node_id),
-               "ROLLGUARD_NODE_NAME": node.name}
+        env = {
+            **os.environ,
+            "ROLLGUARD_NODE_ID": str(node.node_id),
+            "ROLLGUARD_NODE_NAME": node.name,
+        }
         process = await asyncio.create_subprocess_shell(
-            command, stdin=asyncio.subprocess.DEVNULL, stdout=asyncio.subprocess.PIPE,
-            stderr=asyncio.subprocess.STDOUT, env=env, start_new_session=True,
+            command,
+            stdin=asyncio.subprocess.DEVNULL,
+            stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.STDOUT,
+            env=env,
+            start_new_session=True,
         )
         try:
             async with asyncio.timeout(self._restart_timeout):
@@ -127,18 +135,24 @@ class InventoryPlatform:
         except TimeoutError:
             process.kill()
             await process.wait()
-            raise RestartError(f"restart command for {node.name} did not finish within "
-                               f"{self._restart_timeout:g}s") from None
+            raise RestartError(
+                f"restart command for {node.name} did not finish within {self._restart_timeout:g}s"
+            ) from None
         self._restarted_at[node.name] = self._clock()
         if process.returncode != 0:
             tail = output.decode(errors="replace").strip().splitlines()[-1:] or ["no output"]
-            raise RestartError(f"restart command for {node.name} exited {process.returncode}: "
-                               f"{tail[0][:200]}")
+            raise RestartError(
+                f"restart command for {node.name} exited {process.returncode}: {tail[0][:200]}"
+            )
 
     async def close(self) -> None:
         """The agent client belongs to the caller."""
 
 
 def as_dict(view: PlatformView) -> dict[str, Any]:
-    return {"exists": view.exists, "ready": view.ready, "upToDate": view.up_to_date,
-            "stuck": view.stuck}
+    return {
+        "exists": view.exists,
+        "ready": view.ready,
+        "upToDate": view.up_to_date,
+        "stuck": view.stuck,
+    }

@@ -124,8 +124,11 @@ class Roller:
         nodes = await self.platform.nodes()
         views = {n.name: await self.platform.observe(n) for n in nodes}
         cluster = await self._cluster()
-        order = roll_order(nodes, {n.node_id: views[n.name].ready for n in nodes},
-                           cluster.active_controller if cluster else None)
+        order = roll_order(
+            nodes,
+            {n.node_id: views[n.name].ready for n in nodes},
+            cluster.active_controller if cluster else None,
+        )
         lines = []
         for node in order:
             wanted, why = self._wanted(node, views[node.name])
@@ -200,8 +203,11 @@ class Roller:
         while pending:
             cluster = await self._cluster()
             views = {n.name: await self.platform.observe(n) for n in pending}
-            order = roll_order(pending, {n.node_id: views[n.name].ready for n in pending},
-                               cluster.active_controller if cluster else None)
+            order = roll_order(
+                pending,
+                {n.node_id: views[n.name].ready for n in pending},
+                cluster.active_controller if cluster else None,
+            )
             deferred: dict[str, str] = {}
             changed = False
             for node in order:
@@ -219,8 +225,9 @@ class Roller:
                 continue
             if idle_passes >= self.policy.max_retries:
                 reasons = "; ".join(f"{name}: {why}" for name, why in deferred.items())
-                raise RollFailed(f"gave up after {idle_passes + 1} passes without a safe "
-                                 f"restart: {reasons}")
+                raise RollFailed(
+                    f"gave up after {idle_passes + 1} passes without a safe restart: {reasons}"
+                )
             delay = backoff_ms(self.policy, idle_passes, self._uniform()) / 1000
             idle_passes += 1
             logger.info("no node can be restarted safely now; trying again in %.1fs", delay)
@@ -238,12 +245,15 @@ class Roller:
             self.events.write(None, "admin-unavailable", str(exc))
             return None
 
-    async def _handle(self, node: Node, view: PlatformView, cluster: ClusterView | None,
-                      record: RollRecord) -> tuple[Outcome, str]:
+    async def _handle(
+        self, node: Node, view: PlatformView, cluster: ClusterView | None, record: RollRecord
+    ) -> tuple[Outcome, str]:
         if view.stuck:
             if view.up_to_date:
-                raise RollFailed(f"{node.name} is stuck ({view.stuck}) and already runs the "
-                                 "desired revision: restarting it will not help")
+                raise RollFailed(
+                    f"{node.name} is stuck ({view.stuck}) and already runs the "
+                    "desired revision: restarting it will not help"
+                )
             # Out of date and stuck: the new revision is the fix; no availability check can
             # pass while it is down anyway.
             await self._restart(node, view, record, f"force: stuck in {view.stuck}")
@@ -274,12 +284,14 @@ class Roller:
         await self._restart(node, view, record, "restart")
         return Outcome.RESTARTED, ""
 
-    async def _restart(self, node: Node, view: PlatformView, record: RollRecord,
-                       reason: str) -> None:
+    async def _restart(
+        self, node: Node, view: PlatformView, record: RollRecord, reason: str
+    ) -> None:
         # The intent goes on record before the restart: a roller killed after this line and
         # resumed will wait for this node, never restart it again.
-        record.nodes[node.name] = NodeRecord(NodeStatus.RESTARTING, now_text(), view.instance,
-                                             reason)
+        record.nodes[node.name] = NodeRecord(
+            NodeStatus.RESTARTING, now_text(), view.instance, reason
+        )
         self.journal.save(record)
         self.events.write(node.name, "restart", reason)
         logger.info("%s: restarting (%s)", node, reason)
@@ -288,25 +300,29 @@ class Roller:
         try:
             await self.platform.restart(node)
         except RestartError as exc:
-            record.nodes[node.name] = NodeRecord(NodeStatus.FAILED, now_text(), view.instance,
-                                                 str(exc))
+            record.nodes[node.name] = NodeRecord(
+                NodeStatus.FAILED, now_text(), view.instance, str(exc)
+            )
             self.journal.save(record)
             raise RollFailed(str(exc)) from exc
         await self._await_restarted(node, record, view.instance)
 
-    async def _await_restarted(self, node: Node, record: RollRecord,
-                               before: str | None) -> None:
+    async def _await_restarted(self, node: Node, record: RollRecord, before: str | None) -> None:
         """Wait until a restarted node is ready again; recovery is waited for, never restarted."""
         if not await self._wait_ready(node, self.settings.operation_timeout, before):
             answer = await self._ask(node)
             if not _recovering(answer):
-                raise RollFailed(f"{node.name} is not ready {self.settings.operation_timeout:g}s "
-                                 f"after its restart (agent: {_say(answer)}); it was restarted "
-                                 "once in this roll and is not restarted again")
+                raise RollFailed(
+                    f"{node.name} is not ready {self.settings.operation_timeout:g}s "
+                    f"after its restart (agent: {_say(answer)}); it was restarted "
+                    "once in this roll and is not restarted again"
+                )
             await self._wait_recovery(node, answer)
             if not await self._wait_ready(node, self.settings.operation_timeout, before):
-                raise RollFailed(f"{node.name} finished log recovery but is not ready "
-                                 f"{self.settings.operation_timeout:g}s later")
+                raise RollFailed(
+                    f"{node.name} finished log recovery but is not ready "
+                    f"{self.settings.operation_timeout:g}s later"
+                )
         record.nodes[node.name] = NodeRecord(NodeStatus.RESTARTED, now_text(), before)
         self.journal.save(record)
         self.events.write(node.name, "ready", "restarted and ready")
@@ -340,13 +356,13 @@ class Roller:
 
     async def _wait_recovery(self, node: Node, answer: AgentAnswer | None) -> None:
         """Wait while the broker recovers; RollFailed when it stalls or takes too long."""
-        tracker = RecoveryTracker(self.settings.stall_timeout, self.settings.max_recovery_wait,
-                                  started=self._clock())
+        tracker = RecoveryTracker(
+            self.settings.stall_timeout, self.settings.max_recovery_wait, started=self._clock()
+        )
         while True:
             if isinstance(answer, AgentReport) and answer.report.recovery is not None:
                 recovery = answer.report.recovery
-                tracker.observe(self._clock(), recovery.remaining_logs,
-                                recovery.remaining_segments)
+                tracker.observe(self._clock(), recovery.remaining_logs, recovery.remaining_segments)
             elif not _recovering(answer):
                 return  # out of recovery: readiness is judged by the caller
             verdict = tracker.verdict(self._clock())
@@ -355,13 +371,17 @@ class Roller:
             logger.info("%s is performing log recovery: %s", node, text)
             self.events.write(node.name, "wait-recovery", verdict.value, **_figures(tracker))
             if verdict is Verdict.STALLED:
-                raise RollFailed(f"{node.name} is performing log recovery but made no progress "
-                                 f"for {self.settings.stall_timeout:g}s ({text}); not restarting "
-                                 "it")
+                raise RollFailed(
+                    f"{node.name} is performing log recovery but made no progress "
+                    f"for {self.settings.stall_timeout:g}s ({text}); not restarting "
+                    "it"
+                )
             if verdict is Verdict.TOO_LONG:
-                raise RollFailed(f"{node.name} is still performing log recovery after "
-                                 f"{self.settings.max_recovery_wait:g}s ({text}); not "
-                                 "restarting it")
+                raise RollFailed(
+                    f"{node.name} is still performing log recovery after "
+                    f"{self.settings.max_recovery_wait:g}s ({text}); not "
+                    "restarting it"
+                )
             await self._sleep(self.settings.poll_interval)
             answer = await self._ask(node)
 
@@ -383,5 +403,9 @@ def _figures(tracker: RecoveryTracker) -> dict[str, float | int | None]:
     if not tracker.points:
         return {}
     last = tracker.points[-1]
-    return {"remainingLogsToRecover": last.logs, "remainingSegmentsToRecover": last.segments,
-            "rate": tracker.rate(), "eta": tracker.eta()}
+    return {
+        "remainingLogsToRecover": last.logs,
+        "remainingSegmentsToRecover": last.segments,
+        "rate": tracker.rate(),
+        "eta": tracker.eta(),
+    }

@@ -15,8 +15,9 @@ from roller.model import ClusterView, Node, QuorumInfo
 QUORUM_FETCH_TIMEOUT_MS = 2000
 
 
-def roll_order(nodes: Iterable[Node], ready: Mapping[int, bool], active_controller: int | None
-               ) -> list[Node]:
+def roll_order(
+    nodes: Iterable[Node], ready: Mapping[int, bool], active_controller: int | None
+) -> list[Node]:
     """Not-ready nodes first (restarting them cannot make things worse, and waiting for them
     first means the others are judged on a settled cluster); then controllers (including
     combined nodes) before pure brokers, so the quorum is rolled while every broker is up;
@@ -58,8 +59,9 @@ def availability_blockers(node_id: int, cluster: ClusterView, limit: int = 3) ->
     return reasons
 
 
-def quorum_blocker(node_id: int, quorum: QuorumInfo | None,
-                   fetch_timeout_ms: int = QUORUM_FETCH_TIMEOUT_MS) -> str | None:
+def quorum_blocker(
+    node_id: int, quorum: QuorumInfo | None, fetch_timeout_ms: int = QUORUM_FETCH_TIMEOUT_MS
+) -> str | None:
     """Why restarting controller `node_id` would lose the KRaft quorum's majority, or None.
 
     A voter is caught up if it is the leader or its last caught-up time is within the fetch
@@ -78,11 +80,16 @@ def quorum_blocker(node_id: int, quorum: QuorumInfo | None,
     if leader is None or leader.last_caught_up_ms is None:
         return f"the quorum leader {quorum.leader_id} is not among the voters"
     caught_up = [
-        v.node_id for v in voters
-        if v.node_id != node_id and (
+        v.node_id
+        for v in voters
+        if v.node_id != node_id
+        and (
             v.node_id == quorum.leader_id
-            or (v.last_caught_up_ms is not None
-                and leader.last_caught_up_ms - v.last_caught_up_ms <= fetch_timeout_ms))
+            or (
+                v.last_caught_up_ms is not None
+                and leader.last_caught_up_ms - v.last_caught_up_ms <= fetch_timeout_ms
+            )
+        )
     ]
     needed = 1 if len(voters) == 2 else (len(voters) + 2) // 2
     if len(caught_up) < needed:
