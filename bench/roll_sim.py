@@ -65,8 +65,14 @@ def naive_roll(cluster: SimCluster, max_attempts: int = 10) -> None:
 
 def scenario(seed: int, nodes: int) -> SimCluster:
     rng = random.Random(seed)
-    return random_cluster(rng, VirtualClock(), nodes, recovering_at_start=0.2,
-                          recovery_on_restart=0.2, max_recovery=3600)
+    return random_cluster(
+        rng,
+        VirtualClock(),
+        nodes,
+        recovering_at_start=0.2,
+        recovery_on_restart=0.2,
+        max_recovery=3600,
+    )
 
 
 def main() -> int:
@@ -85,24 +91,28 @@ def main() -> int:
         wall = time.perf_counter() - started
         naive = scenario(seed, args.nodes)
         naive_roll(naive)
-        rows.append({
-            "seed": seed,
-            "rollguard": {
-                "outcome": outcome, "reason": reason[:120],
-                "roll_s": round(ours.clock.now), "own_s": round(own_time(ours)),
-                "overhead_s": round(ours.clock.now - own_time(ours)),
-                "restarts": sum(n.restarts for n in ours.nodes.values()),
-                "restarted_recovering": len(ours.violations.restarted_recovering),
-                "below_min_isr": len(ours.violations.below_min_isr),
-                "cpu_wall_s": round(wall, 2),
-            },
-            "naive": {
-                "roll_s": round(naive.clock.now),
-                "restarts": sum(n.restarts for n in naive.nodes.values()),
-                "restarted_recovering": len(naive.violations.restarted_recovering),
-                "below_min_isr": len(naive.violations.below_min_isr),
-            },
-        })
+        rows.append(
+            {
+                "seed": seed,
+                "rollguard": {
+                    "outcome": outcome,
+                    "reason": reason[:120],
+                    "roll_s": round(ours.clock.now),
+                    "own_s": round(own_time(ours)),
+                    "overhead_s": round(ours.clock.now - own_time(ours)),
+                    "restarts": sum(n.restarts for n in ours.nodes.values()),
+                    "restarted_recovering": len(ours.violations.restarted_recovering),
+                    "below_min_isr": len(ours.violations.below_min_isr),
+                    "cpu_wall_s": round(wall, 2),
+                },
+                "naive": {
+                    "roll_s": round(naive.clock.now),
+                    "restarts": sum(n.restarts for n in naive.nodes.values()),
+                    "restarted_recovering": len(naive.violations.restarted_recovering),
+                    "below_min_isr": len(naive.violations.below_min_isr),
+                },
+            }
+        )
     print(json.dumps(rows, indent=1))
     for who in ("rollguard", "naive"):
         for key in ("roll_s", "restarts", "restarted_recovering", "below_min_isr"):

@@ -291,7 +291,7 @@ class HttpsPeer:
         from shared.tls import server_context
 
         tls = server_context(pki.server_cert, pki.server_key, pki.ca)
-        self.sock = socket.socket()
+        self.sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM, socket.IPPROTO_TCP)
         self.sock.bind(("127.0.0.1", 0))
         self.port = self.sock.getsockname()[1]
         self.url = f"https://127.0.0.1:{self.port}"

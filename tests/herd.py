@@ -141,7 +141,7 @@ def serve() -> None:
     parser.add_argument("--refuse-for", type=float, default=2.0)
     args = parser.parse_args()
     tls = server_context(args.cert, args.key, args.ca)
-    sock = socket.socket()
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM, socket.IPPROTO_TCP)
     sock.bind(("127.0.0.1", 0))
     print(f"PORT {sock.getsockname()[1]}", flush=True)
     config = uvicorn.Config(

@@ -51,8 +51,9 @@ class SimNode:
     def state(self, now: float) -> BrokerState:
         if now < self.down_until:
             return BrokerState.STARTING
-        if now < self.recovery_until or (self.stall_at is not None and now >= self.stall_at
-                                         and self.recovery_until > 0):
+        if now < self.recovery_until or (
+            self.stall_at is not None and now >= self.stall_at and self.recovery_until > 0
+        ):
             return BrokerState.RECOVERY
         return BrokerState.RUNNING
 
@@ -72,8 +73,12 @@ class Violations:
 
 
 class SimCluster:
-    def __init__(self, nodes: list[SimNode], partitions: list[tuple[tuple[int, ...], int]],
-                 clock: VirtualClock) -> None:
+    def __init__(
+        self,
+        nodes: list[SimNode],
+        partitions: list[tuple[tuple[int, ...], int]],
+        clock: VirtualClock,
+    ) -> None:
         self.nodes = {n.node.name: n for n in nodes}
         self.by_id = {n.node.node_id: n for n in nodes}
         self.partitions = partitions  # (replicas, min_isr)
@@ -97,8 +102,12 @@ class SimCluster:
             self.violations.restarted_recovering.append(f"{name}@{now:.0f}")
         for replicas, min_isr in self.partitions:
             isr = self.isr(replicas)
-            if (sim.node.node_id in isr and len(replicas) > min_isr
-                    and len(isr) >= min_isr and len(isr) - 1 < min_isr):
+            if (
+                sim.node.node_id in isr
+                and len(replicas) > min_isr
+                and len(isr) >= min_isr
+                and len(isr) - 1 < min_isr
+            ):
                 self.violations.below_min_isr.append(f"{name}@{now:.0f} {replicas}")
         sim.restarts += 1
         sim.down_until = now + sim.restart_seconds
@@ -107,17 +116,23 @@ class SimCluster:
         sim.stall_at = None
 
     def cluster_view(self) -> ClusterView:
-        parts = tuple(PartitionInfo("t", i, replicas, self.isr(replicas), min_isr)
-                      for i, (replicas, min_isr) in enumerate(self.partitions))
+        parts = tuple(
+            PartitionInfo("t", i, replicas, self.isr(replicas), min_isr)
+            for i, (replicas, min_isr) in enumerate(self.partitions)
+        )
         voters = [n for n in self.nodes.values() if n.node.is_controller]
         running = [v for v in voters if self.running(v.node.node_id)]
         leader = running[0].node.node_id if running else None
         quorum = None
         if leader is not None:
             now_ms = int(self.clock.now * 1000)
-            quorum = QuorumInfo(leader, tuple(
-                VoterInfo(v.node.node_id, now_ms if self.running(v.node.node_id) else None)
-                for v in voters))
+            quorum = QuorumInfo(
+                leader,
+                tuple(
+                    VoterInfo(v.node.node_id, now_ms if self.running(v.node.node_id) else None)
+                    for v in voters
+                ),
+            )
         return ClusterView(parts, quorum, leader)
 
     # the agents, over httpx ------------------------------------------------------------------
@@ -130,8 +145,10 @@ class SimCluster:
         body: dict[str, object] = {"brokerState": int(state)}
         if state is BrokerState.RECOVERY:
             logs, segments = sim.remaining(self.clock.now)
-            body["recovery"] = {"remainingLogsToRecover": logs,
-                                "remainingSegmentsToRecover": segments}
+            body["recovery"] = {
+                "remainingLogsToRecover": logs,
+                "remainingSegmentsToRecover": segments,
+            }
         return httpx.Response(200, content=json.dumps(body).encode())
 
 
@@ -145,8 +162,9 @@ class SimPlatform:
     async def observe(self, node: Node) -> PlatformView:
         sim = self.cluster.nodes[node.name]
         ready = sim.state(self.cluster.clock.now) is BrokerState.RUNNING
-        return PlatformView(exists=True, ready=ready, up_to_date=sim.restarts > 0,
-                            instance=str(sim.restarts))
+        return PlatformView(
+            exists=True, ready=ready, up_to_date=sim.restarts > 0, instance=str(sim.restarts)
+        )
 
     async def restart(self, node: Node) -> None:
         self.cluster.restart_now(node.name)
@@ -155,15 +173,23 @@ class SimPlatform:
         pass
 
 
-def random_cluster(rng: random.Random, clock: VirtualClock, size: int, *,
-                   recovering_at_start: float = 0.2, recovery_on_restart: float = 0.2,
-                   max_recovery: float = 3600) -> SimCluster:
+def random_cluster(
+    rng: random.Random,
+    clock: VirtualClock,
+    size: int,
+    *,
+    recovering_at_start: float = 0.2,
+    recovery_on_restart: float = 0.2,
+    max_recovery: float = 3600,
+) -> SimCluster:
     nodes = []
     controllers = set(rng.sample(range(size), k=min(3, size)))
     for i in range(size):
         roles = {Role.BROKER} | ({Role.CONTROLLER} if i in controllers else set())
-        sim = SimNode(Node(i, f"kafka-{i}", frozenset(roles), f"https://kafka-{i}:8443"),
-                      restart_seconds=rng.uniform(20, 120))
+        sim = SimNode(
+            Node(i, f"kafka-{i}", frozenset(roles), f"https://kafka-{i}:8443"),
+            restart_seconds=rng.uniform(20, 120),
+        )
         if rng.random() < recovering_at_start:
             sim.down_until = 0.0
             sim.recovery_until = rng.uniform(60, max_recovery)
@@ -179,22 +205,37 @@ def random_cluster(rng: random.Random, clock: VirtualClock, size: int, *,
     return SimCluster(nodes, partitions, clock)
 
 
-def make_roller(cluster: SimCluster, folder, settings: RollSettings | None = None,
-                policy: RetryPolicy | None = None) -> Roller:
+def make_roller(
+    cluster: SimCluster,
+    folder,
+    settings: RollSettings | None = None,
+    policy: RetryPolicy | None = None,
+) -> Roller:
     clock = cluster.clock
     policy = policy or RetryPolicy(max_retries=30, initial_backoff_ms=5000, max_backoff_ms=60000)
-    agents = AgentClient(ssl.create_default_context(), RetryPolicy(max_retries=2),
-                         transport=httpx.MockTransport(cluster.handle), sleep=clock.sleep)
+    agents = AgentClient(
+        ssl.create_default_context(),
+        RetryPolicy(max_retries=2),
+        transport=httpx.MockTransport(cluster.handle),
+        sleep=clock.sleep,
+    )
 
     async def observe() -> ClusterView:
         return cluster.cluster_view()
 
     return Roller(
-        SimPlatform(cluster), observe, agents, FileJournalStore(folder),
+        SimPlatform(cluster),
+        observe,
+        agents,
+        FileJournalStore(folder),
         EventLog(folder / "events.jsonl", "sim"),
-        settings=settings or RollSettings(operation_timeout=300, poll_interval=10,
-                                          max_recovery_wait=6 * 3600, stall_timeout=600),
-        policy=policy, clock=clock, sleep=clock.sleep,
+        settings=settings
+        or RollSettings(
+            operation_timeout=300, poll_interval=10, max_recovery_wait=6 * 3600, stall_timeout=600
+        ),
+        policy=policy,
+        clock=clock,
+        sleep=clock.sleep,
     )
 
 

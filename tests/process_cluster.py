@@ -1,0 +1,150 @@
+"""A simulated Kafka cluster made of real processes, for `make demo` and end-to-end roll tests.
+
+Per node: a Java test broker (Kafka's MBeans over JMX) and a real `rollguard-agent` beside it
+over mutual TLS. For the whole cluster: the Kafka-protocol peer (`kafka_peer.KafkaClusterSim`)
+whose metadata, ISRs and KRaft quorum follow the brokers. A small control server on 127.0.0.1
+restarts a node on `POST /restart/<id>`: the broker JVM is killed (an unclean stop) and started
+again, going through STARTING and, when asked, a long log recovery; the Kafka peer drops the
+broker from ISRs and the quorum while it is not RUNNING. The inventory file it writes points
+each node's restart command at that control server, exactly as an operator's would point at
+`ssh host systemctl restart kafka`.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+
+from kafka_peer import KafkaClusterSim, TopicSpec
+
+from helpers import Agent, Broker, Pki
+
+
+@dataclass
+class NodePlan:
+    """How node `node_id` behaves when restarted."""
+
+    starting_ms: int = 1500
+    recovery_ms: int = 0  # > 0: the next start goes through log recovery this long
+    stall_at: float | None = None
+    dirs: int = 2
+    threads: int = 2
+
+
+@dataclass
+class SimNode:
+    node_id: int
+    broker: Broker
+    agent: Agent
+    plan: NodePlan = field(default_factory=NodePlan)
+    restarts: int = 0
+
+
+class ProcessCluster:
+    def __init__(self, pki: Pki, folder: Path, size: int = 3,
+                 plans: dict[int, NodePlan] | None = None) -> None:
+        self.pki = pki
+        self.folder = folder
+        self.plans = plans or {}
+        self.kafka = KafkaClusterSim(
+            broker_ids=list(range(size)), voters=list(range(size)),
+            topics={"orders": TopicSpec(partitions=6, replication_factor=3,
+                                        min_insync_replicas=2),
+                    "audit": TopicSpec(partitions=3, replication_factor=3,
+                                       min_insync_replicas=None)},
+        )
+        self.kafka.start()
+        self.nodes: dict[int, SimNode] = {}
+        self._lock = threading.Lock()
+        try:
+            for node_id in range(size):
+                broker = Broker("--state", "3")
+                agent = Agent(pki, broker.address, interval="0.5", running_interval="1",
+                              timeout="4")
+                self.nodes[node_id] = SimNode(node_id, broker, agent,
+                                              self.plans.get(node_id, NodePlan()))
+            self.control = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
+            threading.Thread(target=self.control.serve_forever, daemon=True).start()
+        except BaseException:
+            self.stop()
+            raise
+        self.control_url = f"http://127.0.0.1:{self.control.server_address[1]}"
+
+    def _handler(self) -> type[BaseHTTPRequestHandler]:
+        cluster = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_POST(self) -> None:
+                parts = self.path.strip("/").split("/")
+                if len(parts) == 2 and parts[0] == "restart" and parts[1].isdigit():
+                    cluster.restart(int(parts[1]))
+                    self.send_response(204)
+                else:
+                    self.send_response(404)
+                self.end_headers()
+
+            def log_message(self, format: str, *args: object) -> None:
+                pass
+
+        return Handler
+
+    def restart(self, node_id: int) -> None:
+        """Kill the broker (unclean) and start it again on the same JMX port."""
+        with self._lock:
+            node = self.nodes[node_id]
+            node.restarts += 1
+            port = node.broker.port
+            node.broker.stop()
+            self.kafka.stop_broker(node_id)
+            self.kafka.stop_voter(node_id)
+            plan = node.plan
+            flags = ["--starting-ms", str(plan.starting_ms), "--dirs", str(plan.dirs),
+                     "--threads", str(plan.threads), "--logs", "40", "--segments", "2000"]
+            if plan.recovery_ms:
+                flags += ["--recovery-ms", str(plan.recovery_ms)]
+            if plan.stall_at is not None:
+                flags += ["--stall-at", str(plan.stall_at)]
+            node.broker = Broker(*flags, port=port)
+            node.plan = NodePlan()  # later restarts are quick and clean
+            threading.Thread(target=self._rejoin, args=(node_id, node.broker),
+                             daemon=True).start()
+
+    def _rejoin(self, node_id: int, broker: Broker) -> None:
+        """The broker rejoins ISRs and the quorum once it is RUNNING, as Kafka's would."""
+        try:
+            broker.output.wait_for(r"^STATE 3$", timeout=600)
+        except AssertionError:
+            return
+        with self._lock:
+            if self.nodes[node_id].broker is broker:
+                self.kafka.start_broker(node_id)
+                self.kafka.start_voter(node_id)
+
+    def inventory(self) -> Path:
+        path = self.folder / "inventory.yaml"
+        nodes = [
+            {"id": n.node_id, "name": f"kafka-{n.node_id}", "roles": ["broker", "controller"],
+             "agent": n.agent.api,
+             "restart": f"curl -sf -X POST {self.control_url}/restart/{n.node_id}"}
+            for n in self.nodes.values()
+        ]
+        path.write_text(json.dumps({"cluster": "demo", "nodes": nodes}, indent=2))
+        return path
+
+    def stop(self) -> None:
+        if hasattr(self, "control"):
+            self.control.shutdown()
+            self.control.server_close()
+        for node in self.nodes.values():
+            node.agent.stop()
+            node.broker.stop()
+        self.kafka.stop()
+
+    def __enter__(self) -> ProcessCluster:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()

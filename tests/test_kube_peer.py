@@ -1,0 +1,569 @@
+"""The fake Kubernetes API (`kube_peer.KubeSim`) driven by the real lightkube clients.
+
+These tests pin down what rollguard's Kubernetes code will rely on: the paths and selectors
+lightkube sends are understood, what comes back decodes into lightkube's models, errors become
+`ApiError` with the real `Status` codes and reasons, and pods go through the life cycle of a
+StatefulSet pod (gone, recreated with a new uid and the update revision, not ready, Ready).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import threading
+import time
+import uuid
+from collections.abc import Iterator
+
+import httpx
+import lightkube
+import pytest
+from kube_peer import KubeSim, parse_label_selector
+from lightkube import ApiError, operators
+from lightkube.models.meta_v1 import ObjectMeta
+from lightkube.resources.apps_v1 import StatefulSet
+from lightkube.resources.core_v1 import ConfigMap, Pod
+from lightkube.types import PatchType
+
+from helpers import wait_until
+
+logger = logging.getLogger(__name__)
+
+NS = "kafka"
+
+
+def broker_labels(ordinal: int) -> dict[str, str]:
+    labels = {"app": "kafka", "broker-id": str(ordinal)}
+    if ordinal == 0:
+        labels["controller"] = "yes"
+    return labels
+
+
+@pytest.fixture
+def sim() -> Iterator[KubeSim]:
+    with KubeSim(recreate_after=0.2, ready_after=0.3) as sim:
+        sim.add_statefulset(
+            NS, "kafka", 3, broker_labels, lambda ordinal: {"rollguard/ordinal": str(ordinal)}
+        )
+        yield sim
+
+
+@pytest.fixture
+def client(sim: KubeSim) -> Iterator[lightkube.Client]:
+    with lightkube.Client(config=sim.kubeconfig(namespace=NS)) as client:
+        yield client
+
+
+def get_or_none(client: lightkube.Client, name: str) -> Pod | None:
+    try:
+        return client.get(Pod, name)
+    except ApiError as exc:
+        if exc.status.code == 404:
+            return None
+        raise
+
+
+def ready_pod(client: lightkube.Client, name: str) -> Pod | None:
+    pod = get_or_none(client, name)
+    return pod if pod is not None and condition(pod, "Ready") == "True" else None
+
+
+def condition(pod: Pod, kind: str) -> str | None:
+    for cond in pod.status.conditions or []:
+        if cond.type == kind:
+            return cond.status
+    return None
+
+
+def container_state(pod: Pod) -> str:
+    """`waiting:<reason>`, `running`, `ready`, or `none` when there is no container status."""
+    if not pod.status.containerStatuses:
+        return "none"
+    status = pod.status.containerStatuses[0]
+    if status.state.waiting is not None:
+        return f"waiting:{status.state.waiting.reason}"
+    return "ready" if status.ready else "running"
+
+
+def test_lightkube_1_0_1_needs_a_user_in_the_kubeconfig() -> None:
+    """Why `KubeSim.kubeconfig()` exists: `KubeConfig.from_server(url)` has no user, and
+    lightkube 1.0.1 refuses to build a client from it."""
+    with pytest.raises(AssertionError, match="Missing user"):
+        lightkube.Client(config=lightkube.KubeConfig.from_server("http://127.0.0.1:1"))
+
+
+def test_list_pods_by_label_selector(sim: KubeSim, client: lightkube.Client) -> None:
+    def names(**selector: object) -> list[str]:
+        return [p.metadata.name for p in client.list(Pod, **selector)]  # type: ignore[arg-type]
+
+    assert names(labels={"app": "kafka"}) == ["kafka-0", "kafka-1", "kafka-2"]
+    assert names(labels={"app": "kafka", "broker-id": "1"}) == ["kafka-1"]
+    assert names(labels={"broker-id": operators.not_equal("1")}) == ["kafka-0", "kafka-2"]
+    assert names(labels={"controller": None}) == ["kafka-0"]
+    assert names(labels={"controller": operators.not_exists()}) == ["kafka-1", "kafka-2"]
+    assert names(labels={"broker-id": ["0", "2"]}) == ["kafka-0", "kafka-2"]
+    assert names(labels={"broker-id": operators.not_in(["0", "2"])}) == ["kafka-1"]
+    assert names(labels={"app": "zookeeper"}) == []
+    assert names(labels={"statefulset.kubernetes.io/pod-name": "kafka-2"}) == ["kafka-2"]
+    assert names(fields={"metadata.name": "kafka-1"}) == ["kafka-1"]
+    assert names(fields={"status.phase": "Running"}) == ["kafka-0", "kafka-1", "kafka-2"]
+    assert names(fields={"metadata.name": operators.not_in(["kafka-0"])}) == ["kafka-1", "kafka-2"]
+
+    sent = [r.query for r in sim.requests if r.path == f"/api/v1/namespaces/{NS}/pods"]
+    assert {"labelSelector": "broker-id in (0,2)"} in sent
+    assert {"labelSelector": "broker-id notin (0,2)"} in sent
+    assert {"labelSelector": "!controller"} in sent
+    assert {"fieldSelector": "metadata.name!=kafka-0"} in sent
+
+    with pytest.raises(ApiError) as bad_label:
+        names(labels={"not a key!": "x"})
+    assert (bad_label.value.status.code, bad_label.value.status.reason) == (400, "BadRequest")
+    with pytest.raises(ApiError) as bad_field:
+        names(fields={"spec.nonsense": "x"})
+    assert bad_field.value.status.code == 400
+
+
+def test_list_in_chunks_and_across_namespaces(sim: KubeSim, client: lightkube.Client) -> None:
+    sim.add_statefulset("other", "zk", 2, lambda ordinal: {"app": "zookeeper"})
+    chunked = [p.metadata.name for p in client.list(Pod, chunk_size=2)]
+    assert chunked == ["kafka-0", "kafka-1", "kafka-2"]
+    pages = [r.query for r in sim.requests if r.query.get("limit") == "2"]
+    assert len(pages) == 2 and "continue" in pages[1]
+
+    everywhere = {(p.metadata.namespace, p.metadata.name) for p in client.list(Pod, namespace="*")}
+    expected = {
+        (NS, "kafka-0"),
+        (NS, "kafka-1"),
+        (NS, "kafka-2"),
+        ("other", "zk-0"),
+        ("other", "zk-1"),
+    }
+    assert everywhere == expected
+    assert sim.requests[-1].path == "/api/v1/pods"
+    assert [p.metadata.name for p in client.list(Pod, namespace="other")] == ["zk-0", "zk-1"]
+
+
+def test_get_pod_looks_like_a_statefulset_pod(client: lightkube.Client) -> None:
+    sts = client.get(StatefulSet, "kafka")
+    pod = client.get(Pod, "kafka-2")
+    assert (pod.apiVersion, pod.kind, pod.metadata.namespace) == ("v1", "Pod", NS)
+    uuid.UUID(pod.metadata.uid)
+    assert pod.metadata.labels == {
+        "app": "kafka",
+        "broker-id": "2",
+        "controller-revision-hash": "rev-1",
+        "statefulset.kubernetes.io/pod-name": "kafka-2",
+        "apps.kubernetes.io/pod-index": "2",
+    }
+    assert pod.metadata.annotations == {"rollguard/ordinal": "2"}
+    [owner] = pod.metadata.ownerReferences
+    assert (owner.kind, owner.name, owner.uid, owner.controller) == (
+        "StatefulSet",
+        "kafka",
+        sts.metadata.uid,
+        True,
+    )
+    assert pod.status.phase == "Running"
+    for kind in ("PodScheduled", "Initialized", "ContainersReady", "Ready"):
+        assert condition(pod, kind) == "True", kind
+    [container] = pod.status.containerStatuses
+    assert container.name == "kafka" and container.ready and container.started
+    assert container.state.running is not None and container.state.running.startedAt is not None
+    assert pod.spec.containers[0].name == "kafka"
+    assert pod.spec.nodeName
+
+
+def test_statefulset_get_list_and_revisions(sim: KubeSim, client: lightkube.Client) -> None:
+    sts = client.get(StatefulSet, "kafka")
+    assert sts.spec.replicas == 3
+    assert sts.spec.selector.matchLabels == {"app": "kafka"}
+    assert sts.spec.updateStrategy.type == "OnDelete"
+    assert (sts.status.currentRevision, sts.status.updateRevision) == ("rev-1", "rev-1")
+    assert (sts.status.readyReplicas, sts.status.updatedReplicas) == (3, 3)
+    assert [s.metadata.name for s in client.list(StatefulSet)] == ["kafka"]
+
+    sim.set_update_revision("kafka", "rev-2")
+    sts = client.get(StatefulSet, "kafka")
+    assert (sts.status.currentRevision, sts.status.updateRevision) == ("rev-1", "rev-2")
+    assert sts.status.updatedReplicas is None  # zero is omitted, as by the real API
+    assert sts.metadata.generation == sts.status.observedGeneration == 2
+    out_of_date = [
+        p.metadata.name
+        for p in client.list(Pod, labels={"controller-revision-hash": operators.not_equal("rev-2")})
+    ]
+    assert out_of_date == ["kafka-0", "kafka-1", "kafka-2"]
+
+    with pytest.raises(ApiError) as missing:
+        client.get(StatefulSet, "nope")
+    assert missing.value.status.code == 404
+    assert missing.value.status.message == 'statefulsets.apps "nope" not found'
+
+
+def test_delete_recreates_pod_with_new_uid_then_ready(
+    sim: KubeSim, client: lightkube.Client
+) -> None:
+    calls: list[tuple[str, str, float]] = []
+    sim.on_delete = lambda name: calls.append(("delete", name, time.monotonic()))
+    sim.on_start = lambda name: calls.append(("start", name, time.monotonic()))
+    sim.container_creating = 0.3
+    sim.set_next_start("kafka-1", ready_after=0.8)
+    sim.set_update_revision("kafka", "rev-2")
+    old = client.get(Pod, "kafka-1")
+
+    client.delete(Pod, "kafka-1")
+    assert get_or_none(client, "kafka-1") is None
+    assert "kafka-1" not in [p.metadata.name for p in client.list(Pod, labels={"app": "kafka"})]
+    [deletion] = sim.deletions
+    assert (deletion.name, deletion.uid) == ("kafka-1", old.metadata.uid)
+
+    states: list[str] = []
+
+    def back_and_ready() -> Pod | None:
+        pod = get_or_none(client, "kafka-1")
+        if pod is None:
+            return None
+        state = container_state(pod)
+        if not states or states[-1] != state:
+            states.append(state)
+            assert condition(pod, "Ready") == ("True" if state == "ready" else "False"), state
+        return pod if state == "ready" else None
+
+    wait_until(lambda: get_or_none(client, "kafka-1"), timeout=5, interval=0.01, what="recreation")
+    reappeared = time.monotonic()
+    assert reappeared - deletion.at >= sim.recreate_after
+    new = wait_until(back_and_ready, timeout=5, interval=0.02, what="kafka-1 Ready again")
+    assert states == ["waiting:ContainerCreating", "running", "ready"]
+    assert new.metadata.uid != old.metadata.uid
+    assert new.metadata.labels["controller-revision-hash"] == "rev-2"
+    assert new.metadata.annotations == {"rollguard/ordinal": "1"}
+    assert new.status.phase == "Running"
+    assert [(kind, name) for kind, name, _ in calls] == [
+        ("delete", "kafka-1"),
+        ("start", "kafka-1"),
+    ]
+
+    sts = client.get(StatefulSet, "kafka")
+    assert (sts.status.updatedReplicas, sts.status.currentReplicas) == (1, 2)
+    assert sts.status.currentRevision == "rev-1"  # OnDelete: never promoted (Kubernetes < 1.36)
+    assert sim.callback_errors == []
+
+
+def test_promote_current_revision_once_every_pod_is_updated_and_ready() -> None:
+    with KubeSim(recreate_after=0.05, ready_after=0.1) as sim:
+        sim.add_statefulset(NS, "kafka", 2, broker_labels, promote_current_revision=True)
+        sim.set_update_revision("kafka", "rev-2")
+        with lightkube.Client(config=sim.kubeconfig(namespace=NS)) as client:
+            client.delete(Pod, "kafka-0")
+            wait_until(lambda: ready_pod(client, "kafka-0"), timeout=5, what="kafka-0 Ready")
+            assert client.get(StatefulSet, "kafka").status.currentRevision == "rev-1"
+            client.delete(Pod, "kafka-1")
+            wait_until(lambda: ready_pod(client, "kafka-1"), timeout=5, what="kafka-1 Ready")
+            status = client.get(StatefulSet, "kafka").status
+            assert (status.currentRevision, status.currentReplicas) == ("rev-2", 2)
+
+
+def test_a_slow_on_delete_holds_the_pod_back_but_not_the_api(
+    sim: KubeSim, client: lightkube.Client
+) -> None:
+    release = threading.Event()
+    sim.on_delete = lambda name: release.wait(10)
+    client.delete(Pod, "kafka-0")
+    held_until = sim.deletions[0].at + 3 * sim.recreate_after
+    while time.monotonic() < held_until:
+        assert get_or_none(client, "kafka-0") is None
+        assert len(list(client.list(Pod, labels={"app": "kafka"}))) == 2
+        time.sleep(0.02)
+    release.set()
+    wait_until(lambda: ready_pod(client, "kafka-0"), timeout=5, what="kafka-0 back and Ready")
+    assert sim.callback_errors == []
+
+
+def test_async_client_lists_deletes_and_waits(sim: KubeSim) -> None:
+    sim.set_update_revision("kafka", "rev-2")
+
+    async def scenario() -> None:
+        async with lightkube.AsyncClient(config=sim.kubeconfig(namespace=NS)) as client:
+            names = [p.metadata.name async for p in client.list(Pod, labels={"app": "kafka"})]
+            assert names == ["kafka-0", "kafka-1", "kafka-2"]
+            old = await client.get(Pod, "kafka-0")
+            await client.delete(Pod, "kafka-0")
+            with pytest.raises(ApiError) as gone:
+                await client.get(Pod, "kafka-0")
+            assert gone.value.status.code == 404
+            # Client.wait watches with fieldSelector=metadata.name until the Ready condition.
+            new = await asyncio.wait_for(
+                client.wait(Pod, "kafka-0", for_conditions=["Ready"]), timeout=5
+            )
+            assert new.metadata.uid != old.metadata.uid
+            assert new.metadata.labels["controller-revision-hash"] == "rev-2"
+
+    asyncio.run(scenario())
+    watches = [r for r in sim.requests if r.query.get("watch") == "true"]
+    assert watches and watches[0].query["fieldSelector"] == "metadata.name=kafka-0"
+
+
+def test_watch_from_a_resource_version_sees_the_pod_go_and_come_back(
+    sim: KubeSim, client: lightkube.Client
+) -> None:
+    listing = client.list(Pod, labels={"app": "kafka"})
+    pods = list(listing)
+    assert len(pods) == 3
+    client.delete(Pod, "kafka-2")
+    seen: list[tuple[str, str]] = []
+    watch = client.watch(
+        Pod, labels={"broker-id": "2"}, resource_version=listing.resourceVersion, server_timeout=5
+    )
+    for event, pod in watch:
+        seen.append((event, pod.metadata.uid))
+        if event == "MODIFIED" and condition(pod, "Ready") == "True":
+            break
+    assert seen[0] == ("DELETED", pods[2].metadata.uid)
+    assert seen[1][0] == "ADDED" and seen[1][1] != pods[2].metadata.uid
+    assert all(uid == seen[1][1] for _, uid in seen[1:])
+
+
+def test_terminating_pod_stays_visible_until_its_grace_is_over(
+    sim: KubeSim, client: lightkube.Client
+) -> None:
+    sim.terminate_after = 0.4
+    client.delete(Pod, "kafka-0")
+    pod = client.get(Pod, "kafka-0")
+    assert pod.metadata.deletionTimestamp is not None
+    assert condition(pod, "Ready") == "False"
+    wait_until(lambda: get_or_none(client, "kafka-0") is None, timeout=5, what="kafka-0 gone")
+    assert time.monotonic() - sim.deletions[0].at >= 0.4
+    back = wait_until(lambda: get_or_none(client, "kafka-0"), timeout=5, what="kafka-0 back")
+    assert back.metadata.uid != pod.metadata.uid and back.metadata.deletionTimestamp is None
+
+
+@pytest.mark.parametrize(
+    ("reason", "phase"),
+    [
+        ("CrashLoopBackOff", "Running"),
+        ("ImagePullBackOff", "Pending"),
+        ("InvalidImageName", "Pending"),
+        ("ContainerCreating", "Pending"),
+    ],
+)
+def test_a_stuck_start_never_gets_ready(
+    sim: KubeSim, client: lightkube.Client, reason: str, phase: str
+) -> None:
+    started: list[str] = []
+    sim.on_start = started.append
+    sim.set_next_start("kafka-1", waiting_reason=reason)
+    client.delete(Pod, "kafka-1")
+    pod = wait_until(lambda: get_or_none(client, "kafka-1"), timeout=5, what="kafka-1 back")
+
+    watched_until = time.monotonic() + 2 * sim.ready_after
+    while time.monotonic() < watched_until:
+        pod = client.get(Pod, "kafka-1")
+        assert container_state(pod) == f"waiting:{reason}"
+        assert condition(pod, "Ready") == "False"
+        assert pod.status.phase == phase
+        time.sleep(0.05)
+    assert (pod.status.containerStatuses[0].restartCount > 0) == (reason == "CrashLoopBackOff")
+    assert started == []
+
+    sim.set_waiting("kafka-1", None)
+    wait_until(
+        lambda: container_state(client.get(Pod, "kafka-1")) == "ready", timeout=5, what="Ready"
+    )
+    assert started == ["kafka-1"]
+    assert sim.pod("kafka-1")["metadata"]["uid"] == pod.metadata.uid
+
+
+def test_an_unschedulable_pod_stays_pending(sim: KubeSim, client: lightkube.Client) -> None:
+    sim.set_next_start("kafka-2", unschedulable=True)
+    client.delete(Pod, "kafka-2")
+    pod = wait_until(lambda: get_or_none(client, "kafka-2"), timeout=5, what="kafka-2 back")
+    assert pod.status.phase == "Pending"
+    assert pod.spec.nodeName is None and pod.status.containerStatuses is None
+    [scheduled] = pod.status.conditions
+    assert (scheduled.type, scheduled.status, scheduled.reason) == (
+        "PodScheduled",
+        "False",
+        "Unschedulable",
+    )
+    pending = [p.metadata.name for p in client.list(Pod, fields={"status.phase": "Pending"})]
+    assert pending == ["kafka-2"]
+
+    sim.set_unschedulable("kafka-2", False)
+    ready = wait_until(lambda: ready_pod(client, "kafka-2"), timeout=5, what="kafka-2 Ready")
+    assert ready.spec.nodeName and ready.status.phase == "Running"
+
+
+def test_direct_mutators_show_through_the_api(sim: KubeSim, client: lightkube.Client) -> None:
+    before = int(client.get(Pod, "kafka-0").metadata.resourceVersion)
+    sim.set_ready("kafka-0", False)
+    pod = client.get(Pod, "kafka-0")
+    assert condition(pod, "Ready") == "False" and container_state(pod) == "running"
+    assert int(pod.metadata.resourceVersion) > before
+    assert client.get(StatefulSet, "kafka").status.readyReplicas == 2
+
+    sim.set_waiting("kafka-0", "CrashLoopBackOff")
+    assert container_state(client.get(Pod, "kafka-0")) == "waiting:CrashLoopBackOff"
+    sim.set_ready("kafka-0", True)
+    assert container_state(client.get(Pod, "kafka-0")) == "ready"
+
+    sim.annotate("kafka-0", "rollguard/restarted-by", "test")
+    assert client.get(Pod, "kafka-0").metadata.annotations["rollguard/restarted-by"] == "test"
+    assert sim.pod("kafka-0")["metadata"]["annotations"]["rollguard/restarted-by"] == "test"
+
+    client.set(Pod, "kafka-0", annotations={"rollguard/restarted-by": None, "x": "1"})
+    assert client.get(Pod, "kafka-0").metadata.annotations == {"rollguard/ordinal": "0", "x": "1"}
+    with pytest.raises(ApiError) as spec_change:
+        client.patch(Pod, "kafka-0", {"spec": {"nodeName": "elsewhere"}})
+    assert (spec_change.value.status.code, spec_change.value.status.reason) == (422, "Invalid")
+
+
+def test_configmap_create_get_replace_patch_delete(client: lightkube.Client) -> None:
+    created = client.create(ConfigMap(metadata=ObjectMeta(name="journal"), data={"step": "1"}))
+    assert created.metadata.namespace == NS and created.metadata.uid
+    assert client.get(ConfigMap, "journal").data == {"step": "1"}
+    with pytest.raises(ApiError) as twice:
+        client.create(ConfigMap(metadata=ObjectMeta(name="journal"), data={}))
+    assert (twice.value.status.code, twice.value.status.reason) == (409, "AlreadyExists")
+
+    stale = client.get(ConfigMap, "journal")
+    fresh = client.get(ConfigMap, "journal")
+    fresh.data["step"] = "2"
+    replaced = client.replace(fresh)
+    assert int(replaced.metadata.resourceVersion) > int(stale.metadata.resourceVersion)
+    assert replaced.metadata.uid == created.metadata.uid
+    assert client.replace(replaced).metadata.resourceVersion == replaced.metadata.resourceVersion
+
+    stale.data["step"] = "lost update"
+    with pytest.raises(ApiError) as lost:
+        client.replace(stale)
+    assert (lost.value.status.code, lost.value.status.reason) == (409, "Conflict")
+    assert "the object has been modified" in lost.value.status.message
+    assert client.get(ConfigMap, "journal").data == {"step": "2"}
+
+    merged = client.patch(
+        ConfigMap, "journal", {"data": {"owner": "roller"}}, patch_type=PatchType.MERGE
+    )
+    assert merged.data == {"step": "2", "owner": "roller"}
+    strategic = client.patch(ConfigMap, "journal", {"data": {"owner": None, "step": "3"}})
+    assert strategic.data == {"step": "3"}
+    assert int(strategic.metadata.resourceVersion) > int(merged.metadata.resourceVersion)
+    guarded = {"metadata": {"resourceVersion": merged.metadata.resourceVersion}, "data": {"a": "b"}}
+    with pytest.raises(ApiError) as guarded_patch:
+        client.patch(ConfigMap, "journal", guarded, patch_type=PatchType.MERGE)
+    assert guarded_patch.value.status.code == 409
+    tested = [{"op": "test", "path": "/data/step", "value": "2"}]
+    with pytest.raises(ApiError) as failed_test:
+        client.patch(ConfigMap, "journal", tested, patch_type=PatchType.JSON)
+    assert failed_test.value.status.code == 422
+    applied = client.apply(
+        ConfigMap(metadata=ObjectMeta(name="journal"), data={"step": "4"}), field_manager="rg"
+    )
+    assert applied.data == {"step": "4"}
+
+    client.delete(ConfigMap, "journal")
+    with pytest.raises(ApiError) as gone:
+        client.get(ConfigMap, "journal")
+    assert gone.value.status.code == 404
+    with pytest.raises(ApiError) as gone_twice:
+        client.delete(ConfigMap, "journal")
+    assert gone_twice.value.status.code == 404
+    applied = client.apply(
+        ConfigMap(metadata=ObjectMeta(name="fresh"), data={}), field_manager="rg"
+    )
+    assert applied.metadata.uid and client.get(ConfigMap, "fresh").data is None
+
+
+def test_configmap_validation_is_422_invalid(client: lightkube.Client) -> None:
+    with pytest.raises(ApiError) as bad:
+        client.create(ConfigMap(metadata=ObjectMeta(name="Not_Valid"), data={"bad key": "x"}))
+    status = bad.value.status
+    assert (status.code, status.reason, status.details.kind) == (422, "Invalid", "ConfigMap")
+    assert {cause.field for cause in status.details.causes} == {"metadata.name", "data[bad key]"}
+    with pytest.raises(ApiError) as unnamed:
+        client.create(ConfigMap(metadata=ObjectMeta(), data={}))
+    assert unnamed.value.status.code == 422
+    generated = client.create(ConfigMap(metadata=ObjectMeta(generateName="journal-")))
+    assert generated.metadata.name.startswith("journal-") and len(generated.metadata.name) > 8
+
+    locked = client.create(
+        ConfigMap(metadata=ObjectMeta(name="locked"), data={"a": "1"}, immutable=True)
+    )
+    locked.data["a"] = "2"
+    with pytest.raises(ApiError) as immutable:
+        client.replace(locked)
+    assert immutable.value.status.code == 422
+
+
+def test_configmap_with_the_async_client(sim: KubeSim) -> None:
+    async def scenario() -> None:
+        async with lightkube.AsyncClient(config=sim.kubeconfig(namespace=NS)) as client:
+            await client.create(ConfigMap(metadata=ObjectMeta(name="journal"), data={"n": "1"}))
+            first = await client.get(ConfigMap, "journal")
+            second = await client.get(ConfigMap, "journal")
+            first.data["n"] = "2"
+            await client.replace(first)
+            second.data["n"] = "3"
+            with pytest.raises(ApiError) as lost:
+                await client.replace(second)
+            assert lost.value.status.code == 409
+            listed = [cm.metadata.name async for cm in client.list(ConfigMap)]
+            assert listed == ["journal"]
+            await client.delete(ConfigMap, "journal")
+            with pytest.raises(ApiError) as gone:
+                await client.get(ConfigMap, "journal")
+            assert gone.value.status.code == 404
+
+    asyncio.run(scenario())
+
+
+def test_errors_are_status_json(sim: KubeSim, client: lightkube.Client) -> None:
+    with pytest.raises(ApiError) as missing:
+        client.get(Pod, "kafka-7")
+    status = missing.value.status
+    assert (status.code, status.reason, status.status) == (404, "NotFound", "Failure")
+    assert status.message == 'pods "kafka-7" not found'
+    assert (status.details.name, status.details.kind) == ("kafka-7", "pods")
+
+    raw = httpx.get(f"{sim.url}/api/v1/namespaces/{NS}/pods/kafka-7")
+    assert raw.headers["content-type"] == "application/json"
+    assert raw.json()["kind"] == "Status" and raw.json()["code"] == 404
+    unknown = httpx.get(f"{sim.url}/api/v1/namespaces/{NS}/pods/kafka-0/log")
+    assert unknown.status_code == 404 and unknown.json()["reason"] == "NotFound"
+    refused = httpx.post(f"{sim.url}/api/v1/namespaces/{NS}/pods", json={})
+    assert refused.status_code == 405 and refused.json()["reason"] == "MethodNotAllowed"
+
+
+def test_a_token_is_required_when_set() -> None:
+    with KubeSim(token="s3cret") as sim:
+        sim.add_statefulset(NS, "kafka", 1, broker_labels)
+        with lightkube.Client(config=sim.kubeconfig(namespace=NS)) as client:
+            assert client.get(Pod, "kafka-0").metadata.name == "kafka-0"
+        sim.token = "rotated"
+        with lightkube.Client(config=sim.kubeconfig(namespace=NS)) as client:
+            sim.token = "rotated-again"
+            with pytest.raises(ApiError) as refused:
+                client.get(Pod, "kafka-0")
+            assert refused.value.status.code == 401
+
+
+@pytest.mark.parametrize(
+    ("selector", "labels", "expected"),
+    [
+        ("app==kafka", {"app": "kafka"}, True),
+        ("app = kafka , tier!=web", {"app": "kafka"}, True),
+        ("tier!=web", {"tier": "web"}, False),
+        ("env in ( a, b ),!canary", {"env": "b"}, True),
+        ("env in (a,b)", {}, False),
+        ("env notin (a,b)", {}, True),
+        ("env notin (a,b)", {"env": "a"}, False),
+        ("controller", {"controller": ""}, True),
+        ("", {}, True),
+    ],
+)
+def test_label_selector_grammar(selector: str, labels: dict[str, str], expected: bool) -> None:
+    assert parse_label_selector(selector)(labels) is expected
+
+
+@pytest.mark.parametrize("selector", ["a,,b", "env in ()", "env in (a", "a b", "=x", "a=b c"])
+def test_malformed_label_selectors_are_refused(selector: str) -> None:
+    with pytest.raises(ValueError, match=r"."):
+        parse_label_selector(selector)
