@@ -97,7 +97,7 @@ def test_an_availability_block_defers_the_node_and_rolls_it_once_safe(
                    what="a deferral")
         assert restarts(tmp_path) in ([], ["kafka-2"])
         cluster.kafka.set_isr("orders", 0, [0, 1, 2])  # the replica caught up
-        out, err = process.communicate(timeout=240)
+        _, err = process.communicate(timeout=240)
         assert process.returncode == 0, err
     deferred = {e["node"] for e in events(tmp_path) if e["action"] == "defer"}
     assert deferred <= {"kafka-0", "kafka-1"} and deferred
@@ -117,7 +117,7 @@ def test_a_lagging_voter_blocks_the_other_controllers_until_it_catches_up(
         wait_until(lambda: any(e["action"] == "defer" and "caught up" in str(e["reason"])
                                for e in events(tmp_path)), timeout=60, what="a quorum deferral")
         cluster.kafka.set_voter_lag(2, 0)
-        out, err = process.communicate(timeout=240)
+        _, err = process.communicate(timeout=240)
         assert process.returncode == 0, err
 
 
@@ -147,7 +147,7 @@ def test_sigint_interrupts_with_exit_3_and_a_resumable_journal(pki: Pki, tmp_pat
         wait_until(lambda: any(e["action"] == "wait-recovery" for e in events(tmp_path)),
                    timeout=60, what="the recovery wait")
         process.send_signal(signal.SIGINT)
-        out, err = process.communicate(timeout=30)
+        _, err = process.communicate(timeout=30)
         assert process.returncode == 3, err
         assert "--resume" in err
     journal = json.loads((tmp_path / "state" / "roll-t1.json").read_text())
