@@ -40,11 +40,27 @@ def main() -> int:
     with ProcessCluster(pki, WORK, size=3, plans={1: NodePlan(recovery_ms=25000)}) as cluster:
         inventory = cluster.inventory()
         print(f"inventory: {inventory}\nKafka bootstrap: {cluster.kafka.bootstrap}")
-        tls = ["--cert", str(pki.client_cert), "--key", str(pki.client_key),
-               "--cacert", str(pki.ca)]
-        common = ["--inventory", str(inventory), "--bootstrap", cluster.kafka.bootstrap, *tls,
-                  "--state-dir", str(WORK / "state"), "--poll-interval", "1",
-                  "--operation-timeout-ms", "8000"]
+        tls = [
+            "--cert",
+            str(pki.client_cert),
+            "--key",
+            str(pki.client_key),
+            "--cacert",
+            str(pki.ca),
+        ]
+        common = [
+            "--inventory",
+            str(inventory),
+            "--bootstrap",
+            cluster.kafka.bootstrap,
+            *tls,
+            "--state-dir",
+            str(WORK / "state"),
+            "--poll-interval",
+            "1",
+            "--operation-timeout-ms",
+            "8000",
+        ]
 
         say("2. rollguard state: every agent reports RUNNING")
         urls = [node.agent.api for node in cluster.nodes.values()]
@@ -58,8 +74,10 @@ def main() -> int:
         print("$ " + shlex.join(command), flush=True)
         done = subprocess.run(command, check=False)
         restarts = {f"kafka-{n.node_id}": n.restarts for n in cluster.nodes.values()}
-        say(f"restarts per node: {restarts} (each exactly once; kafka-1 never restarted "
-            "while recovering)")
+        say(
+            f"restarts per node: {restarts} (each exactly once; kafka-1 never restarted "
+            "while recovering)"
+        )
         print(f"events journal: {WORK / 'state' / 'events-demo.jsonl'}")
     say(f"done in {time.monotonic() - started:.0f}s (roll exit code {done.returncode})")
     return done.returncode

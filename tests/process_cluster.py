@@ -44,17 +44,19 @@ class SimNode:
 
 
 class ProcessCluster:
-    def __init__(self, pki: Pki, folder: Path, size: int = 3,
-                 plans: dict[int, NodePlan] | None = None) -> None:
+    def __init__(
+        self, pki: Pki, folder: Path, size: int = 3, plans: dict[int, NodePlan] | None = None
+    ) -> None:
         self.pki = pki
         self.folder = folder
         self.plans = plans or {}
         self.kafka = KafkaClusterSim(
-            broker_ids=list(range(size)), voters=list(range(size)),
-            topics={"orders": TopicSpec(partitions=6, replication_factor=3,
-                                        min_insync_replicas=2),
-                    "audit": TopicSpec(partitions=3, replication_factor=3,
-                                       min_insync_replicas=None)},
+            broker_ids=list(range(size)),
+            voters=list(range(size)),
+            topics={
+                "orders": TopicSpec(partitions=6, replication_factor=3, min_insync_replicas=2),
+                "audit": TopicSpec(partitions=3, replication_factor=3, min_insync_replicas=None),
+            },
         )
         self.kafka.start()
         self.nodes: dict[int, SimNode] = {}
@@ -62,10 +64,12 @@ class ProcessCluster:
         try:
             for node_id in range(size):
                 broker = Broker("--state", "3")
-                agent = Agent(pki, broker.address, interval="0.5", running_interval="1",
-                              timeout="4")
-                self.nodes[node_id] = SimNode(node_id, broker, agent,
-                                              self.plans.get(node_id, NodePlan()))
+                agent = Agent(
+                    pki, broker.address, interval="0.5", running_interval="1", timeout="4"
+                )
+                self.nodes[node_id] = SimNode(
+                    node_id, broker, agent, self.plans.get(node_id, NodePlan())
+                )
             self.control = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
             threading.Thread(target=self.control.serve_forever, daemon=True).start()
         except BaseException:
@@ -101,16 +105,25 @@ class ProcessCluster:
             self.kafka.stop_broker(node_id)
             self.kafka.stop_voter(node_id)
             plan = node.plan
-            flags = ["--starting-ms", str(plan.starting_ms), "--dirs", str(plan.dirs),
-                     "--threads", str(plan.threads), "--logs", "40", "--segments", "2000"]
+            flags = [
+                "--starting-ms",
+                str(plan.starting_ms),
+                "--dirs",
+                str(plan.dirs),
+                "--threads",
+                str(plan.threads),
+                "--logs",
+                "40",
+                "--segments",
+                "2000",
+            ]
             if plan.recovery_ms:
                 flags += ["--recovery-ms", str(plan.recovery_ms)]
             if plan.stall_at is not None:
                 flags += ["--stall-at", str(plan.stall_at)]
             node.broker = Broker(*flags, port=port)
             node.plan = NodePlan()  # later restarts are quick and clean
-            threading.Thread(target=self._rejoin, args=(node_id, node.broker),
-                             daemon=True).start()
+            threading.Thread(target=self._rejoin, args=(node_id, node.broker), daemon=True).start()
 
     def _rejoin(self, node_id: int, broker: Broker) -> None:
         """The broker rejoins ISRs and the quorum once it is RUNNING, as Kafka's would."""
@@ -126,9 +139,13 @@ class ProcessCluster:
     def inventory(self) -> Path:
         path = self.folder / "inventory.yaml"
         nodes = [
-            {"id": n.node_id, "name": f"kafka-{n.node_id}", "roles": ["broker", "controller"],
-             "agent": n.agent.api,
-             "restart": f"curl -sf -X POST {self.control_url}/restart/{n.node_id}"}
+            {
+                "id": n.node_id,
+                "name": f"kafka-{n.node_id}",
+                "roles": ["broker", "controller"],
+                "agent": n.agent.api,
+                "restart": f"curl -sf -X POST {self.control_url}/restart/{n.node_id}",
+            }
             for n in self.nodes.values()
         ]
         path.write_text(json.dumps({"cluster": "demo", "nodes": nodes}, indent=2))

@@ -19,12 +19,31 @@ from helpers import BIN, Pki, wait_until
 
 def roll_command(cluster: ProcessCluster, pki: Pki, folder: Path, *extra: str) -> list[str]:
     return [
-        str(BIN / "rollguard"), "roll", "--inventory", str(cluster.inventory()),
-        "--bootstrap", cluster.kafka.bootstrap,
-        "--cert", str(pki.client_cert), "--key", str(pki.client_key), "--cacert", str(pki.ca),
-        "--state-dir", str(folder / "state"), "--poll-interval", "0.5",
-        "--operation-timeout-ms", "4000", "--retry-initial-backoff-ms", "500",
-        "--retry-max-backoff-ms", "2000", "--roll-id", "t1", *extra,
+        str(BIN / "rollguard"),
+        "roll",
+        "--inventory",
+        str(cluster.inventory()),
+        "--bootstrap",
+        cluster.kafka.bootstrap,
+        "--cert",
+        str(pki.client_cert),
+        "--key",
+        str(pki.client_key),
+        "--cacert",
+        str(pki.ca),
+        "--state-dir",
+        str(folder / "state"),
+        "--poll-interval",
+        "0.5",
+        "--operation-timeout-ms",
+        "4000",
+        "--retry-initial-backoff-ms",
+        "500",
+        "--retry-max-backoff-ms",
+        "2000",
+        "--roll-id",
+        "t1",
+        *extra,
     ]
 
 
@@ -91,10 +110,17 @@ def test_an_availability_block_defers_the_node_and_rolls_it_once_safe(
     with ProcessCluster(pki, tmp_path) as cluster:
         # orders-0 has ISR [0, 1] = min.insync.replicas 2: neither 0 nor 1 may go down
         cluster.kafka.set_isr("orders", 0, [0, 1])
-        process = subprocess.Popen(roll_command(cluster, pki, tmp_path), text=True,
-                                   stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-        wait_until(lambda: any(e["action"] == "defer" for e in events(tmp_path)), timeout=60,
-                   what="a deferral")
+        process = subprocess.Popen(
+            roll_command(cluster, pki, tmp_path),
+            text=True,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+        )
+        wait_until(
+            lambda: any(e["action"] == "defer" for e in events(tmp_path)),
+            timeout=60,
+            what="a deferral",
+        )
         assert restarts(tmp_path) in ([], ["kafka-2"])
         cluster.kafka.set_isr("orders", 0, [0, 1, 2])  # the replica caught up
         _, err = process.communicate(timeout=240)
@@ -110,12 +136,24 @@ def test_a_lagging_voter_blocks_the_other_controllers_until_it_catches_up(
 ) -> None:
     with ProcessCluster(pki, tmp_path) as cluster:
         cluster.kafka.set_voter_lag(2, 10_000)
-        process = subprocess.Popen(roll_command(cluster, pki, tmp_path), text=True,
-                                   stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-        wait_until(lambda: restarts(tmp_path)[:1] == ["kafka-2"], timeout=60,
-                   what="the lagging voter rolled first")
-        wait_until(lambda: any(e["action"] == "defer" and "caught up" in str(e["reason"])
-                               for e in events(tmp_path)), timeout=60, what="a quorum deferral")
+        process = subprocess.Popen(
+            roll_command(cluster, pki, tmp_path),
+            text=True,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+        )
+        wait_until(
+            lambda: restarts(tmp_path)[:1] == ["kafka-2"],
+            timeout=60,
+            what="the lagging voter rolled first",
+        )
+        wait_until(
+            lambda: any(
+                e["action"] == "defer" and "caught up" in str(e["reason"]) for e in events(tmp_path)
+            ),
+            timeout=60,
+            what="a quorum deferral",
+        )
         cluster.kafka.set_voter_lag(2, 0)
         _, err = process.communicate(timeout=240)
         assert process.returncode == 0, err
@@ -126,11 +164,18 @@ def test_a_roller_killed_mid_roll_resumes_without_restarting_anything_twice(
 ) -> None:
     plans = {1: NodePlan(recovery_ms=6000)}
     with ProcessCluster(pki, tmp_path, plans=plans) as cluster:
-        process = subprocess.Popen(roll_command(cluster, pki, tmp_path), text=True,
-                                   stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        process = subprocess.Popen(
+            roll_command(cluster, pki, tmp_path),
+            text=True,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
         # kill -9 while kafka-1, just restarted, is recovering
-        wait_until(lambda: any(e["action"] == "wait-recovery" for e in events(tmp_path)),
-                   timeout=60, what="the recovery wait")
+        wait_until(
+            lambda: any(e["action"] == "wait-recovery" for e in events(tmp_path)),
+            timeout=60,
+            what="the recovery wait",
+        )
         process.send_signal(signal.SIGKILL)
         process.wait(10)
         assert cluster.nodes[1].restarts == 1
@@ -142,10 +187,17 @@ def test_a_roller_killed_mid_roll_resumes_without_restarting_anything_twice(
 def test_sigint_interrupts_with_exit_3_and_a_resumable_journal(pki: Pki, tmp_path: Path) -> None:
     plans = {1: NodePlan(recovery_ms=30000)}
     with ProcessCluster(pki, tmp_path, plans=plans) as cluster:
-        process = subprocess.Popen(roll_command(cluster, pki, tmp_path), text=True,
-                                   stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-        wait_until(lambda: any(e["action"] == "wait-recovery" for e in events(tmp_path)),
-                   timeout=60, what="the recovery wait")
+        process = subprocess.Popen(
+            roll_command(cluster, pki, tmp_path),
+            text=True,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+        )
+        wait_until(
+            lambda: any(e["action"] == "wait-recovery" for e in events(tmp_path)),
+            timeout=60,
+            what="the recovery wait",
+        )
         process.send_signal(signal.SIGINT)
         _, err = process.communicate(timeout=30)
         assert process.returncode == 3, err
@@ -167,9 +219,19 @@ def test_sigint_interrupts_with_exit_3_and_a_resumable_journal(pki: Pki, tmp_pat
 def test_bad_roll_settings_exit_2(pki: Pki, tmp_path: Path, args: list[str], message: str) -> None:
     inventory = tmp_path / "inv.yaml"
     inventory.write_text("nodes: []\n")
-    command = [str(BIN / "rollguard"), "roll", "--inventory", str(inventory),
-               "--cert", str(pki.client_cert), "--key", str(pki.client_key),
-               "--cacert", str(pki.ca), *args]
+    command = [
+        str(BIN / "rollguard"),
+        "roll",
+        "--inventory",
+        str(inventory),
+        "--cert",
+        str(pki.client_cert),
+        "--key",
+        str(pki.client_key),
+        "--cacert",
+        str(pki.ca),
+        *args,
+    ]
     done = run(command, timeout=30)
     assert done.returncode == 2, done.stderr
     assert message in done.stderr and "Traceback" not in done.stderr
