@@ -5,12 +5,15 @@ BIN := $(VENV)/bin
 INSTALLED := $(VENV)/.installed
 BROKER := build/testbroker/TestBroker.class
 
-.PHONY: test demo lint bench venv broker format clean
+.PHONY: test demo demo-agent lint bench venv broker format clean
 
 test: lint $(BROKER)
 	$(BIN)/pytest
 
 demo: $(INSTALLED) $(BROKER)
+	$(BIN)/python demo/roll_demo.py
+
+demo-agent: $(INSTALLED) $(BROKER)
 	$(BIN)/python demo/agent_demo.py
 
 lint: $(INSTALLED)
@@ -22,6 +25,7 @@ lint: $(INSTALLED)
 bench: $(INSTALLED) $(BROKER)
 	$(BIN)/python bench/agent.py
 	$(BIN)/python bench/retry_herd.py
+	$(BIN)/python bench/roll_sim.py
 
 format: $(INSTALLED)
 	$(BIN)/ruff check --fix .

@@ -19,6 +19,7 @@ import os
 import secrets
 import signal
 import sys
+import time
 from collections.abc import Mapping, Sequence
 from contextlib import ExitStack
 from datetime import UTC, datetime
@@ -349,8 +350,12 @@ async def _run(command: str, values: dict[str, Any], stats: RetryStats) -> int:
             await platform.close()
 
 
+PROGRESS_EVERY = 5.0  # seconds between two recovery progress lines of one node, off a terminal
+
+
 def _progress(display: LiveTable | None, output: str):  # type: ignore[no-untyped-def]
     last: dict[str, str] = {}
+    last_line: dict[str, float] = {}
 
     def report(node: Node, text: str, tracker: RecoveryTracker | None) -> None:
         if display is not None:
@@ -364,9 +369,14 @@ def _progress(display: LiveTable | None, output: str):  # type: ignore[no-untype
                     eta=tracker.eta(),
                 )
             print(json.dumps(entry), flush=True)
-        elif last.get(node.name) != text.split(":")[0] or tracker is not None:
-            last[node.name] = text.split(":")[0]
-            print(f"{node.name}: {text}", file=sys.stderr, flush=True)
+        else:
+            # One line per transition; while recovering, a progress line every few seconds.
+            state = text.split(":")[0]
+            now = time.monotonic()
+            due = tracker is not None and now - last_line.get(node.name, 0.0) >= PROGRESS_EVERY
+            if last.get(node.name) != state or due:
+                last[node.name], last_line[node.name] = state, now
+                print(f"{node.name}: {text}", file=sys.stderr, flush=True)
 
     return report
 
@@ -409,6 +419,9 @@ def roll(command: str, args: argparse.Namespace, environ: Mapping[str, str]) -> 
 def main(argv: Sequence[str] | None = None, environ: Mapping[str, str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     logging.basicConfig(level=logging.WARNING, format="rollguard: %(levelname)s %(message)s")
+    # kafka-python logs every refused or reset connection, with a traceback, at ERROR; a roll
+    # causes those on purpose. Its errors reach the roller as exceptions and are reported there.
+    logging.getLogger("kafka").setLevel(logging.CRITICAL)
     environ = os.environ if environ is None else environ
     try:
         if args.command == "state":
