@@ -114,6 +114,7 @@ ROLL_FLAGS = (
         str,
         "Kafka bootstrap servers HOST:PORT[,...] for the Admin API",
         "SERVERS",
+        True,
     ),
     Flag("kafka-properties", None, Path, "Kafka client properties file (TLS, SASL)", "FILE"),
     Flag(
@@ -294,14 +295,12 @@ async def _run(command: str, values: dict[str, Any], stats: RetryStats) -> int:
     with ExitStack() as stack:
         agents = agent_client(values, stats)
         platform, journal = _platform(values, agents, stack)
-        observer = None
-        if values["bootstrap"]:
-            properties = {}
-            if values["kafka-properties"] is not None:
-                properties = read_client_properties(values["kafka-properties"])
-            kafka = KafkaObserver(values["bootstrap"], properties)
-            stack.callback(kafka.close)
-            observer = kafka.observe
+        properties = {}
+        if values["kafka-properties"] is not None:
+            properties = read_client_properties(values["kafka-properties"])
+        kafka = KafkaObserver(values["bootstrap"], properties)
+        stack.callback(kafka.close)
+        observer = kafka.observe
         settings = RollSettings(
             operation_timeout=values["operation-timeout-ms"],
             poll_interval=values["poll-interval"],

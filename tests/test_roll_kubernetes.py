@@ -1,0 +1,188 @@
+"""`rollguard roll` on Kubernetes: the real lightkube client against the Kubernetes API peer.
+
+The broker pods belong to a StatefulSet in the API peer; deleting one stops that broker in the
+Kafka-protocol peer and its replacement rejoins when its container runs. The roller is the
+installed `rollguard` command, configured with a kubeconfig file like any kubectl user.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+import yaml
+from kafka_peer import KafkaClusterSim, TopicSpec
+from kube_peer import KubeSim
+
+from helpers import BIN, HttpsPeer, Pki, free_port
+
+NS = "kafka"
+SELECTOR = "strimzi.io/cluster=prod"
+
+
+def labels(ordinal: int) -> dict[str, str]:
+    return {"strimzi.io/cluster": "prod", "strimzi.io/broker-role": "true",
+            "strimzi.io/controller-role": "true", "app": "kafka"}
+
+
+@dataclass
+class Cluster:
+    kube: KubeSim
+    kafka: KafkaClusterSim
+    kubeconfig: Path
+    folder: Path
+
+    def roll(self, pki: Pki, *extra: str, command: str = "roll",
+             agent_url: str | None = None) -> subprocess.CompletedProcess[str]:
+        args = [
+            str(BIN / "rollguard"), command, "--namespace", NS, "--selector", SELECTOR,
+            "--bootstrap", self.kafka.bootstrap,
+            "--agent-url", agent_url or f"https://127.0.0.1:{free_port()}",
+            "--cert", str(pki.client_cert), "--key", str(pki.client_key),
+            "--cacert", str(pki.ca), "--state-dir", str(self.folder / "state"),
+            "--poll-interval", "0.2", "--operation-timeout-ms", "1500",
+            "--retry-initial-backoff-ms", "100", "--retry-max-retries", "2",
+            "--roll-id", "k1", *extra,
+        ]
+        env = {"KUBECONFIG": str(self.kubeconfig), "PATH": "/usr/bin:/bin"}
+        return subprocess.run(args, capture_output=True, text=True, timeout=120, env=env)
+
+    def deleted(self) -> list[str]:
+        return [d.name for d in self.kube.deletions]
+
+    def events(self) -> list[dict[str, object]]:
+        path = self.folder / "state" / "events-k1.jsonl"
+        return [json.loads(line) for line in path.read_text().splitlines()]
+
+
+@pytest.fixture
+def cluster(tmp_path: Path) -> Iterator[Cluster]:
+    kafka = KafkaClusterSim(broker_ids=[0, 1, 2], voters=[0, 1, 2],
+                            topics={"orders": TopicSpec(3, 3, 2)})
+    kafka.start()
+    ordinal = lambda name: int(name.rsplit("-", 1)[1])  # noqa: E731
+    kube = KubeSim(recreate_after=0.1, ready_after=0.3,
+                   on_delete=lambda name: kafka.stop_node(ordinal(name)),
+                   on_start=lambda name: kafka.start_node(ordinal(name)))
+    kube.start()
+    kube.add_statefulset(NS, "prod-kafka", 3, labels, revision="rev-1")
+    config = {
+        "apiVersion": "v1", "kind": "Config", "current-context": "sim",
+        "clusters": [{"name": "sim", "cluster": {"server": kube.url}}],
+        "users": [{"name": "sim", "user": {"token": "test"}}],
+        "contexts": [{"name": "sim", "context": {"cluster": "sim", "user": "sim",
+                                                 "namespace": NS}}],
+    }
+    kubeconfig = tmp_path / "kubeconfig"
+    kubeconfig.write_text(yaml.safe_dump(config))
+    try:
+        yield Cluster(kube, kafka, kubeconfig, tmp_path)
+    finally:
+        kube.stop()
+        kafka.stop()
+
+
+def test_only_out_of_date_pods_are_rolled_and_the_journal_is_a_configmap(
+    cluster: Cluster, pki: Pki
+) -> None:
+    cluster.kube.set_update_revision("prod-kafka", "rev-2", namespace=NS)
+    done = cluster.roll(pki)
+    assert done.returncode == 0, done.stderr
+    # kafka-0 leads the quorum: the active controller goes last
+    assert cluster.deleted() == ["prod-kafka-1", "prod-kafka-2", "prod-kafka-0"]
+    journal = json.loads(cluster.kube.configmap("rollguard-roll-k1", NS)["data"]["journal.json"])
+    assert journal["state"] == "completed"
+    # a second roll finds everything up to date and restarts nothing
+    again = cluster.roll(pki, "--roll-id", "k2")
+    assert again.returncode == 0, again.stderr
+    assert len(cluster.deleted()) == 3 and "skipped 3" in again.stderr
+
+
+def test_the_skip_annotation_and_skip_flag_are_honoured(cluster: Cluster, pki: Pki) -> None:
+    cluster.kube.set_update_revision("prod-kafka", "rev-2", namespace=NS)
+    cluster.kube.annotate("prod-kafka-1", "rollguard.io/skip-restart", "true")
+    done = cluster.roll(pki, "--skip", "prod-kafka-2")
+    assert done.returncode == 0, done.stderr
+    assert cluster.deleted() == ["prod-kafka-0"]
+
+
+def test_plan_prints_decisions_and_restarts_nothing(cluster: Cluster, pki: Pki) -> None:
+    cluster.kube.set_update_revision("prod-kafka", "rev-2", namespace=NS)
+    done = cluster.roll(pki, command="plan")
+    assert done.returncode == 0, done.stderr
+    lines = done.stdout.splitlines()
+    assert [line.split()[0] for line in lines] == ["prod-kafka-1", "prod-kafka-2", "prod-kafka-0"]
+    assert all(line.split()[1] == "restart" for line in lines)
+    assert cluster.deleted() == []
+
+
+def test_a_stuck_out_of_date_pod_is_force_restarted_first(cluster: Cluster, pki: Pki) -> None:
+    cluster.kube.set_update_revision("prod-kafka", "rev-2", namespace=NS)
+    cluster.kube.set_waiting("prod-kafka-2", "CrashLoopBackOff")
+    done = cluster.roll(pki)
+    assert done.returncode == 0, done.stderr
+    assert cluster.deleted()[0] == "prod-kafka-2"
+    assert any(e["action"] == "restart" and "CrashLoopBackOff" in str(e["reason"])
+               for e in cluster.events())
+
+
+def test_a_stuck_pod_that_is_up_to_date_is_fatal(cluster: Cluster, pki: Pki) -> None:
+    cluster.kube.set_waiting("prod-kafka-1", "ImagePullBackOff")
+    done = cluster.roll(pki)
+    assert done.returncode == 1
+    assert "prod-kafka-1 is stuck (ImagePullBackOff)" in done.stderr
+    assert cluster.deleted() == []
+
+
+def test_a_not_ready_pod_whose_agent_is_unreachable_is_force_restarted(
+    cluster: Cluster, pki: Pki
+) -> None:
+    cluster.kube.set_update_revision("prod-kafka", "rev-2", namespace=NS)
+    cluster.kube.set_ready("prod-kafka-1", False)
+    done = cluster.roll(pki)  # the agent URL points at a closed port
+    assert done.returncode == 0, done.stderr
+    assert cluster.deleted()[0] == "prod-kafka-1"
+    forced = [e for e in cluster.events() if e["action"] == "restart"][0]
+    assert forced["node"] == "prod-kafka-1"
+    assert "force: not ready" in str(forced["reason"]) and "unreachable" in str(forced["reason"])
+
+
+class RecoveringAgents:
+    """Agents at /agents/<pod>/v1/broker-state: prod-kafka-1 recovers for a few polls."""
+
+    def __init__(self, kube: KubeSim) -> None:
+        self.kube = kube
+        self.left = 3000
+
+    async def __call__(self, scope, receive, send) -> None:  # type: ignore[no-untyped-def]
+        pod = scope["path"].split("/")[2]
+        body: dict[str, object] = {"brokerState": 3}
+        if pod == "prod-kafka-1" and self.left > 0:
+            self.left -= 500
+            body = {"brokerState": 2, "recovery": {"remainingLogsToRecover": self.left // 100,
+                                                   "remainingSegmentsToRecover": self.left}}
+            if self.left <= 0:
+                self.kube.set_ready(pod, True)
+        await send({"type": "http.response.start", "status": 200, "headers": []})
+        await send({"type": "http.response.body", "body": json.dumps(body).encode()})
+
+
+def test_a_not_ready_pod_in_log_recovery_is_waited_for_not_force_restarted(
+    cluster: Cluster, pki: Pki
+) -> None:
+    cluster.kube.set_update_revision("prod-kafka", "rev-2", namespace=NS)
+    cluster.kube.set_ready("prod-kafka-1", False)
+    with HttpsPeer(RecoveringAgents(cluster.kube), pki) as agents:
+        done = cluster.roll(pki, agent_url=agents.url + "/agents/{pod}/v1/broker-state")
+    assert done.returncode == 0, done.stderr
+    waits = [e for e in cluster.events() if e["action"] == "wait-recovery"]
+    assert waits and {e["node"] for e in waits} == {"prod-kafka-1"}
+    # recovered first, then rolled like the others: one deletion each, none while recovering
+    assert sorted(cluster.deleted()) == ["prod-kafka-0", "prod-kafka-1", "prod-kafka-2"]
+    first_restart = next(i for i, e in enumerate(cluster.events()) if e["action"] == "restart")
+    last_wait = max(i for i, e in enumerate(cluster.events()) if e["action"] == "wait-recovery")
+    assert last_wait < first_restart
