@@ -25,8 +25,12 @@ SELECTOR = "strimzi.io/cluster=prod"
 
 
 def labels(ordinal: int) -> dict[str, str]:
-    return {"strimzi.io/cluster": "prod", "strimzi.io/broker-role": "true",
-            "strimzi.io/controller-role": "true", "app": "kafka"}
+    return {
+        "strimzi.io/cluster": "prod",
+        "strimzi.io/broker-role": "true",
+        "strimzi.io/controller-role": "true",
+        "app": "kafka",
+    }
 
 
 @dataclass
@@ -36,17 +40,39 @@ class Cluster:
     kubeconfig: Path
     folder: Path
 
-    def roll(self, pki: Pki, *extra: str, command: str = "roll",
-             agent_url: str | None = None) -> subprocess.CompletedProcess[str]:
+    def roll(
+        self, pki: Pki, *extra: str, command: str = "roll", agent_url: str | None = None
+    ) -> subprocess.CompletedProcess[str]:
         args = [
-            str(BIN / "rollguard"), command, "--namespace", NS, "--selector", SELECTOR,
-            "--bootstrap", self.kafka.bootstrap,
-            "--agent-url", agent_url or f"https://127.0.0.1:{free_port()}",
-            "--cert", str(pki.client_cert), "--key", str(pki.client_key),
-            "--cacert", str(pki.ca), "--state-dir", str(self.folder / "state"),
-            "--poll-interval", "0.2", "--operation-timeout-ms", "1500",
-            "--retry-initial-backoff-ms", "100", "--retry-max-retries", "2",
-            "--roll-id", "k1", *extra,
+            str(BIN / "rollguard"),
+            command,
+            "--namespace",
+            NS,
+            "--selector",
+            SELECTOR,
+            "--bootstrap",
+            self.kafka.bootstrap,
+            "--agent-url",
+            agent_url or f"https://127.0.0.1:{free_port()}",
+            "--cert",
+            str(pki.client_cert),
+            "--key",
+            str(pki.client_key),
+            "--cacert",
+            str(pki.ca),
+            "--state-dir",
+            str(self.folder / "state"),
+            "--poll-interval",
+            "0.2",
+            "--operation-timeout-ms",
+            "1500",
+            "--retry-initial-backoff-ms",
+            "100",
+            "--retry-max-retries",
+            "2",
+            "--roll-id",
+            "k1",
+            *extra,
         ]
         env = {"KUBECONFIG": str(self.kubeconfig), "PATH": "/usr/bin:/bin"}
         return subprocess.run(args, capture_output=True, text=True, timeout=120, env=env)
@@ -61,21 +87,28 @@ class Cluster:
 
 @pytest.fixture
 def cluster(tmp_path: Path) -> Iterator[Cluster]:
-    kafka = KafkaClusterSim(broker_ids=[0, 1, 2], voters=[0, 1, 2],
-                            topics={"orders": TopicSpec(3, 3, 2)})
+    kafka = KafkaClusterSim(
+        broker_ids=[0, 1, 2], voters=[0, 1, 2], topics={"orders": TopicSpec(3, 3, 2)}
+    )
     kafka.start()
     ordinal = lambda name: int(name.rsplit("-", 1)[1])  # noqa: E731
-    kube = KubeSim(recreate_after=0.1, ready_after=0.3,
-                   on_delete=lambda name: kafka.stop_node(ordinal(name)),
-                   on_start=lambda name: kafka.start_node(ordinal(name)))
+    kube = KubeSim(
+        recreate_after=0.1,
+        ready_after=0.3,
+        on_delete=lambda name: kafka.stop_node(ordinal(name)),
+        on_start=lambda name: kafka.start_node(ordinal(name)),
+    )
     kube.start()
     kube.add_statefulset(NS, "prod-kafka", 3, labels, revision="rev-1")
     config = {
-        "apiVersion": "v1", "kind": "Config", "current-context": "sim",
+        "apiVersion": "v1",
+        "kind": "Config",
+        "current-context": "sim",
         "clusters": [{"name": "sim", "cluster": {"server": kube.url}}],
         "users": [{"name": "sim", "user": {"token": "test"}}],
-        "contexts": [{"name": "sim", "context": {"cluster": "sim", "user": "sim",
-                                                 "namespace": NS}}],
+        "contexts": [
+            {"name": "sim", "context": {"cluster": "sim", "user": "sim", "namespace": NS}}
+        ],
     }
     kubeconfig = tmp_path / "kubeconfig"
     kubeconfig.write_text(yaml.safe_dump(config))
@@ -126,8 +159,10 @@ def test_a_stuck_out_of_date_pod_is_force_restarted_first(cluster: Cluster, pki:
     done = cluster.roll(pki)
     assert done.returncode == 0, done.stderr
     assert cluster.deleted()[0] == "prod-kafka-2"
-    assert any(e["action"] == "restart" and "CrashLoopBackOff" in str(e["reason"])
-               for e in cluster.events())
+    assert any(
+        e["action"] == "restart" and "CrashLoopBackOff" in str(e["reason"])
+        for e in cluster.events()
+    )
 
 
 def test_a_stuck_pod_that_is_up_to_date_is_fatal(cluster: Cluster, pki: Pki) -> None:
@@ -146,7 +181,7 @@ def test_a_not_ready_pod_whose_agent_is_unreachable_is_force_restarted(
     done = cluster.roll(pki)  # the agent URL points at a closed port
     assert done.returncode == 0, done.stderr
     assert cluster.deleted()[0] == "prod-kafka-1"
-    forced = [e for e in cluster.events() if e["action"] == "restart"][0]
+    forced = next(e for e in cluster.events() if e["action"] == "restart")
     assert forced["node"] == "prod-kafka-1"
     assert "force: not ready" in str(forced["reason"]) and "unreachable" in str(forced["reason"])
 
@@ -163,8 +198,13 @@ class RecoveringAgents:
         body: dict[str, object] = {"brokerState": 3}
         if pod == "prod-kafka-1" and self.left > 0:
             self.left -= 500
-            body = {"brokerState": 2, "recovery": {"remainingLogsToRecover": self.left // 100,
-                                                   "remainingSegmentsToRecover": self.left}}
+            body = {
+                "brokerState": 2,
+                "recovery": {
+                    "remainingLogsToRecover": self.left // 100,
+                    "remainingSegmentsToRecover": self.left,
+                },
+            }
             if self.left <= 0:
                 self.kube.set_ready(pod, True)
         await send({"type": "http.response.start", "status": 200, "headers": []})
