@@ -116,6 +116,8 @@ class KafkaObserver:
         self.bootstrap = bootstrap
         self.settings = dict(settings or {})
         self.settings.setdefault("request_timeout_ms", timeout_ms)
+        # kafka-python waits 30 s for a bootstrap by default; one pass should not.
+        self.settings.setdefault("bootstrap_timeout_ms", timeout_ms)
         self._admin: Any = None
 
     def _client(self) -> Any:

@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import socket
 from pathlib import Path
+from typing import Any
 
 import pytest
 import trustme
+from kafka.net.inet import KafkaNetSocket
 
 from certs.pki import issue, make_ca, write_pair
 
@@ -63,3 +66,25 @@ def trustme_pki(tmp_path_factory: pytest.TempPathFactory) -> Pki:
 @pytest.fixture(scope="session", autouse=True)
 def _broker_classes() -> None:
     build_broker()
+
+
+@pytest.fixture(autouse=True)
+def _close_failed_client_sockets(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Close the socket of a kafka-python connect that fails or is cancelled.
+
+    kafka-python 3.0.12 leaks it (KafkaNetSocket.connect never closes it when sock_connect
+    raises, e.g. ECONNREFUSED from a stopped broker); the ResourceWarning its garbage
+    collection raises, later and on any thread, would fail an unrelated test.
+    """
+    original = KafkaNetSocket.sock_connect
+
+    async def sock_connect(
+        self: Any, net: Any, sock: socket.socket, sockaddr: Any, timeout_at: Any = None
+    ) -> Any:
+        try:
+            return await original(self, net, sock, sockaddr, timeout_at=timeout_at)
+        except BaseException:
+            sock.close()
+            raise
+
+    monkeypatch.setattr(KafkaNetSocket, "sock_connect", sock_connect)

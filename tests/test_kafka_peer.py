@@ -24,7 +24,6 @@ with warnings.catch_warnings():
     import kafka.errors as Errors
     from kafka import KafkaAdminClient
     from kafka.admin import ConfigResource, ConfigResourceType
-    from kafka.net.inet import KafkaNetSocket
     from kafka.protocol.admin import (
         DescribeClusterRequest,
         DescribeConfigsRequest,
@@ -95,28 +94,6 @@ class RawConnection:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
-
-
-@pytest.fixture(autouse=True)
-def _close_failed_client_sockets(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Close the socket of a kafka-python connect that fails or is cancelled.
-
-    kafka-python 3.0.12 leaks it (KafkaNetSocket.connect never closes it when sock_connect
-    raises, e.g. ECONNREFUSED from a stopped broker); the ResourceWarning its garbage
-    collection raises, later and on any thread, would fail an unrelated test.
-    """
-    original = KafkaNetSocket.sock_connect
-
-    async def sock_connect(
-        self: Any, net: Any, sock: socket.socket, sockaddr: Any, timeout_at: Any = None
-    ) -> Any:
-        try:
-            return await original(self, net, sock, sockaddr, timeout_at=timeout_at)
-        except BaseException:
-            sock.close()
-            raise
-
-    monkeypatch.setattr(KafkaNetSocket, "sock_connect", sock_connect)
 
 
 @pytest.fixture
