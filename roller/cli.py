@@ -106,6 +106,20 @@ ROLL_FLAGS = (
     ),
     Flag("service", "", str, "headless service of the broker pods, for --agent-url", "NAME"),
     Flag(
+        "broker-role-label",
+        "strimzi.io/broker-role",
+        str,
+        'pod label that is "true" on brokers',
+        "LABEL",
+    ),
+    Flag(
+        "controller-role-label",
+        "strimzi.io/controller-role",
+        str,
+        'pod label that is "true" on KRaft controllers',
+        "LABEL",
+    ),
+    Flag(
         "node-id-label", None, str, "pod label holding the node id (default: name suffix)", "LABEL"
     ),
     Flag(
@@ -281,6 +295,8 @@ def _platform(
         values["agent-url"],
         values["service"],
         values["node-id-label"],
+        values["broker-role-label"],
+        values["controller-role-label"],
     )
     return KubernetesPlatform(client, settings), ConfigMapJournalStore(sync_client, namespace)
 

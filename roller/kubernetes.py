@@ -70,6 +70,8 @@ class KubernetesSettings:
     agent_url: str = DEFAULT_AGENT_URL
     service: str = ""
     node_id_label: str | None = None
+    broker_role_label: str = BROKER_ROLE_LABEL
+    controller_role_label: str = CONTROLLER_ROLE_LABEL
 
 
 class KubernetesPlatform:
@@ -98,9 +100,9 @@ class KubernetesPlatform:
                 )
             node_id = int(match.group(1))
         roles = set()
-        if labels.get(BROKER_ROLE_LABEL) == "true":
+        if labels.get(self.settings.broker_role_label) == "true":
             roles.add(Role.BROKER)
-        if labels.get(CONTROLLER_ROLE_LABEL) == "true":
+        if labels.get(self.settings.controller_role_label) == "true":
             roles.add(Role.CONTROLLER)
         url = self.settings.agent_url.format(
             pod=meta.name, service=self.settings.service, namespace=self.settings.namespace

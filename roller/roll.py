@@ -22,6 +22,16 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 
 from roller.agent_client import AgentAnswer, AgentClient, AgentReport
+from roller.decide import (
+    AwaitReady,
+    AwaitRecovery,
+    Defer,
+    Fail,
+    Restart,
+    decide,
+    describe_answer,
+    is_recovering,
+)
 from roller.journal import (
     EventLog,
     JournalStore,
@@ -34,10 +44,9 @@ from roller.journal import (
 from roller.model import ClusterView, Node, PlatformView
 from roller.platform import Platform, RestartError
 from roller.progress import RecoveryTracker, Verdict
-from roller.safety import restart_blockers, roll_order
+from roller.safety import roll_order
 from shared.errors import RollguardError
 from shared.retry import RetryPolicy, backoff_ms
-from shared.states import BrokerState
 
 logger = logging.getLogger(__name__)
 
@@ -135,15 +144,9 @@ class Roller:
             if not wanted:
                 lines.append((node, f"skip: {why}"))
                 continue
-            view = views[node.name]
-            if view.stuck:
-                verb = "force restart" if not view.up_to_date else "fail (stuck, up to date)"
-                lines.append((node, f"{verb}: {view.stuck}"))
-            elif not view.ready:
-                lines.append((node, "not ready: wait, then ask its agent"))
-            else:
-                blockers = restart_blockers(node, cluster)
-                lines.append((node, "defer: " + "; ".join(blockers) if blockers else "restart"))
+            action = decide(node, views[node.name], cluster,
+                            timeout=self.settings.operation_timeout)  # fmt: skip
+            lines.append((node, _plan_text(action)))
         return lines
 
     # ---- the roll -------------------------------------------------------------------------
@@ -245,43 +248,26 @@ class Roller:
             self.events.write(None, "admin-unavailable", str(exc))
             return None
 
-    async def _handle(
-        self, node: Node, view: PlatformView, cluster: ClusterView | None, record: RollRecord
-    ) -> tuple[Outcome, str]:
-        if view.stuck:
-            if view.up_to_date:
-                raise RollFailed(
-                    f"{node.name} is stuck ({view.stuck}) and already runs the "
-                    "desired revision: restarting it will not help"
-                )
-            # Out of date and stuck: the new revision is the fix; no availability check can
-            # pass while it is down anyway.
-            await self._restart(node, view, record, f"force: stuck in {view.stuck}")
-            return Outcome.RESTARTED, ""
-        if not view.ready:
-            if await self._wait_ready(node, self.settings.operation_timeout):
+    async def _handle(self, node: Node, view: PlatformView, cluster: ClusterView | None,
+                      record: RollRecord) -> tuple[Outcome, str]:  # fmt: skip
+        timeout = self.settings.operation_timeout
+        action = decide(node, view, cluster, timeout=timeout)
+        if isinstance(action, AwaitReady):
+            if await self._wait_ready(node, timeout):
                 return Outcome.REPLAN, "became ready"
             answer = await self._ask(node)
-            if _recovering(answer):
+            action = decide(node, view, cluster, waited=True, agent=answer, timeout=timeout)
+            if isinstance(action, AwaitRecovery):
                 await self._wait_recovery(node, answer)
                 return Outcome.REPLAN, "recovered"
-            # Neither ready nor recovering (or its agent cannot tell): proposal 048 keeps the
-            # previous behaviour, a forced restart.
-            await self._restart(
-                node,
-                view,
-                record,
-                f"force: not ready after "
-                f"{self.settings.operation_timeout:g}s; agent: {_say(answer)}",
-            )
-            return Outcome.RESTARTED, ""
-        blockers = restart_blockers(node, cluster)
-        if blockers:
-            reason = "; ".join(blockers)
-            logger.info("%s: deferred: %s", node, reason)
-            self.events.write(node.name, "defer", reason)
-            return Outcome.DEFERRED, reason
-        await self._restart(node, view, record, "restart")
+        if isinstance(action, Fail):
+            raise RollFailed(action.reason)
+        if isinstance(action, Defer):
+            logger.info("%s: deferred: %s", node, action.reason)
+            self.events.write(node.name, "defer", action.reason)
+            return Outcome.DEFERRED, action.reason
+        assert isinstance(action, Restart)
+        await self._restart(node, view, record, action.reason)
         return Outcome.RESTARTED, ""
 
     async def _restart(
@@ -311,10 +297,10 @@ class Roller:
         """Wait until a restarted node is ready again; recovery is waited for, never restarted."""
         if not await self._wait_ready(node, self.settings.operation_timeout, before):
             answer = await self._ask(node)
-            if not _recovering(answer):
+            if not is_recovering(answer):
                 raise RollFailed(
                     f"{node.name} is not ready {self.settings.operation_timeout:g}s "
-                    f"after its restart (agent: {_say(answer)}); it was restarted "
+                    f"after its restart (agent: {describe_answer(answer)}); it was restarted "
                     "once in this roll and is not restarted again"
                 )
             await self._wait_recovery(node, answer)
@@ -351,7 +337,7 @@ class Roller:
             if answer.report.recovery is not None:
                 figures["remainingLogsToRecover"] = answer.report.recovery.remaining_logs
                 figures["remainingSegmentsToRecover"] = answer.report.recovery.remaining_segments
-        self.events.write(node.name, "observe-agent", _say(answer), **figures)
+        self.events.write(node.name, "observe-agent", describe_answer(answer), **figures)
         return answer
 
     async def _wait_recovery(self, node: Node, answer: AgentAnswer | None) -> None:
@@ -363,7 +349,7 @@ class Roller:
             if isinstance(answer, AgentReport) and answer.report.recovery is not None:
                 recovery = answer.report.recovery
                 tracker.observe(self._clock(), recovery.remaining_logs, recovery.remaining_segments)
-            elif not _recovering(answer):
+            elif not is_recovering(answer):
                 return  # out of recovery: readiness is judged by the caller
             verdict = tracker.verdict(self._clock())
             text = tracker.describe()
@@ -386,17 +372,14 @@ class Roller:
             answer = await self._ask(node)
 
 
-def _recovering(answer: AgentAnswer | None) -> bool:
-    return isinstance(answer, AgentReport) and answer.report.broker_state is BrokerState.RECOVERY
-
-
-def _say(answer: AgentAnswer | None) -> str:
-    if answer is None:
-        return "no agent configured"
-    if isinstance(answer, AgentReport):
-        state = answer.report.broker_state
-        return f"{state.name} ({int(state)})"
-    return f"unavailable ({answer.reason}: {answer.message})"
+def _plan_text(action: object) -> str:
+    if isinstance(action, Restart):
+        return action.reason if action.force else "restart"
+    if isinstance(action, Defer):
+        return f"defer: {action.reason}"
+    if isinstance(action, Fail):
+        return f"fail: {action.reason}"
+    return "not ready: wait, then ask its agent"
 
 
 def _figures(tracker: RecoveryTracker) -> dict[str, float | int | None]:
