@@ -17,7 +17,7 @@ from agent.jmx import JmxCredentials, read_credentials, service_url
 from agent.sampler import SamplerSettings
 from shared.errors import ConfigError
 from shared.retry import RETRY_SETTINGS, RetryPolicy, policy_from_settings
-from shared.settings import Flag, add_flags, resolve, retry_flags
+from shared.settings import Flag, add_flags, positive_seconds, resolve, retry_flags
 
 ENV_PREFIX = "ROLLGUARD_AGENT_"
 
@@ -57,13 +57,6 @@ def parse_address(text: str) -> Address:
     return Address(host, int(port))
 
 
-def _seconds(text: str) -> float:
-    value = float(text)
-    if not value > 0:
-        raise ValueError(f"{text!r} is not a positive number of seconds")
-    return value
-
-
 def _level(text: str) -> str:
     if text.lower() not in ("debug", "info", "warning", "error"):
         raise ValueError(f"{text!r} is not one of debug, info, warning, error")
@@ -100,7 +93,7 @@ FLAGS = (
     Flag(
         "tls-reload-interval",
         "10",
-        _seconds,
+        positive_seconds,
         "seconds between checks of the TLS files for changes",
         "SECONDS",
     ),
@@ -122,22 +115,22 @@ FLAGS = (
     Flag(
         "sample-interval",
         "1",
-        _seconds,
+        positive_seconds,
         "seconds between JMX rounds while the broker is not RUNNING",
         "SECONDS",
     ),
     Flag(
         "running-interval",
         "10",
-        _seconds,
+        positive_seconds,
         "seconds between JMX rounds while the broker is RUNNING",
         "SECONDS",
     ),
-    Flag("sample-timeout", "5", _seconds, "hard time limit of one JMX round", "SECONDS"),
+    Flag("sample-timeout", "5", positive_seconds, "hard time limit of one JMX round", "SECONDS"),
     Flag(
         "max-sample-age",
         "30",
-        _seconds,
+        positive_seconds,
         "a sample older than this is not served (503 stale-sample)",
         "SECONDS",
     ),

@@ -170,14 +170,7 @@ class Sampler:
 def _describe(outcome: Sample | Unavailable) -> str:
     if isinstance(outcome, Unavailable):
         return f"unavailable ({outcome.reason}: {outcome.message})"
-    report = outcome.report
-    text = f"{report.broker_state.name} ({int(report.broker_state)})"
-    if report.recovery is not None:
-        text += (
-            f", {report.recovery.remaining_logs} logs and "
-            f"{report.recovery.remaining_segments} segments left to recover"
-        )
-    return text
+    return outcome.report.describe()
 
 
 def _log_transition(previous: Sample | Unavailable, latest: Sample | Unavailable) -> None:

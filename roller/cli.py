@@ -36,7 +36,7 @@ from roller.progress import RecoveryTracker
 from roller.roll import Roller, RollFailed, RollSettings
 from shared.errors import ConfigError
 from shared.retry import RETRY_SETTINGS, RetryPolicy, RetryStats, policy_from_settings
-from shared.settings import Flag, add_flags, resolve, retry_flags
+from shared.settings import Flag, add_flags, positive_seconds, resolve, retry_flags
 from shared.tls import client_context
 
 logger = logging.getLogger("rollguard")
@@ -45,13 +45,6 @@ ENV_PREFIX = "ROLLGUARD_"
 EXIT_FAILED = 1
 EXIT_CONFIG = 2
 EXIT_INTERRUPTED = 3
-
-
-def _seconds(text: str) -> float:
-    value = float(text)
-    if not value > 0:
-        raise ValueError(f"{text!r} is not a positive number of seconds")
-    return value
 
 
 def _milliseconds(text: str) -> float:
@@ -84,7 +77,7 @@ AGENT_FLAGS = (
     Flag("cert", None, Path, "client certificate (PEM) presented to agents", "PATH", True),
     Flag("key", None, Path, "its unencrypted PEM private key", "PATH", True),
     Flag("cacert", None, Path, "CA bundle (PEM) that agents' certificates chain to", "PATH", True),
-    Flag("timeout", "5", _seconds, "seconds for one request to an agent", "SECONDS"),
+    Flag("timeout", "5", positive_seconds, "seconds for one request to an agent", "SECONDS"),
     *retry_flags(),
 )
 OUTPUT = Flag(
@@ -138,23 +131,33 @@ ROLL_FLAGS = (
         "how long to wait for a node to become ready",
         "MS",
     ),
-    Flag("poll-interval", "2", _seconds, "seconds between readiness and agent checks", "SECONDS"),
+    Flag(
+        "poll-interval",
+        "2",
+        positive_seconds,
+        "seconds between readiness and agent checks",
+        "SECONDS",
+    ),
     Flag(
         "max-recovery-wait",
         "21600",
-        _seconds,
+        positive_seconds,
         "longest wait for a broker in log recovery that makes progress",
         "SECONDS",
     ),
     Flag(
         "stall-timeout",
         "600",
-        _seconds,
+        positive_seconds,
         "a recovery with no progress for this long is stalled",
         "SECONDS",
     ),
     Flag(
-        "restart-timeout", "300", _seconds, "time limit of an inventory restart command", "SECONDS"
+        "restart-timeout",
+        "300",
+        positive_seconds,
+        "time limit of an inventory restart command",
+        "SECONDS",
     ),
     Flag("only", "", _names, "restart only these nodes (comma-separated names)", "NODES"),
     Flag("skip", "", _names, "never restart these nodes (comma-separated names)", "NODES"),
@@ -197,14 +200,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 def describe(answer: AgentAnswer) -> str:
     if isinstance(answer, AgentReport):
-        report = answer.report
-        text = f"{report.broker_state.name} ({int(report.broker_state)})"
-        if report.recovery is not None:
-            text += (
-                f": {report.recovery.remaining_logs} logs and "
-                f"{report.recovery.remaining_segments} segments left to recover"
-            )
-        return text
+        return answer.report.describe()
     status = f"HTTP {answer.status}" if answer.status is not None else "no HTTP answer"
     return f"unavailable ({status}, {answer.reason}): {answer.message}"
 

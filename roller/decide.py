@@ -47,14 +47,7 @@ def describe_answer(answer: AgentAnswer | None) -> str:
     if answer is None:
         return "no agent configured"
     if isinstance(answer, AgentReport):
-        report = answer.report
-        text = f"{report.broker_state.name} ({int(report.broker_state)})"
-        if report.recovery is not None:
-            text += (
-                f", {report.recovery.remaining_logs} logs and "
-                f"{report.recovery.remaining_segments} segments left to recover"
-            )
-        return text
+        return answer.report.describe()
     return f"unavailable ({answer.reason}: {answer.message})"
 
 

@@ -30,6 +30,13 @@ class Flag:
         return prefix + self.name.upper().replace("-", "_")
 
 
+def positive_seconds(text: str) -> float:
+    value = float(text)
+    if not value > 0:
+        raise ValueError(f"{text!r} is not a positive number of seconds")
+    return value
+
+
 def retry_flags() -> tuple[Flag, ...]:
     """The five retry settings, which every network client exposes under the same names."""
     return tuple(Flag(s.name, s.default, s.convert, s.help, "N") for s in RETRY_SETTINGS)

@@ -58,6 +58,16 @@ class BrokerStateReport:
             body["sampledAt"] = format_time(self.sampled_at)
         return body
 
+    def describe(self) -> str:
+        """For people: `RECOVERY (2): 12 logs and 340 segments left to recover`."""
+        text = f"{self.broker_state.name} ({int(self.broker_state)})"
+        if self.recovery is not None:
+            text += (
+                f": {self.recovery.remaining_logs} logs and "
+                f"{self.recovery.remaining_segments} segments left to recover"
+            )
+        return text
+
     def to_json(self) -> bytes:
         return json.dumps(self.to_wire(), separators=(",", ":")).encode()
 
