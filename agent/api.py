@@ -11,6 +11,7 @@ JMX, formats JSON for a sample, or allocates more than a response.
 
 from __future__ import annotations
 
+import asyncio
 import json
 
 from starlette.applications import Starlette
@@ -21,6 +22,7 @@ from starlette.routing import Route
 
 from agent.metrics import CONTENT_TYPE, AgentMetrics
 from agent.sampler import Sample, Sampler
+from shared.timeline import TimelineJournal
 from shared.wire import BROKER_STATE_PATH
 
 JSON = "application/json"
@@ -53,15 +55,51 @@ def _served(request: Request) -> str:
     return "this port serves GET " + ", GET ".join(paths)
 
 
-def create_api_app(sampler: Sampler) -> Starlette:
+TIMELINE_PATH = "/v1/recovery-timeline"
+MAX_LIMIT = 10000
+
+
+def _int_param(request: Request, name: str, default: int, low: int, high: int) -> int:
+    raw = request.query_params.get(name)
+    if raw is None:
+        return default
+    if not raw.isdigit() or not low <= int(raw) <= high:
+        raise ValueError(f"'{name}' must be a whole number from {low} to {high}, got {raw!r}")
+    return int(raw)
+
+
+def create_api_app(sampler: Sampler, timeline: TimelineJournal | None = None) -> Starlette:
     async def broker_state(request: Request) -> Response:
         current = sampler.current()
         if isinstance(current, Sample):
             return Response(current.body, 200, NO_STORE, JSON)
         return Response(current.body, 503, {**NO_STORE, "retry-after": "1"}, JSON)
 
+    async def recovery_timeline(request: Request) -> Response:
+        if timeline is None:
+            return _error(404, "no-timeline", "this agent keeps no timeline (no --data-dir)")
+        try:
+            after = _int_param(request, "after", 0, 0, 2**63 - 1)
+            limit = _int_param(request, "limit", 1000, 1, MAX_LIMIT)
+        except ValueError as exc:
+            return _error(400, "bad-parameter", str(exc))
+        page = await asyncio.to_thread(timeline.read, after, limit)
+        body: dict[str, object] = {
+            "records": [r.to_wire() for r in page.records],
+            "next": page.next_cursor,
+            "earliest": page.earliest,
+            "latest": page.latest,
+        }
+        if page.expired is not None:
+            # Records the caller asked for no longer exist: say so, so a gap is reported.
+            body["expired"] = {"fromSeq": page.expired[0], "toSeq": page.expired[1]}
+        return Response(json.dumps(body).encode(), 200, NO_STORE, JSON)
+
     return Starlette(
-        routes=[Route(BROKER_STATE_PATH, broker_state, methods=["GET"])],
+        routes=[
+            Route(BROKER_STATE_PATH, broker_state, methods=["GET"]),
+            Route(TIMELINE_PATH, recovery_timeline, methods=["GET"]),
+        ],
         exception_handlers={HTTPException: _http_error},
     )
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import shutil
+import socket
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -47,6 +48,18 @@ class AgentSettings:
     log_level: str
     log_format: str
     retry: RetryPolicy
+    data_dir: Path | None
+    node_id: str
+    heartbeat_interval: float
+    timeline_segment_bytes: int
+    timeline_retention_seconds: float
+
+
+def _positive_int(text: str) -> int:
+    value = int(text)
+    if value < 1:
+        raise ValueError(f"{text!r} is not a positive whole number")
+    return value
 
 
 def parse_address(text: str) -> Address:
@@ -146,6 +159,41 @@ FLAGS = (
     Flag("log-format", "text", _log_format, "text, or json (one object a line)", "FORMAT"),
     # The retry settings every rollguard network client shares; here they govern the retries
     # of a transient JMX error within one round (never beyond --sample-timeout).
+    Flag(
+        "data-dir",
+        None,
+        Path,
+        "folder for the durable recovery timeline (a persistent volume); unset: no timeline",
+        "DIR",
+    ),
+    Flag(
+        "node-id",
+        None,
+        str,
+        "node name in timeline records (default: the host name, the pod name on Kubernetes)",
+        "NAME",
+    ),
+    Flag(
+        "heartbeat-interval",
+        "300",
+        positive_seconds,
+        "seconds between timeline records while nothing changes",
+        "SECONDS",
+    ),
+    Flag(
+        "timeline-segment-bytes",
+        "1048576",
+        _positive_int,
+        "size at which a timeline segment file is rotated",
+        "BYTES",
+    ),
+    Flag(
+        "timeline-retention-hours",
+        "168",
+        positive_seconds,
+        "timeline segments older than this are deleted",
+        "HOURS",
+    ),
     *retry_flags(),
 )
 
@@ -198,4 +246,9 @@ def load(args: argparse.Namespace, environ: Mapping[str, str]) -> AgentSettings:
         log_level=values["log-level"],
         log_format=values["log-format"],
         retry=retry,
+        data_dir=values["data-dir"],
+        node_id=values["node-id"] or socket.gethostname(),
+        heartbeat_interval=values["heartbeat-interval"],
+        timeline_segment_bytes=values["timeline-segment-bytes"],
+        timeline_retention_seconds=values["timeline-retention-hours"] * 3600,
     )

@@ -28,8 +28,10 @@ from agent.metrics import AgentMetrics
 from agent.readings import QUERIES
 from agent.readyfile import ReadyFile
 from agent.sampler import Sampler
+from agent.timeline import TimelineRecorder
 from agent.tls_reload import ReloadingServerContext
 from shared.errors import ConfigError
+from shared.timeline import TimelineJournal
 
 logger = logging.getLogger(__name__)
 
@@ -116,6 +118,20 @@ async def serve(settings: AgentSettings) -> None:
         settings.tls_ca,
         on_reload=lambda ok: reloads.labels(result="ok" if ok else "error").inc(),
     )
+    journal = None
+    if settings.data_dir is not None:
+        try:
+            journal = TimelineJournal(
+                settings.data_dir,
+                segment_bytes=settings.timeline_segment_bytes,
+                retention_seconds=settings.timeline_retention_seconds,
+            )
+        except OSError as exc:
+            raise ConfigError(f"--data-dir {settings.data_dir}: {exc.strerror}") from None
+        recorder = TimelineRecorder(
+            journal, settings.node_id, heartbeat=settings.heartbeat_interval
+        )
+        sampler.subscribe(recorder.update)
     api_socket = bind(settings.listen, "--listen")
     try:
         probe_socket = bind(settings.probe_listen, "--probe-listen")
@@ -128,7 +144,7 @@ async def serve(settings: AgentSettings) -> None:
         ready_file.clear()
         sampler.subscribe(ready_file.update)
 
-    api = _uvicorn(create_api_app(sampler), tls.listening)
+    api = _uvicorn(create_api_app(sampler, journal), tls.listening)
     probe = _uvicorn(create_probe_app(sampler, metrics), None)
 
     loop = asyncio.get_running_loop()
@@ -171,6 +187,8 @@ async def serve(settings: AgentSettings) -> None:
     await asyncio.gather(*servers, return_exceptions=True)
     stopper.cancel()
     await backend.close()
+    if journal is not None:
+        await recorder.close()
     if ready_file is not None:
         ready_file.clear()
     logger.info("stopped")

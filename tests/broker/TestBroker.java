@@ -216,7 +216,9 @@ public final class TestBroker {
             return Math.min(Math.min(done, stallAt), 1.0);
         };
         List<ObjectName> gauges = new ArrayList<>();
-        setState(RECOVERY);
+        // Kafka counts every dir first and then adds all recovery gauges in one call
+        // (LogManager.addLogRecoveryMetrics); registering them all before RECOVERY is announced
+        // keeps a reader from summing a half-registered set.
         for (int d = 0; d < dirs; d++) {
             String dir = "/var/lib/kafka/data-" + d + "/kafka-log0";
             gauges.add(register("kafka.log:type=LogManager,name=remainingLogsToRecover,dir=" + dir,
@@ -227,6 +229,7 @@ public final class TestBroker {
                         () -> Integer.valueOf((int) Math.ceil(segments * (1.0 - progress.getAsDouble())))));
             }
         }
+        setState(RECOVERY);
         while (progress.getAsDouble() < 1.0) {
             Thread.sleep(20);
         }

@@ -1,0 +1,187 @@
+"""The recovery timeline: the journal on disk, kill -9, rotation, expiry, the agent's endpoint."""
+
+from __future__ import annotations
+
+import json
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from shared.timeline import TimelineJournal
+
+from helpers import Agent, Broker, Pki, wait_until
+
+
+def test_records_get_increasing_seqs_that_continue_after_reopening(tmp_path: Path) -> None:
+    journal = TimelineJournal(tmp_path)
+    assert journal.append("kafka-0", "boot1", 1000, 1, None, None).seq == 1
+    assert journal.append("kafka-0", "boot1", 2000, 2, 5, 50).seq == 2
+    again = TimelineJournal(tmp_path)
+    assert again.append("kafka-0", "boot2", 3000, 3, None, None).seq == 3
+    page = again.read(0, 10)
+    assert [(r.seq, r.boot_id, r.broker_state) for r in page.records] == [
+        (1, "boot1", 1),
+        (2, "boot1", 2),
+        (3, "boot2", 3),
+    ]
+    assert page.records[1].remaining_segments == 50 and page.records[0].remaining_logs is None
+    assert (page.next_cursor, page.earliest, page.latest, page.expired) == (3, 1, 3, None)
+
+
+def test_a_torn_last_line_is_cut_and_nothing_acknowledged_is_lost(tmp_path: Path) -> None:
+    journal = TimelineJournal(tmp_path)
+    for i in range(5):
+        journal.append("n", "b", i, 2, 10 - i, 100 - i)
+    ((_, path),) = journal.segments()
+    with path.open("ab") as handle:
+        handle.write(b'{"nodeId":"n","bootId":"b","seq":6,"ts":')  # kill -9 mid-write
+    reopened = TimelineJournal(tmp_path)
+    assert reopened.last_seq == 5
+    assert path.read_bytes().endswith(b"}\n")
+    assert reopened.append("n", "b2", 9, 3, None, None).seq == 6
+
+
+def test_pages_follow_the_cursor_across_rotated_segments(tmp_path: Path) -> None:
+    journal = TimelineJournal(tmp_path, segment_bytes=400)
+    now = int(time.time() * 1000)
+    for i in range(1, 31):
+        journal.append("n", "b", now + i, 2, i, i)
+    assert len(journal.segments()) > 3
+    seen, cursor = [], 0
+    while True:
+        page = journal.read(cursor, 7)
+        if not page.records:
+            break
+        seen += [r.seq for r in page.records]
+        cursor = page.next_cursor
+    assert seen == list(range(1, 31))
+
+
+def test_old_segments_expire_whole_and_a_reader_behind_them_is_told(tmp_path: Path) -> None:
+    now = [1_000_000.0]
+    journal = TimelineJournal(
+        tmp_path, segment_bytes=300, retention_seconds=3600, clock=lambda: now[0]
+    )
+    for _ in range(10):  # ten records written long ago
+        journal.append("n", "b", int((now[0] - 7200) * 1000), 3, None, None)
+    for _ in range(10):
+        journal.append("n", "b", int(now[0] * 1000), 3, None, None)
+    earliest = journal.segments()[0][0]
+    assert earliest > 1, "old segments were not expired"
+    page = journal.read(0, 100)
+    assert page.expired == (1, earliest - 1)
+    assert page.records[0].seq == earliest and page.records[-1].seq == 20
+
+
+WRITER = """
+import sys
+import time
+from pathlib import Path
+from shared.timeline import TimelineJournal
+journal = TimelineJournal(Path(sys.argv[1]), segment_bytes=2000)
+i = 0
+while True:
+    i += 1
+    record = journal.append("n", sys.argv[2], int(time.time() * 1000), 2, i, i)
+    print(record.seq, flush=True)  # acknowledged: fsynced before this line
+"""
+
+
+def test_kill_9_during_writes_loses_nothing_acknowledged(tmp_path: Path) -> None:
+    acknowledged = 0
+    for boot in ("boot1", "boot2", "boot3"):
+        writer = subprocess.Popen(
+            [sys.executable, "-c", WRITER, str(tmp_path), boot], stdout=subprocess.PIPE, text=True
+        )
+        assert writer.stdout is not None
+        for _ in range(200 + acknowledged % 37):
+            acknowledged = int(writer.stdout.readline())
+        writer.send_signal(signal.SIGKILL)
+        writer.wait()
+        writer.stdout.close()
+        page = TimelineJournal(tmp_path).read(0, 100_000)
+        seqs = [r.seq for r in page.records]
+        assert seqs == list(range(1, len(seqs) + 1)), "seq must be gapless and increasing"
+        assert seqs[-1] >= acknowledged
+
+
+def running(agent: Agent) -> bool:
+    answer = agent.state()
+    return answer.status == 200 and answer.json()["brokerState"] == 3  # type: ignore[index]
+
+
+def test_the_agent_records_a_recovery_and_serves_it_with_a_cursor(pki: Pki, tmp_path: Path) -> None:
+    data = tmp_path / "data"
+    flags = ("--starting-ms", "1000", "--recovery-ms", "3000", "--dirs", "2", "--threads", "2")
+    with Broker(*flags) as broker:
+        args = ("--data-dir", str(data), "--node-id", "kafka-7")
+        with Agent(pki, broker.address, *args) as agent:
+            wait_until(lambda: running(agent), timeout=30, what="RUNNING")
+            body = agent.state("/v1/recovery-timeline?after=0").json()
+            assert isinstance(body, dict)
+            records = body["records"]
+            states = [r["brokerState"] for r in records]
+            assert states[0] == 1 and 2 in states and states[-1] == 3
+            recovering = [
+                r
+                for r in records
+                if r["brokerState"] == 2 and r["remainingSegmentsToRecover"] is not None
+            ]
+            assert recovering and recovering[0]["remainingSegmentsToRecover"] > 100
+            assert {r["nodeId"] for r in records} == {"kafka-7"}
+            assert len({r["bootId"] for r in records}) == 1
+            assert [r["seq"] for r in records] == list(range(1, len(records) + 1))
+            last = body["next"]
+            assert last == records[-1]["seq"] == body["latest"]
+            page = agent.state(f"/v1/recovery-timeline?after={last - 1}&limit=1").json()
+            assert [r["seq"] for r in page["records"]] == [last]  # type: ignore[index]
+            for bad in ("after=-1", "after=x", "limit=0", "limit=10001"):
+                answer = agent.state(f"/v1/recovery-timeline?{bad}")
+                assert answer.status == 400 and answer.json()["error"] == "bad-parameter"  # type: ignore[index]
+        # a new agent start continues the sequence under a new bootId
+        with Agent(pki, broker.address, *args) as agent:
+
+            def next_boot() -> list[dict[str, object]] | None:
+                answer = agent.state(f"/v1/recovery-timeline?after={last}")
+                records = answer.json()["records"] if answer.status == 200 else []  # type: ignore[index]
+                return records or None
+
+            fresh = wait_until(next_boot, timeout=20, what="a record of the new boot")
+            assert fresh[0]["seq"] == last + 1 and fresh[0]["bootId"] not in {
+                r["bootId"] for r in records
+            }
+
+
+def test_without_a_data_dir_the_timeline_is_404(pki: Pki) -> None:
+    with Broker("--state", "3") as broker, Agent(pki, broker.address) as agent:
+        answer = agent.state("/v1/recovery-timeline")
+        assert answer.status == 404 and answer.json()["error"] == "no-timeline"  # type: ignore[index]
+
+
+def test_an_unusable_data_dir_exits_2(pki: Pki, tmp_path: Path) -> None:
+    blocker = tmp_path / "file"
+    blocker.write_text("x")
+    done = subprocess.run(
+        [
+            str(Path(sys.executable).parent / "rollguard-agent"),
+            "--tls-cert",
+            str(pki.server_cert),
+            "--tls-key",
+            str(pki.server_key),
+            "--tls-ca",
+            str(pki.ca),
+            "--listen",
+            "127.0.0.1:0",
+            "--probe-listen",
+            "127.0.0.1:0",
+            "--data-dir",
+            str(blocker / "sub"),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=30,
+    )
+    assert done.returncode == 2 and "--data-dir" in done.stderr
+    assert json.dumps(done.stderr).count("\\n") == 1
