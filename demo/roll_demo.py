@@ -41,12 +41,7 @@ def main() -> int:
         inventory = cluster.inventory()
         print(f"inventory: {inventory}\nKafka bootstrap: {cluster.kafka.bootstrap}")
         tls = [
-            "--cert",
-            str(pki.client_cert),
-            "--key",
-            str(pki.client_key),
-            "--cacert",
-            str(pki.ca),
+            *pki.client_flags(),
         ]
         common = [
             "--inventory",

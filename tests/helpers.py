@@ -131,6 +131,17 @@ class Pki:
     client_cert: Path
     client_key: Path
 
+    def client_flags(self) -> list[str]:
+        """How rollguard (and curl) are told to present the roller's certificate."""
+        return [
+            "--cert",
+            str(self.client_cert),
+            "--key",
+            str(self.client_key),
+            "--cacert",
+            str(self.ca),
+        ]
+
 
 class Agent:
     """`rollguard-agent` as a real process on ephemeral ports."""
@@ -296,9 +307,14 @@ class HttpsPeer:
         self.port = self.sock.getsockname()[1]
         self.url = f"https://127.0.0.1:{self.port}"
         config = uvicorn.Config(
-            app, log_config=None, access_log=False, lifespan="off", loop="asyncio",
-            ssl_certfile="unused", ssl_context_factory=lambda config, default: tls,
-        )  # fmt: skip
+            app,
+            log_config=None,
+            access_log=False,
+            lifespan="off",
+            loop="asyncio",
+            ssl_certfile="unused",
+            ssl_context_factory=lambda config, default: tls,
+        )
         self.server = uvicorn.Server(config)
         self._thread = threading.Thread(
             target=lambda: asyncio.run(self.server.serve(sockets=[self.sock])), daemon=True

@@ -120,12 +120,7 @@ def test_rollguard_state_against_a_real_agent_prints_reports_and_a_summary(pki: 
     with Broker("--state", "3") as broker, Agent(pki, broker.address) as agent:
         wait_until(lambda: agent.state().status == 200, timeout=20, what="a first sample")
         tls = [
-            "--cert",
-            str(pki.client_cert),
-            "--key",
-            str(pki.client_key),
-            "--cacert",
-            str(pki.ca),
+            *pki.client_flags(),
         ]
         dead = f"https://127.0.0.1:{free_port()}"
         done = rollguard("state", *tls, agent.api, dead, "--retry-initial-backoff-ms", "10")
@@ -156,12 +151,7 @@ def test_rollguard_state_refuses_bad_settings_with_exit_2(
 ) -> None:
     done = rollguard(
         "state",
-        "--cert",
-        str(pki.client_cert),
-        "--key",
-        str(pki.client_key),
-        "--cacert",
-        str(pki.ca),
+        *pki.client_flags(),
         "https://127.0.0.1:1",
         *args,
     )
