@@ -40,7 +40,6 @@ class Sample:
     report: BrokerStateReport
     body: bytes
     taken_at: float  # monotonic seconds
-    duration: float
 
 
 @dataclass(frozen=True, slots=True)
@@ -144,9 +143,7 @@ class Sampler:
                 deadline=deadline,
             )
             report = interpret(readings, self._wall_clock())
-            outcome: Sample | Unavailable = Sample(
-                report, report.to_json(), self._clock(), self._clock() - started
-            )
+            outcome: Sample | Unavailable = Sample(report, report.to_json(), self._clock())
         except SampleError as exc:
             outcome = unavailable(exc.reason, exc.message)
         self.rounds += 1

@@ -7,9 +7,7 @@ file system: private keys are created 0600, and nothing is overwritten unless as
 from __future__ import annotations
 
 import ipaddress
-import os
 import re
-import tempfile
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
@@ -22,6 +20,7 @@ from cryptography.hazmat.primitives.asymmetric import ec, rsa
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
 from shared.errors import ConfigError
+from shared.files import atomic_write
 from shared.tls import read_certificates
 
 PrivateKey = ec.EllipticCurvePrivateKey | rsa.RSAPrivateKey
@@ -227,21 +226,5 @@ def write_pair(issued: Issued, cert_path: Path, key_path: Path, *, force: bool) 
         serialization.PrivateFormat.PKCS8,
         serialization.NoEncryption(),
     )
-    _atomic_write(key_path, key_pem, 0o600)
-    _atomic_write(cert_path, issued.certificate.public_bytes(serialization.Encoding.PEM), 0o644)
-
-
-def _atomic_write(path: Path, data: bytes, mode: int) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    # mkstemp creates the file 0600, so a key is never readable by others, even briefly.
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
-    try:
-        with os.fdopen(fd, "wb") as handle:
-            handle.write(data)
-            handle.flush()
-            os.fchmod(handle.fileno(), mode)
-            os.fsync(handle.fileno())
-        Path(tmp).replace(path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    atomic_write(key_path, key_pem, 0o600)
+    atomic_write(cert_path, issued.certificate.public_bytes(serialization.Encoding.PEM), 0o644)

@@ -12,8 +12,6 @@ action, reason and recovery figures. The Spark report reads it later.
 from __future__ import annotations
 
 import json
-import os
-import tempfile
 import threading
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -22,6 +20,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from shared.errors import ConfigError
+from shared.files import atomic_write
 from shared.wire import format_time
 
 VERSION = 1
@@ -122,26 +121,8 @@ class FileJournalStore:
         return RollRecord.from_json(data)
 
     def save(self, record: RollRecord) -> None:
-        atomic_write(self.path(record.roll_id), json.dumps(record.to_json(), indent=2) + "\n")
-
-
-def atomic_write(path: Path, text: str) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
-    try:
-        with os.fdopen(fd, "w") as handle:
-            handle.write(text)
-            handle.flush()
-            os.fsync(handle.fileno())
-        Path(tmp).replace(path)
-        directory = os.open(path.parent, os.O_RDONLY)
-        try:
-            os.fsync(directory)
-        finally:
-            os.close(directory)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+        text = json.dumps(record.to_json(), indent=2) + "\n"
+        atomic_write(self.path(record.roll_id), text.encode())
 
 
 class EventLog:

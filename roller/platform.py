@@ -13,7 +13,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Protocol
 
 import yaml
 
@@ -147,12 +147,3 @@ class InventoryPlatform:
 
     async def close(self) -> None:
         """The agent client belongs to the caller."""
-
-
-def as_dict(view: PlatformView) -> dict[str, Any]:
-    return {
-        "exists": view.exists,
-        "ready": view.ready,
-        "upToDate": view.up_to_date,
-        "stuck": view.stuck,
-    }

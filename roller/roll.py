@@ -68,7 +68,6 @@ class RollSettings:
 
 class Outcome(StrEnum):
     RESTARTED = "restarted"
-    SKIPPED = "skipped"
     DEFERRED = "deferred"
     REPLAN = "replan"  # the node changed (became ready after waiting): plan again
 
@@ -112,7 +111,6 @@ class Roller:
         self._sleep = sleep
         self._uniform = uniform
         self._on_progress = on_progress or (lambda node, text, tracker: None)
-        self.restart_count: dict[str, int] = {}
 
     # ---- the plan -------------------------------------------------------------------------
 
@@ -282,7 +280,6 @@ class Roller:
         self.events.write(node.name, "restart", reason)
         logger.info("%s: restarting (%s)", node, reason)
         self._on_progress(node, "restarting", None)
-        self.restart_count[node.name] = self.restart_count.get(node.name, 0) + 1
         try:
             await self.platform.restart(node)
         except RestartError as exc:

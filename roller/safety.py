@@ -6,7 +6,7 @@ returns its reason as text so that a deferral or failure can say exactly why.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping
 
 from roller.model import ClusterView, Node, QuorumInfo
 
@@ -112,7 +112,3 @@ def restart_blockers(node: Node, cluster: ClusterView | None) -> list[str]:
     if node.is_broker:
         reasons += availability_blockers(node.node_id, cluster)
     return reasons
-
-
-def describe(nodes: Sequence[Node]) -> str:
-    return ", ".join(node.name for node in nodes)

@@ -33,36 +33,31 @@ import struct
 import threading
 import time
 import uuid
-import warnings
 from collections import deque
 from collections.abc import Callable, Coroutine, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from types import MappingProxyType
 from typing import Any, Literal, Self
 
-with warnings.catch_warnings():
-    # kafka-python 3.0.12 loads its protocol schemas with importlib.resources.read_text/open_text,
-    # deprecated since Python 3.11, at import time; pytest's filterwarnings=error would fail.
-    warnings.filterwarnings("ignore", "(read|open)_text is deprecated", DeprecationWarning)
-    import kafka.errors as Errors
-    from kafka.admin import ACLOperation, ConfigResourceType, ConfigSourceType, ConfigType
-    from kafka.protocol.admin import (
-        DescribeClusterRequest,
-        DescribeClusterResponse,
-        DescribeConfigsRequest,
-        DescribeConfigsResponse,
-        DescribeQuorumRequest,
-        DescribeQuorumResponse,
-    )
-    from kafka.protocol.api_header import RequestHeader
-    from kafka.protocol.api_key import ApiKey
-    from kafka.protocol.metadata import (
-        ApiVersionsRequest,
-        ApiVersionsResponse,
-        MetadataRequest,
-        MetadataResponse,
-    )
-    from kafka.protocol.schemas.fields.codecs import Int32
+import kafka.errors as Errors
+from kafka.admin import ACLOperation, ConfigResourceType, ConfigSourceType, ConfigType
+from kafka.protocol.admin import (
+    DescribeClusterRequest,
+    DescribeClusterResponse,
+    DescribeConfigsRequest,
+    DescribeConfigsResponse,
+    DescribeQuorumRequest,
+    DescribeQuorumResponse,
+)
+from kafka.protocol.api_header import RequestHeader
+from kafka.protocol.api_key import ApiKey
+from kafka.protocol.metadata import (
+    ApiVersionsRequest,
+    ApiVersionsResponse,
+    MetadataRequest,
+    MetadataResponse,
+)
+from kafka.protocol.schemas.fields.codecs import Int32
 
 __all__ = [
     "API_VERSIONS",

@@ -10,35 +10,30 @@ import io
 import logging
 import socket
 import time
-import warnings
 from collections.abc import Callable, Iterator
 from typing import Any
 
+import kafka.errors as Errors
 import pytest
+from kafka import KafkaAdminClient
+from kafka.admin import ConfigResource, ConfigResourceType
+from kafka.protocol.admin import (
+    DescribeClusterRequest,
+    DescribeConfigsRequest,
+    DescribeQuorumRequest,
+)
+from kafka.protocol.api_header import RequestHeader
+from kafka.protocol.api_key import ApiKey
+from kafka.protocol.metadata import (
+    ApiVersionsRequest,
+    ApiVersionsResponse,
+    FindCoordinatorRequest,
+    MetadataRequest,
+)
+from kafka.protocol.schemas.fields.codecs import Int32
+from kafka_peer import API_VERSIONS, KafkaClusterSim, TopicSpec
 
 from helpers import wait_until
-
-with warnings.catch_warnings():
-    # kafka-python 3.0.12 calls importlib.resources.read_text/open_text (deprecated) on import.
-    warnings.filterwarnings("ignore", "(read|open)_text is deprecated", DeprecationWarning)
-    import kafka.errors as Errors
-    from kafka import KafkaAdminClient
-    from kafka.admin import ConfigResource, ConfigResourceType
-    from kafka.protocol.admin import (
-        DescribeClusterRequest,
-        DescribeConfigsRequest,
-        DescribeQuorumRequest,
-    )
-    from kafka.protocol.api_header import RequestHeader
-    from kafka.protocol.api_key import ApiKey
-    from kafka.protocol.metadata import (
-        ApiVersionsRequest,
-        ApiVersionsResponse,
-        FindCoordinatorRequest,
-        MetadataRequest,
-    )
-    from kafka.protocol.schemas.fields.codecs import Int32
-    from kafka_peer import API_VERSIONS, KafkaClusterSim, TopicSpec
 
 TOPICS = {
     "orders": TopicSpec(partitions=3, replication_factor=3, min_insync_replicas=2),
