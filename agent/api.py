@@ -22,7 +22,7 @@ from starlette.routing import Route
 
 from agent.metrics import CONTENT_TYPE, AgentMetrics
 from agent.sampler import Sample, Sampler
-from shared.timeline import TimelineJournal
+from shared.timeline import MAX_LIMIT, TIMELINE_PATH, TimelineJournal
 from shared.wire import BROKER_STATE_PATH
 
 JSON = "application/json"
@@ -55,10 +55,6 @@ def _served(request: Request) -> str:
     return "this port serves GET " + ", GET ".join(paths)
 
 
-TIMELINE_PATH = "/v1/recovery-timeline"
-MAX_LIMIT = 10000
-
-
 def _int_param(request: Request, name: str, default: int, low: int, high: int) -> int:
     raw = request.query_params.get(name)
     if raw is None:
@@ -84,16 +80,7 @@ def create_api_app(sampler: Sampler, timeline: TimelineJournal | None = None) ->
         except ValueError as exc:
             return _error(400, "bad-parameter", str(exc))
         page = await asyncio.to_thread(timeline.read, after, limit)
-        body: dict[str, object] = {
-            "records": [r.to_wire() for r in page.records],
-            "next": page.next_cursor,
-            "earliest": page.earliest,
-            "latest": page.latest,
-        }
-        if page.expired is not None:
-            # Records the caller asked for no longer exist: say so, so a gap is reported.
-            body["expired"] = {"fromSeq": page.expired[0], "toSeq": page.expired[1]}
-        return Response(json.dumps(body).encode(), 200, NO_STORE, JSON)
+        return Response(json.dumps(page.to_wire()).encode(), 200, NO_STORE, JSON)
 
     return Starlette(
         routes=[

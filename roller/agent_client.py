@@ -1,4 +1,5 @@
-"""The roller's client for agents: `GET /v1/broker-state` over mutual TLS, with retries.
+"""The roller's client for agents: `GET /v1/broker-state` (and, for the collector,
+`GET /v1/recovery-timeline`) over mutual TLS, with retries.
 
 Proposal 048's rule shapes the answer: a report when the agent says 200 with a valid body,
 otherwise `AgentUnavailable`, and the caller "continues with the previous behaviour". So
@@ -23,9 +24,11 @@ import httpx
 
 from shared.errors import WireFormatError
 from shared.retry import RetryPolicy, RetryStats, retry_async
+from shared.timeline import TIMELINE_PATH, Page
 from shared.wire import BROKER_STATE_PATH, BrokerStateReport
 
 OPERATION = "agent-broker-state"
+TIMELINE_OPERATION = "agent-timeline"
 _ONCE = RetryPolicy(max_retries=0)
 
 
@@ -66,6 +69,13 @@ def broker_state_url(url: str) -> str:
     return url
 
 
+def timeline_url(url: str) -> str:
+    """The agent's timeline endpoint, from its base URL or its broker-state URL."""
+    state = broker_state_url(url)
+    base = state[: -len(BROKER_STATE_PATH)] if state.endswith(BROKER_STATE_PATH) else state
+    return base.rstrip("/") + TIMELINE_PATH
+
+
 class AgentClient:
     def __init__(
         self,
@@ -98,39 +108,63 @@ class AgentClient:
         """The agent's report, or why there is none. `once`: a single attempt, for polls that
         come round again anyway (readiness checks)."""
         url = broker_state_url(url)
+        response = await self._get(url, None, _ONCE if once else self.policy, OPERATION)
+        if isinstance(response, AgentUnavailable):
+            return response
+        return _read(url, response)
 
+    async def timeline(self, url: str, after: int, limit: int) -> Page | AgentUnavailable:
+        """One page of the agent's recovery timeline after the cursor `after`."""
+        url = timeline_url(url)
+        params = {"after": str(after), "limit": str(limit)}
+        response = await self._get(url, params, self.policy, TIMELINE_OPERATION)
+        if isinstance(response, AgentUnavailable):
+            return response
+        if response.status_code != 200:
+            return _unavailable(url, response)
+        try:
+            return Page.from_wire(json.loads(response.content))
+        except (ValueError, WireFormatError) as exc:
+            return AgentUnavailable(url, 200, "malformed-timeline", str(exc)[:300])
+
+    async def _get(
+        self, url: str, params: dict[str, str] | None, policy: RetryPolicy, operation: str
+    ) -> httpx.Response | AgentUnavailable:
         async def attempt() -> httpx.Response:
-            response = await self._http.get(url)
+            response = await self._http.get(url, params=params)
             if response.status_code >= 500:
                 raise _ServerError(response)
             return response
 
         try:
-            response = await retry_async(
+            return await retry_async(
                 attempt,
-                _ONCE if once else self.policy,
-                operation=OPERATION,
+                policy,
+                operation=operation,
                 retriable=(httpx.TransportError, _ServerError),
                 stats=self.stats,
                 sleep=self._sleep,
                 uniform=self._uniform,
             )
         except _ServerError as exc:
-            response = exc.response
+            return exc.response
         except httpx.TransportError as exc:
             return AgentUnavailable(url, None, "unreachable", _describe(exc))
-        return _read(url, response)
+
+
+def _unavailable(url: str, response: httpx.Response) -> AgentUnavailable:
+    reason, message = f"http-{response.status_code}", response.text[:300]
+    try:
+        body = json.loads(response.content)
+        reason, message = str(body["error"]), str(body.get("message", ""))
+    except (ValueError, KeyError, TypeError):
+        pass
+    return AgentUnavailable(url, response.status_code, reason, message)
 
 
 def _read(url: str, response: httpx.Response) -> AgentAnswer:
     if response.status_code != 200:
-        reason, message = f"http-{response.status_code}", response.text[:300]
-        try:
-            body = json.loads(response.content)
-            reason, message = str(body["error"]), str(body.get("message", ""))
-        except (ValueError, KeyError, TypeError):
-            pass
-        return AgentUnavailable(url, response.status_code, reason, message)
+        return _unavailable(url, response)
     try:
         return AgentReport(url, BrokerStateReport.from_json(response.content))
     except WireFormatError as exc:

@@ -3,10 +3,13 @@
     rollguard roll  (--inventory FILE | --namespace NS --selector SEL) --bootstrap HOST:PORT ...
     rollguard plan  (same flags): the same observation and decisions, printed; nothing restarted
     rollguard state URL...: ask agents for their broker's state once, like curl
+    rollguard collect (--inventory FILE | --namespace NS --selector SEL) --out DIR: pull the
+        agents' recovery timelines (and roller event journals) into a dataset for the report
 
 Every flag can also be set as `ROLLGUARD_<FLAG>`. Exit codes: `roll` 0 rolled, 1 the roll
 failed (the reason names the node and the cause), 2 bad flags, variables or files,
-3 interrupted (resume with --resume ROLL_ID); `state` 0 every agent reported, 1 some did not.
+3 interrupted (resume with --resume ROLL_ID); `state` 0 every agent reported, 1 some did not;
+`collect` 0 every agent caught up, 1 some did not (what the others sent is kept), 2 bad flags.
 """
 
 from __future__ import annotations
@@ -22,11 +25,14 @@ import sys
 import time
 from collections.abc import Mapping, Sequence
 from contextlib import ExitStack
+from dataclasses import asdict
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 from roller.agent_client import AgentAnswer, AgentClient, AgentReport, broker_state_url
+from roller.collect import Dataset, check_cluster, collect
+from roller.collect import describe as describe_pull
 from roller.display import LiveTable, on_terminal
 from roller.journal import EventLog, FileJournalStore, JournalStore
 from roller.kafka_admin import KafkaObserver, read_client_properties
@@ -84,9 +90,7 @@ OUTPUT = Flag(
     "output", "text", _choice("text", "json"), "text, or json (one object a line)", "FORMAT"
 )
 STATE_FLAGS = (*AGENT_FLAGS, OUTPUT)
-ROLL_FLAGS = (
-    *AGENT_FLAGS,
-    OUTPUT,
+PLATFORM_FLAGS = (
     Flag("inventory", None, Path, "YAML inventory of nodes (VMs, bare metal)", "FILE"),
     Flag("namespace", None, str, "Kubernetes namespace of the broker pods", "NS"),
     Flag("selector", None, str, "label selector of the broker pods", "SELECTOR"),
@@ -115,6 +119,11 @@ ROLL_FLAGS = (
     Flag(
         "node-id-label", None, str, "pod label holding the node id (default: name suffix)", "LABEL"
     ),
+)
+ROLL_FLAGS = (
+    *AGENT_FLAGS,
+    OUTPUT,
+    *PLATFORM_FLAGS,
     Flag(
         "bootstrap",
         None,
@@ -174,6 +183,45 @@ ROLL_FLAGS = (
 )
 
 
+def _positive_int(text: str) -> int:
+    value = int(text)
+    if value < 1:
+        raise ValueError(f"{text!r} is not a positive whole number")
+    return value
+
+
+def _paths(text: str) -> list[Path]:
+    return [Path(p.strip()) for p in text.split(",") if p.strip()]
+
+
+COLLECT_FLAGS = (
+    *AGENT_FLAGS,
+    OUTPUT,
+    *PLATFORM_FLAGS,
+    Flag(
+        "out", None, Path, "dataset folder (created; collect again into the same one)", "DIR", True
+    ),
+    Flag(
+        "cluster",
+        None,
+        check_cluster,
+        "cluster name in the dataset (default: the inventory file's stem, or the selector's "
+        "strimzi.io/cluster, or the namespace)",
+        "NAME",
+    ),
+    Flag("events", "", _paths, "roller event journals: files or --state-dir folders", "PATHS"),
+    Flag("concurrency", "16", _positive_int, "agents pulled at once", "N"),
+    Flag("page-size", "5000", _positive_int, "records per request (at most 10000)", "N"),
+    Flag(
+        "agent-deadline",
+        "120",
+        positive_seconds,
+        "time one agent may take in a run; what came by then is kept",
+        "SECONDS",
+    ),
+)
+
+
 class _Parser(argparse.ArgumentParser):
     def error(self, message: str) -> None:  # type: ignore[override]
         self.exit(EXIT_CONFIG, f"rollguard: {message} (see --help)\n")
@@ -192,6 +240,8 @@ def build_parser() -> argparse.ArgumentParser:
         ("plan", "print what a roll would do now; restart nothing"),
     ):
         add_flags(sub.add_parser(name, help=text), ROLL_FLAGS, ENV_PREFIX)
+    collect = sub.add_parser("collect", help="pull agents' recovery timelines into a dataset")
+    add_flags(collect, COLLECT_FLAGS, ENV_PREFIX)
     return parser
 
 
@@ -257,27 +307,101 @@ def state(args: argparse.Namespace, environ: Mapping[str, str]) -> int:
     return 0 if reported == len(answers) else EXIT_FAILED
 
 
+# ---- collect ----------------------------------------------------------------------------
+
+
+def _cluster_name(values: dict[str, Any]) -> str:
+    if values["cluster"] is not None:
+        return str(values["cluster"])
+    if values["inventory"] is not None:
+        name = Path(values["inventory"]).stem
+    else:
+        terms = dict(t.split("=", 1) for t in (values["selector"] or "").split(",") if "=" in t)
+        name = terms.get("strimzi.io/cluster", values["namespace"] or "")
+    try:
+        return check_cluster(name.strip())
+    except ValueError as exc:
+        raise ConfigError(f"{exc}; name the cluster with --cluster") from None
+
+
+async def _collect(values: dict[str, Any], stats: RetryStats) -> int:
+    with ExitStack() as stack:
+        agents = agent_client(values, stats)
+        platform, _ = _nodes_from(values, agents, stack)
+        try:
+            nodes = await platform.nodes()
+            dataset = Dataset(values["out"], _cluster_name(values))
+            result = await collect(
+                agents,
+                nodes,
+                dataset,
+                events=values["events"],
+                concurrency=values["concurrency"],
+                page_size=values["page-size"],
+                deadline=values["agent-deadline"],
+            )
+        finally:
+            await agents.aclose()
+            await platform.close()
+    for node in result.nodes:
+        if values["output"] == "json":
+            print(json.dumps({**asdict(node), "expired": [list(e) for e in node.expired]}))
+        else:
+            print(f"{node.node:<24} {describe_pull(node)}")
+    for line in result.events.malformed:
+        print(f"rollguard: malformed event skipped: {line}", file=sys.stderr)
+    records = sum(n.records for n in result.nodes)
+    gaps = sum(len(n.expired) for n in result.nodes)
+    print(
+        f"collected {records} records from {len(result.nodes)} agents "
+        f"({len(result.failed)} not caught up: {', '.join(n.node for n in result.failed) or '-'}; "
+        f"{gaps} gaps), {result.events.events} roller events from {result.events.files} files, "
+        f"into {dataset.root} cluster {dataset.cluster} in {result.seconds:.1f}s; "
+        f"{stats.summary()}",
+        file=sys.stderr,
+    )
+    return EXIT_FAILED if result.failed else 0
+
+
+def collect_command(args: argparse.Namespace, environ: Mapping[str, str]) -> int:
+    values = resolve(args, environ, COLLECT_FLAGS, ENV_PREFIX)
+    retry_policy(values)
+    return asyncio.run(_collect(values, RetryStats()))
+
+
 # ---- roll and plan ----------------------------------------------------------------------
 
 
 def _platform(
     values: dict[str, Any], agents: AgentClient, stack: ExitStack
 ) -> tuple[Platform, JournalStore]:
+    platform, sync_client = _nodes_from(values, agents, stack)
+    if sync_client is None:
+        return platform, FileJournalStore(values["state-dir"])
+    from roller.kubernetes import ConfigMapJournalStore
+
+    return platform, ConfigMapJournalStore(sync_client, values["namespace"])
+
+
+def _nodes_from(
+    values: dict[str, Any], agents: AgentClient, stack: ExitStack
+) -> tuple[Platform, Any]:
+    """The platform of --inventory or --namespace/--selector (and, on Kubernetes, a synchronous
+    client for the journal store)."""
     inventory, namespace = values["inventory"], values["namespace"]
     if (inventory is None) == (namespace is None):
         raise ConfigError("give either --inventory FILE or --namespace NS with --selector")
-    folder = values["state-dir"]
     if inventory is not None:
         platform = InventoryPlatform(
-            load_inventory(inventory), agents, restart_timeout=values["restart-timeout"]
+            load_inventory(inventory), agents, restart_timeout=values.get("restart-timeout", 300)
         )
-        return platform, FileJournalStore(folder)
+        return platform, None
     if not values["selector"]:
         raise ConfigError("--namespace needs --selector (e.g. strimzi.io/cluster=my-cluster)")
     from lightkube import AsyncClient, Client
     from lightkube.core.exceptions import ConfigError as KubeConfigError
 
-    from roller.kubernetes import ConfigMapJournalStore, KubernetesPlatform, KubernetesSettings
+    from roller.kubernetes import KubernetesPlatform, KubernetesSettings
 
     try:
         client = AsyncClient(namespace=namespace)
@@ -294,7 +418,7 @@ def _platform(
         values["broker-role-label"],
         values["controller-role-label"],
     )
-    return KubernetesPlatform(client, settings), ConfigMapJournalStore(sync_client, namespace)
+    return KubernetesPlatform(client, settings), sync_client
 
 
 def _new_roll_id() -> str:
@@ -437,6 +561,8 @@ def main(argv: Sequence[str] | None = None, environ: Mapping[str, str] | None = 
     try:
         if args.command == "state":
             return state(args, environ)
+        if args.command == "collect":
+            return collect_command(args, environ)
         return roll(args.command, args, environ)
     except ConfigError as exc:
         print(f"rollguard: {exc}", file=sys.stderr)

@@ -26,6 +26,8 @@ from typing import Any
 from shared.errors import WireFormatError
 
 PREFIX, SUFFIX = "timeline-", ".jsonl"
+TIMELINE_PATH = "/v1/recovery-timeline"
+MAX_LIMIT = 10000  # records in one page
 
 
 @dataclass(frozen=True, slots=True)
@@ -90,6 +92,34 @@ class Page:
     earliest: int | None  # smallest seq still kept
     latest: int  # largest seq written (0: none yet)
     expired: tuple[int, int] | None  # seqs asked for that have expired (first, last)
+
+    def to_wire(self) -> dict[str, Any]:
+        body: dict[str, Any] = {
+            "records": [r.to_wire() for r in self.records],
+            "next": self.next_cursor,
+            "earliest": self.earliest,
+            "latest": self.latest,
+        }
+        if self.expired is not None:
+            # Records the caller asked for no longer exist: say so, so a gap is reported.
+            body["expired"] = {"fromSeq": self.expired[0], "toSeq": self.expired[1]}
+        return body
+
+    @classmethod
+    def from_wire(cls, data: object) -> Page:
+        if not isinstance(data, dict) or not isinstance(data.get("records"), list):
+            raise WireFormatError(f"a timeline page must be an object with records: {data!r:.80}")
+        try:
+            expired = data.get("expired")
+            return cls(
+                [TimelineRecord.from_wire(r) for r in data["records"]],
+                int(data["next"]),
+                _optional_int(data.get("earliest")),
+                int(data["latest"]),
+                (int(expired["fromSeq"]), int(expired["toSeq"])) if expired else None,
+            )
+        except (KeyError, TypeError, ValueError) as exc:
+            raise WireFormatError(f"malformed timeline page: {exc!r}") from exc
 
 
 class TimelineJournal:
