@@ -1,0 +1,237 @@
+"""The Spark job's episode computation on hand-built timelines, one edge case at a time, compared
+as DataFrames with pyspark's own assertDataFrameEqual."""
+
+from __future__ import annotations
+
+import os
+import random
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+pyspark = pytest.importorskip("pyspark", reason="pyspark is part of the dev extras")
+from pyspark.sql import DataFrame, SparkSession  # noqa: E402
+from pyspark.testing import assertDataFrameEqual  # noqa: E402
+
+from spark import episodes as ep  # noqa: E402
+
+R = 2  # RECOVERY
+Rec = tuple[Any, ...]
+
+
+@pytest.fixture(scope="module")
+def spark() -> Iterator[SparkSession]:
+    os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+    session = (
+        SparkSession.builder.master("local[2]")
+        .appName("rollguard-tests")
+        .config("spark.sql.shuffle.partitions", "4")
+        .config("spark.ui.enabled", "false")
+        .config("spark.ui.showConsoleProgress", "false")
+        .config("spark.sql.session.timeZone", "UTC")
+        .getOrCreate()
+    )
+    session.sparkContext.setLogLevel("ERROR")
+    yield session
+    session.stop()
+
+
+def timeline(spark: SparkSession, node: str, rows: list[Rec], cluster: str = "c") -> DataFrame:
+    """rows: (boot, seq, ts, state, logs, segments), optionally a journal number last."""
+    data = [
+        (node, node, r[6] if len(r) > 6 else 0, r[0], r[1], r[2], r[3], r[4], r[5], cluster, "d")
+        for r in rows
+    ]
+    return spark.createDataFrame(data, ep.TIMELINE_SCHEMA)
+
+
+def events(spark: SparkSession, rows: list[tuple[int, str, str | None, str]]) -> DataFrame:
+    data = [(ts, roll, node, action, "", "c", "d") for ts, roll, node, action in rows]
+    return spark.createDataFrame(data, ep.EVENTS_SCHEMA)
+
+
+def union(*frames: DataFrame) -> DataFrame:
+    out = frames[0]
+    for frame in frames[1:]:
+        out = out.unionByName(frame)
+    return out
+
+
+COLUMNS = [
+    "node",
+    "episode",
+    "bootId",
+    "start",
+    "end",
+    "outcome",
+    "durationSeconds",
+    "logsAtStart",
+    "segmentsAtStart",
+    "meanRate",
+    "longestStallSeconds",
+    "missingRecords",
+    "records",
+]
+
+
+def expect(
+    spark: SparkSession, rows: list[tuple[Any, ...]], columns: list[str] = COLUMNS
+) -> DataFrame:
+    """Expected episodes, typed as the job types them."""
+    empty = spark.createDataFrame([], ep.TIMELINE_SCHEMA)
+    return spark.createDataFrame(rows, ep.episodes(empty).select(*columns).schema)
+
+
+# A recovery as the agent records it: counters missing at first, a 6 s stall, then RUNNING.
+BASIC: list[Rec] = [
+    ("b1", 1, 0, 1, None, None),
+    ("b1", 2, 1000, R, None, None),
+    ("b1", 3, 2000, R, 4, 100),
+    ("b1", 4, 3000, R, 4, 75),
+    ("b1", 5, 9000, R, 2, 50),
+    ("b1", 6, 10000, R, 1, 20),
+    ("b1", 7, 12000, 3, None, None),
+    ("b1", 8, 312000, 3, None, None),
+]
+BASIC_EPISODE = ("a", 1, "b1", 1000, 12000, "completed", 11.0, 4, 100, 10.0, 6.0, 0, 5)
+
+
+def test_a_completed_recovery(spark: SparkSession) -> None:
+    got = ep.episodes(timeline(spark, "a", BASIC)).select(*COLUMNS)
+    assertDataFrameEqual(got, expect(spark, [BASIC_EPISODE]))
+
+
+def test_out_of_order_and_duplicate_records_change_nothing(spark: SparkSession) -> None:
+    shuffled = BASIC + BASIC[2:5] + [BASIC[6]]
+    random.Random(7).shuffle(shuffled)
+    clean = ep.episodes(timeline(spark, "a", BASIC))
+    messy = ep.episodes(timeline(spark, "a", shuffled).repartition(3))
+    assertDataFrameEqual(messy, clean)
+
+
+def test_clock_skew_between_nodes_and_records_out_of_time_order(spark: SparkSession) -> None:
+    hour = 3_600_000
+    ahead = [(b, s, ts + hour, st, lg, sg) for b, s, ts, st, lg, sg in BASIC]
+    # a node whose clock stepped back 500 ms during the recovery: seq, not ts, orders it
+    stepped = [(b, s, ts - 1500 if s >= 4 else ts, st, lg, sg) for b, s, ts, st, lg, sg in BASIC]
+    got = ep.episodes(
+        union(
+            timeline(spark, "a", BASIC),
+            timeline(spark, "b", ahead),
+            timeline(spark, "c", stepped),
+        )
+    ).select(*COLUMNS)
+    base = list(BASIC_EPISODE)
+    b = ["b", 1, "b1", 1000 + hour, 12000 + hour, *base[5:]]
+    c = ["c", 1, "b1", 1000, 10500, "completed", 9.5, 4, 100, 100 / 8.5, 6.0, 0, 5]
+    assertDataFrameEqual(got, expect(spark, [BASIC_EPISODE, tuple(b), tuple(c)]))
+
+
+def test_outcomes_interrupted_by_a_restart_a_lost_broker_a_new_boot_and_still_running(
+    spark: SparkSession,
+) -> None:
+    rows: list[Rec] = [
+        ("b1", 1, 0, R, 5, 50),
+        ("b1", 2, 1000, R, 5, 40),
+        ("b1", 3, 2000, 1, None, None),  # STARTING: the broker restarted mid-recovery
+        ("b1", 4, 3000, R, 5, 50),
+        ("b1", 5, 4000, None, None, None),  # the agent lost the broker
+        ("b1", 6, 5000, R, 5, 50),
+        ("b1", 7, 6000, R, 5, 45),  # the agent restarts: its boot's records stop here
+        ("b2", 8, 60000, R, 5, 50),
+        ("b2", 9, 61000, R, 5, 30),  # the end of the data
+    ]
+    got = ep.episodes(timeline(spark, "a", rows)).select(
+        "episode", "outcome", "start", "end", "durationSeconds", "elapsedSeconds", "lastSeen"
+    )
+    want = [
+        (1, "interrupted", 0, 2000, 2.0, 2.0, 1000),
+        (2, "interrupted", 3000, 4000, 1.0, 1.0, 3000),
+        (3, "interrupted", 5000, 6000, 1.0, 1.0, 6000),
+        (4, "running", 60000, None, None, 1.0, 61000),
+    ]
+    assertDataFrameEqual(got, expect(spark, want, list(got.columns)))
+
+
+def test_gaps_are_counted_and_missing_counters_leave_figures_empty(spark: SparkSession) -> None:
+    gapped: list[Rec] = [
+        ("b1", 1, 0, 3, None, None),
+        ("b1", 4, 1000, R, 3, 30),  # seq 2 and 3 never reached the dataset
+        ("b1", 5, 2000, R, 3, 20),
+        ("b1", 9, 3000, R, 3, 10),  # 6 to 8 neither
+        ("b1", 10, 4000, 3, None, None),
+    ]
+    bare: list[Rec] = [
+        ("b1", 1, 0, R, None, None),
+        ("b1", 2, 5000, R, None, None),
+        ("b1", 3, 7000, 3, None, None),
+    ]
+    every = ep.episodes(union(timeline(spark, "a", gapped), timeline(spark, "b", bare)))
+    want = [
+        ("a", 1, "b1", 1000, 4000, "completed", 3.0, 3, 30, 10.0, 1.0, 5, 3),
+        ("b", 1, "b1", 0, 7000, "completed", 7.0, None, None, None, 7.0, 0, 2),
+    ]
+    assertDataFrameEqual(every.select(*COLUMNS), expect(spark, want))
+    etas = every.select("node", "eta25.predicted", "eta50.predicted", "eta75.predicted")
+    # a steady 10 segments/s predicts the end exactly; 75 % is first seen at the end itself,
+    # where nothing is left to predict; no counters, no predictions
+    assert sorted(etas.collect()) == [("a", 4000.0, 4000.0, None), ("b", None, None, None)]
+
+
+def test_eta_accuracy_at_25_50_and_75_percent(spark: SparkSession) -> None:
+    episodes = ep.episodes(timeline(spark, "a", BASIC))
+    got = ep.eta_accuracy(episodes).select(
+        "progressPercent", "sampleTs", "predictedEnd", "actualEnd", "errorSeconds", "relativeError"
+    )
+    # from the first counters (100 segments at 2 s): 75 left at 3 s -> 25/s -> 6 s, ...
+    want = [
+        (25, 3000, 6000.0, 12000, -6.0, -6.0 / 11),
+        (50, 9000, 16000.0, 12000, 4.0, 4.0 / 11),
+        (75, 10000, 12000.0, 12000, 0.0, 0.0),
+    ]
+    assertDataFrameEqual(got, spark.createDataFrame(want, got.schema))
+
+
+def test_roller_restarts_and_rolls_that_waited_during_an_episode(spark: SparkSession) -> None:
+    acts = events(
+        spark,
+        [
+            (500, "r1", "a", "restart"),  # before the episode: its cause, not counted
+            (2000, "r1", "a", "wait-recovery"),
+            (2500, "r1", "a", "wait-recovery"),
+            (3000, "r2", "a", "wait-recovery"),
+            (9500, "r3", "a", "restart"),  # a naive tool restarting a recovering broker
+            (9600, "r3", "b", "restart"),  # another node
+            (13000, "r4", "a", "wait-recovery"),  # after the end
+            (5000, "r1", None, "roll-start"),
+        ],
+    )
+    got = ep.episodes(timeline(spark, "a", BASIC), acts).select(
+        "node", "rollerRestarts", "skippedRestarts"
+    )
+    assertDataFrameEqual(got, spark.createDataFrame([("a", 1, 2)], got.schema))
+
+
+def test_cluster_figures_percentiles_and_slowest_nodes(spark: SparkSession) -> None:
+    frames = []
+    for name, seconds in (("n1", 10), ("n2", 20), ("n3", 30), ("n4", 40), ("n5", 100)):
+        rows: list[Rec] = [
+            ("b", 1, 0, R, 1, 10),
+            ("b", 2, seconds * 1000, 3, None, None),
+        ]
+        frames.append(timeline(spark, name, rows))
+    frames.append(timeline(spark, "n6", [("b", 1, 0, R, 1, 10)]))  # still running
+    episodes = ep.episodes(union(*frames))
+    nodes = ep.node_summary(episodes)
+    got = ep.cluster_summary(episodes, nodes)
+    want = [("c", 6, 5, 0, 1, 30.0, 76.0, 97.6, 100.0, ["n5", "n4", "n3"])]
+    assertDataFrameEqual(got, spark.createDataFrame(want, got.schema), rtol=1e-9)
+
+
+def test_journal_numbers_keep_a_restarted_journal_apart(spark: SparkSession) -> None:
+    old: list[Rec] = [("b1", 1, 0, R, 1, 10, 0), ("b1", 2, 1000, R, 1, 5, 0)]
+    new: list[Rec] = [("b9", 1, 50000, R, 1, 10, 1), ("b9", 2, 52000, 3, None, None, 1)]
+    got = ep.episodes(timeline(spark, "a", old + new)).select("bootId", "outcome", "end")
+    want = [("b1", "interrupted", 1000), ("b9", "completed", 52000)]
+    assertDataFrameEqual(got, spark.createDataFrame(want, got.schema))

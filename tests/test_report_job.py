@@ -1,0 +1,238 @@
+"""The report job end to end: a dataset written by the collector's own writer, then
+`rollguard-report` in local mode, and `spark-submit` of the job file on a real Spark standalone
+master and worker started on 127.0.0.1."""
+
+from __future__ import annotations
+
+import base64
+import io
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+import urllib.request
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pyarrow.parquet as pq
+import pytest
+
+pyspark = pytest.importorskip("pyspark", reason="pyspark is part of the dev extras")
+from PIL import Image  # noqa: E402
+
+from roller.collect import Dataset, State  # noqa: E402
+
+from helpers import BIN, free_port, wait_until  # noqa: E402
+
+ROOT = Path(__file__).resolve().parent.parent
+SPARK_BIN = Path(pyspark.__file__).parent / "bin"
+T0 = 1_790_000_000_000
+
+
+def recovery(
+    node: str, seq: int, ts: int, boot: str, seconds: int, segments: int
+) -> list[dict[str, Any]]:
+    """STARTING, a recovery at a steady rate (one record a second), RUNNING."""
+    rows = [_row(node, seq, ts, boot, 1, None, None)]
+    for i in range(seconds):
+        left = segments - segments * i // seconds
+        rows.append(_row(node, seq + 1 + i, ts + 1000 * (i + 1), boot, 2, 3, left))
+    rows.append(_row(node, seq + 1 + seconds, ts + 1000 * (seconds + 1), boot, 3, None, None))
+    return rows
+
+
+def _row(
+    node: str, seq: int, ts: int, boot: str, state: int, logs: int | None, segs: int | None
+) -> dict[str, Any]:
+    return {
+        "node": node,
+        "nodeId": node,
+        "journal": 0,
+        "bootId": boot,
+        "seq": seq,
+        "ts": ts,
+        "brokerState": state,
+        "remainingLogsToRecover": logs,
+        "remainingSegmentsToRecover": segs,
+    }
+
+
+@pytest.fixture(scope="module")
+def dataset(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    root = tmp_path_factory.mktemp("dataset")
+    for cluster, durations in (("east", [20, 40, 60]), ("west", [30, 90])):
+        rows: list[dict[str, Any]] = []
+        for index, seconds in enumerate(durations):
+            node = f"{cluster}-kafka-{index}"
+            first = recovery(node, 1, T0, "boot-1", seconds, 1000)
+            second = recovery(node, len(first) + 1, T0 + 86_400_000, "boot-2", seconds // 2, 500)
+            rows += first + second
+        # still recovering at the end of the data
+        rows += recovery(f"{cluster}-kafka-9", 1, T0, "boot-1", 30, 900)[:-1]
+        events = [
+            {
+                "ts": T0 + 2000,
+                "rollId": "r1",
+                "node": f"{cluster}-kafka-0",
+                "action": "wait-recovery",
+                "reason": "progressing",
+            }
+        ]
+        Dataset(root, cluster).commit(State(), rows, events)
+    return root
+
+
+def check_outputs(out: Path) -> dict[str, Any]:
+    summary = json.loads((out / "summary.json").read_text())
+    episodes = pq.read_table(out / "episodes").to_pylist()
+    assert len(episodes) == summary["episodes"] == 2 * 3 + 2 * 2 + 2
+    clusters = {c["cluster"]: c for c in summary["clusters"]}
+    assert clusters["east"]["completed"] == 6 and clusters["east"]["running"] == 1
+    assert clusters["east"]["maxSeconds"] == 60.0  # first RECOVERY record to RUNNING
+    assert clusters["west"]["slowestNodes"][0] == "west-kafka-1"
+    assert sum(e["skippedRestarts"] for e in episodes) == 2  # one roll waited, in each cluster
+    for name in ("nodes", "clusters", "eta", "eta_summary"):
+        assert pq.read_table(out / name).num_rows > 0
+    html = (out / "report.html").read_text()
+    images = re.findall(r'src="data:image/png;base64,([^"]+)"', html)
+    assert len(images) == 3
+    for data in images:
+        picture = Image.open(io.BytesIO(base64.b64decode(data)))
+        picture.load()  # decodes every pixel
+        assert picture.format == "PNG" and picture.width > 300
+    assert "still running" in html and "east-kafka-9" in html
+    return summary
+
+
+def test_rollguard_report_in_local_mode(dataset: Path, tmp_path: Path) -> None:
+    out = tmp_path / "report"
+    done = subprocess.run(
+        [str(BIN / "rollguard-report"), "--dataset", str(dataset), "--out", str(out)],
+        capture_output=True,
+        text=True,
+        timeout=240,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert str((out / "report.html").resolve()) in done.stdout
+    check_outputs(out)
+
+
+def test_missing_or_empty_datasets_exit_2_with_a_message(tmp_path: Path) -> None:
+    for dataset, words in ((tmp_path / "nope", "does not exist"), (tmp_path, "rollguard collect")):
+        done = subprocess.run(
+            [
+                str(BIN / "rollguard-report"),
+                "--dataset",
+                str(dataset),
+                "--out",
+                str(tmp_path / "o"),
+            ],
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+        assert done.returncode == 2 and words in done.stderr and "Traceback" not in done.stderr
+
+
+class Standalone:
+    """A Spark standalone master and one worker, as `spark-class` starts them."""
+
+    def __init__(self, work: Path) -> None:
+        self.env = {**os.environ, "SPARK_LOCAL_IP": "127.0.0.1", "PYSPARK_PYTHON": sys.executable}
+        self.port, self.ui = free_port(), free_port()
+        self.url = f"spark://127.0.0.1:{self.port}"
+        self.processes: list[subprocess.Popen[bytes]] = []
+        self.logs = work
+        self._start(
+            "master",
+            "org.apache.spark.deploy.master.Master",
+            "--host", "127.0.0.1", "--port", str(self.port), "--webui-port", str(self.ui),
+        )  # fmt: skip
+        wait_until(self.workers_alive(0), timeout=60, what="the Spark master")
+        self._start(
+            "worker",
+            "org.apache.spark.deploy.worker.Worker",
+            self.url, "--host", "127.0.0.1", "--cores", "2", "--memory", "2g",
+            "--webui-port", str(free_port()), "--work-dir", str(work / "work"),
+        )  # fmt: skip
+        wait_until(self.workers_alive(1), timeout=60, what="a Spark worker to register")
+
+    def _start(self, name: str, *args: str) -> None:
+        with (self.logs / f"{name}.log").open("wb") as log:
+            self.processes.append(
+                subprocess.Popen(
+                    [str(SPARK_BIN / "spark-class"), *args],
+                    stdout=log,
+                    stderr=subprocess.STDOUT,
+                    env=self.env,
+                    start_new_session=True,
+                )
+            )
+
+    def status(self) -> dict[str, Any] | None:
+        try:
+            with urllib.request.urlopen(f"http://127.0.0.1:{self.ui}/json/", timeout=2) as answer:
+                return json.loads(answer.read())  # type: ignore[no-any-return]
+        except OSError:
+            return None
+
+    def workers_alive(self, count: int):  # type: ignore[no-untyped-def]
+        def probe() -> bool:
+            status = self.status()
+            return status is not None and status.get("aliveworkers", 0) >= count
+
+        return probe
+
+    def stop(self) -> None:
+        for process in reversed(self.processes):
+            if process.poll() is None:
+                os.killpg(process.pid, signal.SIGTERM)
+                try:
+                    process.wait(timeout=20)
+                except subprocess.TimeoutExpired:
+                    os.killpg(process.pid, signal.SIGKILL)
+                    process.wait()
+
+
+@pytest.fixture
+def standalone(tmp_path: Path) -> Iterator[Standalone]:
+    cluster = Standalone(tmp_path)
+    try:
+        yield cluster
+    finally:
+        cluster.stop()
+
+
+def test_spark_submit_of_the_job_file_on_a_standalone_cluster(
+    standalone: Standalone, dataset: Path, tmp_path: Path
+) -> None:
+    out = tmp_path / "report"
+    done = subprocess.run(
+        [
+            str(SPARK_BIN / "spark-submit"),
+            "--master",
+            standalone.url,
+            "--driver-memory",
+            "1g",
+            "--executor-memory",
+            "1g",
+            str(ROOT / "spark" / "job.py"),
+            "--dataset",
+            str(dataset),
+            "--out",
+            str(out),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env=standalone.env,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    check_outputs(out)
+    status = standalone.status()
+    assert status is not None
+    apps = [a["name"] for a in status["completedapps"] + status["activeapps"]]
+    assert "rollguard-report" in apps  # it ran on the cluster, not in local mode
