@@ -44,7 +44,9 @@ def duration_chart(episodes: list[dict[str, Any]]) -> str:
         if e["outcome"] == "completed":
             by_cluster.setdefault(e["cluster"], []).append(e["durationSeconds"] / 60)
     if by_cluster:
-        axes.hist(list(by_cluster.values()), bins=30, label=list(by_cluster), stacked=True)
+        count = sum(len(v) for v in by_cluster.values())
+        bins = min(40, max(8, count // 3))
+        axes.hist(list(by_cluster.values()), bins=bins, label=list(by_cluster), stacked=True)
         axes.legend()
     axes.set_xlabel("recovery duration (minutes)")
     axes.set_ylabel("completed episodes")

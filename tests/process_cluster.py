@@ -65,7 +65,15 @@ class ProcessCluster:
             for node_id in range(size):
                 broker = Broker("--state", "3")
                 agent = Agent(
-                    pki, broker.address, interval="0.5", running_interval="1", timeout="4"
+                    pki,
+                    broker.address,
+                    "--data-dir",
+                    str(self.data_dir(node_id)),
+                    "--node-id",
+                    f"kafka-{node_id}",
+                    interval="0.5",
+                    running_interval="1",
+                    timeout="4",
                 )
                 self.nodes[node_id] = SimNode(
                     node_id, broker, agent, self.plans.get(node_id, NodePlan())
@@ -76,6 +84,10 @@ class ProcessCluster:
             self.stop()
             raise
         self.control_url = f"http://127.0.0.1:{self.control.server_address[1]}"
+
+    def data_dir(self, node_id: int) -> Path:
+        """The agent's --data-dir (its recovery timeline), which outlives agent restarts."""
+        return self.folder / "agent-data" / f"kafka-{node_id}"
 
     def _handler(self) -> type[BaseHTTPRequestHandler]:
         cluster = self
