@@ -13,6 +13,7 @@ import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 
+import pyarrow.parquet as pq
 import pytest
 from process_cluster import NodePlan, ProcessCluster
 
@@ -92,6 +93,30 @@ def test_a_broker_back_in_long_recovery_is_waited_for_never_restarted_again(
         done = run(roll_command(cluster, pki, tmp_path))
         assert done.returncode == 0, done.stderr
         assert [n.restarts for n in cluster.nodes.values()] == [1, 1, 1]
+        # the agents' timelines and the roll's events, collected: the recovery is on record
+        collected = run(
+            [
+                str(BIN / "rollguard"),
+                "collect",
+                "--inventory",
+                str(cluster.inventory()),
+                *pki.client_flags(),
+                "--out",
+                str(tmp_path / "dataset"),
+                "--events",
+                str(tmp_path / "state"),
+            ]
+        )
+        assert collected.returncode == 0, collected.stderr
+    timeline = pq.read_table(tmp_path / "dataset" / "timeline").to_pylist()
+    kafka_1 = sorted((r for r in timeline if r["node"] == "kafka-1"), key=lambda r: r["seq"])
+    counted = [r["remainingSegmentsToRecover"] for r in kafka_1 if r["brokerState"] == 2]
+    counted = [c for c in counted if c is not None]
+    assert len(counted) > 3 and counted[0] > counted[-1]
+    assert len({r["bootId"] for r in kafka_1}) == 1  # one agent boot; the broker restarted
+    imported = pq.read_table(tmp_path / "dataset" / "events").to_pylist()
+    assert {e["action"] for e in imported} >= {"restart", "wait-recovery", "ready"}
+    assert {e["cluster"] for e in imported} == {"inventory"}  # the inventory file's stem
     waits = [e for e in events(tmp_path) if e["action"] == "wait-recovery"]
     assert waits and all(e["node"] == "kafka-1" for e in waits)
     segments = [e["remainingSegmentsToRecover"] for e in waits]
