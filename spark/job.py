@@ -88,6 +88,10 @@ def session(master: str | None, driver_memory: str, shuffle_partitions: int) -> 
         if target.startswith("local"):
             os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
             builder = builder.config("spark.driver.memory", driver_memory)
+        logging = Path(__file__).with_name("log4j2.properties").resolve()
+        builder = builder.config(
+            "spark.driver.extraJavaOptions", f"-Dlog4j2.configurationFile=file:{logging}"
+        )
     partitions = shuffle_partitions or 2 * (os.cpu_count() or 2)
     builder = (
         builder.config("spark.sql.shuffle.partitions", str(partitions))
