@@ -27,3 +27,18 @@ def test_every_503_reason_is_explained() -> None:
 
 def test_the_readme_shows_exactly_the_two_commands() -> None:
     assert "make demo" in README and "make test" in README
+
+
+def test_every_collect_flag_is_in_the_operations_guide_with_its_default() -> None:
+    from roller.cli import AGENT_FLAGS, COLLECT_FLAGS, PLATFORM_FLAGS
+
+    shared = {f.name for f in (*AGENT_FLAGS, *PLATFORM_FLAGS)} | {"output"}
+    for flag in COLLECT_FLAGS:
+        if flag.name in shared:
+            continue  # the roller's own flags, documented with the roller
+        row = next(
+            (line for line in OPERATIONS.splitlines() if f"| `--{flag.name}` |" in line), None
+        )
+        assert row is not None, f"--{flag.name} is not in the operations guide's collect table"
+        if flag.default:
+            assert f"`{flag.default}`" in row, f"--{flag.name}: default {flag.default} not shown"
