@@ -149,7 +149,7 @@ class AgentClient:
         except _ServerError as exc:
             return exc.response
         except httpx.TransportError as exc:
-            return AgentUnavailable(url, None, "unreachable", _describe(exc))
+            return AgentUnavailable(url, None, "unreachable", describe_transport_error(exc))
 
 
 def _unavailable(url: str, response: httpx.Response) -> AgentUnavailable:
@@ -171,7 +171,7 @@ def _read(url: str, response: httpx.Response) -> AgentAnswer:
         return AgentUnavailable(url, 200, "malformed-report", str(exc))
 
 
-def _describe(exc: httpx.TransportError) -> str:
+def describe_transport_error(exc: httpx.TransportError) -> str:
     """The innermost cause, which says what a person can act on (refused, certificate...)."""
     cause: BaseException = exc
     while cause.__cause__ is not None or cause.__context__ is not None:

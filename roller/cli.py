@@ -5,6 +5,7 @@
     rollguard state URL...: ask agents for their broker's state once, like curl
     rollguard collect (--inventory FILE | --namespace NS --selector SEL) --out DIR: pull the
         agents' recovery timelines (and roller event journals) into a dataset for the report
+    rollguard connect ... / rollguard mm2 ...: Kafka Connect operations (roller/connect_cli.py)
 
 Every flag can also be set as `ROLLGUARD_<FLAG>`. Exit codes: `roll` 0 rolled, 1 the roll
 failed (the reason names the node and the cause), 2 bad flags, variables or files,
@@ -30,6 +31,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from roller import connect_cli
 from roller.agent_client import AgentAnswer, AgentClient, AgentReport, broker_state_url
 from roller.collect import Dataset, check_cluster, collect
 from roller.collect import describe as describe_pull
@@ -242,6 +244,7 @@ def build_parser() -> argparse.ArgumentParser:
         add_flags(sub.add_parser(name, help=text), ROLL_FLAGS, ENV_PREFIX)
     collect = sub.add_parser("collect", help="pull agents' recovery timelines into a dataset")
     add_flags(collect, COLLECT_FLAGS, ENV_PREFIX)
+    connect_cli.add_parsers(sub, _Parser)
     return parser
 
 
@@ -563,6 +566,8 @@ def main(argv: Sequence[str] | None = None, environ: Mapping[str, str] | None = 
             return state(args, environ)
         if args.command == "collect":
             return collect_command(args, environ)
+        if args.command in ("connect", "mm2"):
+            return connect_cli.run(args, environ)
         return roll(args.command, args, environ)
     except ConfigError as exc:
         print(f"rollguard: {exc}", file=sys.stderr)

@@ -29,14 +29,20 @@ def server_context(cert: Path, key: Path, ca: Path) -> ssl.SSLContext:
     return context
 
 
-def client_context(ca: Path, cert: Path | None = None, key: Path | None = None) -> ssl.SSLContext:
-    """A client context that trusts `ca` (checking host names) and presents `cert`/`key` if given.
+def client_context(
+    ca: Path | None, cert: Path | None = None, key: Path | None = None
+) -> ssl.SSLContext:
+    """A client context that trusts `ca` (the system's CAs when None; host names are checked)
+    and presents `cert`/`key` if given.
 
     Pass the context as httpx's `verify=`: httpx drops a `cert=` tuple given beside a CA path.
     """
     context = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
     context.minimum_version = MINIMUM_VERSION
-    _load_ca(context, ca)
+    if ca is None:
+        context.load_default_certs()
+    else:
+        _load_ca(context, ca)
     if cert is not None:
         if key is None:
             raise TlsFileError(f"client certificate {cert} given without a private key")
