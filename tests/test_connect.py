@@ -6,7 +6,9 @@ from __future__ import annotations
 import asyncio
 import itertools
 import json
+import signal
 import subprocess
+import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -32,7 +34,7 @@ from roller.offsets import connector_of_key, mm2_key
 from shared.errors import ConfigError
 from shared.retry import RetryPolicy
 
-from helpers import BIN, Pki
+from helpers import BIN, Pki, free_port, wait_until
 
 MM2 = "east->west.MirrorSourceConnector"
 FAST = RetryPolicy(max_retries=2, initial_backoff_ms=10, max_backoff_ms=20)
@@ -474,3 +476,36 @@ def test_configmaps_keep_their_other_keys(connect: ConnectSim, tmp_path: Path) -
             "mm2", "offsets", "alter", *base, "--from-configmap", "mm2/nothing", env=env
         )
         assert missing.returncode == 2 and "mm2/nothing" in missing.stderr
+
+
+def test_the_watcher_runs_until_sigterm_and_serves_its_restart_counter(
+    connect: ConnectSim, tmp_path: Path
+) -> None:
+    connect.add_connector("sink", tasks=1)
+    connect.fail_task("sink", 0)
+    port = free_port()
+    command = [str(BIN / "rollguard"), "connect", "auto-restart", "--connect-url", connect.url]
+    command += ["--interval", "0.2", "--state-file", str(tmp_path / "s.json")]
+    command += ["--metrics-listen", f"127.0.0.1:{port}"]
+    process = subprocess.Popen(command, stderr=subprocess.PIPE, text=True)
+    try:
+
+        def scraped() -> str | None:
+            try:
+                with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=2) as r:
+                    text = r.read().decode()
+            except OSError:
+                return None
+            return (
+                text if 'rollguard_connector_restarts_total{connector="sink"} 1.0' in text else None
+            )
+
+        wait_until(scraped, timeout=20, what="the restart counter")
+        process.send_signal(signal.SIGTERM)
+        _, stderr = process.communicate(timeout=10)
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.communicate()
+    assert process.returncode == 0
+    assert "restarted connector sink" in stderr and "stopped; counts are kept" in stderr
