@@ -136,7 +136,7 @@ def parse_offsets(text: str, where: str) -> Any:
 
 async def list_offsets(client: ConnectClient, connector: str, store: KeyStore, key: str) -> str:
     body = await client.offsets(connector)
-    return store.write(key, json.dumps(body, indent=2, sort_keys=True) + "\n")
+    return store.write(key, json.dumps(body, indent=2) + "\n")
 
 
 async def ensure_stopped(

@@ -42,3 +42,12 @@ def test_every_collect_flag_is_in_the_operations_guide_with_its_default() -> Non
         assert row is not None, f"--{flag.name} is not in the operations guide's collect table"
         if flag.default:
             assert f"`{flag.default}`" in row, f"--{flag.name}: default {flag.default} not shown"
+
+
+def test_every_connect_flag_is_in_the_operations_guide() -> None:
+    from roller.connect_cli import AUTO_RESTART_FLAGS, CONNECT_FLAGS, OFFSETS_FLAGS
+
+    for flag in (*CONNECT_FLAGS, *AUTO_RESTART_FLAGS, *OFFSETS_FLAGS):
+        if flag.name.startswith("retry-"):
+            continue  # the five retry flags are documented together
+        assert f"`--{flag.name}`" in OPERATIONS, f"--{flag.name} is not in docs/operations.md"
