@@ -2,14 +2,14 @@
 
 A node's records are ordered by (journal, seq), never by time: clocks of different nodes, or one
 node's clock before and after a step, do not agree, while `seq` is the agent's own order. Every
-step runs over one window partitioned by (cluster, node), so the whole job costs one shuffle and
-one sort of the input; everything after the window is small.
+step runs over one window partitioned by (cluster, node), so the input is shuffled and sorted
+once; everything after the window (the per-episode aggregation, the roller's events) is small.
 
 Definitions (docs/architecture.md, "Recovery report", says the same for people):
 - duplicates: records with the same (cluster, node, journal, seq) are one record (the agent's
   (bootId, seq) is unique per journal; `journal` is the collector's count of journal resets);
-- an episode starts at a RECOVERY (2) record whose predecessor in the same boot is not
-  RECOVERY, and takes every following RECOVERY record of that boot;
+- an episode starts at a RECOVERY (2) record whose predecessor in the same boot and journal
+  is not RECOVERY, and takes every following RECOVERY record of that boot;
 - it ends at the first record of the same boot that is not RECOVERY: RUNNING (3) or
   PENDING_CONTROLLED_SHUTDOWN (6) complete it, any other state or a lost sample (null state:
   the agent could not read the broker, whose JVM went away) interrupts it; when the boot's
@@ -241,13 +241,16 @@ def _with_roller(e: DataFrame, events: DataFrame | None) -> DataFrame:
         & (F.col("_ts") <= until),
         "left",
     )
-    counts = joined.groupBy(*EPISODE_KEY).agg(
+    # One aggregation over the join, carrying the episode's own columns through: joining the
+    # counts back to `e` would compute the episodes (and their window) twice.
+    carried = [F.first(c).alias(c) for c in e.columns if c not in EPISODE_KEY]
+    return joined.groupBy(*EPISODE_KEY).agg(
+        *carried,
         F.count(F.when(F.col("action") == "restart", True)).alias("rollerRestarts"),
         F.countDistinct(F.when(F.col("action") == "wait-recovery", F.col("rollId"))).alias(
             "skippedRestarts"
         ),
     )
-    return e.join(counts, list(EPISODE_KEY))
 
 
 def eta_accuracy(episodes: DataFrame) -> DataFrame:
@@ -271,7 +274,9 @@ def eta_accuracy(episodes: DataFrame) -> DataFrame:
     return out.select(
         "*",
         error.alias("errorSeconds"),
-        (error / _seconds(F.col("actualEnd") - F.col("start"))).alias("relativeError"),
+        # try_divide: an episode that completed at its first record has no duration (null, not
+        # a division-by-zero error under ANSI mode).
+        F.try_divide(error, _seconds(F.col("actualEnd") - F.col("start"))).alias("relativeError"),
     )
 
 

@@ -193,6 +193,30 @@ def test_eta_accuracy_at_25_50_and_75_percent(spark: SparkSession) -> None:
     assertDataFrameEqual(got, spark.createDataFrame(want, got.schema))
 
 
+def test_eta_accuracy_of_an_episode_whose_clock_stepped_back_to_its_start(
+    spark: SparkSession,
+) -> None:
+    # The node's clock stepped back during recovery and the episode ended at the very ms it
+    # started: its duration is 0, so the relative error has no meaning (null, not a crash).
+    rows: list[Rec] = [
+        ("b1", 1, 0, 3, None, None),
+        ("b1", 2, 100000, R, None, None),
+        ("b1", 3, 50000, R, 10, 1000),
+        ("b1", 4, 60000, R, 5, 500),
+        ("b1", 5, 100000, 3, None, None),
+    ]
+    episodes = ep.episodes(timeline(spark, "a", rows))
+    got = ep.eta_accuracy(episodes).select(
+        "progressPercent", "sampleTs", "predictedEnd", "actualEnd", "errorSeconds", "relativeError"
+    )
+    # 500 of 1000 segments in 10 s: 500 left at 60 s -> predicted 70 s, actual 100 s.
+    want = [
+        (25, 60000, 70000.0, 100000, -30.0, None),
+        (50, 60000, 70000.0, 100000, -30.0, None),
+    ]
+    assertDataFrameEqual(got, spark.createDataFrame(want, got.schema))
+
+
 def test_roller_restarts_and_rolls_that_waited_during_an_episode(spark: SparkSession) -> None:
     acts = events(
         spark,
