@@ -26,6 +26,8 @@ bench: $(INSTALLED) $(BROKER)
 	$(BIN)/python bench/agent.py
 	$(BIN)/python bench/retry_herd.py
 	$(BIN)/python bench/roll_sim.py
+	$(BIN)/python bench/report.py --check
+	$(BIN)/python bench/report.py
 
 format: $(INSTALLED)
 	$(BIN)/ruff check --fix .
