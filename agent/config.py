@@ -41,6 +41,7 @@ class AgentSettings:
     tls_reload_interval: float
     jmx_url: str
     jmx_credentials: JmxCredentials | None
+    jmx_backend: str
     java: str
     sampler: SamplerSettings
     probe_listen: Address
@@ -79,6 +80,15 @@ def _level(text: str) -> str:
 def _log_format(text: str) -> str:
     if text not in ("text", "json"):
         raise ValueError(f"{text!r} is not 'text' or 'json'")
+    return text
+
+
+JMX_BACKENDS = ("persistent", "jmxquery")
+
+
+def _backend(text: str) -> str:
+    if text not in JMX_BACKENDS:
+        raise ValueError(f"{text!r} is not one of {', '.join(JMX_BACKENDS)}")
     return text
 
 
@@ -124,7 +134,14 @@ FLAGS = (
         "file with one line 'USERNAME PASSWORD' for JMX authentication",
         "PATH",
     ),
-    Flag("java", "java", str, "java executable that runs jmxquery's jar", "PATH"),
+    Flag(
+        "jmx-backend",
+        "persistent",
+        _backend,
+        "persistent (one JVM and one JMX connection held open) or jmxquery (a JVM per round)",
+        "NAME",
+    ),
+    Flag("java", "java", str, "java executable that reads JMX", "PATH"),
     Flag(
         "sample-interval",
         "1",
@@ -239,6 +256,7 @@ def load(args: argparse.Namespace, environ: Mapping[str, str]) -> AgentSettings:
         tls_reload_interval=values["tls-reload-interval"],
         jmx_url=values["jmx"],
         jmx_credentials=credentials,
+        jmx_backend=values["jmx-backend"],
         java=java,
         sampler=sampler,
         probe_listen=values["probe-listen"],

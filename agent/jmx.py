@@ -107,7 +107,7 @@ class JmxQueryBackend:
             ) from None
         finally:
             if process.returncode is None:
-                _kill_group(process.pid)
+                kill_group(process.pid)
                 with contextlib.suppress(ProcessLookupError):
                     await asyncio.shield(process.wait())
         return parse_output(process.returncode or 0, stdout, stderr, self.url)
@@ -116,7 +116,7 @@ class JmxQueryBackend:
         """Nothing is held between reads."""
 
 
-def _kill_group(pid: int) -> None:
+def kill_group(pid: int) -> None:
     with contextlib.suppress(ProcessLookupError, PermissionError):
         os.killpg(pid, signal.SIGKILL)
 

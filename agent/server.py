@@ -24,10 +24,11 @@ import uvicorn
 from agent.api import create_api_app, create_probe_app
 from agent.config import Address, AgentSettings
 from agent.jmx import JmxQueryBackend
+from agent.jmx_persistent import PersistentJmxBackend, prepare
 from agent.metrics import AgentMetrics
 from agent.readings import QUERIES
 from agent.readyfile import ReadyFile
-from agent.sampler import Sampler
+from agent.sampler import JmxBackend, Sampler
 from agent.timeline import TimelineRecorder
 from agent.tls_reload import ReloadingServerContext
 from shared.errors import ConfigError
@@ -104,11 +105,32 @@ def _uvicorn(app: Any, tls: ssl.SSLContext | None) -> _Server:
     return _Server(config)
 
 
+async def _jmx_backend(settings: AgentSettings) -> JmxBackend:
+    if settings.jmx_backend == "jmxquery":
+        return JmxQueryBackend(
+            settings.jmx_url,
+            credentials=settings.jmx_credentials,
+            java=settings.java,
+            queries=QUERIES,
+        )
+    try:
+        classpath = await asyncio.to_thread(prepare, settings.java)
+    except RuntimeError as exc:
+        raise ConfigError(
+            f"--jmx-backend persistent: {exc} (--jmx-backend jmxquery needs no compiler)"
+        ) from None
+    return PersistentJmxBackend(
+        settings.jmx_url,
+        classpath=classpath,
+        credentials=settings.jmx_credentials,
+        java=settings.java,
+        queries=QUERIES,
+    )
+
+
 async def serve(settings: AgentSettings) -> None:
     """Run the agent until SIGTERM or SIGINT. Raises ConfigError before serving anything."""
-    backend = JmxQueryBackend(
-        settings.jmx_url, credentials=settings.jmx_credentials, java=settings.java, queries=QUERIES
-    )
+    backend = await _jmx_backend(settings)
     sampler = Sampler(backend, settings.sampler, retry=settings.retry)
     metrics = AgentMetrics(sampler, time.monotonic)
     reloads = metrics.tls_reloads
@@ -161,10 +183,11 @@ async def serve(settings: AgentSettings) -> None:
         asyncio.create_task(probe.serve(sockets=[probe_socket]), name="probe"),
     ]
     logger.info(
-        "API listening on https://%s (mutual TLS), probes on http://%s, JMX at %s",
+        "API listening on https://%s (mutual TLS), probes on http://%s, JMX at %s (%s)",
         _bound(api_socket),
         _bound(probe_socket),
         settings.jmx_url,
+        backend.name,
     )
     stopper = asyncio.create_task(stop.wait())
     done, _ = await asyncio.wait(

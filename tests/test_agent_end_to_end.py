@@ -6,6 +6,7 @@ import shutil
 import signal
 import time
 import urllib.request
+from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
@@ -18,6 +19,14 @@ from shared.tls import read_certificates
 from helpers import Agent, Broker, Pki, SilentJmxPort, curl, free_port, wait_until
 
 
+@pytest.fixture(scope="module", autouse=True, params=["persistent", "jmxquery"])
+def jmx_backend(request: pytest.FixtureRequest) -> Iterator[str]:
+    """Every test here runs once with each JMX backend (agents take it from the environment)."""
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("ROLLGUARD_AGENT_JMX_BACKEND", request.param)
+        yield request.param
+
+
 def state_of(agent: Agent) -> dict[str, object] | None:
     answer = agent.state()
     if answer.status != 200:
@@ -27,7 +36,9 @@ def state_of(agent: Agent) -> dict[str, object] | None:
     return body
 
 
-def test_curl_follows_a_broker_through_starting_recovery_and_running(pki: Pki) -> None:
+def test_curl_follows_a_broker_through_starting_recovery_and_running(
+    pki: Pki, jmx_backend: str
+) -> None:
     with (
         Broker(
             "--starting-ms",
@@ -45,6 +56,7 @@ def test_curl_follows_a_broker_through_starting_recovery_and_running(pki: Pki) -
         ) as broker,
         Agent(pki, broker.address) as agent,
     ):
+        assert f"({jmx_backend})" in agent.output.text()  # the backend this run is about
         seen: list[dict[str, object]] = []
 
         def running() -> bool:

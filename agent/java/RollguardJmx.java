@@ -1,0 +1,202 @@
+import java.io.BufferedReader;
+import java.io.IOException;
+import java.io.InputStreamReader;
+import java.io.PrintStream;
+import java.net.ConnectException;
+import java.nio.charset.StandardCharsets;
+import java.util.ArrayList;
+import java.util.HashMap;
+import java.util.List;
+import java.util.Map;
+import java.util.Set;
+import javax.management.InstanceNotFoundException;
+import javax.management.MBeanServerConnection;
+import javax.management.ObjectName;
+import javax.management.remote.JMXConnector;
+import javax.management.remote.JMXConnectorFactory;
+import javax.management.remote.JMXServiceURL;
+
+/**
+ * rollguard's persistent JMX reader: one JVM for the agent's whole life, one JMX connection held
+ * open between reads (the `persistent` backend of agent/jmx.py).
+ *
+ * <pre>java RollguardJmx SERVICE_URL ATTRIBUTE PATTERN...</pre>
+ *
+ * The first line of stdin holds the credentials, `USER PASSWORD`, or is empty (never argv: other
+ * users of the host can read a command line). Then every line `read` on stdin is answered by one
+ * JSON line on stdout: {"values":[{"mBeanName":N,"attribute":A,"value":V},...]} for every MBean
+ * the patterns match, or {"error":E,"message":M} with E one of connection-error, auth-failed,
+ * jmx-error. A connection that fails is closed and opened again once within the same read (the
+ * broker restarted); otherwise the next read connects again. The agent kills this JVM when a read
+ * outlasts its time limit, and starts another. EOF on stdin ends it.
+ */
+public final class RollguardJmx {
+    private final JMXServiceURL url;
+    private final String attribute;
+    private final List<ObjectName> patterns = new ArrayList<>();
+    private final Map<String, Object> environment = new HashMap<>();
+    private JMXConnector connector;
+    private MBeanServerConnection connection;
+
+    private RollguardJmx(String url, String attribute, String[] patterns, String credentials)
+            throws Exception {
+        this.url = new JMXServiceURL(url);
+        this.attribute = attribute;
+        for (String pattern : patterns) {
+            this.patterns.add(new ObjectName(pattern));
+        }
+        String[] fields = credentials.trim().split("\\s+", 2);
+        if (fields.length == 2) {
+            environment.put(JMXConnector.CREDENTIALS, fields);
+        }
+    }
+
+    public static void main(String[] args) throws Exception {
+        if (args.length < 3) {
+            System.err.println("usage: RollguardJmx SERVICE_URL ATTRIBUTE PATTERN...");
+            System.exit(2);
+        }
+        BufferedReader in =
+                new BufferedReader(new InputStreamReader(System.in, StandardCharsets.UTF_8));
+        String credentials = in.readLine();
+        String[] patterns = new String[args.length - 2];
+        System.arraycopy(args, 2, patterns, 0, patterns.length);
+        RollguardJmx reader =
+                new RollguardJmx(args[0], args[1], patterns, credentials == null ? "" : credentials);
+        PrintStream out = new PrintStream(System.out, false, StandardCharsets.UTF_8);
+        out.println("{\"ready\":true}");
+        out.flush();
+        String line;
+        while ((line = in.readLine()) != null) {
+            if (line.equals("read")) {
+                out.println(reader.read());
+            } else {
+                out.println(error("jmx-error", "unknown command " + line));
+            }
+            out.flush();
+        }
+        reader.close();
+    }
+
+    private String read() {
+        boolean fresh = connection == null;
+        try {
+            return values();
+        } catch (SecurityException e) {
+            close();
+            return error("auth-failed", cause(e));
+        } catch (IOException e) {
+            close();
+            if (fresh) {
+                return error("connection-error", cause(e));
+            }
+        } catch (Exception e) {
+            return error("jmx-error", cause(e));
+        }
+        // The connection held from an earlier read is gone (the broker restarted): once more.
+        try {
+            return values();
+        } catch (SecurityException e) {
+            close();
+            return error("auth-failed", cause(e));
+        } catch (IOException e) {
+            close();
+            return error("connection-error", cause(e));
+        } catch (Exception e) {
+            return error("jmx-error", cause(e));
+        }
+    }
+
+    private String values() throws Exception {
+        if (connection == null) {
+            connector = JMXConnectorFactory.connect(url, environment);
+            connection = connector.getMBeanServerConnection();
+        }
+        StringBuilder json = new StringBuilder("{\"values\":[");
+        boolean first = true;
+        for (ObjectName pattern : patterns) {
+            // An exact name is read at once (one round trip); a missing one is left out, as
+            // jmxquery does. A pattern is listed first.
+            boolean exact = !pattern.isPattern();
+            Set<ObjectName> names = exact ? Set.of(pattern) : connection.queryNames(pattern, null);
+            for (ObjectName name : names) {
+                Object value;
+                try {
+                    value = connection.getAttribute(name, attribute);
+                } catch (InstanceNotFoundException e) {
+                    if (exact) {
+                        continue;
+                    }
+                    // Unregistered between the listing and the read (a recovery ending): the
+                    // sum would be partial, so the whole read fails and the agent retries it.
+                    throw new Exception(name + " was unregistered during the read", e);
+                }
+                if (!first) {
+                    json.append(',');
+                }
+                first = false;
+                json.append("{\"mBeanName\":").append(quote(name.getCanonicalName()));
+                json.append(",\"attribute\":").append(quote(attribute));
+                json.append(",\"value\":").append(value(value)).append('}');
+            }
+        }
+        return json.append("]}").toString();
+    }
+
+    private void close() {
+        if (connector != null) {
+            try {
+                connector.close();
+            } catch (Exception ignored) {
+                // closing a dead connection: nothing to do
+            }
+        }
+        connector = null;
+        connection = null;
+    }
+
+    private static String value(Object value) {
+        if (value instanceof Number && !(value instanceof Double || value instanceof Float)) {
+            return value.toString();
+        }
+        return value == null ? "null" : quote(value.toString());
+    }
+
+    private static String cause(Throwable e) {
+        Throwable root = e;
+        while (root.getCause() != null && root.getCause() != root) {
+            root = root.getCause();
+        }
+        String message = root.getMessage();
+        String text = root.getClass().getName() + (message == null ? "" : ": " + message);
+        if (root instanceof ConnectException) {
+            text = "connection refused (" + text + ")";
+        }
+        return text;
+    }
+
+    private static String error(String kind, String message) {
+        return "{\"error\":" + quote(kind) + ",\"message\":" + quote(message) + "}";
+    }
+
+    private static String quote(String text) {
+        StringBuilder out = new StringBuilder("\"");
+        for (char c : text.toCharArray()) {
+            switch (c) {
+                case '"' -> out.append("\\\"");
+                case '\\' -> out.append("\\\\");
+                case '\n' -> out.append("\\n");
+                case '\r' -> out.append("\\r");
+                case '\t' -> out.append("\\t");
+                default -> {
+                    if (c < 0x20) {
+                        out.append(String.format("\\u%04x", (int) c));
+                    } else {
+                        out.append(c);
+                    }
+                }
+            }
+        }
+        return out.append('"').toString();
+    }
+}

@@ -1,0 +1,190 @@
+"""The persistent JMX backend against the Java test broker: one JVM, one connection held open,
+reconnection after a broker restart, the hard time limit, and credentials kept off argv."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import time
+from pathlib import Path
+
+import pytest
+
+from agent.jmx import JmxCredentials, service_url
+from agent.jmx_persistent import PersistentJmxBackend, parse_answer, prepare
+from agent.readings import QUERIES, FailureReason, SampleError, interpret
+
+from helpers import Broker, SilentJmxPort, free_port
+
+URL = "service:jmx:rmi:///jndi/rmi://127.0.0.1:9999/jmxrmi"
+
+
+@pytest.fixture(scope="module")
+def classpath(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return prepare("java", tmp_path_factory.mktemp("cache"))
+
+
+def backend(address: str, classpath: Path, **kwargs: object) -> PersistentJmxBackend:
+    return PersistentJmxBackend(
+        service_url(address),
+        classpath=classpath,
+        queries=QUERIES,
+        **kwargs,  # type: ignore[arg-type]
+    )
+
+
+def sum_of(values: list) -> tuple[int, object]:  # type: ignore[type-arg]
+    from datetime import UTC, datetime
+
+    report = interpret(values, datetime.now(UTC))
+    return int(report.broker_state), report.recovery
+
+
+def test_compiled_once_into_the_cache_and_reused(tmp_path: Path) -> None:
+    first = prepare("java", tmp_path)
+    compiled = first / "RollguardJmx.class"
+    stamp = compiled.stat().st_mtime_ns
+    assert prepare("java", tmp_path) == first
+    assert compiled.stat().st_mtime_ns == stamp
+    assert [p.name for p in tmp_path.iterdir()] == [first.name]  # no staging folder left
+
+
+def test_a_runtime_that_cannot_compile_is_named(tmp_path: Path) -> None:
+    with pytest.raises(RuntimeError, match="cannot compile the JMX reader with 'false'"):
+        prepare("false", tmp_path)
+
+
+def test_every_gauge_of_every_dir_and_thread_in_one_jvm(classpath: Path) -> None:
+    async def scenario() -> None:
+        jmx = backend(broker.address, classpath)
+        try:
+            for _ in range(20):
+                state, recovery = sum_of(await jmx.read(10))
+                assert state == 2
+                assert recovery is not None
+                assert recovery.remaining_logs == 2 * 7
+                assert recovery.remaining_segments == 2 * 3 * 40
+            assert jmx.starts == 1
+        finally:
+            await jmx.close()
+
+    with Broker(
+        "--starting-ms", "0", "--recovery-ms", "600000", "--stall-at", "0",
+        "--dirs", "2", "--threads", "3", "--logs", "7", "--segments", "40",
+    ) as broker:  # fmt: skip
+        broker.output.wait_for("STATE 2")
+        asyncio.run(scenario())
+
+
+def test_a_restarted_broker_is_reconnected_by_the_same_jvm(classpath: Path) -> None:
+    port = free_port()
+
+    async def read(jmx: PersistentJmxBackend) -> int | FailureReason:
+        try:
+            return sum_of(await jmx.read(10))[0]
+        except SampleError as exc:
+            return exc.reason
+
+    async def scenario() -> None:
+        jmx = backend(f"127.0.0.1:{port}", classpath)
+        try:
+            with Broker("--state", "3", port=port):
+                assert await read(jmx) == 3
+            assert await read(jmx) is FailureReason.JMX_UNREACHABLE
+            with Broker("--state", "2", port=port):
+                assert await read(jmx) == 2
+            assert jmx.starts == 1
+            process = jmx._process
+            assert process is not None
+        finally:
+            await jmx.close()
+        assert process.returncode is not None  # closed with the agent
+
+    asyncio.run(scenario())
+
+
+def test_a_hung_jmx_port_is_cut_at_the_time_limit_and_the_jvm_replaced(classpath: Path) -> None:
+    silent = SilentJmxPort()
+
+    async def scenario() -> None:
+        jmx = backend(f"127.0.0.1:{silent.port}", classpath)
+        try:
+            for attempt in (1, 2):
+                started = time.monotonic()
+                with pytest.raises(SampleError) as failed:
+                    await jmx.read(1.5)
+                assert failed.value.reason is FailureReason.JMX_TIMEOUT
+                assert time.monotonic() - started < 3
+                assert jmx._process is None  # killed with its process group
+                assert jmx.starts == attempt
+        finally:
+            await jmx.close()
+
+    try:
+        asyncio.run(scenario())
+        assert silent.accepted
+    finally:
+        silent.close()
+
+
+def test_credentials_are_used_and_never_on_the_command_line(classpath: Path) -> None:
+    async def scenario() -> None:
+        good = backend(broker.address, classpath, credentials=JmxCredentials("monitor", "s3cret"))
+        bad = backend(broker.address, classpath, credentials=JmxCredentials("monitor", "wrong"))
+        try:
+            assert sum_of(await good.read(10))[0] == 3
+            assert good._process is not None
+            argv = Path(f"/proc/{good._process.pid}/cmdline").read_bytes()
+            assert b"s3cret" not in argv and b"monitor" not in argv
+            with pytest.raises(SampleError) as refused:
+                await bad.read(10)
+            assert refused.value.reason is FailureReason.JMX_AUTH_FAILED
+            assert "wrong" not in refused.value.message
+        finally:
+            await good.close()
+            await bad.close()
+
+    with Broker("--state", "3", "--jmx-user", "monitor", "--jmx-password", "s3cret") as broker:
+        asyncio.run(scenario())
+
+
+def test_a_reader_jvm_that_dies_is_an_error_and_the_next_read_starts_another(
+    classpath: Path,
+) -> None:
+    async def scenario() -> None:
+        jmx = backend(broker.address, classpath)
+        try:
+            assert sum_of(await jmx.read(10))[0] == 3
+            assert jmx._process is not None
+            os.kill(jmx._process.pid, 9)
+            with pytest.raises(SampleError) as died:
+                await jmx.read(10)
+            assert died.value.reason is FailureReason.JMX_ERROR
+            assert "exited" in died.value.message or "pipe" in died.value.message.lower()
+            assert sum_of(await jmx.read(10))[0] == 3
+            assert jmx.starts == 2
+        finally:
+            await jmx.close()
+
+    with Broker("--state", "3") as broker:
+        asyncio.run(scenario())
+
+
+@pytest.mark.parametrize(
+    ("answer", "reason", "text"),
+    [
+        ({"error": "connection-error", "message": "connection refused (x)"},
+         FailureReason.JMX_UNREACHABLE, "connection refused"),
+        ({"error": "auth-failed", "message": "Authentication failed"},
+         FailureReason.JMX_AUTH_FAILED, "refused the credentials"),
+        ({"error": "jmx-error", "message": "x was unregistered during the read"},
+         FailureReason.JMX_ERROR, "unregistered"),
+        ({"values": "nope"}, FailureReason.JMX_ERROR, "unexpected"),
+        ({"values": [{"value": 1}]}, FailureReason.JMX_ERROR, "unexpected"),
+    ],
+)  # fmt: skip
+def test_answers_are_classified(answer: object, reason: FailureReason, text: str) -> None:
+    with pytest.raises(SampleError) as failed:
+        parse_answer(answer, URL)
+    assert failed.value.reason is reason
+    assert text in failed.value.message
