@@ -12,7 +12,7 @@ import json
 import logging
 import os
 import sys
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 
 from agent import config
 from agent.server import AgentCrashed, serve
@@ -53,6 +53,14 @@ def configure_logging(level: str, log_format: str) -> None:
         logging.getLogger("uvicorn.error").setLevel(logging.WARNING)
 
 
+def _loop_factory(name: str) -> Callable[[], asyncio.AbstractEventLoop]:
+    if name == "uvloop":
+        import uvloop
+
+        return uvloop.new_event_loop
+    return asyncio.new_event_loop
+
+
 def main(argv: Sequence[str] | None = None, environ: Mapping[str, str] | None = None) -> int:
     parser = config.build_parser(
         _Parser(
@@ -68,7 +76,8 @@ def main(argv: Sequence[str] | None = None, environ: Mapping[str, str] | None = 
         return EXIT_CONFIG
     configure_logging(settings.log_level, settings.log_format)
     try:
-        asyncio.run(serve(settings))
+        with asyncio.Runner(loop_factory=_loop_factory(settings.event_loop)) as runner:
+            runner.run(serve(settings))
     except ConfigError as exc:
         print(f"rollguard-agent: {exc}", file=sys.stderr)
         return EXIT_CONFIG

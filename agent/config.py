@@ -43,6 +43,7 @@ class AgentSettings:
     jmx_credentials: JmxCredentials | None
     jmx_backend: str
     java: str
+    event_loop: str
     sampler: SamplerSettings
     probe_listen: Address
     ready_file: Path | None
@@ -89,6 +90,12 @@ JMX_BACKENDS = ("persistent", "jmxquery")
 def _backend(text: str) -> str:
     if text not in JMX_BACKENDS:
         raise ValueError(f"{text!r} is not one of {', '.join(JMX_BACKENDS)}")
+    return text
+
+
+def _event_loop(text: str) -> str:
+    if text not in ("uvloop", "asyncio"):
+        raise ValueError(f"{text!r} is not uvloop or asyncio")
     return text
 
 
@@ -142,6 +149,13 @@ FLAGS = (
         "NAME",
     ),
     Flag("java", "java", str, "java executable that reads JMX", "PATH"),
+    Flag(
+        "event-loop",
+        "uvloop",
+        _event_loop,
+        "uvloop (faster TLS and HTTP serving) or asyncio (the standard library's)",
+        "NAME",
+    ),
     Flag(
         "sample-interval",
         "1",
@@ -258,6 +272,7 @@ def load(args: argparse.Namespace, environ: Mapping[str, str]) -> AgentSettings:
         jmx_credentials=credentials,
         jmx_backend=values["jmx-backend"],
         java=java,
+        event_loop=values["event-loop"],
         sampler=sampler,
         probe_listen=values["probe-listen"],
         ready_file=values["ready-file"],

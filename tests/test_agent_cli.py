@@ -34,6 +34,7 @@ def start(
         (["--max-sample-age", "6"], {}, "--max-sample-age 6 must be at least"),
         (["--java", "/no/such/java"], {}, "--java: '/no/such/java' is not an executable"),
         (["--jmx-backend", "jpype"], {}, "--jmx-backend: 'jpype' is not one of persistent"),
+        (["--event-loop", "trio"], {}, "--event-loop: 'trio' is not uvloop or asyncio"),
         (["--jmx-credentials-file", "/no/such/file"], {}, "--jmx-credentials-file /no/such/file"),
         (["--tls-cert", "/no/such.crt"], {}, "certificate /no/such.crt: no such file"),
         (["--log-level", "loud"], {}, "--log-level: 'loud' is not one of"),

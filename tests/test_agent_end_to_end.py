@@ -350,3 +350,34 @@ def test_rotated_certificates_are_used_without_a_restart(
         metrics = urllib.request.urlopen(agent.probe + "/metrics").read().decode()
         assert 'rollguard_agent_tls_reloads_total{result="ok"} 1.0' in metrics
         assert 'rollguard_agent_tls_reloads_total{result="error"} 1.0' in metrics
+
+
+def test_keep_alive_for_curl_and_the_rollers_http_client(running_agent: Agent, pki: Pki) -> None:
+    import asyncio
+    import subprocess
+
+    from roller.agent_client import AgentClient
+    from shared.retry import RetryPolicy
+    from shared.tls import client_context
+
+    url = running_agent.api + "/v1/broker-state"
+    # curl with two URLs reuses its connection when the server keeps it open
+    done = subprocess.run(
+        ["curl", "-sS", *["-o", "/dev/null"] * 3, "-w", "%{http_code} %{num_connects}\n",
+         "--cert", str(pki.client_cert), "--key", str(pki.client_key), "--cacert", str(pki.ca),
+         url, url, url],
+        capture_output=True, text=True, timeout=30, check=True,
+    )  # fmt: skip
+    assert done.stdout.split("\n")[:3] == ["200 1", "200 0", "200 0"]
+
+    async def rollers_connections() -> set[object]:
+        tls = client_context(pki.ca, pki.client_cert, pki.client_key)
+        async with AgentClient(tls, RetryPolicy()) as client:
+            ports = set()
+            for _ in range(5):
+                response = await client._http.get(url)
+                assert response.status_code == 200
+                ports.add(response.extensions["network_stream"].get_extra_info("client_addr"))
+            return ports
+
+    assert len(asyncio.run(rollers_connections())) == 1  # five requests, one TLS connection
