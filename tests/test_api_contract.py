@@ -134,3 +134,31 @@ def test_error_bodies_are_json_objects() -> None:
     for path in ("/v5/broker-state", "/v1/broker-state"):
         body = call(sampled(), "GET", path).content
         assert set(json.loads(body)) == {"error", "message"}
+
+
+@pytest.mark.parametrize(
+    "results",
+    [
+        [broker("3")],
+        [recovering()],
+        [SampleError(FailureReason.JMX_TIMEOUT, "hung")],
+    ],
+    ids=["running", "recovery", "unavailable"],
+)
+def test_the_fast_path_answers_exactly_as_the_starlette_route(results: list) -> None:  # type: ignore[type-arg]
+    from agent.api import BrokerStateFastPath
+
+    sampler = sampled(*results)
+    app = create_api_app(sampler)
+    assert isinstance(app, BrokerStateFastPath)
+
+    async def get(asgi: object) -> httpx.Response:
+        transport = httpx.ASGITransport(app=asgi)  # type: ignore[arg-type]
+        async with httpx.AsyncClient(transport=transport, base_url="https://agent") as client:
+            return await client.get("/v1/broker-state")
+
+    fast, routed = asyncio.run(get(app)), asyncio.run(get(app.app))
+    assert fast.status_code == routed.status_code
+    assert sorted(fast.headers.items()) == sorted(routed.headers.items())
+    assert fast.content == routed.content
+    assert fast.status_code == (503 if isinstance(results[0], SampleError) else 200)
