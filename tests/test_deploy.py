@@ -80,11 +80,14 @@ def test_every_object_loads_into_lightkubes_models_with_nothing_dropped(
 def test_the_first_check_catches_a_misspelt_field() -> None:
     doc = {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": "x", "lables": {}}}
     loaded = resource_registry.load("v1", "ServiceAccount").from_dict(doc, lazy=False)
-    assert first_difference(doc, loaded.to_dict()) == ".metadata.lables is not a field of the model (dropped)"
+    found = first_difference(doc, loaded.to_dict())
+    assert found == ".metadata.lables is not a field of the model (dropped)"
 
 
 @pytest.mark.parametrize(("path", "doc"), KUSTOMIZATIONS, ids=_ids(KUSTOMIZATIONS))
-def test_kustomizations_list_what_exists_and_forget_nothing(path: Path, doc: dict[str, Any]) -> None:
+def test_kustomizations_list_what_exists_and_forget_nothing(
+    path: Path, doc: dict[str, Any]
+) -> None:
     assert doc["kind"] == "Kustomization"
     listed = set()
     for entry in doc.get("resources", []):
@@ -137,7 +140,8 @@ def test_the_agent_sidecar_runs_with_flags_the_agent_accepts() -> None:
     assert ports["agent"] == settings.listen.port == 8443
     # certificates come from Secrets mounted where the flags point
     mounts = {m["name"]: m["mountPath"] for m in agent["volumeMounts"]}
-    secrets = {v["name"]: v["secret"]["secretName"] for v in pod["spec"]["volumes"] if "secret" in v}
+    volumes = pod["spec"]["volumes"]
+    secrets = {v["name"]: v["secret"]["secretName"] for v in volumes if "secret" in v}
     for path in (settings.tls_cert, settings.tls_key, settings.tls_ca):
         assert any(str(path).startswith(mounts[name] + "/") for name in secrets), path
     # the timeline is on the broker's persistent volume
