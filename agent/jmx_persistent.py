@@ -82,33 +82,7 @@ def prepare(java: str, cache: Path | None = None) -> Path:
     except OSError as exc:
         raise RuntimeError(f"cannot write the JMX reader's cache {cache}: {exc.strerror}") from None
     try:
-        command = [
-            java,
-            "-XX:TieredStopAtLevel=1",
-            "-XX:+UseSerialGC",
-            "-m",
-            "jdk.compiler/com.sun.tools.javac.Main",
-            "-nowarn",
-            "-d",
-            str(staging),
-            str(SOURCE),
-        ]
-        try:
-            done = subprocess.run(
-                command, capture_output=True, text=True, timeout=COMPILE_TIMEOUT, check=False
-            )
-        except FileNotFoundError:
-            raise RuntimeError(f"{java!r} not found") from None
-        except subprocess.TimeoutExpired:
-            raise RuntimeError(
-                f"compiling the JMX reader took more than {COMPILE_TIMEOUT:g}s"
-            ) from None
-        if done.returncode != 0:
-            last = (done.stderr.strip().splitlines() or ["no output"])[-1]
-            raise RuntimeError(
-                f"cannot compile the JMX reader with {java!r} (it needs the jdk.compiler "
-                f"module): {last[:300]}"
-            )
+        compile_reader(java, staging)
         try:
             staging.rename(target)  # atomic; another agent may have won the race: fine
         except OSError:
@@ -117,6 +91,38 @@ def prepare(java: str, cache: Path | None = None) -> Path:
         return target
     finally:
         shutil.rmtree(staging, ignore_errors=True)
+
+
+def compile_reader(java: str, folder: Path) -> None:
+    """Compile the reader into `folder` with the runtime's jdk.compiler module (container
+    images run this at build time, with `folder` = the source's own folder)."""
+    command = [
+        java,
+        "-XX:TieredStopAtLevel=1",
+        "-XX:+UseSerialGC",
+        "-m",
+        "jdk.compiler/com.sun.tools.javac.Main",
+        "-nowarn",
+        "-d",
+        str(folder),
+        str(SOURCE),
+    ]
+    try:
+        done = subprocess.run(
+            command, capture_output=True, text=True, timeout=COMPILE_TIMEOUT, check=False
+        )
+    except FileNotFoundError:
+        raise RuntimeError(f"{java!r} not found") from None
+    except subprocess.TimeoutExpired:
+        raise RuntimeError(
+            f"compiling the JMX reader took more than {COMPILE_TIMEOUT:g}s"
+        ) from None
+    if done.returncode != 0:
+        last = (done.stderr.strip().splitlines() or ["no output"])[-1]
+        raise RuntimeError(
+            f"cannot compile the JMX reader with {java!r} (it needs the jdk.compiler module): "
+            f"{last[:300]}"
+        )
 
 
 class PersistentJmxBackend:
@@ -273,3 +279,7 @@ def parse_answer(answer: object, url: str) -> list[MBeanValue]:
         name, attribute = str(entry["mBeanName"]), str(entry.get("attribute"))
         out.append(MBeanValue(name, attribute, entry.get("value")))
     return out
+
+
+if __name__ == "__main__":  # python -m agent.jmx_persistent: compile beside the source
+    compile_reader("java", SOURCE.parent)

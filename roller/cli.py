@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import importlib.util
 import json
 import logging
 import os
@@ -33,12 +34,10 @@ from typing import Any
 
 from roller import connect_cli
 from roller.agent_client import AgentAnswer, AgentClient, AgentReport, broker_state_url
-from roller.collect import Dataset, check_cluster, collect
-from roller.collect import describe as describe_pull
 from roller.display import LiveTable, on_terminal
 from roller.journal import EventLog, FileJournalStore, JournalStore
 from roller.kafka_admin import KafkaObserver, read_client_properties
-from roller.model import Node
+from roller.model import Node, check_cluster
 from roller.platform import InventoryPlatform, Platform, load_inventory
 from roller.progress import RecoveryTracker
 from roller.roll import Roller, RollFailed, RollSettings
@@ -328,6 +327,9 @@ def _cluster_name(values: dict[str, Any]) -> str:
 
 
 async def _collect(values: dict[str, Any], stats: RetryStats) -> int:
+    from roller.collect import Dataset, collect
+    from roller.collect import describe as describe_pull
+
     with ExitStack() as stack:
         agents = agent_client(values, stats)
         platform, _ = _nodes_from(values, agents, stack)
@@ -369,6 +371,11 @@ async def _collect(values: dict[str, Any], stats: RetryStats) -> int:
 def collect_command(args: argparse.Namespace, environ: Mapping[str, str]) -> int:
     values = resolve(args, environ, COLLECT_FLAGS, ENV_PREFIX)
     retry_policy(values)
+    if importlib.util.find_spec("pyarrow") is None:
+        raise ConfigError(
+            "rollguard collect writes Parquet with pyarrow, which is not installed: "
+            "pip install 'rollguard[collect]'"
+        )
     return asyncio.run(_collect(values, RetryStats()))
 
 

@@ -27,7 +27,6 @@ import asyncio
 import fcntl
 import json
 import os
-import re
 import shutil
 import time
 import uuid
@@ -48,7 +47,6 @@ from shared.files import atomic_write
 from shared.timeline import MAX_LIMIT, TimelineRecord
 from shared.wire import parse_time
 
-CLUSTER_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,62}")
 STATE_VERSION = 1
 
 TIMELINE_SCHEMA = pa.schema(
@@ -73,12 +71,6 @@ EVENTS_SCHEMA = pa.schema(
         pa.field("reason", pa.string()),
     ]
 )
-
-
-def check_cluster(name: str) -> str:
-    if not CLUSTER_NAME.fullmatch(name):
-        raise ValueError(f"{name!r}: a cluster name is letters, digits, '.', '_' and '-'")
-    return name
 
 
 # ---- state: cursors and the pending commit ------------------------------------------------

@@ -6,6 +6,7 @@ handed to pure decision functions (`roller.safety`, `roller.progress`).
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from enum import StrEnum
 
@@ -88,3 +89,13 @@ class ClusterView:
     partitions: tuple[PartitionInfo, ...]
     quorum: QuorumInfo | None
     active_controller: int | None
+
+
+CLUSTER_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,62}")
+
+
+def check_cluster(name: str) -> str:
+    """A cluster name as it appears in datasets and reports (and their file paths)."""
+    if not CLUSTER_NAME.fullmatch(name):
+        raise ValueError(f"{name!r}: a cluster name is letters, digits, '.', '_' and '-'")
+    return name
