@@ -5,7 +5,7 @@ BIN := $(VENV)/bin
 INSTALLED := $(VENV)/.installed
 BROKER := build/testbroker/TestBroker.class
 
-.PHONY: test demo demo-agent lint bench venv broker format clean
+.PHONY: test demo demo-agent lint bench venv broker format clean image test-image
 
 test: lint $(BROKER)
 	$(BIN)/pytest
@@ -28,6 +28,21 @@ bench: $(INSTALLED) $(BROKER)
 	$(BIN)/python bench/roll_sim.py
 	$(BIN)/python bench/report.py --check
 	$(BIN)/python bench/report.py
+
+# `make image`: both images, with podman if present, else docker. BASE=... builds on another
+# Debian 12 base (e.g. `make image BASE=localhost/rollguard-base:bookworm` after test-image).
+ENGINE ?= $(shell command -v podman >/dev/null 2>&1 && echo podman || echo docker)
+VERSION ?= $(or $(shell sed -n 's/^version = "\(.*\)"/\1/p' pyproject.toml),0.1.0)
+BASE ?=
+
+image:
+	$(ENGINE) build $(if $(BASE),--build-arg BASE=$(BASE)) --target agent -t rollguard-agent:$(VERSION) .
+	$(ENGINE) build $(if $(BASE),--build-arg BASE=$(BASE)) --target roller -t rollguard-roller:$(VERSION) .
+
+# Not part of `make test` (minutes): podman, runc and debootstrap from Debian, a local Debian
+# base, both images built and the agent image run against the Java test broker.
+test-image: $(INSTALLED) $(BROKER)
+	scripts/test-image
 
 format: $(INSTALLED)
 	$(BIN)/ruff check --fix .
