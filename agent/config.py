@@ -18,7 +18,7 @@ from agent.jmx import JmxCredentials, read_credentials, service_url
 from agent.sampler import SamplerSettings
 from shared.errors import ConfigError
 from shared.retry import RETRY_SETTINGS, RetryPolicy, policy_from_settings
-from shared.settings import Flag, add_flags, positive_seconds, resolve, retry_flags
+from shared.settings import Flag, add_flags, choice, positive_seconds, resolve, retry_flags
 
 ENV_PREFIX = "ROLLGUARD_AGENT_"
 
@@ -84,15 +84,6 @@ def _log_format(text: str) -> str:
     return text
 
 
-JMX_BACKENDS = ("persistent", "jmxquery")
-
-
-def _backend(text: str) -> str:
-    if text not in JMX_BACKENDS:
-        raise ValueError(f"{text!r} is not one of {', '.join(JMX_BACKENDS)}")
-    return text
-
-
 def _event_loop(text: str) -> str:
     if text not in ("uvloop", "asyncio"):
         raise ValueError(f"{text!r} is not uvloop or asyncio")
@@ -144,7 +135,7 @@ FLAGS = (
     Flag(
         "jmx-backend",
         "persistent",
-        _backend,
+        choice("persistent", "jmxquery"),
         "persistent (one JVM and one JMX connection held open) or jmxquery (a JVM per round)",
         "NAME",
     ),

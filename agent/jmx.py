@@ -85,40 +85,51 @@ class JmxQueryBackend:
         unregisters between the jar's listing and its read (when recovery ends) fails the whole
         call as a `jmx-error`, which is the transient error this is for.
         """
-        try:
-            process = await asyncio.create_subprocess_exec(
-                *self._command(),
-                stdin=asyncio.subprocess.DEVNULL,
-                stdout=asyncio.subprocess.PIPE,
-                stderr=asyncio.subprocess.PIPE,
-                start_new_session=True,
-            )
-        except OSError as exc:
-            raise SampleError(
-                FailureReason.JMX_ERROR, f"cannot start {self._java!r}: {exc.strerror}"
-            ) from exc
+        process = await start_jvm(self._command(), self._java, stdin=asyncio.subprocess.DEVNULL)
         try:
             async with asyncio.timeout(timeout):
                 stdout, stderr = await process.communicate()
         except TimeoutError:
-            raise SampleError(
-                FailureReason.JMX_TIMEOUT,
-                f"no answer from JMX at {self.url} within the sample time limit",
-            ) from None
+            raise timed_out(self.url) from None
         finally:
-            if process.returncode is None:
-                kill_group(process.pid)
-                with contextlib.suppress(ProcessLookupError):
-                    await asyncio.shield(process.wait())
+            await stop_jvm(process)
         return parse_output(process.returncode or 0, stdout, stderr, self.url)
 
     async def close(self) -> None:
         """Nothing is held between reads."""
 
 
-def kill_group(pid: int) -> None:
-    with contextlib.suppress(ProcessLookupError, PermissionError):
-        os.killpg(pid, signal.SIGKILL)
+async def start_jvm(command: list[str], java: str, *, stdin: int) -> asyncio.subprocess.Process:
+    """A JVM in its own process group (so that `stop_jvm` ends it with all it started), its
+    stdout and stderr piped; a SampleError if it cannot be started."""
+    try:
+        return await asyncio.create_subprocess_exec(
+            *command,
+            stdin=stdin,
+            stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.PIPE,
+            start_new_session=True,
+            limit=1 << 20,
+        )
+    except OSError as exc:
+        raise SampleError(
+            FailureReason.JMX_ERROR, f"cannot start {java!r}: {exc.strerror}"
+        ) from exc
+
+
+async def stop_jvm(process: asyncio.subprocess.Process) -> None:
+    """Kill the JVM's process group unless it has exited, and reap it (even when cancelled)."""
+    if process.returncode is None:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(process.pid, signal.SIGKILL)
+        with contextlib.suppress(ProcessLookupError):
+            await asyncio.shield(process.wait())
+
+
+def timed_out(url: str) -> SampleError:
+    return SampleError(
+        FailureReason.JMX_TIMEOUT, f"no answer from JMX at {url} within the sample time limit"
+    )
 
 
 def parse_output(returncode: int, stdout: bytes, stderr: bytes, url: str) -> list[MBeanValue]:

@@ -32,7 +32,7 @@ from collections import deque
 from collections.abc import Sequence
 from pathlib import Path
 
-from agent.jmx import JmxCredentials, kill_group
+from agent.jmx import JmxCredentials, start_jvm, stop_jvm, timed_out
 from agent.readings import ATTRIBUTE, FailureReason, MBeanValue, SampleError
 
 logger = logging.getLogger(__name__)
@@ -162,19 +162,7 @@ class PersistentJmxBackend:
         ]
 
     async def _start(self) -> asyncio.subprocess.Process:
-        try:
-            process = await asyncio.create_subprocess_exec(
-                *self._command(),
-                stdin=asyncio.subprocess.PIPE,
-                stdout=asyncio.subprocess.PIPE,
-                stderr=asyncio.subprocess.PIPE,
-                start_new_session=True,
-                limit=1 << 20,
-            )
-        except OSError as exc:
-            raise SampleError(
-                FailureReason.JMX_ERROR, f"cannot start {self._java!r}: {exc.strerror}"
-            ) from exc
+        process = await start_jvm(self._command(), self._java, stdin=asyncio.subprocess.PIPE)
         self._process = process
         self.starts += 1
         self._stderr.clear()
@@ -220,19 +208,12 @@ class PersistentJmxBackend:
                 process.stdin.write(b"read\n")
                 await process.stdin.drain()
                 answer = await self._answer(process)
-        except TimeoutError:
+        except BaseException as exc:
+            # Timed out, a JVM that died or spoke nonsense, a broken pipe, or cancelled mid-read:
+            # its next answer could not be matched to its question, so the JVM goes.
             await self._stop()
-            raise SampleError(
-                FailureReason.JMX_TIMEOUT,
-                f"no answer from JMX at {self.url} within the sample time limit",
-            ) from None
-        except SampleError:
-            await self._stop()
-            raise
-        except (OSError, asyncio.CancelledError):
-            # A broken pipe, or cancelled mid-read: the JVM's answer can no longer be matched
-            # to its question, so it goes.
-            await self._stop()
+            if isinstance(exc, TimeoutError):
+                raise timed_out(self.url) from None
             raise
         return parse_answer(answer, self.url)
 
@@ -240,10 +221,7 @@ class PersistentJmxBackend:
         process, self._process = self._process, None
         if process is None:
             return
-        if process.returncode is None:
-            kill_group(process.pid)
-            with contextlib.suppress(ProcessLookupError):
-                await asyncio.shield(process.wait())
+        await stop_jvm(process)
         if self._stderr_task is not None:
             self._stderr_task.cancel()
             with contextlib.suppress(asyncio.CancelledError):

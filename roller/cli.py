@@ -43,7 +43,7 @@ from roller.progress import RecoveryTracker
 from roller.roll import Roller, RollFailed, RollSettings
 from shared.errors import ConfigError
 from shared.retry import RETRY_SETTINGS, RetryPolicy, RetryStats, policy_from_settings
-from shared.settings import Flag, add_flags, positive_seconds, resolve, retry_flags
+from shared.settings import Flag, add_flags, choice, positive_seconds, resolve, retry_flags
 from shared.tls import client_context
 
 logger = logging.getLogger("rollguard")
@@ -59,15 +59,6 @@ def _milliseconds(text: str) -> float:
     if not value > 0:
         raise ValueError(f"{text!r} is not a positive number of milliseconds")
     return value / 1000
-
-
-def _choice(*allowed: str):  # type: ignore[no-untyped-def]
-    def check(text: str) -> str:
-        if text not in allowed:
-            raise ValueError(f"{text!r} is not one of {', '.join(allowed)}")
-        return text
-
-    return check
 
 
 def _names(text: str) -> frozenset[str]:
@@ -88,7 +79,7 @@ AGENT_FLAGS = (
     *retry_flags(),
 )
 OUTPUT = Flag(
-    "output", "text", _choice("text", "json"), "text, or json (one object a line)", "FORMAT"
+    "output", "text", choice("text", "json"), "text, or json (one object a line)", "FORMAT"
 )
 STATE_FLAGS = (*AGENT_FLAGS, OUTPUT)
 PLATFORM_FLAGS = (
@@ -174,7 +165,7 @@ ROLL_FLAGS = (
     Flag(
         "all",
         "false",
-        _choice("true", "false"),
+        choice("true", "false"),
         "on Kubernetes, restart pods that are already up to date too",
         "BOOL",
     ),

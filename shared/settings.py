@@ -37,6 +37,17 @@ def positive_seconds(text: str) -> float:
     return value
 
 
+def choice(*allowed: str) -> Callable[[str], str]:
+    """A flag parser that accepts one of `allowed`, as given."""
+
+    def check(text: str) -> str:
+        if text not in allowed:
+            raise ValueError(f"{text!r} is not one of {', '.join(allowed)}")
+        return text
+
+    return check
+
+
 def retry_flags() -> tuple[Flag, ...]:
     """The five retry settings, which every network client exposes under the same names."""
     return tuple(Flag(s.name, s.default, s.convert, s.help, "N") for s in RETRY_SETTINGS)

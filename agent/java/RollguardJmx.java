@@ -79,31 +79,23 @@ public final class RollguardJmx {
     }
 
     private String read() {
-        boolean fresh = connection == null;
-        try {
-            return values();
-        } catch (SecurityException e) {
-            close();
-            return error("auth-failed", cause(e));
-        } catch (IOException e) {
-            close();
-            if (fresh) {
-                return error("connection-error", cause(e));
+        // A connection held from an earlier read may be gone (the broker restarted): then once
+        // more, on a new one. A connection opened by this read is not tried twice.
+        int attempts = connection == null ? 1 : 2;
+        for (int attempt = 1; ; attempt++) {
+            try {
+                return values();
+            } catch (SecurityException e) {
+                close();
+                return error("auth-failed", cause(e));
+            } catch (IOException e) {
+                close();
+                if (attempt == attempts) {
+                    return error("connection-error", cause(e));
+                }
+            } catch (Exception e) {
+                return error("jmx-error", cause(e));
             }
-        } catch (Exception e) {
-            return error("jmx-error", cause(e));
-        }
-        // The connection held from an earlier read is gone (the broker restarted): once more.
-        try {
-            return values();
-        } catch (SecurityException e) {
-            close();
-            return error("auth-failed", cause(e));
-        } catch (IOException e) {
-            close();
-            return error("connection-error", cause(e));
-        } catch (Exception e) {
-            return error("jmx-error", cause(e));
         }
     }
 
