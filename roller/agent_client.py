@@ -16,16 +16,29 @@ import asyncio
 import json
 import random
 import ssl
+import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
+from email.utils import parsedate_to_datetime
 from urllib.parse import urlsplit
 
 import httpx
 
+from roller.model import AgentAnswer, AgentReport, AgentUnavailable, Unavailable
 from shared.errors import WireFormatError
 from shared.retry import RetryPolicy, RetryStats, retry_async
 from shared.timeline import TIMELINE_PATH, Page
 from shared.wire import BROKER_STATE_PATH, BrokerStateReport
+
+__all__ = [
+    "AgentAnswer",
+    "AgentClient",
+    "AgentReport",
+    "AgentUnavailable",
+    "Probe",
+    "broker_state_url",
+    "timeline_url",
+]
 
 OPERATION = "agent-broker-state"
 TIMELINE_OPERATION = "agent-timeline"
@@ -33,22 +46,12 @@ _ONCE = RetryPolicy(max_retries=0)
 
 
 @dataclass(frozen=True, slots=True)
-class AgentReport:
-    url: str
-    report: BrokerStateReport
+class Probe:
+    """One request to an agent before a roll: its answer, and its clock (the HTTP Date header)
+    against ours at the moment the answer came."""
 
-
-@dataclass(frozen=True, slots=True)
-class AgentUnavailable:
-    """No usable report. `status` is the HTTP status, or None when there was no HTTP answer."""
-
-    url: str
-    status: int | None
-    reason: str
-    message: str
-
-
-AgentAnswer = AgentReport | AgentUnavailable
+    answer: AgentAnswer
+    skew: float | None  # agent's clock minus ours, in seconds; None when it sent no Date
 
 
 class _ServerError(Exception):
@@ -113,6 +116,21 @@ class AgentClient:
             return response
         return _read(url, response)
 
+    async def probe(self, url: str) -> Probe:
+        """A single request, with the agent's clock: for the check before any action."""
+        url = broker_state_url(url)
+        response = await self._get(url, None, _ONCE, OPERATION)
+        if isinstance(response, AgentUnavailable):
+            return Probe(response, None)
+        skew = None
+        date = response.headers.get("date")
+        if date:
+            try:
+                skew = parsedate_to_datetime(date).timestamp() - time.time()
+            except (TypeError, ValueError):
+                skew = None
+        return Probe(_read(url, response), skew)
+
     async def timeline(self, url: str, after: int, limit: int) -> Page | AgentUnavailable:
         """One page of the agent's recovery timeline after the cursor `after`."""
         url = timeline_url(url)
@@ -149,7 +167,7 @@ class AgentClient:
         except _ServerError as exc:
             return exc.response
         except httpx.TransportError as exc:
-            return AgentUnavailable(url, None, "unreachable", describe_transport_error(exc))
+            return AgentUnavailable(url, None, classify(exc), describe_transport_error(exc))
 
 
 def _unavailable(url: str, response: httpx.Response) -> AgentUnavailable:
@@ -169,6 +187,36 @@ def _read(url: str, response: httpx.Response) -> AgentAnswer:
         return AgentReport(url, BrokerStateReport.from_json(response.content))
     except WireFormatError as exc:
         return AgentUnavailable(url, 200, "malformed-report", str(exc))
+
+
+# OpenSSL's names for the alerts a server sends when it refuses the client's certificate.
+_REFUSAL_ALERTS = (
+    "CERTIFICATE_REQUIRED",
+    "BAD_CERTIFICATE",
+    "UNKNOWN_CA",
+    "CERTIFICATE_REVOKED",
+    "CERTIFICATE_EXPIRED",
+    "CERTIFICATE_UNKNOWN",
+    "UNSUPPORTED_CERTIFICATE",
+    "ACCESS_DENIED",
+    "DECRYPT_ERROR",
+)
+
+
+def classify(exc: httpx.TransportError) -> str:
+    """`tls-untrusted` when our check of the agent's certificate failed, `tls-refused` when the
+    agent sent a TLS alert refusing ours, else `unreachable`: the first two are configuration
+    errors (a roll must not start), the last may be a node that is down."""
+    cause: BaseException | None = exc
+    while cause is not None:
+        if isinstance(cause, ssl.SSLCertVerificationError):
+            return Unavailable.TLS_UNTRUSTED
+        if isinstance(cause, ssl.SSLError):
+            text = f"{cause.reason or ''} {cause}".upper()
+            if any(alert in text for alert in _REFUSAL_ALERTS):
+                return Unavailable.TLS_REFUSED
+        cause = cause.__cause__ or cause.__context__
+    return Unavailable.UNREACHABLE
 
 
 def describe_transport_error(exc: httpx.TransportError) -> str:

@@ -75,9 +75,19 @@ class RollRecord:
         }
 
     @classmethod
-    def from_json(cls, data: dict[str, Any]) -> RollRecord:
+    def from_json(cls, data: object) -> RollRecord:
+        """ConfigError naming what is wrong when the record is not of the expected shape."""
+        if not isinstance(data, dict):
+            raise ConfigError(f"roll journal is not a JSON object: {str(data)[:80]!r}")
         if data.get("version") != VERSION:
             raise ConfigError(f"roll journal version {data.get('version')!r} is not {VERSION}")
+        try:
+            return cls._read(data)
+        except (KeyError, TypeError, ValueError, AttributeError) as exc:
+            raise ConfigError(f"roll journal is malformed: {type(exc).__name__} {exc}") from None
+
+    @classmethod
+    def _read(cls, data: dict[str, Any]) -> RollRecord:
         return cls(
             roll_id=data["rollId"],
             started_at=data["startedAt"],

@@ -1,9 +1,12 @@
 """Kafka's own view of the cluster, through the Admin API (kafka-python).
 
-One observation per pass of the roll: every topic's partitions with replicas and ISR, each
-topic's effective `min.insync.replicas`, the KRaft quorum (leader and each voter's last
-caught-up time) and the active controller. kafka-python's admin client is blocking, so calls run
-in a worker thread; its errors are translated here into `AdminUnavailable`.
+One observation per poll of the roll: every topic's partitions with replicas and ISR (internal
+topics included: `__consumer_offsets` at min ISR stops every consumer group on it), each topic's
+effective `min.insync.replicas`, the partition reassignments in flight, the KRaft quorum (leader
+and each voter's last caught-up time) with the cluster's own
+`controller.quorum.fetch.timeout.ms`, and the active controller. kafka-python's admin client is
+blocking, so calls run in a worker thread; its errors are translated here into
+`AdminUnavailable`.
 """
 
 from __future__ import annotations
@@ -14,7 +17,14 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from roller.model import ClusterView, PartitionInfo, QuorumInfo, VoterInfo
+from roller.model import (
+    DEFAULT_QUORUM_FETCH_TIMEOUT_MS,
+    ClusterView,
+    PartitionInfo,
+    QuorumInfo,
+    Reassignment,
+    VoterInfo,
+)
 from shared.errors import ConfigError, RollguardError
 
 logger = logging.getLogger(__name__)
@@ -74,11 +84,16 @@ def read_client_properties(path: Path) -> dict[str, Any]:
     return settings
 
 
+QUORUM_FETCH_TIMEOUT = "controller.quorum.fetch.timeout.ms"
+
+
 def cluster_view(
     partitions: list[Mapping[str, Any]],
     min_isr: Mapping[str, int],
     quorum: Mapping[str, Any] | None,
     controller_id: int | None,
+    reassignments: Mapping[Any, Mapping[str, Any]] | None = None,
+    fetch_timeout_ms: int = DEFAULT_QUORUM_FETCH_TIMEOUT_MS,
 ) -> ClusterView:
     """Build the view from kafka-python's result dicts (pure, so it is table-tested)."""
     infos = []
@@ -92,8 +107,24 @@ def cluster_view(
                     tuple(p["replica_nodes"]),
                     tuple(p["isr_nodes"]),
                     min_isr.get(name, 1),
+                    bool(topic.get("is_internal")),
                 )
             )
+    moving = tuple(
+        sorted(
+            (
+                Reassignment(
+                    tp.topic,
+                    tp.partition,
+                    tuple(r.get("replicas") or ()),
+                    tuple(r.get("adding_replicas") or ()),
+                    tuple(r.get("removing_replicas") or ()),
+                )
+                for tp, r in (reassignments or {}).items()
+            ),
+            key=lambda r: (r.topic, r.partition),
+        )
+    )
     quorum_info = None
     if quorum is not None:
         partition = quorum["topics"][0]["partitions"][0]
@@ -106,7 +137,7 @@ def cluster_view(
         )
         quorum_info = QuorumInfo(partition["leader_id"], voters)
     active = quorum_info.leader_id if quorum_info is not None else controller_id
-    return ClusterView(tuple(infos), quorum_info, active)
+    return ClusterView(tuple(infos), quorum_info, active, moving, fetch_timeout_ms)
 
 
 class KafkaObserver:
@@ -119,6 +150,9 @@ class KafkaObserver:
         # kafka-python waits 30 s for a bootstrap by default; one pass should not.
         self.settings.setdefault("bootstrap_timeout_ms", timeout_ms)
         self._admin: Any = None
+        self._fetch_timeout_ms: int | None = None  # read once: a static broker setting
+        self._reassignments_supported = True
+        self._warned_fetch_timeout = False
 
     def _client(self) -> Any:
         from kafka import KafkaAdminClient
@@ -135,7 +169,8 @@ class KafkaObserver:
 
         try:
             admin = self._client()
-            topics = [t for t in admin.describe_topics() if not t.get("is_internal")]
+            # Internal topics included: their partitions go below min ISR like any other.
+            topics = list(admin.describe_topics())
             resources = [
                 ConfigResource(
                     ConfigResourceType.TOPIC, t["name"], configs={"min.insync.replicas": None}
@@ -153,11 +188,67 @@ class KafkaObserver:
             except KafkaError as exc:  # ZooKeeper-era clusters have no KRaft quorum
                 logger.debug("no KRaft quorum: %s", exc)
                 quorum = None
-            controller = admin.describe_cluster().get("controller_id")
+            cluster = admin.describe_cluster()
+            controller = cluster.get("controller_id")
+            reassignments = self._reassignments(admin)
+            fetch_timeout = self._quorum_fetch_timeout(admin, cluster)
         except (KafkaError, OSError) as exc:
             self.close()
             raise AdminUnavailable(f"Kafka Admin API at {self.bootstrap}: {exc}") from exc
-        return cluster_view(topics, min_isr, quorum, controller)
+        return cluster_view(topics, min_isr, quorum, controller, reassignments, fetch_timeout)
+
+    def _reassignments(self, admin: Any) -> Mapping[Any, Mapping[str, Any]]:
+        from kafka.errors import IncompatibleBrokerVersion, UnsupportedVersionError
+
+        if not self._reassignments_supported:
+            return {}
+        try:
+            return dict(admin.list_partition_reassignments())
+        except (IncompatibleBrokerVersion, UnsupportedVersionError) as exc:
+            # Kafka before 2.4 has no ListPartitionReassignments: it cannot be seen, say so.
+            logger.warning(
+                "the cluster cannot list partition reassignments (%s); a reassignment in "
+                "flight will not hold the roll",
+                exc,
+            )
+            self._reassignments_supported = False
+            return {}
+
+    def _quorum_fetch_timeout(self, admin: Any, cluster: Mapping[str, Any]) -> int:
+        """`controller.quorum.fetch.timeout.ms` from a broker's configuration, read once; Kafka's
+        default (with a warning) when the cluster does not say."""
+        from kafka.admin import ConfigResource, ConfigResourceType
+        from kafka.errors import KafkaError
+
+        if self._fetch_timeout_ms is not None:
+            return self._fetch_timeout_ms
+        brokers = sorted(
+            b.get("broker_id", b.get("node_id"))
+            for b in cluster.get("brokers") or []
+            if not b.get("is_fenced")
+        )
+        for broker in brokers:  # a broker resource is answered by that broker: it may be down
+            resource = ConfigResource(
+                ConfigResourceType.BROKER, str(broker), configs={QUORUM_FETCH_TIMEOUT: None}
+            )
+            try:
+                configs = admin.describe_configs([resource], config_filter="all")
+                entry = configs.get("broker", {}).get(str(broker), {}).get(QUORUM_FETCH_TIMEOUT)
+                value = int(entry["value"]) if entry and entry.get("value") else None
+            except (KafkaError, ValueError, TypeError) as exc:
+                logger.debug("cannot read %s from broker %s: %s", QUORUM_FETCH_TIMEOUT, broker, exc)
+                continue
+            if value is not None and value > 0:
+                self._fetch_timeout_ms = value
+                return value
+        if not self._warned_fetch_timeout:
+            self._warned_fetch_timeout = True
+            logger.warning(
+                "the cluster did not report %s; using Kafka's default %d ms",
+                QUORUM_FETCH_TIMEOUT,
+                DEFAULT_QUORUM_FETCH_TIMEOUT_MS,
+            )
+        return DEFAULT_QUORUM_FETCH_TIMEOUT_MS
 
     async def observe(self) -> ClusterView:
         return await asyncio.to_thread(self._observe)

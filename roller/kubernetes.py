@@ -10,6 +10,11 @@
   or Strimzi's `strimzi.io/revision` annotation is unchanged when no StatefulSet owns it.
 - Ready: the pod's Ready condition. Stuck: a container waiting for a reason that waiting will not
   cure (CrashLoopBackOff, ImagePullBackOff...) or PodScheduled False with reason Unschedulable.
+  A pod being deleted (deletionTimestamp) is not ready and has no identity yet: a new one comes.
+- Process gone: the Kafka container terminated or crash-looping, or the pod Failed/Succeeded:
+  the only proof that lets a node whose agent cannot be read be force-restarted.
+- Errors: every `ApiError` is translated here into a `KubernetesError` naming the call, the
+  object and the API's own message (a 403 says which permission is missing).
 - Restart: delete the pod; its controller makes a new one with a new UID.
 - Opt-out: the annotation `rollguard.io/skip-restart: "true"`.
 - The roll journal is kept in a ConfigMap `rollguard-roll-<id>`.
@@ -22,6 +27,7 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
+import httpx
 from lightkube import ApiError, AsyncClient
 from lightkube import operators as op
 from lightkube.models.meta_v1 import ObjectMeta
@@ -31,12 +37,25 @@ from lightkube.resources.core_v1 import ConfigMap, Pod
 from roller.journal import RollRecord
 from roller.model import STUCK_REASONS, Node, PlatformView, Role
 from roller.platform import RestartError
-from shared.errors import ConfigError
+from shared.errors import ConfigError, RollguardError
 
 SKIP_ANNOTATION = "rollguard.io/skip-restart"
 BROKER_ROLE_LABEL = "strimzi.io/broker-role"
 CONTROLLER_ROLE_LABEL = "strimzi.io/controller-role"
 DEFAULT_AGENT_URL = "https://{pod}.{service}.{namespace}.svc:8443"
+
+
+class KubernetesError(RollguardError):
+    """The Kubernetes API refused or failed a call; the message says which and why."""
+
+
+def api_error(what: str, exc: ApiError | httpx.HTTPError) -> KubernetesError:
+    if isinstance(exc, ApiError):
+        status = exc.status
+        return KubernetesError(
+            f"Kubernetes API: {what}: {status.code} {status.reason}: {status.message}"
+        )
+    return KubernetesError(f"Kubernetes API: {what}: {type(exc).__name__}: {exc}")
 
 
 def parse_selector(text: str) -> dict[str, Any]:
@@ -110,12 +129,15 @@ class KubernetesPlatform:
         return Node(node_id, meta.name, frozenset(roles or {Role.BROKER}), url)
 
     async def nodes(self) -> list[Node]:
-        pods = [
-            pod
-            async for pod in self.client.list(
-                Pod, namespace=self.settings.namespace, labels=self._selector
-            )
-        ]
+        try:
+            pods = [
+                pod
+                async for pod in self.client.list(
+                    Pod, namespace=self.settings.namespace, labels=self._selector
+                )
+            ]
+        except (ApiError, httpx.HTTPError) as exc:
+            raise api_error(f"list pods in {self.settings.namespace}", exc) from exc
         if not pods:
             raise ConfigError(
                 f"no pods match --selector {self.settings.selector!r} in "
@@ -128,7 +150,10 @@ class KubernetesPlatform:
         owner = next((o for o in owners if o.kind == "StatefulSet"), None)
         if owner is None:
             return None
-        sts = await self.client.get(StatefulSet, owner.name, namespace=self.settings.namespace)
+        try:
+            sts = await self.client.get(StatefulSet, owner.name, namespace=self.settings.namespace)
+        except (ApiError, httpx.HTTPError) as exc:
+            raise api_error(f"get statefulset {owner.name}", exc) from exc
         return sts.status.updateRevision if sts.status else None
 
     async def observe(self, node: Node) -> PlatformView:
@@ -137,7 +162,9 @@ class KubernetesPlatform:
         except ApiError as exc:
             if exc.status.code == 404:
                 return PlatformView(exists=False, ready=False, up_to_date=True)
-            raise
+            raise api_error(f"get pod {node.name}", exc) from exc
+        except httpx.HTTPError as exc:
+            raise api_error(f"get pod {node.name}", exc) from exc
         meta, status = pod.metadata, pod.status
         assert meta is not None
         labels, annotations = meta.labels or {}, meta.annotations or {}
@@ -153,10 +180,16 @@ class KubernetesPlatform:
                 and condition.reason == "Unschedulable"
             ):
                 stuck = "Unschedulable"
+        gone = status is not None and status.phase in ("Failed", "Succeeded")
         for container in (status.containerStatuses or []) if status else []:
             waiting = container.state.waiting if container.state else None
             if waiting is not None and waiting.reason in STUCK_REASONS:
                 stuck = waiting.reason
+            if waiting is not None and waiting.reason == "CrashLoopBackOff":
+                gone = True
+            if container.state is not None and container.state.terminated is not None:
+                gone = True
+        deleting = meta.deletionTimestamp is not None
         desired = await self._desired_revision(pod)
         current = labels.get("controller-revision-hash")
         if desired is not None:
@@ -167,18 +200,20 @@ class KubernetesPlatform:
             up_to_date = seen == revision and bool(revision)
         return PlatformView(
             exists=True,
-            ready=ready,
+            ready=ready and not deleting,
             up_to_date=up_to_date,
             stuck=stuck,
-            instance=meta.uid,
+            # A pod being deleted is on its way out: its identity is no longer the node's.
+            instance=None if deleting else meta.uid,
             opted_out=annotations.get(SKIP_ANNOTATION, "").lower() == "true",
+            process_gone=gone,
         )
 
     async def restart(self, node: Node) -> None:
         try:
             await self.client.delete(Pod, node.name, namespace=self.settings.namespace)
-        except ApiError as exc:
-            raise RestartError(f"cannot delete pod {node.name}: {exc.status.message}") from exc
+        except (ApiError, httpx.HTTPError) as exc:
+            raise RestartError(str(api_error(f"delete pod {node.name}", exc))) from exc
 
     async def close(self) -> None:
         await self.client.close()
@@ -203,12 +238,25 @@ class ConfigMapJournalStore:
         except ApiError as exc:
             if exc.status.code == 404:
                 return None
-            raise
-        return RollRecord.from_json(json.loads((cm.data or {})[self.KEY]))
+            raise api_error(f"get configmap {self.name(roll_id)}", exc) from exc
+        except httpx.HTTPError as exc:
+            raise api_error(f"get configmap {self.name(roll_id)}", exc) from exc
+        try:
+            return RollRecord.from_json(json.loads((cm.data or {})[self.KEY]))
+        except (KeyError, ValueError) as exc:
+            raise ConfigError(
+                f"roll journal in configmap {self.name(roll_id)} cannot be read ({exc})"
+            ) from None
 
     def save(self, record: RollRecord) -> None:
         data = {self.KEY: json.dumps(record.to_json(), indent=2)}
         name = self.name(record.roll_id)
+        try:
+            self._save(name, data)
+        except (ApiError, httpx.HTTPError) as exc:
+            raise api_error(f"save configmap {name}", exc) from exc
+
+    def _save(self, name: str, data: dict[str, str]) -> None:
         try:
             cm = self.client.get(ConfigMap, name, namespace=self.namespace)
         except ApiError as exc:

@@ -17,9 +17,10 @@ from typing import Protocol
 
 import yaml
 
-from roller.agent_client import AgentClient, AgentReport
-from roller.model import Node, PlatformView, Role
+from roller.agent_client import AgentClient
+from roller.model import BROKER_STATE_MISSING, AgentReport, Node, PlatformView, Role
 from shared.errors import ConfigError, RollguardError
+from shared.wire import format_time
 
 
 class RestartError(RollguardError):
@@ -104,14 +105,23 @@ class InventoryPlatform:
         return [entry.node for entry in self._inventory.values()]
 
     async def observe(self, node: Node) -> PlatformView:
+        """Ready: the agent reports RUNNING or later (a controller-only node: its agent answers
+        `broker-state-missing`, so its JVM is up; the roller adds the quorum check). Identity:
+        the broker JVM's start time from the agent, so a restart is judged by the process, not
+        by comparing clocks; an agent that does not report it (Strimzi's) falls back to a
+        sample taken after the restart command returned."""
         assert node.agent_url is not None
         answer = await self._agents.broker_state(node.agent_url, once=True)
-        ready = isinstance(answer, AgentReport) and answer.report.broker_state.is_ready
-        since = self._restarted_at.get(node.name)
-        if ready and since is not None:
-            # A sample taken before the restart finished says nothing about the new process.
-            sampled = answer.report.sampled_at if isinstance(answer, AgentReport) else None
-            ready = sampled is not None and sampled.timestamp() > since
+        if isinstance(answer, AgentReport):
+            report = answer.report
+            ready = report.broker_state.is_ready
+            instance = format_time(report.broker_started_at) if report.broker_started_at else None
+            since = self._restarted_at.get(node.name)
+            if ready and instance is None and since is not None:
+                # A sample taken before the restart finished says nothing about the new process.
+                ready = report.sampled_at is not None and report.sampled_at.timestamp() > since
+            return PlatformView(exists=True, ready=ready, up_to_date=False, instance=instance)
+        ready = answer.reason == BROKER_STATE_MISSING and not node.is_broker
         return PlatformView(exists=True, ready=ready, up_to_date=False)
 
     async def restart(self, node: Node) -> None:

@@ -1,18 +1,31 @@
 """The roller's safety rules, as pure functions of what was observed.
 
-Order, availability and quorum follow Strimzi's KafkaRoller (see docs/architecture.md); each
-returns its reason as text so that a deferral or failure can say exactly why.
+Order, availability and quorum follow Strimzi's KafkaRoller (see docs/architecture.md), with
+rollguard's additions: internal topics count like any other, a partition reassignment in flight
+holds its brokers, and the quorum rule uses the cluster's own fetch timeout. Each rule returns
+`Blocker`s that say what waits on what (the partition, and the brokers that must catch up), so
+that a wait can be shown, measured for progress, and explained when it fails.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
 
-from roller.model import ClusterView, Node, QuorumInfo
+from roller.model import ClusterView, Node, PartitionInfo, QuorumInfo
 
-# controller.quorum.fetch.timeout.ms: a voter whose last caught-up time is within this of the
-# leader's counts as caught up.
-QUORUM_FETCH_TIMEOUT_MS = 2000
+
+@dataclass(frozen=True, slots=True)
+class Blocker:
+    """One reason a node may not be restarted now.
+
+    `waiting_on`: the nodes that must catch up before it clears; `deficit`: how far it is from
+    clearing (replicas or voters still missing), which the safety wait watches for progress."""
+
+    reason: str
+    subject: str  # a partition (`orders-3`), `quorum`, or `cluster`
+    waiting_on: tuple[int, ...] = ()
+    deficit: int = 1
 
 
 def roll_order(
@@ -35,80 +48,147 @@ def roll_order(
     return sorted(nodes, key=key)
 
 
-def availability_blockers(node_id: int, cluster: ClusterView, limit: int = 3) -> list[str]:
+def availability_blockers(node_id: int, cluster: ClusterView) -> list[Blocker]:
     """Why restarting broker `node_id` now would take a partition below min.insync.replicas.
 
-    For each partition with a replica on the node: replicas <= minIsr never blocks (such a topic
-    can never satisfy acks=all with a replica down, and waiting will not change that); ISR below
-    minIsr with the node a replica blocks (it is already under-replicated); ISR exactly minIsr
-    with the node in it blocks (restarting it would drop the ISR below minIsr).
+    For each partition with a replica on the node, internal topics included (a consumer group
+    whose `__consumer_offsets` partition drops below min ISR cannot commit), using the topic's
+    own `min.insync.replicas`: replicas <= minIsr never blocks (such a topic can never satisfy
+    acks=all with a replica down, and waiting will not change that); ISR below minIsr with the
+    node a replica blocks (it is already under-replicated); ISR exactly minIsr with the node in
+    it blocks (restarting it would drop the ISR below minIsr). A partition being reassigned
+    blocks every broker among its current and target replicas: the reassignment moves data
+    between them, and Kafka's own guidance is not to restart them until it completes.
     """
-    reasons = []
+    blockers = []
     for p in cluster.partitions:
         if node_id not in p.replicas or len(p.replicas) <= p.min_isr:
             continue
-        name = f"{p.topic}-{p.partition}"
+        missing = tuple(r for r in p.replicas if r not in p.isr)
         if len(p.isr) < p.min_isr:
-            reasons.append(f"{name} is under min.insync.replicas ({len(p.isr)} < {p.min_isr})")
-        elif len(p.isr) == p.min_isr and node_id in p.isr:
-            reasons.append(
-                f"{name} has ISR {list(p.isr)} = min.insync.replicas {p.min_isr} with this node"
+            blockers.append(
+                Blocker(
+                    f"{p.name} is under min.insync.replicas ({len(p.isr)} < {p.min_isr})",
+                    p.name,
+                    missing,
+                    p.min_isr + 1 - len(p.isr),
+                )
             )
-        if len(reasons) >= limit:
-            break
-    return reasons
+        elif len(p.isr) == p.min_isr and node_id in p.isr:
+            blockers.append(
+                Blocker(
+                    f"{p.name} has ISR {list(p.isr)} = min.insync.replicas {p.min_isr} "
+                    "with this node",
+                    p.name,
+                    missing,
+                )
+            )
+    for r in cluster.reassignments:
+        if node_id in r.replicas or node_id in r.adding:
+            blockers.append(
+                Blocker(
+                    f"{r.name} is being reassigned (replicas {list(r.replicas)}, adding "
+                    f"{list(r.adding)}, removing {list(r.removing)})",
+                    r.name,
+                    r.adding,
+                )
+            )
+    return blockers
 
 
-def quorum_blocker(
-    node_id: int, quorum: QuorumInfo | None, fetch_timeout_ms: int = QUORUM_FETCH_TIMEOUT_MS
-) -> str | None:
+def voter_caught_up(
+    voter_id: int, quorum: QuorumInfo, fetch_timeout_ms: int, *, since_ms: int | None = None
+) -> bool:
+    """A voter is caught up if it is the leader, or its last caught-up time is within the fetch
+    timeout of the leader's (both on the leader's clock). `since_ms`: also require a caught-up
+    time after that moment (the leader's time when the node was restarted), which proves the
+    new process fetched, whatever the roller's clock says."""
+    if voter_id == quorum.leader_id:
+        return True
+    leader = next((v for v in quorum.voters if v.node_id == quorum.leader_id), None)
+    voter = next((v for v in quorum.voters if v.node_id == voter_id), None)
+    if leader is None or voter is None:
+        return False
+    if leader.last_caught_up_ms is None or voter.last_caught_up_ms is None:
+        return False
+    if since_ms is not None and voter.last_caught_up_ms <= since_ms:
+        return False
+    return leader.last_caught_up_ms - voter.last_caught_up_ms <= fetch_timeout_ms
+
+
+def quorum_blocker(node_id: int, cluster: ClusterView) -> Blocker | None:
     """Why restarting controller `node_id` would lose the KRaft quorum's majority, or None.
 
-    A voter is caught up if it is the leader or its last caught-up time is within the fetch
-    timeout of the leader's. Without the node being rolled, a majority of all voters must still
-    be caught up: caughtUp >= (voters + 2) // 2. One voter: allowed (there is no other way to
-    roll it). Two voters: the other must be caught up.
+    Without the node being rolled, a majority of all voters must still be caught up (within the
+    cluster's own `controller.quorum.fetch.timeout.ms`): caughtUp >= (voters + 2) // 2. One
+    voter: allowed (there is no other way to roll it). Two voters: the other must be caught up.
     """
+    quorum = cluster.quorum
     if quorum is None:
-        return "the KRaft quorum could not be described"
+        return Blocker("the KRaft quorum could not be described", "quorum")
     voters = quorum.voters
-    if node_id not in {v.node_id for v in voters}:
-        return None
-    if len(voters) == 1:
+    if node_id not in {v.node_id for v in voters} or len(voters) == 1:
         return None
     leader = next((v for v in voters if v.node_id == quorum.leader_id), None)
     if leader is None or leader.last_caught_up_ms is None:
-        return f"the quorum leader {quorum.leader_id} is not among the voters"
+        return Blocker(f"the quorum leader {quorum.leader_id} is not among the voters", "quorum")
+    timeout = cluster.quorum_fetch_timeout_ms
     caught_up = [
         v.node_id
         for v in voters
-        if v.node_id != node_id
-        and (
-            v.node_id == quorum.leader_id
-            or (
-                v.last_caught_up_ms is not None
-                and leader.last_caught_up_ms - v.last_caught_up_ms <= fetch_timeout_ms
-            )
-        )
+        if v.node_id != node_id and voter_caught_up(v.node_id, quorum, timeout)
     ]
+    lagging = tuple(
+        v.node_id for v in voters if v.node_id != node_id and v.node_id not in caught_up
+    )
     needed = 1 if len(voters) == 2 else (len(voters) + 2) // 2
     if len(caught_up) < needed:
-        return (
+        return Blocker(
             f"only {len(caught_up)} other voter(s) {sorted(caught_up)} of {len(voters)} are "
-            f"caught up; {needed} needed"
+            f"caught up within {timeout} ms; {needed} needed",
+            "quorum",
+            lagging,
+            needed - len(caught_up),
         )
     return None
 
 
-def restart_blockers(node: Node, cluster: ClusterView | None) -> list[str]:
+def restart_blockers(node: Node, cluster: ClusterView | None) -> list[Blocker]:
     """Everything that forbids restarting `node` now; empty means it may be restarted."""
     if cluster is None:
-        return ["the cluster could not be observed through the Kafka Admin API"]
-    reasons: list[str] = []
+        return [Blocker("the cluster could not be observed through the Kafka Admin API", "cluster")]
+    blockers: list[Blocker] = []
     if node.is_controller:
-        blocker = quorum_blocker(node.node_id, cluster.quorum)
+        blocker = quorum_blocker(node.node_id, cluster)
         if blocker:
-            reasons.append(blocker)
+            blockers.append(blocker)
     if node.is_broker:
-        reasons += availability_blockers(node.node_id, cluster)
-    return reasons
+        blockers += availability_blockers(node.node_id, cluster)
+    return blockers
+
+
+def catching_up(node_id: int, cluster: ClusterView) -> list[PartitionInfo]:
+    """The partitions with a replica on `node_id` whose ISR does not (yet) include it: after a
+    restart, the broker must fetch what it missed before it is back in every ISR."""
+    return [p for p in cluster.partitions if node_id in p.replicas and node_id not in p.isr]
+
+
+def describe_blockers(blockers: list[Blocker], limit: int = 3) -> str:
+    """`a; b; c (and 12 more), waiting on nodes 1, 2`: for a live line, a log line or an error."""
+    if not blockers:
+        return "nothing"
+    text = "; ".join(b.reason for b in blockers[:limit])
+    if len(blockers) > limit:
+        text += f" (and {len(blockers) - limit} more)"
+    waiting = sorted({n for b in blockers for n in b.waiting_on})
+    if waiting:
+        text += f"; waiting on node{'s' if len(waiting) > 1 else ''} "
+        text += ", ".join(map(str, waiting))
+    return text
+
+
+def describe_partitions(partitions: list[PartitionInfo], limit: int = 5) -> str:
+    names = ", ".join(p.name for p in partitions[:limit])
+    if len(partitions) > limit:
+        names += f" and {len(partitions) - limit} more"
+    return names

@@ -4,9 +4,17 @@
     {"brokerState": 2,
      "recovery": {"remainingLogsToRecover": 123, "remainingSegmentsToRecover": 456}}
 
-`recovery` appears only when the state is 2 (RECOVERY). Additive fields (here `sampledAt`, an
-ISO 8601 UTC time) may appear; readers ignore fields they do not know. Strimzi's Java agent
-names the recovery object `recoveryState`, so the reader accepts that key too.
+`recovery` appears only when the state is 2 (RECOVERY). Additive fields may appear; readers
+ignore fields they do not know. rollguard's agent adds:
+
+- `sampledAt`: when the sample was taken (ISO 8601 UTC, the agent's clock);
+- `brokerStartedAt`: when the broker's JVM started (JMX `java.lang:type=Runtime` `StartTime`,
+  ISO 8601 UTC). It identifies one run of the broker process: the roller counts a restart only
+  when this changes, so readiness never depends on comparing two machines' clocks;
+- `agentBootId`: an id the agent draws at each start (also the timeline's `bootId`).
+
+Strimzi's Java agent names the recovery object `recoveryState`, so the reader accepts that key
+too; it sends none of the additive fields, and the roller then falls back to the weaker checks.
 """
 
 from __future__ import annotations
@@ -42,6 +50,8 @@ class BrokerStateReport:
     broker_state: BrokerState
     recovery: RecoveryProgress | None = None
     sampled_at: datetime | None = None
+    broker_started_at: datetime | None = None  # the broker JVM's start: one run of the process
+    agent_boot_id: str | None = None
 
     def __post_init__(self) -> None:
         if self.recovery is not None and self.broker_state is not BrokerState.RECOVERY:
@@ -56,6 +66,10 @@ class BrokerStateReport:
             }
         if self.sampled_at is not None:
             body["sampledAt"] = format_time(self.sampled_at)
+        if self.broker_started_at is not None:
+            body["brokerStartedAt"] = format_time(self.broker_started_at)
+        if self.agent_boot_id is not None:
+            body["agentBootId"] = self.agent_boot_id
         return body
 
     def describe(self) -> str:
@@ -86,13 +100,14 @@ class BrokerStateReport:
         raw = body.get("recovery", body.get("recoveryState"))
         if raw is not None and state is BrokerState.RECOVERY:
             recovery = _read_recovery(raw)
-        sampled_at = None
-        if isinstance(body.get("sampledAt"), str):
-            try:
-                sampled_at = parse_time(body["sampledAt"])
-            except ValueError as exc:
-                raise WireFormatError(f"'sampledAt' is not an ISO 8601 time: {exc}") from exc
-        return cls(state, recovery, sampled_at)
+        boot_id = body.get("agentBootId")
+        return cls(
+            state,
+            recovery,
+            _read_time(body, "sampledAt"),
+            _read_time(body, "brokerStartedAt"),
+            boot_id if isinstance(boot_id, str) and boot_id else None,
+        )
 
     @classmethod
     def from_json(cls, data: bytes | str) -> BrokerStateReport:
@@ -101,6 +116,15 @@ class BrokerStateReport:
         except (ValueError, UnicodeDecodeError) as exc:
             raise WireFormatError(f"broker state report is not JSON: {exc}") from exc
         return cls.from_wire(body)
+
+
+def _read_time(body: Mapping[str, Any], key: str) -> datetime | None:
+    if not isinstance(body.get(key), str):
+        return None
+    try:
+        return parse_time(body[key])
+    except ValueError as exc:
+        raise WireFormatError(f"{key!r} is not an ISO 8601 time: {exc}") from exc
 
 
 def _read_recovery(raw: object) -> RecoveryProgress:

@@ -1,16 +1,33 @@
-"""The per-node decision table (proposal 048's rules, pure)."""
+"""The per-node decision table (proposal 048's rules and rollguard's, pure)."""
 
 from __future__ import annotations
 
 import pytest
 
-from roller.agent_client import AgentReport, AgentUnavailable
-from roller.decide import AwaitReady, AwaitRecovery, Defer, Fail, Restart, decide
-from roller.model import ClusterView, Node, PartitionInfo, PlatformView, Role
+from roller.decide import (
+    AwaitReady,
+    AwaitRecovery,
+    AwaitUnknown,
+    Defer,
+    Fail,
+    Restart,
+    agent_unknown,
+    decide,
+)
+from roller.model import (
+    AgentReport,
+    AgentUnavailable,
+    ClusterView,
+    Node,
+    PartitionInfo,
+    PlatformView,
+    Role,
+)
 from shared.states import BrokerState
 from shared.wire import BrokerStateReport, RecoveryProgress
 
 NODE = Node(1, "kafka-1", frozenset({Role.BROKER}), "https://kafka-1:8443")
+CONTROLLER = Node(9, "ctrl-9", frozenset({Role.CONTROLLER}), "https://ctrl-9:8443")
 HEALTHY = ClusterView((PartitionInfo("t", 0, (0, 1, 2), (0, 1, 2), 2),), None, None)
 TIGHT = ClusterView((PartitionInfo("t", 0, (0, 1, 2), (1, 2), 2),), None, None)
 RECOVERING = AgentReport(
@@ -18,65 +35,96 @@ RECOVERING = AgentReport(
 )
 STARTING = AgentReport(NODE.agent_url or "", BrokerStateReport(BrokerState.STARTING))
 DOWN = AgentUnavailable(NODE.agent_url or "", None, "unreachable", "refused")
+REFUSED = AgentUnavailable(NODE.agent_url or "", None, "tls-refused", "certificate required")
+NO_JMX = AgentUnavailable(NODE.agent_url or "", 503, "jmx-unreachable", "connection refused")
+NO_STATE = AgentUnavailable(NODE.agent_url or "", 503, "broker-state-missing", "no MBean")
+LATE = 301.0  # past the default operation timeout of 300 s
 
 
-def view(ready: bool = True, up_to_date: bool = False, stuck: str | None = None) -> PlatformView:
-    return PlatformView(exists=True, ready=ready, up_to_date=up_to_date, stuck=stuck)
+def view(
+    ready: bool = True, up_to_date: bool = False, stuck: str | None = None, gone: bool = False
+) -> PlatformView:
+    return PlatformView(
+        exists=True, ready=ready, up_to_date=up_to_date, stuck=stuck, process_gone=gone
+    )
 
 
 @pytest.mark.parametrize(
     ("platform", "cluster", "waited", "agent", "expected", "text"),
     [
-        (view(), HEALTHY, False, None, Restart, "restart"),
-        (view(), TIGHT, False, None, Defer, "min.insync.replicas"),
-        (view(), None, False, None, Defer, "could not be observed"),
-        (view(ready=False, stuck="CrashLoopBackOff"), TIGHT, False, None, Restart, "stuck"),
+        (view(), HEALTHY, 0, None, Restart, "restart"),
+        (view(), TIGHT, 0, None, Defer, "min.insync.replicas"),
+        (view(), None, 0, None, Defer, "could not be observed"),
+        (view(ready=False, stuck="CrashLoopBackOff"), TIGHT, 0, None, Restart, "stuck"),
         (
             view(ready=False, stuck="Unschedulable", up_to_date=True),
             HEALTHY,
-            False,
+            0,
             None,
             Fail,
             "will not help",
         ),
-        (view(ready=False), HEALTHY, False, None, AwaitReady, "not ready"),
-        (
-            view(ready=False),
-            HEALTHY,
-            True,
-            RECOVERING,
-            AwaitRecovery,
-            "3 logs and 40 segments left",
-        ),
-        (view(ready=False), TIGHT, True, RECOVERING, AwaitRecovery, "log recovery"),
-        (view(ready=False), HEALTHY, True, STARTING, Restart, "STARTING"),
-        (view(ready=False), HEALTHY, True, DOWN, Restart, "unreachable"),
-        (view(ready=False), HEALTHY, True, None, Restart, "no agent"),
+        # Not ready: the agent is asked at once, and its answer shown while waiting.
+        (view(ready=False), HEALTHY, 0, STARTING, AwaitReady, "STARTING"),
+        (view(ready=False), HEALTHY, 0, RECOVERING, AwaitRecovery, "3 logs and 40 segments"),
+        (view(ready=False), TIGHT, LATE, RECOVERING, AwaitRecovery, "log recovery"),
+        # Past the operation timeout, a readable agent that says "not recovering": force.
+        (view(ready=False), HEALTHY, LATE, STARTING, Restart, "STARTING"),
+        # ... but an unreadable one is unknown: wait, never force.
+        (view(ready=False), HEALTHY, LATE, DOWN, AwaitUnknown, "cannot be read"),
+        (view(ready=False), HEALTHY, LATE, REFUSED, AwaitUnknown, "tls-refused"),
+        (view(ready=False), HEALTHY, LATE, NO_JMX, AwaitUnknown, "jmx-unreachable"),
+        (view(ready=False), HEALTHY, LATE, None, AwaitUnknown, "no agent"),
+        # ... unless the platform proves the process gone.
+        (view(ready=False, gone=True), HEALTHY, LATE, DOWN, Restart, "process is gone"),
+        (view(ready=False, gone=True), HEALTHY, 10, DOWN, AwaitReady, "not ready"),
     ],
 )
 def test_decisions(
     platform: PlatformView,
     cluster: ClusterView | None,
-    waited: bool,
-    agent: object,
+    waited: float,
+    agent: AgentReport | AgentUnavailable | None,
     expected: type,
     text: str,
 ) -> None:
-    action = decide(NODE, platform, cluster, waited=waited, agent=agent)  # type: ignore[arg-type]
+    action = decide(NODE, platform, cluster, waited=waited, agent=agent)
     assert isinstance(action, expected)
     assert text in action.reason
     if isinstance(action, Restart) and not platform.ready:
         assert action.force
 
 
+def test_unknown_is_forced_only_on_explicit_request() -> None:
+    action = decide(NODE, view(ready=False), HEALTHY, waited=LATE, agent=DOWN, force_unknown=True)
+    assert isinstance(action, Restart) and action.force and "--on-agent-unreachable" in action.reason
+    early = decide(NODE, view(ready=False), HEALTHY, waited=5, agent=DOWN, force_unknown=True)
+    assert isinstance(early, AwaitReady)
+    recovering = decide(
+        NODE, view(ready=False), HEALTHY, waited=LATE, agent=RECOVERING, force_unknown=True
+    )
+    assert isinstance(recovering, AwaitRecovery)
+
+
+def test_a_controller_only_nodes_agent_without_broker_state_is_not_unknown() -> None:
+    assert not agent_unknown(CONTROLLER, NO_STATE)
+    assert agent_unknown(NODE, NO_STATE)  # a broker without BrokerState is broken
+    assert agent_unknown(CONTROLLER, DOWN)
+    action = decide(CONTROLLER, view(ready=False), HEALTHY, waited=LATE, agent=NO_STATE)
+    assert isinstance(action, Restart) and action.force
+
+
 def test_a_recovering_broker_is_never_restarted_whatever_else_is_true() -> None:
     for cluster in (HEALTHY, TIGHT, None):
         for up_to_date in (True, False):
-            action = decide(
-                NODE,
-                view(ready=False, up_to_date=up_to_date),
-                cluster,
-                waited=True,
-                agent=RECOVERING,
-            )
-            assert not isinstance(action, Restart)
+            for gone in (True, False):
+                for force in (True, False):
+                    action = decide(
+                        NODE,
+                        view(ready=False, up_to_date=up_to_date, gone=gone),
+                        cluster,
+                        waited=LATE,
+                        agent=RECOVERING,
+                        force_unknown=force,
+                    )
+                    assert isinstance(action, AwaitRecovery)

@@ -4,9 +4,26 @@ from __future__ import annotations
 
 import pytest
 
-from roller.model import ClusterView, Node, PartitionInfo, QuorumInfo, Role, VoterInfo
+from roller.model import (
+    ClusterView,
+    Node,
+    PartitionInfo,
+    QuorumInfo,
+    Reassignment,
+    Role,
+    VoterInfo,
+)
 from roller.progress import RecoveryTracker, Verdict, format_duration
-from roller.safety import availability_blockers, quorum_blocker, restart_blockers, roll_order
+from roller.safety import (
+    availability_blockers,
+    catching_up,
+    describe_blockers,
+    quorum_blocker,
+    restart_blockers,
+    roll_order,
+    voter_caught_up,
+)
+from roller.waits import ProgressWait
 
 B, C = Role.BROKER, Role.CONTROLLER
 
@@ -71,17 +88,76 @@ def quorum(leader: int, *caught_up: tuple[int, int | None]) -> QuorumInfo:
 def test_quorum_needs_a_caught_up_majority_without_the_node(
     quorum_info: QuorumInfo, node_id: int, allowed: bool
 ) -> None:
-    assert (quorum_blocker(node_id, quorum_info) is None) is allowed
+    cluster = ClusterView((), quorum_info, quorum_info.leader_id)
+    assert (quorum_blocker(node_id, cluster) is None) is allowed
+
+
+def test_the_quorum_rule_uses_the_clusters_own_fetch_timeout() -> None:
+    lagging_3s = quorum(1, (1, 10_000), (2, 10_000), (3, 7_000))
+    assert quorum_blocker(2, ClusterView((), lagging_3s, 1)) is not None  # Kafka's 2000 ms
+    relaxed = ClusterView((), lagging_3s, 1, quorum_fetch_timeout_ms=4000)
+    assert quorum_blocker(2, relaxed) is None
+    blocker = quorum_blocker(2, ClusterView((), lagging_3s, 1))
+    assert blocker is not None and blocker.waiting_on == (3,) and "2000 ms" in blocker.reason
+
+
+def test_a_voter_counts_as_back_only_after_fetching_since_its_restart() -> None:
+    q = quorum(1, (1, 20_000), (2, 19_500))
+    assert voter_caught_up(2, q, 2000)
+    assert not voter_caught_up(2, q, 2000, since_ms=19_500)  # the old process's last fetch
+    assert voter_caught_up(2, quorum(1, (1, 20_000), (2, 19_900)), 2000, since_ms=19_500)
+    assert voter_caught_up(1, q, 2000, since_ms=99_999)  # the leader is caught up by definition
+    assert not voter_caught_up(9, q, 2000)  # not a voter
+
+
+def test_internal_topics_count_with_their_own_min_isr() -> None:
+    offsets = PartitionInfo("__consumer_offsets", 0, (0, 1, 2), (0, 2), 2, internal=True)
+    blockers = availability_blockers(0, ClusterView((offsets,), None, None))
+    assert [b.subject for b in blockers] == ["__consumer_offsets-0"]
+    assert blockers[0].waiting_on == (1,)  # the broker that must catch up
+
+
+def test_a_reassignment_in_flight_holds_its_current_and_target_brokers() -> None:
+    moving = Reassignment("orders", 4, (0, 1, 2, 3), adding=(3,), removing=(0,))
+    cluster = ClusterView((), None, None, reassignments=(moving,))
+    for broker in (0, 1, 2, 3):
+        (blocker,) = availability_blockers(broker, cluster)
+        assert "orders-4 is being reassigned" in blocker.reason and blocker.waiting_on == (3,)
+    assert availability_blockers(4, cluster) == []
 
 
 def test_restart_blockers_combine_roles_and_refuse_without_a_cluster_view() -> None:
     combined = node(1, B, C)
     cluster = ClusterView((part((1, 2, 3), (1, 2), 2),), quorum(2, (1, 5), (2, 5), (3, None)), 2)
-    reasons = restart_blockers(combined, cluster)
-    assert len(reasons) == 2 and "caught up" in reasons[0] and "orders-0" in reasons[1]
-    assert restart_blockers(combined, None) == [
-        "the cluster could not be observed through the Kafka Admin API"
-    ]
+    blockers = restart_blockers(combined, cluster)
+    assert [b.subject for b in blockers] == ["quorum", "orders-0"]
+    assert "caught up" in blockers[0].reason
+    text = describe_blockers(blockers)
+    assert "orders-0 has ISR [1, 2]" in text and text.endswith("waiting on node 3")
+    (blind,) = restart_blockers(combined, None)
+    assert blind.reason == "the cluster could not be observed through the Kafka Admin API"
+
+
+def test_catching_up_lists_the_partitions_whose_isr_lacks_the_broker() -> None:
+    cluster = ClusterView(
+        (part((0, 1, 2), (1, 2), 2), part((1, 2, 3), (1, 2), 2), part((0, 1), (0, 1), 1)),
+        None,
+        None,
+    )
+    assert [p.replicas for p in catching_up(0, cluster)] == [(0, 1, 2)]
+    assert [p.replicas for p in catching_up(3, cluster)] == [(1, 2, 3)]
+    assert catching_up(1, cluster) == []
+
+
+def test_a_safety_wait_lasts_while_the_cluster_makes_progress() -> None:
+    wait = ProgressWait(budget=100, started=0)
+    assert not wait.observe(0, 5)  # the first observation is the baseline
+    assert not wait.expired(99) and wait.expired(100)
+    assert wait.observe(90, 4)  # one replica fewer missing: progress restarts the budget
+    assert not wait.expired(189) and wait.expired(190)
+    assert not wait.observe(150, 4) and not wait.observe(160, 7)  # worse is not progress
+    assert wait.observe(170, 6)  # better than the previous observation
+    assert wait.waited(170) == 170 and not wait.expired(269) and wait.expired(270)
 
 
 def test_recovery_tracker_rate_eta_and_verdicts() -> None:
