@@ -15,7 +15,7 @@ import ssl
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
-from urllib.parse import quote, urlsplit
+from urllib.parse import quote, urlsplit, urlunsplit
 
 import httpx
 
@@ -116,6 +116,15 @@ def parse_version(text: str) -> tuple[int, int]:
     return (int(match.group(1)), int(match.group(2))) if match else (0, 0)
 
 
+def redact(url: str) -> str:
+    """The URL for messages and logs: a password in its user info becomes `***`."""
+    parts = urlsplit(url)
+    if parts.password is None:
+        return url
+    host = parts.netloc.rpartition("@")[2]
+    return urlunsplit(parts._replace(netloc=f"{parts.username}:***@{host}"))
+
+
 class ConnectClient:
     def __init__(
         self,
@@ -131,8 +140,9 @@ class ConnectClient:
     ) -> None:
         parts = urlsplit(url)
         if parts.scheme not in ("http", "https") or not parts.hostname:
-            raise ValueError(f"{url!r} is not an http:// or https:// URL of Kafka Connect")
+            raise ValueError(f"{redact(url)!r} is not an http:// or https:// URL of Kafka Connect")
         self.url = url.rstrip("/")
+        self.shown_url = redact(self.url)  # for every message: never the password
         basic = None
         if auth is not None and auth.user is not None:
             basic = httpx.BasicAuth(auth.user, auth.password or "")
@@ -234,7 +244,7 @@ class ConnectClient:
         except httpx.TransportError as exc:
             cause = describe_transport_error(exc)
             raise ConnectError(
-                f"{about}Kafka Connect at {self.url} is unreachable: {cause}", None, connector
+                f"{about}Kafka Connect at {self.shown_url} is unreachable: {cause}", None, connector
             ) from None
         if response.status_code >= 400:
             raise ConnectError(

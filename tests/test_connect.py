@@ -509,3 +509,26 @@ def test_the_watcher_runs_until_sigterm_and_serves_its_restart_counter(
             process.communicate()
     assert process.returncode == 0
     assert "restarted connector sink" in stderr and "stopped; counts are kept" in stderr
+
+
+def test_a_password_in_the_connect_url_never_reaches_a_message() -> None:
+    from roller.connect import ConnectError, redact
+
+    assert redact("https://admin:s3cret@connect:8083/") == "https://admin:***@connect:8083/"
+    assert redact("http://connect:8083") == "http://connect:8083"
+    port = free_port()  # nothing listens there
+
+    async def go() -> str:
+        url = f"http://admin:s3cret@127.0.0.1:{port}"
+        async with ConnectClient(url, RetryPolicy(max_retries=0), timeout=2) as client:
+            try:
+                await client.status("anything")
+            except ConnectError as exc:
+                return str(exc)
+        return ""
+
+    message = asyncio.run(go())
+    assert "unreachable" in message and "s3cret" not in message and "admin:***@" in message
+    with pytest.raises(ValueError, match=r"\*\*\*") as caught:
+        ConnectClient("ftp://admin:s3cret@host", RetryPolicy())
+    assert "s3cret" not in str(caught.value)

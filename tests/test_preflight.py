@@ -1,0 +1,145 @@
+"""Never act blind: the check of every agent before a roll's first action, over real TLS."""
+
+from __future__ import annotations
+
+import asyncio
+import socket
+import threading
+from collections.abc import Iterator
+from email.utils import formatdate
+from pathlib import Path
+from time import time
+
+import pytest
+import uvicorn
+
+from roller.agent_client import AgentClient, Probe
+from roller.journal import EventLog
+from roller.model import AgentReport, AgentUnavailable, Node, Role
+from roller.preflight import preflight, problem
+from shared.errors import ConfigError
+from shared.retry import RetryPolicy
+from shared.states import BrokerState
+from shared.tls import client_context, server_context
+from shared.wire import BrokerStateReport
+
+from helpers import Pki, wait_until
+
+URL = "https://kafka-0:8443/v1/broker-state"
+OK = AgentReport(URL, BrokerStateReport(BrokerState.RUNNING))
+
+
+@pytest.mark.parametrize(
+    ("probe", "found"),
+    [
+        (Probe(OK, 0.4), None),
+        (Probe(OK, None), None),  # no Date header (Strimzi's agent): nothing to compare
+        (Probe(OK, 30.8), None),  # within 30 s and the header's one-second resolution
+        (Probe(OK, 600.0), "600s ahead of the roller's"),
+        (Probe(OK, -45.0), "45s behind the roller's"),
+        (
+            Probe(AgentUnavailable(URL, None, "tls-refused", "alert certificate required"), None),
+            "refused the roller's client certificate",
+        ),
+        (
+            Probe(AgentUnavailable(URL, None, "tls-untrusted", "certificate is not yet valid"), 0),
+            "certificate is not trusted (certificate is not yet valid)",
+        ),
+        (Probe(AgentUnavailable(URL, 404, "not-found", ""), 0), "HTTP 404"),
+        # A silent or unwell agent may be a node that is down: not a configuration error.
+        (Probe(AgentUnavailable(URL, None, "unreachable", "refused"), None), None),
+        (Probe(AgentUnavailable(URL, 503, "jmx-unreachable", "down"), 0), None),
+    ],
+)
+def test_what_makes_acting_blind(probe: Probe, found: str | None) -> None:
+    text = problem(probe, 30.0)
+    assert (text is None) is (found is None)
+    if found is not None:
+        assert text is not None and found in text
+
+
+class DatedAgent:
+    """An agent-shaped HTTPS server (mutual TLS) whose clock is `skew` seconds off ours."""
+
+    def __init__(self, pki: Pki, skew: float) -> None:
+        async def app(scope, receive, send):  # type: ignore[no-untyped-def]
+            body = b'{"brokerState":3}'
+            headers = [
+                (b"content-type", b"application/json"),
+                (b"date", formatdate(time() + skew, usegmt=True).encode()),
+            ]
+            await send({"type": "http.response.start", "status": 200, "headers": headers})
+            await send({"type": "http.response.body", "body": body})
+
+        tls = server_context(pki.server_cert, pki.server_key, pki.ca)
+        self.sock = socket.socket()
+        self.sock.bind(("127.0.0.1", 0))
+        self.url = f"https://127.0.0.1:{self.sock.getsockname()[1]}"
+        config = uvicorn.Config(
+            app,
+            log_config=None,
+            access_log=False,
+            lifespan="off",
+            loop="asyncio",
+            date_header=False,
+            ssl_certfile="unused",
+            ssl_context_factory=lambda config, default: tls,
+        )
+        self.server = uvicorn.Server(config)
+        self.thread = threading.Thread(
+            target=lambda: asyncio.run(self.server.serve(sockets=[self.sock])), daemon=True
+        )
+        self.thread.start()
+        wait_until(lambda: self.server.started, timeout=10, what="the dated agent")
+
+    def stop(self) -> None:
+        self.server.should_exit = True
+        self.thread.join(10)
+        self.sock.close()
+
+
+@pytest.fixture
+def skewed(pki: Pki) -> Iterator[DatedAgent]:
+    agent = DatedAgent(pki, skew=600)
+    yield agent
+    agent.stop()
+
+
+def check(pki: Pki, urls: list[str], folder: Path, *, ca: Path | None = None) -> None:
+    async def go() -> None:
+        tls = client_context(ca or pki.ca, pki.client_cert, pki.client_key)
+        async with AgentClient(tls, RetryPolicy(max_retries=0), timeout=5) as agents:
+            nodes = [
+                Node(i, f"kafka-{i}", frozenset({Role.BROKER}), url) for i, url in enumerate(urls)
+            ]
+            await preflight(agents, nodes, 30.0, EventLog(folder / "events.jsonl", "t"))
+
+    asyncio.run(go())
+
+
+def test_an_agent_whose_clock_is_ten_minutes_ahead_stops_the_roll(
+    pki: Pki, skewed: DatedAgent, tmp_path: Path
+) -> None:
+    with pytest.raises(ConfigError) as caught:
+        check(pki, [skewed.url], tmp_path)
+    text = str(caught.value)
+    assert "nothing was restarted" in text and "kafka-0" in text and skewed.url in text
+    assert "ahead of the roller's" in text and "--max-clock-skew" in text
+
+
+def test_an_agent_the_roller_does_not_trust_stops_the_roll(
+    pki: Pki, other_pki: Pki, skewed: DatedAgent, tmp_path: Path
+) -> None:
+    with pytest.raises(ConfigError) as caught:
+        check(pki, [skewed.url], tmp_path, ca=other_pki.ca)
+    assert "certificate is not trusted" in str(caught.value)
+    assert "certificate verify failed" in str(caught.value)
+
+
+def test_a_silent_agent_is_unknown_not_a_configuration_error(pki: Pki, tmp_path: Path) -> None:
+    with socket.socket() as closed:
+        closed.bind(("127.0.0.1", 0))
+        url = f"https://127.0.0.1:{closed.getsockname()[1]}"
+    check(pki, [url], tmp_path)  # no error: the node is waited for during the roll
+    events = (tmp_path / "events.jsonl").read_text()
+    assert '"action": "preflight"' in events and "unreachable" in events
