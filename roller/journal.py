@@ -12,6 +12,7 @@ action, reason and recovery figures. The Spark report reads it later.
 from __future__ import annotations
 
 import json
+import logging
 import threading
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -19,11 +20,17 @@ from enum import StrEnum
 from pathlib import Path
 from typing import Any, Protocol
 
-from shared.errors import ConfigError
+from shared.errors import ConfigError, RollguardError
 from shared.files import atomic_write
 from shared.wire import format_time
 
+logger = logging.getLogger(__name__)
+
 VERSION = 1
+
+
+class JournalError(RollguardError):
+    """The roll journal cannot be written: the roll must stop, it could not resume safely."""
 
 
 class NodeStatus(StrEnum):
@@ -132,7 +139,12 @@ class FileJournalStore:
 
     def save(self, record: RollRecord) -> None:
         text = json.dumps(record.to_json(), indent=2) + "\n"
-        atomic_write(self.path(record.roll_id), text.encode())
+        try:
+            atomic_write(self.path(record.roll_id), text.encode())
+        except OSError as exc:
+            raise JournalError(
+                f"roll journal {self.path(record.roll_id)} cannot be written: {exc.strerror}"
+            ) from exc
 
 
 class EventLog:
@@ -142,6 +154,7 @@ class EventLog:
         self.path = path
         self.roll_id = roll_id
         self._lock = threading.Lock()
+        self._failing = False
         path.parent.mkdir(parents=True, exist_ok=True)
 
     def write(self, node: str | None, action: str, reason: str = "", **figures: Any) -> None:
@@ -155,6 +168,15 @@ class EventLog:
             **known,
         }
         line = json.dumps(entry) + "\n"
-        with self._lock, self.path.open("a") as handle:
-            handle.write(line)
-            handle.flush()
+        with self._lock:
+            try:
+                with self.path.open("a") as handle:
+                    handle.write(line)
+                    handle.flush()
+            except OSError as exc:
+                # The events feed reports, not safety (the roll journal does): say it once.
+                if not self._failing:
+                    logger.warning("events journal %s: %s; events are lost", self.path, exc)
+                self._failing = True
+            else:
+                self._failing = False

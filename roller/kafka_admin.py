@@ -192,9 +192,10 @@ class KafkaObserver:
             controller = cluster.get("controller_id")
             reassignments = self._reassignments(admin)
             fetch_timeout = self._quorum_fetch_timeout(admin, cluster)
-        except (KafkaError, OSError) as exc:
+        except Exception as exc:  # the library's boundary: whatever it raises
             self.close()
-            raise AdminUnavailable(f"Kafka Admin API at {self.bootstrap}: {exc}") from exc
+            text = str(exc) if isinstance(exc, KafkaError | OSError) else repr(exc)
+            raise AdminUnavailable(f"Kafka Admin API at {self.bootstrap}: {text}") from exc
         return cluster_view(topics, min_isr, quorum, controller, reassignments, fetch_timeout)
 
     def _reassignments(self, admin: Any) -> Mapping[Any, Mapping[str, Any]]:

@@ -255,7 +255,10 @@ class Roller:
             result = await self._with_lease(self._roll(record, nodes))
         except RollguardError as exc:
             record.state, record.reason = RollState.FAILED, str(exc)
-            await self._save(record)
+            try:
+                await self._save(record)
+            except RollguardError as also:
+                logger.error("the roll failed and its journal cannot say so: %s", also)
             self.events.write(None, "roll-failed", str(exc))
             raise
         except (asyncio.CancelledError, KeyboardInterrupt):
