@@ -18,22 +18,18 @@ from pathlib import Path
 
 from certs.describe import describe
 from certs.pki import KeyType, issue, load_ca, make_ca, new_key, write_pair
+from shared.cli import ExitCode, Parser, argument_type
 from shared.errors import ConfigError
+from shared.settings import integer
 from shared.tls import read_certificates
 
-EXIT_USAGE = 2
-
-
-class _Parser(argparse.ArgumentParser):
-    """argparse that exits 2 with a single line, like every other rollguard error."""
-
-    def error(self, message: str) -> None:  # type: ignore[override]
-        self.exit(EXIT_USAGE, f"rollguard-certs: {message} (see --help)\n")
+EXIT_USAGE = ExitCode.USAGE
+MAX_DAYS = 36500  # a hundred years; X.509 dates end in 9999
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = _Parser(prog="rollguard-certs", description=__doc__.split("\n")[0])
-    common = _Parser(add_help=False)
+    parser = Parser(prog="rollguard-certs", description=__doc__.split("\n")[0])
+    common = Parser(add_help=False)
     common.add_argument("--dir", type=Path, default=Path(), help="PKI folder (default: .)")
     common.add_argument("--force", action="store_true", help="overwrite existing files")
     common.add_argument(
@@ -42,9 +38,15 @@ def build_parser() -> argparse.ArgumentParser:
         default="ec",
         help="ec (ECDSA P-256, default) or rsa",
     )
-    common.add_argument("--rsa-bits", type=int, choices=[2048, 3072, 4096], default=3072)
-    common.add_argument("--days", type=int, help="validity in days (CA 3650, others 365)")
-    sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
+    common.add_argument(
+        "--rsa-bits", type=argument_type(integer(0)), choices=[2048, 3072, 4096], default=3072
+    )
+    common.add_argument(
+        "--days",
+        type=argument_type(integer(1, MAX_DAYS)),
+        help=f"validity in days, 1 to {MAX_DAYS} (CA 3650, others 365)",
+    )
+    sub = parser.add_subparsers(dest="command", required=True, parser_class=Parser)
 
     ca = sub.add_parser("init-ca", parents=[common], help="create ca.crt and ca.key")
     ca.add_argument("--name", default="rollguard CA", help="the CA's common name")
@@ -101,11 +103,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         run(args)
     except ConfigError as exc:
         print(f"rollguard-certs: {exc}", file=sys.stderr)
-        return EXIT_USAGE
+        return ExitCode.USAGE
     except OSError as exc:
         print(f"rollguard-certs: {exc.filename or ''}: {exc.strerror}", file=sys.stderr)
-        return EXIT_USAGE
-    return 0
+        return ExitCode.USAGE
+    return ExitCode.OK
 
 
 if __name__ == "__main__":

@@ -40,25 +40,30 @@ from roller.kafka_admin import KafkaObserver, read_client_properties
 from roller.model import Node, check_cluster
 from roller.platform import InventoryPlatform, Platform, load_inventory
 from roller.progress import RecoveryTracker
-from roller.roll import Roller, RollFailed, RollSettings
+from roller.roll import OnAgentUnreachable, Roller, RollFailed, RollSettings
+from shared.cli import ExitCode, Parser
 from shared.errors import ConfigError
 from shared.retry import RETRY_SETTINGS, RetryPolicy, RetryStats, policy_from_settings
-from shared.settings import Flag, add_flags, choice, positive_seconds, resolve, retry_flags
+from shared.settings import (
+    Flag,
+    add_flags,
+    boolean,
+    choice,
+    duration_between,
+    integer,
+    milliseconds_to_duration,
+    resolve,
+    retry_flags,
+    servers,
+)
 from shared.tls import client_context
 
 logger = logging.getLogger("rollguard")
 
 ENV_PREFIX = "ROLLGUARD_"
-EXIT_FAILED = 1
-EXIT_CONFIG = 2
-EXIT_INTERRUPTED = 3
-
-
-def _milliseconds(text: str) -> float:
-    value = float(text)
-    if not value > 0:
-        raise ValueError(f"{text!r} is not a positive number of milliseconds")
-    return value / 1000
+EXIT_FAILED = ExitCode.FAILED
+EXIT_CONFIG = ExitCode.USAGE
+EXIT_INTERRUPTED = ExitCode.INTERRUPTED
 
 
 def _names(text: str) -> frozenset[str]:
@@ -66,16 +71,45 @@ def _names(text: str) -> frozenset[str]:
 
 
 def _roll_id(text: str) -> str:
-    if not text.replace("-", "").isalnum() or len(text) > 40:
+    if not (text.isascii() and text.replace("-", "").isalnum()) or len(text) > 40:
         raise ValueError(f"{text!r}: a roll id is letters, digits and dashes, 40 at most")
     return text.lower()
+
+
+def _on_agent_unreachable(text: str) -> OnAgentUnreachable:
+    return OnAgentUnreachable(choice(*(o.value for o in OnAgentUnreachable))(text))
+
+
+STATE_DIR = Flag(
+    "state-dir", ".rollguard", Path, "folder of roll journals and event journals", "DIR"
+)
+
+
+def _check_state_dir(folder: Path) -> None:
+    """Refuse, before anything starts, a --state-dir the roll could not write its journal to."""
+    existing = folder
+    while not existing.exists() and existing != existing.parent:
+        existing = existing.parent
+    if existing == folder and not folder.is_dir():
+        raise ConfigError(f"--state-dir {folder}: exists and is not a directory")
+    if not existing.is_dir():
+        raise ConfigError(f"--state-dir {folder}: cannot be created, {existing} is not a directory")
+    if not os.access(existing, os.W_OK | os.X_OK):
+        what = "is not writable" if existing == folder else f"cannot be created in {existing}"
+        raise ConfigError(f"--state-dir {folder}: {what}")
 
 
 AGENT_FLAGS = (
     Flag("cert", None, Path, "client certificate (PEM) presented to agents", "PATH", True),
     Flag("key", None, Path, "its unencrypted PEM private key", "PATH", True),
     Flag("cacert", None, Path, "CA bundle (PEM) that agents' certificates chain to", "PATH", True),
-    Flag("timeout", "5", positive_seconds, "seconds for one request to an agent", "SECONDS"),
+    Flag(
+        "timeout",
+        "5s",
+        duration_between("10ms", "1h"),
+        "time for one request to an agent",
+        "DURATION",
+    ),
     *retry_flags(),
 )
 OUTPUT = Flag(
@@ -119,67 +153,84 @@ ROLL_FLAGS = (
     Flag(
         "bootstrap",
         None,
-        str,
+        servers,
         "Kafka bootstrap servers HOST:PORT[,...] for the Admin API",
         "SERVERS",
         True,
     ),
     Flag("kafka-properties", None, Path, "Kafka client properties file (TLS, SASL)", "FILE"),
     Flag(
-        "operation-timeout-ms",
-        "300000",
-        _milliseconds,
-        "how long to wait for a node to become ready",
-        "MS",
+        "operation-timeout",
+        "5m",
+        duration_between("10ms", "7d"),
+        "how long a node may take to become ready before its agent decides",
+        "DURATION",
+        deprecated=(("operation-timeout-ms", milliseconds_to_duration),),
     ),
     Flag(
         "poll-interval",
-        "2",
-        positive_seconds,
-        "seconds between readiness and agent checks",
-        "SECONDS",
+        "2s",
+        duration_between("10ms", "1h"),
+        "time between readiness, safety and agent checks",
+        "DURATION",
     ),
     Flag(
         "max-recovery-wait",
-        "21600",
-        positive_seconds,
+        "6h",
+        duration_between("10ms", "30d"),
         "longest wait for a broker in log recovery that makes progress",
-        "SECONDS",
+        "DURATION",
     ),
     Flag(
         "stall-timeout",
-        "600",
-        positive_seconds,
+        "10m",
+        duration_between("10ms", "7d"),
         "a recovery with no progress for this long is stalled",
-        "SECONDS",
+        "DURATION",
     ),
     Flag(
         "restart-timeout",
-        "300",
-        positive_seconds,
+        "5m",
+        duration_between("10ms", "1d"),
         "time limit of an inventory restart command",
-        "SECONDS",
+        "DURATION",
+    ),
+    Flag(
+        "safety-wait",
+        "30m",
+        duration_between("10ms", "30d"),
+        "how long a roll waits without progress for a restart to become safe and for a "
+        "restarted broker to rejoin its ISRs",
+        "DURATION",
+    ),
+    Flag(
+        "on-agent-unreachable",
+        "wait",
+        _on_agent_unreachable,
+        "a node whose agent cannot answer: wait (within --safety-wait) or force (restart it "
+        "after --operation-timeout)",
+        "wait|force",
+    ),
+    Flag(
+        "max-clock-skew",
+        "30s",
+        duration_between("10ms", "1d"),
+        "largest clock difference between the roller and an agent before anything is done",
+        "DURATION",
     ),
     Flag("only", "", _names, "restart only these nodes (comma-separated names)", "NODES"),
     Flag("skip", "", _names, "never restart these nodes (comma-separated names)", "NODES"),
     Flag(
         "all",
         "false",
-        choice("true", "false"),
-        "on Kubernetes, restart pods that are already up to date too",
-        "BOOL",
+        boolean,
+        "on Kubernetes, restart pods that are already up to date too (a switch)",
+        switch=True,
     ),
     Flag("roll-id", None, _roll_id, "id of a new roll (default: time and random)", "ID"),
     Flag("resume", None, _roll_id, "resume the roll with this id", "ID"),
-    Flag("state-dir", ".rollguard", Path, "folder of roll journals and event journals", "DIR"),
+    STATE_DIR,
 )
-
-
-def _positive_int(text: str) -> int:
-    value = int(text)
-    if value < 1:
-        raise ValueError(f"{text!r} is not a positive whole number")
-    return value
 
 
 def _paths(text: str) -> list[Path]:
@@ -202,26 +253,21 @@ COLLECT_FLAGS = (
         "NAME",
     ),
     Flag("events", "", _paths, "roller event journals: files or --state-dir folders", "PATHS"),
-    Flag("concurrency", "16", _positive_int, "agents pulled at once", "N"),
-    Flag("page-size", "5000", _positive_int, "records per request (at most 10000)", "N"),
+    Flag("concurrency", "16", integer(1, 1024), "agents pulled at once", "N"),
+    Flag("page-size", "5000", integer(1, 10000), "records per request", "N"),
     Flag(
         "agent-deadline",
-        "120",
-        positive_seconds,
+        "2m",
+        duration_between("10ms", "1d"),
         "time one agent may take in a run; what came by then is kept",
-        "SECONDS",
+        "DURATION",
     ),
 )
 
 
-class _Parser(argparse.ArgumentParser):
-    def error(self, message: str) -> None:  # type: ignore[override]
-        self.exit(EXIT_CONFIG, f"rollguard: {message} (see --help)\n")
-
-
 def build_parser() -> argparse.ArgumentParser:
-    parser = _Parser(prog="rollguard", description="Rolls Kafka clusters safely.")
-    sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
+    parser = Parser(prog="rollguard", description="Rolls Kafka clusters safely.")
+    sub = parser.add_subparsers(dest="command", required=True, parser_class=Parser)
     state = sub.add_parser("state", help="ask agents for their broker's state once")
     state.add_argument(
         "urls", nargs="+", metavar="URL", help="agent URL, e.g. https://kafka-0.kafka.prod.svc:8443"
@@ -234,7 +280,7 @@ def build_parser() -> argparse.ArgumentParser:
         add_flags(sub.add_parser(name, help=text), ROLL_FLAGS, ENV_PREFIX)
     collect = sub.add_parser("collect", help="pull agents' recovery timelines into a dataset")
     add_flags(collect, COLLECT_FLAGS, ENV_PREFIX)
-    connect_cli.add_parsers(sub, _Parser)
+    connect_cli.add_parsers(sub, Parser)
     return parser
 
 
@@ -439,13 +485,16 @@ async def _run(command: str, values: dict[str, Any], stats: RetryStats) -> int:
         stack.callback(kafka.close)
         observer = kafka.observe
         settings = RollSettings(
-            operation_timeout=values["operation-timeout-ms"],
+            operation_timeout=values["operation-timeout"],
             poll_interval=values["poll-interval"],
             max_recovery_wait=values["max-recovery-wait"],
             stall_timeout=values["stall-timeout"],
+            safety_wait=values["safety-wait"],
+            on_agent_unreachable=values["on-agent-unreachable"],
+            max_clock_skew=values["max-clock-skew"],
             only=values["only"],
             skip=values["skip"],
-            all_nodes=values["all"] == "true",
+            all_nodes=values["all"],
         )
         events = EventLog(folder / f"events-{roll_id}.jsonl", roll_id)
         try:
@@ -462,8 +511,16 @@ async def _run(command: str, values: dict[str, Any], stats: RetryStats) -> int:
                 on_progress=_progress(display, values["output"]),
             )
             if command == "plan":
-                for node, action in await roller.plan():
-                    print(f"{node.name:<24} {action}")
+                try:
+                    entries = await roller.plan()
+                except RollFailed as exc:
+                    print(f"rollguard: plan failed: {exc}", file=sys.stderr)
+                    return EXIT_FAILED
+                for entry in entries:
+                    if values["output"] == "json":
+                        print(json.dumps(entry.to_json()))
+                    else:
+                        print(f"{entry.node.name:<24} {entry.text()}")
                 return 0
             if display is not None:
                 stack.enter_context(display)
@@ -566,10 +623,11 @@ def main(argv: Sequence[str] | None = None, environ: Mapping[str, str] | None = 
             return collect_command(args, environ)
         if args.command in ("connect", "mm2"):
             return connect_cli.run(args, environ)
+        _check_state_dir(resolve(args, environ, (STATE_DIR,), ENV_PREFIX)["state-dir"])
         return roll(args.command, args, environ)
     except ConfigError as exc:
         print(f"rollguard: {exc}", file=sys.stderr)
-        return EXIT_CONFIG
+        return ExitCode.USAGE
 
 
 if __name__ == "__main__":

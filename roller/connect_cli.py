@@ -49,14 +49,24 @@ from roller.offsets import (
     mm2_key,
     reset_offsets,
 )
+from shared.cli import ExitCode
 from shared.errors import ConfigError
 from shared.retry import RETRY_SETTINGS, policy_from_settings
-from shared.settings import Flag, add_flags, positive_seconds, resolve, retry_flags
+from shared.settings import (
+    Flag,
+    add_flags,
+    duration_between,
+    integer,
+    listen_address,
+    resolve,
+    retry_flags,
+)
 from shared.tls import client_context
 
 ENV_PREFIX = "ROLLGUARD_"
 PASSWORD_ENV = "ROLLGUARD_CONNECT_PASSWORD"  # noqa: S105 (a variable name)
-EXIT_FAILED, EXIT_CONFIG, EXIT_INTERRUPTED, EXIT_NOT_FOUND, EXIT_CONFLICT = 1, 2, 3, 4, 5
+EXIT_FAILED, EXIT_CONFIG, EXIT_INTERRUPTED = ExitCode.FAILED, ExitCode.USAGE, ExitCode.INTERRUPTED
+EXIT_NOT_FOUND, EXIT_CONFLICT = 4, 5  # connect's own: no such connector; 409 through every retry
 
 logger = logging.getLogger("rollguard.connect")
 
@@ -68,20 +78,10 @@ def _namespaced(text: str) -> tuple[str, str]:
     return namespace, name
 
 
-def _host_port(text: str) -> tuple[str, int]:
-    host, _, port = text.rpartition(":")
-    if not host or not port.isdigit() or not 0 <= int(port) < 65536:
-        raise ValueError(f"{text!r} is not HOST:PORT")
-    return host, int(port)
-
-
 def _max_restarts(text: str) -> int | None:
     if text in ("", "unlimited"):
         return None
-    value = int(text)
-    if value < 0:
-        raise ValueError(f"{text!r} is not a whole number >= 0")
-    return value
+    return integer(0)(text)
 
 
 def _names(text: str) -> list[str] | None:
@@ -96,7 +96,7 @@ CONNECT_FLAGS = (
     Flag("key", None, Path, "its unencrypted PEM private key", "PATH"),
     Flag("user", None, str, "basic-auth user", "USER"),
     Flag("password-file", None, Path, f"basic-auth password file (or {PASSWORD_ENV})", "FILE"),
-    Flag("timeout", "30", positive_seconds, "seconds for one request to Connect", "SECONDS"),
+    Flag("timeout", "30s", duration_between("10ms", "1h"), "time for one request", "DURATION"),
     *retry_flags(),
 )
 AUTO_RESTART_FLAGS = (
@@ -104,10 +104,10 @@ AUTO_RESTART_FLAGS = (
     Flag("connectors", "", _names, "watch only these connectors (default: all)", "A,B"),
     Flag("config", None, Path, "YAML of per-connector settings (maxRestarts, enabled)", "FILE"),
     Flag("max-restarts", "", _max_restarts, "give up after this many restarts (empty: never)", "N"),
-    Flag("interval", "60", positive_seconds, "seconds between two status checks", "SECONDS"),
+    Flag("interval", "1m", duration_between("10ms", "1d"), "time between two checks", "DURATION"),
     Flag("state-file", "rollguard-auto-restart.json", Path, "counts and times, kept", "FILE"),
     Flag("state-configmap", None, _namespaced, "keep them in this ConfigMap instead", "NS/NAME"),
-    Flag("metrics-listen", None, _host_port, "serve Prometheus /metrics here", "HOST:PORT"),
+    Flag("metrics-listen", None, listen_address, "serve Prometheus /metrics here", "HOST:PORT"),
 )
 OFFSETS_FLAGS = (
     *CONNECT_FLAGS,
@@ -116,7 +116,13 @@ OFFSETS_FLAGS = (
     Flag("to-configmap", None, _namespaced, "list: ConfigMap to write the key into", "NS/NAME"),
     Flag("from", None, Path, "alter: folder holding the key, or the file itself", "PATH"),
     Flag("from-configmap", None, _namespaced, "alter: ConfigMap holding the key", "NS/NAME"),
-    Flag("stop-timeout", "60", positive_seconds, "with --stop: wait this long for STOPPED", "SEC"),
+    Flag(
+        "stop-timeout",
+        "1m",
+        duration_between("10ms", "1d"),
+        "with --stop: wait this long for STOPPED",
+        "DURATION",
+    ),
 )
 
 

@@ -51,3 +51,39 @@ def test_every_connect_flag_is_in_the_operations_guide() -> None:
         if flag.name.startswith("retry-"):
             continue  # the five retry flags are documented together
         assert f"`--{flag.name}`" in OPERATIONS, f"--{flag.name} is not in docs/operations.md"
+        if flag.default:
+            assert any(f"`{flag.default}`" in row for row in rows(OPERATIONS, flag.name)), (
+                f"--{flag.name}: default {flag.default} not shown"
+            )
+
+
+def rows(text: str, name: str) -> list[str]:
+    """The table rows of `text` whose first cell names `--name` (alone or with others)."""
+    return [
+        line
+        for line in text.splitlines()
+        if line.startswith("|") and f"`--{name}`" in line.split("|")[1]
+    ]
+
+
+def test_every_roll_flag_is_in_the_operations_guide_with_its_default() -> None:
+    from roller.cli import ROLL_FLAGS
+
+    for flag in ROLL_FLAGS:
+        if flag.name.startswith("retry-"):
+            continue  # the five retry flags are documented together, in the README
+        found = rows(OPERATIONS, flag.name)
+        assert found, f"--{flag.name} is not in a table of docs/operations.md"
+        if flag.default:
+            assert any(f"`{flag.default}`" in row for row in found), (
+                f"--{flag.name}: default {flag.default} not shown"
+            )
+        for old, _ in flag.deprecated:
+            assert f"`--{old}" in OPERATIONS, f"deprecated --{old} is not explained"
+
+
+def test_the_duration_syntax_is_documented_where_the_flags_are() -> None:
+    for text in (README, OPERATIONS):
+        for example in ("`1500ms`", "`90s`", "`5m`", "`6h`", "`1d`", "`1h30m`"):
+            assert example in text, example
+        assert "a bare number is seconds" in text
