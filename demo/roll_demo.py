@@ -67,8 +67,8 @@ def main() -> int:
             str(WORK / "state"),
             "--poll-interval",
             "1",
-            "--operation-timeout-ms",
-            "8000",
+            "--operation-timeout",
+            "8s",
         ]
 
         say("2. rollguard state: every agent reports RUNNING")

@@ -26,17 +26,15 @@ from typing import Any
 if __package__ in (None, ""):  # run as a file by spark-submit: make the package importable
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-EXIT_FAILED = 1
-EXIT_CONFIG = 2
+from shared.cli import ExitCode, Parser, argument_type
+from shared.settings import integer
 
-
-class _Parser(argparse.ArgumentParser):
-    def error(self, message: str) -> None:  # type: ignore[override]
-        self.exit(EXIT_CONFIG, f"rollguard-report: {message} (see --help)\n")
+EXIT_FAILED = ExitCode.FAILED
+EXIT_CONFIG = ExitCode.USAGE
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = _Parser(
+    parser = Parser(
         prog="rollguard-report", description="Recovery report from collected agent timelines."
     )
     parser.add_argument("--dataset", type=Path, required=True, help="folder written by collect")
@@ -51,7 +49,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument(
         "--shuffle-partitions",
-        type=int,
+        type=argument_type(integer(0, 100_000)),
         default=0,
         help="partitions of the one shuffle (default: 2 per core of the master)",
     )

@@ -142,7 +142,7 @@ def test_rollguard_state_against_a_real_agent_prints_reports_and_a_summary(pki: 
     [
         (["--retry-jitter-factor", "2"], "--retry-jitter-factor 2 must be in [0, 1]"),
         (["--retry-initial-backoff-ms", "99999"], "must not exceed --retry-max-backoff-ms"),
-        (["--retry-max-retries", "many"], "--retry-max-retries: invalid literal"),
+        (["--retry-max-retries", "many"], "--retry-max-retries: 'many' is not a whole number"),
         (["--timeout", "0"], "--timeout: '0' is not a positive number"),
     ],
 )
