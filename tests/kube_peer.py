@@ -23,6 +23,12 @@ What is simulated, and how it mirrors a cluster:
 - ConfigMaps: create (409 AlreadyExists), get, list, watch, replace (409 Conflict on a stale
   `metadata.resourceVersion`), patch (merge, strategic merge as a plain merge, JSON patch, and
   server-side apply as create-or-merge without field ownership), delete, validation (422 Invalid).
+- Leases (`coordination.k8s.io/v1`): the same verbs, with a Lease's own update strategy: a
+  replace without `metadata.resourceVersion` is 422 Invalid (no unconditional updates), a replace
+  of a Lease that does not exist creates it (201), and the spec is decoded as the API server's
+  Go types are (a MicroTime needs exactly six fractional digits, else 400; durations > 0).
+- `on_request` sees each request before it is answered and `edit` changes a stored object as a
+  concurrent writer would, so a test can put a write between a client's read and its update.
 - Errors are `Status` objects with `code`/`reason`/`details`, served as exactly
   `application/json`: lightkube only turns an error into `ApiError` for that exact content type.
 - `resourceVersion` is one counter for all objects, like etcd's revision; every change bumps it
@@ -142,7 +148,14 @@ PODS = ResourceKind(
 )
 CONFIGMAPS = ResourceKind("", "v1", "configmaps", "ConfigMap")
 STATEFULSETS = ResourceKind("apps", "v1", "statefulsets", "StatefulSet")
-KINDS = {(k.group, k.version, k.plural): k for k in (PODS, CONFIGMAPS, STATEFULSETS)}
+LEASES = ResourceKind("coordination.k8s.io", "v1", "leases", "Lease")
+KINDS = {(k.group, k.version, k.plural): k for k in (PODS, CONFIGMAPS, STATEFULSETS, LEASES)}
+STORED = (CONFIGMAPS, LEASES)  # created, replaced, patched and deleted as clients write them
+# The update strategies of Kubernetes: a Lease needs the resourceVersion on every update
+# (AllowUnconditionalUpdate false) and may be created by a PUT (AllowCreateOnUpdate true); a
+# ConfigMap is the other way round.
+UPDATE_NEEDS_VERSION = (LEASES,)
+CREATE_ON_UPDATE = (LEASES,)
 
 _PATH = re.compile(
     r"^/(?:api/(?P<core>v1)|apis/(?P<group>[^/]+)/(?P<version>[^/]+))"
@@ -222,9 +235,11 @@ def invalid(kind: ResourceKind, name: str, causes: list[tuple[str, str]]) -> Api
             for field_, message in causes
         ],
     }
+    qualified = kind.kind
     if kind.group:
         details["group"] = kind.group
-    return ApiFailure(422, "Invalid", f'{kind.kind} "{name}" is invalid: {text}', details)
+        qualified = f"{kind.kind}.{kind.group}"  # a GroupKind as Go prints it
+    return ApiFailure(422, "Invalid", f'{qualified} "{name}" is invalid: {text}', details)
 
 
 def bad_request(message: str) -> ApiFailure:
@@ -528,6 +543,9 @@ class KubeSim:
         self.deletions: list[Deletion] = []
         self.requests: list[SeenRequest] = []
         self.callback_errors: list[BaseException] = []
+        # Called on the HTTP thread before a request is answered, e.g. to `edit` an object
+        # between a client's read and its write: a race that must not be left to timing.
+        self.on_request: Callable[[SeenRequest], object] | None = None
         self.url = ""
         self._lock = threading.RLock()
         self._cv = threading.Condition(self._lock)
@@ -691,6 +709,23 @@ class KubeSim:
         with self._lock:
             obj = self._store["configmaps"].get((namespace, name))
             return copy.deepcopy(obj) if obj is not None else None
+
+    def lease(self, name: str, namespace: str = "default") -> Json | None:
+        with self._lock:
+            obj = self._store["leases"].get((namespace, name))
+            return copy.deepcopy(obj) if obj is not None else None
+
+    def edit(
+        self, plural: str, name: str, namespace: str, change: Callable[[Json], object]
+    ) -> Json:
+        """Change a stored ConfigMap or Lease in place as another client's write would: a new
+        resourceVersion and a watch event. `change` gets the object's JSON to modify."""
+        with self._lock:
+            kind = next(k for k in STORED if k.plural == plural)
+            obj = copy.deepcopy(self._store[plural][(namespace, name)])
+            change(obj)
+            self._write(kind, (namespace, name), obj)
+            return copy.deepcopy(obj)
 
     def set_next_start(
         self,
@@ -1184,8 +1219,11 @@ class KubeSim:
         method, path = request.method, request.url.path
         query = dict(request.query_params)
         content_type = request.headers.get("content-type")
+        seen = SeenRequest(method, path, query, content_type)
         with self._lock:
-            self.requests.append(SeenRequest(method, path, query, content_type))
+            self.requests.append(seen)
+        if self.on_request is not None:
+            self.on_request(seen)
         try:
             if self.token is not None and (
                 request.headers.get("authorization") != f"Bearer {self.token}"
@@ -1229,8 +1267,8 @@ class KubeSim:
         if name is None:
             if method == "GET":
                 return 200, self._list(kind, namespace, query)
-            if method == "POST" and kind is CONFIGMAPS and namespace is not None:
-                return 201, self._create_configmap(namespace, _parse(body), dry_run)
+            if method == "POST" and kind in STORED and namespace is not None:
+                return 201, self._create(kind, namespace, _parse(body), dry_run)
             raise method_not_allowed()
         assert namespace is not None
         key = (namespace, name)
@@ -1244,15 +1282,15 @@ class KubeSim:
             return 200, self._delete_pod(key, query, dry_run)
         if kind is PODS and method == "PATCH":
             return 200, self._patch_pod(key, content_type, body, dry_run)
-        if kind is not CONFIGMAPS:
+        if kind not in STORED:
             raise method_not_allowed()
         if method == "PUT":
-            return 200, self._replace_configmap(key, _parse(body), dry_run)
+            return self._replace(kind, key, _parse(body), dry_run)
         if method == "PATCH":
-            return self._patch_configmap(key, content_type, body, dry_run)
+            return self._patch(kind, key, content_type, body, dry_run)
         if method == "DELETE":
             self._check_delete_preconditions(kind, key, body)
-            return 200, self._delete_configmap(key, dry_run)
+            return 200, self._delete(kind, key, dry_run)
         raise method_not_allowed()
 
     def _selection(
@@ -1355,7 +1393,7 @@ class KubeSim:
 
         return StreamingResponse(stream(), media_type="application/json")
 
-    # --- configmaps ------------------------------------------------------------------------------
+    # --- configmaps and leases: objects kept as clients write them -----------------------------
 
     def _check_delete_preconditions(self, kind: ResourceKind, key: Key, body: bytes) -> None:
         if not body.strip():
@@ -1376,18 +1414,18 @@ class KubeSim:
                 kind, key[1], why + f"ResourceVersion in object meta: {meta['resourceVersion']}"
             )
 
-    def _clean_configmap(self, body: Any, namespace: str, name: str | None) -> Json:
-        """Check a ConfigMap from a client (400 for wrong shapes, 422 for invalid values) and
+    def _clean(self, kind: ResourceKind, body: Any, namespace: str, name: str | None) -> Json:
+        """Check an object from a client (400 for wrong shapes, 422 for invalid values) and
         keep only the fields a client may set."""
         if not isinstance(body, dict):
             raise bad_request("the body of the request was in an unknown format")
-        if body.get("apiVersion") not in (None, "v1"):
+        if body.get("apiVersion") not in (None, kind.api_version):
             raise bad_request(
                 f"the API version in the data ({body['apiVersion']}) does not match the expected "
-                "API version (v1)"
+                f"API version ({kind.api_version})"
             )
-        if body.get("kind") not in (None, "ConfigMap"):
-            raise bad_request(f"the kind in the data ({body['kind']}) does not match ConfigMap")
+        if body.get("kind") not in (None, kind.kind):
+            raise bad_request(f"the kind in the data ({body['kind']}) does not match {kind.kind}")
         meta = body.get("metadata") or {}
         if not isinstance(meta, dict):
             raise bad_request("metadata must be an object")
@@ -1401,15 +1439,9 @@ class KubeSim:
                 f"the name of the object ({meta['name']}) does not match the name on the URL "
                 f"({name})"
             )
-        for part in ("data", "binaryData"):
-            value = body.get(part)
-            if value is not None and not (
-                isinstance(value, dict) and all(isinstance(v, str) for v in value.values())
-            ):
-                raise bad_request(
-                    'ConfigMap in version "v1" cannot be handled as a ConfigMap: json: cannot '
-                    f"unmarshal into Go struct field ConfigMap.{part} of type map[string]string"
-                )
+        content, content_causes = (
+            _lease_content(body) if kind is LEASES else _configmap_content(body)
+        )
         for part in ("labels", "annotations"):
             value = meta.get(part)
             if value is not None and not (
@@ -1431,74 +1463,68 @@ class KubeSim:
                     "with an alphanumeric character",
                 )
             )
-        data, binary = body.get("data") or {}, body.get("binaryData") or {}
-        for key in [*data, *binary]:
-            if len(key) > 253 or not _CONFIGMAP_KEY.match(key):
-                causes.append(
-                    (
-                        f"data[{key}]",
-                        f'Invalid value: "{key}": a valid config key must consist of alphanumeric '
-                        "characters, '-', '_' or '.'",
-                    )
-                )
-        for key in set(data) & set(binary):
-            causes.append(
-                (f"data[{key}]", f'Invalid value: "{key}": duplicate of key present in binaryData')
-            )
-        size = sum(len(k) + len(v.encode()) for k, v in data.items()) + sum(
-            len(k) + len(v) for k, v in binary.items()
-        )
-        if size > CONFIGMAP_MAX_BYTES:
-            causes.append(("[]", f"Too long: must have at most {CONFIGMAP_MAX_BYTES} bytes"))
+        causes += content_causes
         if causes:
-            raise invalid(CONFIGMAPS, final_name or "", causes)
+            raise invalid(kind, final_name or "", causes)
         # Empty maps and lists are dropped, as Go's `omitempty` does on the real API server.
         cleaned_meta = {
             k: copy.deepcopy(meta[k])
             for k in ("labels", "annotations", "ownerReferences", "finalizers", "generateName")
             if meta.get(k)
         }
-        cleaned: Json = {
-            "apiVersion": "v1",
-            "kind": "ConfigMap",
+        return {
+            "apiVersion": kind.api_version,
+            "kind": kind.kind,
             "metadata": {"name": final_name, "namespace": namespace, **cleaned_meta},
+            **content,
         }
-        for part in ("data", "binaryData"):
-            if body.get(part):
-                cleaned[part] = copy.deepcopy(body[part])
-        if body.get("immutable") is not None:
-            cleaned["immutable"] = body["immutable"]
-        return cleaned
 
-    def _create_configmap(self, namespace: str, body: Any, dry_run: bool) -> Json:
-        obj = self._clean_configmap(body, namespace, None)
+    def _create(self, kind: ResourceKind, namespace: str, body: Any, dry_run: bool) -> Json:
+        obj = self._clean(kind, body, namespace, None)
         version = ((body.get("metadata") or {}).get("resourceVersion") or "").strip()
         if version.isdigit() and int(version) != 0:
             raise ApiFailure(
                 500, "InternalError", "resourceVersion should not be set on objects to be created"
             )
         key = (namespace, obj["metadata"]["name"])
-        if key in self._store["configmaps"]:
-            raise already_exists(CONFIGMAPS, key[1])
+        if key in self._store[kind.plural]:
+            raise already_exists(kind, key[1])
         obj["metadata"].update(uid=str(uuid.uuid4()), creationTimestamp=_timestamp())
         if dry_run:
             obj["metadata"]["resourceVersion"] = ""
             return obj
-        self._write(CONFIGMAPS, key, obj)
+        self._write(kind, key, obj)
         return copy.deepcopy(obj)
 
-    def _update_configmap(self, key: Key, body: Any, dry_run: bool) -> Json:
-        old = self._store["configmaps"][key]
+    def _update(self, kind: ResourceKind, key: Key, body: Any, dry_run: bool) -> Json:
+        old = self._store[kind.plural][key]
         meta = (body.get("metadata") or {}) if isinstance(body, dict) else {}
         version = meta.get("resourceVersion")
+        if not version and kind in UPDATE_NEEDS_VERSION:
+            # Such a kind's strategy refuses unconditional updates (AllowUnconditionalUpdate
+            # false), with the resource, not the kind, in the message.
+            raise ApiFailure(
+                422,
+                "Invalid",
+                f'{kind.qualified} "{key[1]}" is invalid: metadata.resourceVersion: Invalid '
+                "value: 0x0: must be specified for an update",
+                {
+                    **_details(kind, key[1]),
+                    "causes": [
+                        {
+                            "reason": "FieldValueInvalid",
+                            "message": "Invalid value: 0x0: must be specified for an update",
+                            "field": "metadata.resourceVersion",
+                        }
+                    ],
+                },
+            )
         if version and version != old["metadata"]["resourceVersion"]:
-            raise conflict(CONFIGMAPS, key[1])
+            raise conflict(kind, key[1])
         if meta.get("uid") and meta["uid"] != old["metadata"]["uid"]:
             why = f"Precondition failed: UID in precondition: {meta['uid']}, "
-            raise conflict(
-                CONFIGMAPS, key[1], why + f"UID in object meta: {old['metadata']['uid']}"
-            )
-        obj = self._clean_configmap(body, *key)
+            raise conflict(kind, key[1], why + f"UID in object meta: {old['metadata']['uid']}")
+        obj = self._clean(kind, body, *key)
         if old.get("immutable"):
             causes = [
                 (part, "Forbidden: field is immutable when `immutable` is set")
@@ -1510,7 +1536,7 @@ class KubeSim:
                     ("immutable", "Forbidden: field is immutable when `immutable` is set")
                 )
             if causes:
-                raise invalid(CONFIGMAPS, key[1], causes)
+                raise invalid(kind, key[1], causes)
         obj["metadata"].update(
             uid=old["metadata"]["uid"],
             creationTimestamp=old["metadata"]["creationTimestamp"],
@@ -1518,19 +1544,28 @@ class KubeSim:
         )
         if obj == old or dry_run:
             return copy.deepcopy(obj)
-        self._write(CONFIGMAPS, key, obj)
+        self._write(kind, key, obj)
         return copy.deepcopy(obj)
 
-    def _replace_configmap(self, key: Key, body: Any, dry_run: bool) -> Json:
-        if key not in self._store["configmaps"]:
-            raise not_found(CONFIGMAPS, key[1])
-        return self._update_configmap(key, body, dry_run)
+    def _replace(self, kind: ResourceKind, key: Key, body: Any, dry_run: bool) -> tuple[int, Json]:
+        if key in self._store[kind.plural]:
+            return 200, self._update(kind, key, body, dry_run)
+        if kind not in CREATE_ON_UPDATE:
+            raise not_found(kind, key[1])
+        # A PUT creates a Lease that does not exist (AllowCreateOnUpdate); the storage's
+        # precondition on the uid, if the client sent one, fails against "nothing".
+        meta = (body.get("metadata") or {}) if isinstance(body, dict) else {}
+        if meta.get("uid"):
+            why = f"Precondition failed: UID in precondition: {meta['uid']}, UID in object meta: "
+            raise conflict(kind, key[1], why)
+        fresh = {**body, "metadata": {**meta, "name": key[1], "resourceVersion": None}}
+        return 201, self._create(kind, key[0], fresh, dry_run)
 
-    def _patch_configmap(
-        self, key: Key, content_type: str | None, body: bytes, dry_run: bool
+    def _patch(
+        self, kind: ResourceKind, key: Key, content_type: str | None, body: bytes, dry_run: bool
     ) -> tuple[int, Json]:
         patch_type = (content_type or "").split(";")[0].strip()
-        old = self._store["configmaps"].get(key)
+        old = self._store[kind.plural].get(key)
         if patch_type == "application/apply-patch+yaml":
             # Server-side apply, simplified: create or merge; no field ownership, no conflicts.
             applied = _parse_yaml(body)
@@ -1540,26 +1575,24 @@ class KubeSim:
                 raise bad_request("apply patches must set apiVersion and kind")
             if old is None:
                 metadata = {**(applied.get("metadata") or {}), "name": key[1]}
-                return 201, self._create_configmap(
-                    key[0], {**applied, "metadata": metadata}, dry_run
-                )
-            return 200, self._update_configmap(key, merge_patch(old, applied), dry_run)
+                return 201, self._create(kind, key[0], {**applied, "metadata": metadata}, dry_run)
+            return 200, self._update(kind, key, merge_patch(old, applied), dry_run)
         if old is None:
-            raise not_found(CONFIGMAPS, key[1])
-        return 200, self._update_configmap(key, _apply_patch(old, patch_type, body), dry_run)
+            raise not_found(kind, key[1])
+        return 200, self._update(kind, key, _apply_patch(old, patch_type, body), dry_run)
 
-    def _delete_configmap(self, key: Key, dry_run: bool) -> Json:
-        obj = self._store["configmaps"].get(key)
+    def _delete(self, kind: ResourceKind, key: Key, dry_run: bool) -> Json:
+        obj = self._store[kind.plural].get(key)
         if obj is None:
-            raise not_found(CONFIGMAPS, key[1])
+            raise not_found(kind, key[1])
         if not dry_run:
-            self._write(CONFIGMAPS, key, None)
+            self._write(kind, key, None)
         return {
             "kind": "Status",
             "apiVersion": "v1",
             "metadata": {},
             "status": "Success",
-            "details": {"name": key[1], "kind": "configmaps", "uid": obj["metadata"]["uid"]},
+            "details": {**_details(kind, key[1]), "uid": obj["metadata"]["uid"]},
         }
 
     def _patch_pod(self, key: Key, content_type: str | None, body: bytes, dry_run: bool) -> Json:
@@ -1606,6 +1639,118 @@ class KubeSim:
         pod.annotations = dict(meta.get("annotations") or {})
         self._commit_pod(pod)
         return copy.deepcopy(self._store["pods"][key])
+
+
+# --- what a ConfigMap and a Lease may hold -------------------------------------------------------
+
+Causes = list[tuple[str, str]]
+INT32 = (-(2**31), 2**31 - 1)
+LEASE_STRINGS = ("holderIdentity", "preferredHolder", "strategy")
+LEASE_INTS = ("leaseDurationSeconds", "leaseTransitions")
+LEASE_TIMES = ("acquireTime", "renewTime")
+# metav1.MicroTime is parsed with the layout "2006-01-02T15:04:05.000000Z07:00": exactly six
+# fractional digits, so "2026-01-01T00:00:00Z" is refused (400), as the real API server does.
+_MICRO_TIME = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{6}(Z|[+-]\d\d:\d\d)$")
+
+
+def _configmap_content(body: Json) -> tuple[Json, Causes]:
+    """`data`, `binaryData` and `immutable` of a ConfigMap (400 for wrong types), with the
+    causes of a 422 for invalid keys and sizes."""
+    for part in ("data", "binaryData"):
+        value = body.get(part)
+        if value is not None and not (
+            isinstance(value, dict) and all(isinstance(v, str) for v in value.values())
+        ):
+            raise bad_request(
+                'ConfigMap in version "v1" cannot be handled as a ConfigMap: json: cannot '
+                f"unmarshal into Go struct field ConfigMap.{part} of type map[string]string"
+            )
+    data, binary = body.get("data") or {}, body.get("binaryData") or {}
+    causes: Causes = []
+    for key in [*data, *binary]:
+        if len(key) > 253 or not _CONFIGMAP_KEY.match(key):
+            causes.append(
+                (
+                    f"data[{key}]",
+                    f'Invalid value: "{key}": a valid config key must consist of alphanumeric '
+                    "characters, '-', '_' or '.'",
+                )
+            )
+    for key in set(data) & set(binary):
+        causes.append(
+            (f"data[{key}]", f'Invalid value: "{key}": duplicate of key present in binaryData')
+        )
+    size = sum(len(k) + len(v.encode()) for k, v in data.items()) + sum(
+        len(k) + len(v) for k, v in binary.items()
+    )
+    if size > CONFIGMAP_MAX_BYTES:
+        causes.append(("[]", f"Too long: must have at most {CONFIGMAP_MAX_BYTES} bytes"))
+    content = {part: copy.deepcopy(body[part]) for part in ("data", "binaryData") if body.get(part)}
+    if body.get("immutable") is not None:
+        content["immutable"] = body["immutable"]
+    return content, causes
+
+
+def _lease_unreadable(why: str) -> ApiFailure:
+    return bad_request(f'Lease in version "v1" cannot be handled as a Lease: {why}')
+
+
+def _lease_content(body: Json) -> tuple[Json, Causes]:
+    """A Lease's `spec` decoded as the API server's Go types would (400 for a wrong type or a
+    time that is not a MicroTime), times normalised to UTC, unknown fields dropped; with the
+    causes of a 422 from Kubernetes' ValidateLeaseSpec."""
+    spec = body.get("spec")
+    if spec is None:
+        spec = {}
+    if not isinstance(spec, dict):
+        raise _lease_unreadable(
+            "json: cannot unmarshal into Go struct field Lease.spec of type v1.LeaseSpec"
+        )
+    clean: Json = {}
+    for key, value in spec.items():
+        if value is None:
+            continue
+        if key in LEASE_STRINGS and not isinstance(value, str):
+            raise _lease_unreadable(
+                f"json: cannot unmarshal into Go struct field LeaseSpec.spec.{key} of type string"
+            )
+        if key in LEASE_INTS and (
+            isinstance(value, bool)
+            or not isinstance(value, int)
+            or not INT32[0] <= value <= INT32[1]
+        ):
+            raise _lease_unreadable(
+                f"json: cannot unmarshal into Go struct field LeaseSpec.spec.{key} of type int32"
+            )
+        if key in LEASE_TIMES:
+            if not isinstance(value, str) or not _MICRO_TIME.match(value):
+                rest = value[19:] if isinstance(value, str) else value
+                raise _lease_unreadable(
+                    f'parsing time "{value}" as "2006-01-02T15:04:05.000000Z07:00": cannot parse '
+                    f'"{rest}" as ".000000"'
+                )
+            moment = datetime.fromisoformat(value.replace("Z", "+00:00")).astimezone(UTC)
+            value = moment.strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+        if key in (*LEASE_STRINGS, *LEASE_INTS, *LEASE_TIMES):
+            clean[key] = value
+    causes: Causes = []
+    duration, transitions = clean.get("leaseDurationSeconds"), clean.get("leaseTransitions")
+    if duration is not None and duration <= 0:
+        causes.append(
+            ("spec.leaseDurationSeconds", f"Invalid value: {duration}: must be greater than 0")
+        )
+    if transitions is not None and transitions < 0:
+        causes.append(
+            (
+                "spec.leaseTransitions",
+                f"Invalid value: {transitions}: must be greater than or equal to 0",
+            )
+        )
+    if clean.get("preferredHolder") and not clean.get("strategy"):
+        causes.append(
+            ("spec.preferredHolder", "Forbidden: may only be specified if `strategy` is defined")
+        )
+    return {"spec": clean}, causes
 
 
 # --- small helpers -------------------------------------------------------------------------------

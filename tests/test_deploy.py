@@ -7,17 +7,21 @@ exactly what a roll does."""
 from __future__ import annotations
 
 import argparse
+import asyncio
 from pathlib import Path
 from typing import Any
 
+import lightkube
 import pytest
 import yaml
+from kube_peer import KubeSim
 from lightkube.core.resource_registry import resource_registry
 
 from agent import config as agent_config
 from agent.cli import _Parser as AgentParser
 from roller import cli as roller_cli
 from roller import connect_cli
+from roller.lease import KubernetesLease
 from shared.settings import resolve
 
 DEPLOY = Path(__file__).resolve().parent.parent / "deploy" / "kubernetes"
@@ -213,7 +217,39 @@ def test_the_rollers_account_may_do_what_a_roll_does_and_no_more() -> None:
         ("", "pods"): {"get", "list", "watch", "delete"},
         ("apps", "statefulsets"): {"get"},
         ("", "configmaps"): {"get", "create", "update"},
+        ("coordination.k8s.io", "leases"): {"get", "create", "update"},  # one roll at a time
     }
+
+
+def test_the_roles_lease_verbs_are_the_ones_the_rollers_lease_uses() -> None:
+    """Acquire, renew, release and a takeover against the Kubernetes API peer: the HTTP methods
+    sent on leases, as RBAC verbs, are exactly what the Role grants on leases."""
+    verb = {"GET": "get", "POST": "create", "PUT": "update", "PATCH": "patch", "DELETE": "delete"}
+    now = [1_800_000_000.0]
+
+    async def rolls(sim: KubeSim) -> None:
+        client = lightkube.AsyncClient(config=sim.kubeconfig(namespace="kafka"))
+        for holder in ("roller-a:1", "roller-b:1"):
+            lease = KubernetesLease(
+                client, "kafka", "rollguard", holder=holder, roll_id="r1", clock=lambda: now[0]
+            )
+            await lease.acquire()
+            await lease.renew()
+            now[0] += 60  # the first one expires: the second takes it over (an update)
+        await lease.release()
+        await client.close()
+
+    with KubeSim() as sim:
+        asyncio.run(rolls(sim))
+    used = {verb[r.method] for r in sim.requests if "/leases" in r.path}
+    role = one("roller", "Role")
+    granted = {
+        v
+        for rule in role["rules"]
+        if rule["apiGroups"] == ["coordination.k8s.io"] and "leases" in rule["resources"]
+        for v in rule["verbs"]
+    }
+    assert used == granted == {"get", "create", "update"}
 
 
 def test_the_strimzi_roll_job_and_the_connect_watcher_parse() -> None:

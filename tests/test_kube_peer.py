@@ -14,14 +14,18 @@ import threading
 import time
 import uuid
 from collections.abc import Iterator
+from datetime import UTC, datetime
+from typing import Any
 
 import httpx
 import lightkube
 import pytest
-from kube_peer import KubeSim, parse_label_selector
+from kube_peer import KubeSim, SeenRequest, parse_label_selector
 from lightkube import ApiError, operators
+from lightkube.models.coordination_v1 import LeaseSpec
 from lightkube.models.meta_v1 import ObjectMeta
 from lightkube.resources.apps_v1 import StatefulSet
+from lightkube.resources.coordination_v1 import Lease
 from lightkube.resources.core_v1 import ConfigMap, Pod
 from lightkube.types import PatchType
 
@@ -567,3 +571,144 @@ def test_label_selector_grammar(selector: str, labels: dict[str, str], expected:
 def test_malformed_label_selectors_are_refused(selector: str) -> None:
     with pytest.raises(ValueError, match=r"."):
         parse_label_selector(selector)
+
+
+def micro(second: int, microsecond: int = 123456) -> datetime:
+    return datetime(2026, 11, 23, 11, 0, second, microsecond, tzinfo=UTC)
+
+
+def lease_object(name: str, holder: str, **meta: Any) -> Lease:
+    spec = LeaseSpec(
+        holderIdentity=holder,
+        leaseDurationSeconds=30,
+        acquireTime=micro(2),
+        renewTime=micro(2),
+        leaseTransitions=0,
+    )
+    return Lease(metadata=ObjectMeta(name=name, **meta), spec=spec)
+
+
+def test_lease_create_get_replace_and_its_conflicts(client: lightkube.Client) -> None:
+    with pytest.raises(ApiError) as missing:
+        client.get(Lease, "rollguard")
+    status = missing.value.status
+    assert (status.code, status.reason) == (404, "NotFound")
+    assert status.message == 'leases.coordination.k8s.io "rollguard" not found'
+    assert (status.details.group, status.details.kind) == ("coordination.k8s.io", "leases")
+
+    created = client.create(lease_object("rollguard", "host-a:1"))
+    assert created.metadata.namespace == NS and created.metadata.uid
+    got = client.get(Lease, "rollguard")
+    assert got.spec.holderIdentity == "host-a:1" and got.spec.renewTime == micro(2)
+    with pytest.raises(ApiError) as twice:
+        client.create(lease_object("rollguard", "host-b:2"))
+    assert (twice.value.status.code, twice.value.status.reason) == (409, "AlreadyExists")
+
+    stale, fresh = client.get(Lease, "rollguard"), client.get(Lease, "rollguard")
+    fresh.spec.renewTime = micro(12)
+    renewed = client.replace(fresh)
+    assert int(renewed.metadata.resourceVersion) > int(stale.metadata.resourceVersion)
+    stale.spec.holderIdentity = "host-b:2"
+    with pytest.raises(ApiError) as lost:
+        client.replace(stale)
+    assert (lost.value.status.code, lost.value.status.reason) == (409, "Conflict")
+    assert client.get(Lease, "rollguard").spec.holderIdentity == "host-a:1"
+
+    # Unlike a ConfigMap, a Lease is never updated without its resourceVersion.
+    blind = client.get(Lease, "rollguard")
+    blind.metadata.resourceVersion = None
+    with pytest.raises(ApiError) as unconditional:
+        client.replace(blind)
+    status = unconditional.value.status
+    assert (status.code, status.reason) == (422, "Invalid")
+    assert status.message == (
+        'leases.coordination.k8s.io "rollguard" is invalid: metadata.resourceVersion: '
+        "Invalid value: 0x0: must be specified for an update"
+    )
+
+    # ... and a PUT creates a Lease that does not exist, unless it names the old one's uid.
+    client.delete(Lease, "rollguard")
+    with pytest.raises(ApiError) as gone:
+        client.replace(lease_object("rollguard", "host-b:2", uid=created.metadata.uid))
+    assert gone.value.status.code == 409 and "Precondition failed" in gone.value.status.message
+    recreated = client.replace(lease_object("rollguard", "host-b:2", resourceVersion="5"))
+    assert recreated.metadata.uid != created.metadata.uid
+    assert [lease.spec.holderIdentity for lease in client.list(Lease)] == ["host-b:2"]
+
+
+def test_lease_spec_is_decoded_as_the_api_server_decodes_it(
+    sim: KubeSim, client: lightkube.Client
+) -> None:
+    url = f"{sim.url}/apis/coordination.k8s.io/v1/namespaces/{NS}/leases"
+
+    def post(spec: dict[str, Any]) -> httpx.Response:
+        return httpx.post(url, json={"metadata": {"name": "l"}, "spec": spec})
+
+    whole_second = post({"renewTime": "2026-11-23T11:00:02Z"})
+    assert whole_second.status_code == 400
+    assert 'cannot parse "Z" as ".000000"' in whole_second.json()["message"]
+    assert post({"leaseDurationSeconds": "30"}).status_code == 400
+    assert post({"holderIdentity": 7}).status_code == 400
+    for spec, field_ in (
+        ({"leaseDurationSeconds": 0}, "spec.leaseDurationSeconds"),
+        ({"leaseTransitions": -1}, "spec.leaseTransitions"),
+    ):
+        refused = post(spec)
+        assert refused.status_code == 422
+        assert [c["field"] for c in refused.json()["details"]["causes"]] == [field_]
+        assert refused.json()["message"].startswith('Lease.coordination.k8s.io "l" is invalid')
+    offset = post({"renewTime": "2026-11-23T12:00:02.000001+01:00", "unknownField": 1})
+    assert offset.status_code == 201
+    assert offset.json()["spec"] == {"renewTime": "2026-11-23T11:00:02.000001Z"}
+
+    # lightkube (msgspec) writes a datetime whose microsecond is 0 without a fraction, which
+    # the API server refuses for a MicroTime: rollguard's lease avoids that microsecond.
+    lease = lease_object("whole", "h")
+    lease.spec.renewTime = micro(2, 0)
+    with pytest.raises(ApiError) as refused_time:
+        client.create(lease)
+    assert refused_time.value.status.code == 400
+    assert sim.lease("whole", NS) is None and sim.lease("l", NS) is not None
+
+
+def test_two_async_clients_racing_for_a_lease_one_wins(sim: KubeSim) -> None:
+    async def scenario() -> list[str]:
+        config = sim.kubeconfig(namespace=NS)
+        async with (
+            lightkube.AsyncClient(config=config) as a,
+            lightkube.AsyncClient(config=config) as b,
+        ):
+            await a.create(lease_object("race", ""))
+            first, second = await a.get(Lease, "race"), await b.get(Lease, "race")
+            first.spec.holderIdentity, second.spec.holderIdentity = "a:1", "b:2"
+            outcomes = await asyncio.gather(
+                a.replace(first), b.replace(second), return_exceptions=True
+            )
+            return [
+                f"{o.status.code}" if isinstance(o, ApiError) else o.spec.holderIdentity
+                for o in outcomes
+            ]
+
+    assert asyncio.run(scenario()) in (["a:1", "409"], ["409", "b:2"])
+    assert sim.lease("race", NS)["spec"]["holderIdentity"] in ("a:1", "b:2")  # type: ignore[index]
+
+
+def test_an_edit_on_request_puts_a_write_between_a_read_and_an_update(
+    sim: KubeSim, client: lightkube.Client
+) -> None:
+    client.create(ConfigMap(metadata=ObjectMeta(name="journal"), data={"n": "1"}))
+    seen: list[str] = []
+
+    def concurrent_writer(request: SeenRequest) -> None:
+        seen.append(request.method)
+        if request.method == "PUT":
+            sim.on_request = None
+            sim.edit("configmaps", "journal", NS, lambda obj: obj["data"].update(n="other"))
+
+    read = client.get(ConfigMap, "journal")
+    sim.on_request = concurrent_writer
+    read.data["n"] = "2"
+    with pytest.raises(ApiError) as lost:
+        client.replace(read)
+    assert lost.value.status.code == 409 and seen == ["PUT"]
+    assert client.get(ConfigMap, "journal").data == {"n": "other"}

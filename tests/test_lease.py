@@ -1,0 +1,589 @@
+"""One roll per cluster (`roller.lease`): a lease file raced for by real processes, expiry and
+takeover with an injected clock, release, renewal; the Kubernetes Lease through real lightkube
+against the Kubernetes API peer, with its resourceVersion conflicts."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import os
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterator
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import lightkube
+import pytest
+from kube_peer import KubeSim, SeenRequest
+from lightkube import KubeConfig
+from lightkube.config.models import Cluster, User
+
+from roller.lease import (
+    FileLease,
+    KubernetesLease,
+    LeaseError,
+    LeaseHeld,
+    LeaseLost,
+    default_holder,
+    holding,
+    keep_renewed,
+)
+from shared.errors import ConfigError
+
+from helpers import ROOT, free_port
+
+T0 = datetime(2026, 11, 23, 11, 0, 2, tzinfo=UTC).timestamp()
+NS = "kafka"
+
+
+class Clock:
+    """An injected clock: tests move time, nothing sleeps."""
+
+    def __init__(self, now: float = T0) -> None:
+        self.now = now
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def file_lease(tmp_path: Path, holder: str, roll_id: str, clock: Clock, **kw: Any) -> FileLease:
+    return FileLease(tmp_path / "lease.json", holder=holder, roll_id=roll_id, clock=clock, **kw)
+
+
+# --- the lease file ------------------------------------------------------------------------------
+
+RACER = """
+import asyncio, json, sys
+from pathlib import Path
+from roller.lease import FileLease, LeaseHeld, default_holder
+lease = FileLease(Path(sys.argv[1]), holder=default_holder(), roll_id=sys.argv[2])
+print("ready", flush=True)
+sys.stdin.readline()  # the start gate: every racer is at this line before any goes on
+try:
+    asyncio.run(lease.acquire())
+    print(json.dumps({"won": lease.holder}))
+except LeaseHeld as exc:
+    print(json.dumps({"lost": str(exc), "holder": exc.holder, "roll": exc.roll_id}))
+"""
+
+
+@pytest.mark.parametrize("round_", range(3))
+def test_processes_racing_for_the_lease_file_exactly_one_wins(tmp_path: Path, round_: int) -> None:
+    path = tmp_path / "state" / "lease.json"
+    racers = [
+        subprocess.Popen(
+            [sys.executable, "-c", RACER, str(path), f"roll-{i}"],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            text=True,
+            env={**os.environ, "PYTHONPATH": str(ROOT)},
+        )
+        for i in range(6)
+    ]
+    try:
+        for racer in racers:
+            assert racer.stdout is not None and racer.stdout.readline() == "ready\n"
+        for racer in racers:
+            assert racer.stdin is not None
+            racer.stdin.write("go\n")
+            racer.stdin.flush()
+        answers = [json.loads(racer.communicate(timeout=30)[0]) for racer in racers]
+    finally:
+        for racer in racers:
+            if racer.poll() is None:
+                racer.kill()
+                racer.wait()
+    winners = [a["won"] for a in answers if "won" in a]
+    assert len(winners) == 1, answers
+    (winner,) = winners
+    winning_roll = f"roll-{[a.get('won') for a in answers].index(winner)}"
+    assert json.loads(path.read_text())["holder"] == winner
+    for lost in (a for a in answers if "lost" in a):
+        assert (lost["holder"], lost["roll"]) == (winner, winning_roll)
+        assert lost["lost"].startswith(f"cluster is being rolled by {winner} (roll {winning_roll})")
+
+
+def test_a_held_lease_names_its_holder_its_roll_and_since_when(tmp_path: Path) -> None:
+    clock = Clock()
+    asyncio.run(file_lease(tmp_path, "host:1234", "20261123-1100-ab12", clock).acquire())
+    clock.now += 5
+    with pytest.raises(LeaseHeld) as held:
+        asyncio.run(file_lease(tmp_path, "other:99", "20261123-1101-cd34", clock).acquire())
+    assert str(held.value) == (
+        "cluster is being rolled by host:1234 (roll 20261123-1100-ab12) since "
+        "2026-11-23T11:00:02Z; its lease expires in 25s"
+    )
+    assert held.value.since == datetime(2026, 11, 23, 11, 0, 2, tzinfo=UTC)
+
+
+def test_the_lease_file_says_who_rolls_until_when(tmp_path: Path) -> None:
+    clock = Clock(T0 + 0.25)
+    asyncio.run(file_lease(tmp_path, "host:1", "r1", clock, duration=20).acquire())
+    assert json.loads((tmp_path / "lease.json").read_text()) == {
+        "version": 1,
+        "holder": "host:1",
+        "rollId": "r1",
+        "acquiredAt": "2026-11-23T11:00:02.250Z",
+        "renewedAt": "2026-11-23T11:00:02.250Z",
+        "durationSeconds": 20.0,
+        "expires": "2026-11-23T11:00:22.250Z",
+    }
+    assert (tmp_path / "lease.json.lock").exists()
+
+
+def test_resuming_a_roll_whose_roller_still_renews_is_refused(tmp_path: Path) -> None:
+    clock = Clock()
+    running = file_lease(tmp_path, "host:1", "r1", clock)
+    asyncio.run(running.acquire())
+    clock.now += 20
+    asyncio.run(running.renew())
+    clock.now += 20  # 40 s after the start, 20 s after the last renewal
+    resume = file_lease(tmp_path, "host:2", "r1", clock)  # the same roll, another process
+    with pytest.raises(LeaseHeld) as held:
+        asyncio.run(resume.acquire())
+    assert str(held.value) == (
+        "cluster is being rolled by host:1 (roll r1) since 2026-11-23T11:00:02Z; its lease "
+        "expires in 10s; that roller is still running this roll: resume it once it has stopped"
+    )
+
+
+def test_an_expired_lease_is_taken_over_and_its_old_holder_has_lost_it(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    clock = Clock()
+    old = file_lease(tmp_path, "host:1", "r1", clock)
+    asyncio.run(old.acquire())
+    clock.now += 30  # renewedAt + duration == now: expired
+    new = file_lease(tmp_path, "host:2", "r1", clock)
+    with caplog.at_level(logging.WARNING, logger="roller.lease"):
+        asyncio.run(new.acquire())
+    assert "took over the lease of host:1 (roll r1), which stopped renewing it 30s ago" in (
+        caplog.text
+    )
+    data = json.loads((tmp_path / "lease.json").read_text())
+    assert (data["holder"], data["acquiredAt"]) == ("host:2", "2026-11-23T11:00:32.000Z")
+    with pytest.raises(LeaseLost, match=r"is now held by host:2 \(roll r1\)"):
+        asyncio.run(old.renew())
+
+
+def test_the_holder_may_acquire_again_and_keeps_its_since(tmp_path: Path) -> None:
+    clock = Clock()
+    lease = file_lease(tmp_path, "host:1", "r1", clock)
+    asyncio.run(lease.acquire())
+    clock.now += 10
+    asyncio.run(lease.acquire())
+    data = json.loads((tmp_path / "lease.json").read_text())
+    assert (data["acquiredAt"], data["renewedAt"]) == (
+        "2026-11-23T11:00:02.000Z",
+        "2026-11-23T11:00:12.000Z",
+    )
+
+
+def test_release_frees_the_lease_at_once_but_only_for_its_holder(tmp_path: Path) -> None:
+    clock = Clock()
+    first = file_lease(tmp_path, "host:1", "r1", clock)
+    asyncio.run(first.acquire())
+    asyncio.run(first.release())
+    assert not (tmp_path / "lease.json").exists()
+    second = file_lease(tmp_path, "host:2", "r2", clock)
+    asyncio.run(second.acquire())
+    asyncio.run(first.release())  # not its lease any more: left alone
+    assert json.loads((tmp_path / "lease.json").read_text())["holder"] == "host:2"
+    asyncio.run(second.release())
+    with pytest.raises(LeaseLost, match="was removed while roll r2 ran"):
+        asyncio.run(second.renew())
+
+
+@pytest.mark.parametrize(
+    ("content", "why"),
+    [
+        ("not json", "Expecting value"),
+        ('{"version": 9}', "version 9 is not 1"),
+        ('{"version": 1, "holder": "h"}', "KeyError: 'rollId'"),
+        (
+            '{"version": 1, "holder": "h", "rollId": "r", "acquiredAt": "yesterday", '
+            '"renewedAt": "x", "durationSeconds": 30}',
+            "ValueError",
+        ),
+    ],
+)
+def test_a_lease_file_that_is_not_one_is_a_config_error(
+    tmp_path: Path, content: str, why: str
+) -> None:
+    (tmp_path / "lease.json").write_text(content)
+    with pytest.raises(ConfigError) as raised:
+        asyncio.run(file_lease(tmp_path, "host:1", "r1", Clock()).acquire())
+    message = str(raised.value)
+    assert message.startswith(f"lease file {tmp_path / 'lease.json'} is not a rollguard lease (")
+    assert why in message and message.endswith("if no roll is running, remove it")
+    assert "\n" not in message
+
+
+def test_an_unusable_state_directory_is_a_config_error(tmp_path: Path) -> None:
+    (tmp_path / "state").write_text("a file, not a folder")
+    lease = FileLease(tmp_path / "state" / "lease.json", holder="h:1", roll_id="r1")
+    with pytest.raises(ConfigError, match=r"lease file .*state/lease.json: cannot be written \("):
+        asyncio.run(lease.acquire())
+
+
+def test_default_holder_is_host_and_pid() -> None:
+    host, pid = default_holder().rsplit(":", 1)
+    assert host and int(pid) == os.getpid()
+
+
+# --- keeping it renewed --------------------------------------------------------------------------
+
+
+class FakeSleep:
+    """Moves the clock instead of sleeping; `then` runs after a given call (a takeover...)."""
+
+    def __init__(self, clock: Clock, stop_after: int, then: dict[int, Callable[[], Any]]) -> None:
+        self.clock, self.stop_after, self.then, self.calls = clock, stop_after, then, 0
+
+    async def __call__(self, seconds: float) -> None:
+        self.calls += 1
+        if self.calls > self.stop_after:
+            raise asyncio.CancelledError
+        self.clock.now += seconds
+        action = self.then.get(self.calls)
+        if action is not None:
+            result = action()
+            if asyncio.iscoroutine(result):
+                await result
+
+
+def test_keep_renewed_renews_every_interval_until_cancelled(tmp_path: Path) -> None:
+    clock = Clock()
+    lease = file_lease(tmp_path, "host:1", "r1", clock)
+    asyncio.run(lease.acquire())
+    sleep = FakeSleep(clock, stop_after=3, then={})
+    with pytest.raises(asyncio.CancelledError):
+        asyncio.run(keep_renewed(lease, 10, sleep=sleep, clock=clock))
+    data = json.loads((tmp_path / "lease.json").read_text())
+    assert data["renewedAt"] == "2026-11-23T11:00:32.000Z"  # three renewals, 10 s apart
+    assert data["expires"] == "2026-11-23T11:01:02.000Z"
+
+
+def test_keep_renewed_stops_with_lease_lost_when_taken_over(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    clock = Clock()
+    lease = file_lease(tmp_path, "host:1", "r1", clock)
+    asyncio.run(lease.acquire())
+
+    def stall_then_take_over() -> Any:
+        clock.now += 40  # the holder hung past its lease; another roller takes it
+        return file_lease(tmp_path, "host:2", "r2", clock).acquire()
+
+    sleep = FakeSleep(clock, stop_after=5, then={2: stall_then_take_over})
+    with caplog.at_level(logging.ERROR), pytest.raises(LeaseLost, match="held by host:2"):
+        asyncio.run(keep_renewed(lease, 10, sleep=sleep, clock=clock))
+    assert sleep.calls == 2 and "held by host:2 (roll r2)" in caplog.text
+
+
+class FlakyLease:
+    """A lease whose renewals fail as listed (True: fails) - the strategy is under test here,
+    not a store."""
+
+    holder, duration = "host:1", 30.0
+
+    def __init__(self, failures: list[bool]) -> None:
+        self.failures, self.renewals = failures, 0
+
+    def describe(self) -> str:
+        return "flaky lease"
+
+    async def acquire(self) -> None:
+        pass
+
+    async def renew(self) -> None:
+        self.renewals += 1
+        if self.failures[self.renewals - 1]:
+            raise LeaseError("flaky lease: cannot renew it: 503 ServiceUnavailable")
+
+    async def release(self) -> None:
+        pass
+
+
+def test_keep_renewed_rides_out_failed_renewals_while_the_lease_lasts(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    clock = Clock()
+    recovering = FlakyLease([True, True, False, False])
+    with caplog.at_level(logging.WARNING), pytest.raises(asyncio.CancelledError):
+        asyncio.run(keep_renewed(recovering, 10, sleep=FakeSleep(clock, 4, {}), clock=clock))
+    assert recovering.renewals == 4
+    assert caplog.text.count("503 ServiceUnavailable; retrying in 10s") == 2
+
+    never = FlakyLease([True] * 10)
+    with pytest.raises(LeaseLost, match=r"flaky lease: not renewed for 30s \(flaky lease: cannot"):
+        asyncio.run(keep_renewed(never, 10, sleep=FakeSleep(clock, 10, {}), clock=clock))
+    assert never.renewals == 3  # at 10, 20 and 30 s: then it may have expired
+
+
+def test_keep_renewed_needs_an_interval_below_the_duration() -> None:
+    with pytest.raises(ValueError, match="below the duration"):
+        asyncio.run(keep_renewed(FlakyLease([]), 30))
+
+
+def test_holding_renews_while_the_block_runs_and_releases_after(tmp_path: Path) -> None:
+    lease = FileLease(tmp_path / "lease.json", holder="host:1", roll_id="r1", duration=2)
+    path = tmp_path / "lease.json"
+
+    async def roll() -> None:
+        async with holding(lease, interval=0.05) as guard:
+            first = json.loads(path.read_text())["renewedAt"]
+            deadline = time.monotonic() + 10
+            while json.loads(path.read_text())["renewedAt"] == first:
+                assert time.monotonic() < deadline, "never renewed"
+                await asyncio.sleep(0.02)
+            guard.check()
+            with pytest.raises(LeaseHeld):
+                await FileLease(path, holder="host:2", roll_id="r2").acquire()
+
+    asyncio.run(roll())
+    assert not path.exists()
+
+
+def test_holding_reports_a_lost_lease_through_its_guard(tmp_path: Path) -> None:
+    path = tmp_path / "lease.json"
+    lease = FileLease(path, holder="host:1", roll_id="r1", duration=2)
+
+    async def roll() -> None:
+        async with holding(lease, interval=0.05) as guard:
+            thief = FileLease(path, holder="host:2", roll_id="r2", clock=lambda: time.time() + 60)
+            await thief.acquire()
+            deadline = time.monotonic() + 10
+            while True:
+                try:
+                    guard.check()
+                except LeaseLost as lost:
+                    assert "held by host:2" in str(lost)
+                    return
+                assert time.monotonic() < deadline, "the loss was never noticed"
+                await asyncio.sleep(0.02)
+
+    asyncio.run(roll())
+    assert json.loads(path.read_text())["holder"] == "host:2"  # not released by the loser
+
+
+# --- the Kubernetes Lease ------------------------------------------------------------------------
+
+
+@pytest.fixture
+def sim() -> Iterator[KubeSim]:
+    with KubeSim() as sim:
+        yield sim
+
+
+def kube_lease(sim: KubeSim, holder: str, roll_id: str, clock: Clock) -> KubernetesLease:
+    client = lightkube.AsyncClient(config=sim.kubeconfig(namespace=NS))
+    return KubernetesLease(client, NS, "rollguard", holder=holder, roll_id=roll_id, clock=clock)
+
+
+async def closing(*leases: KubernetesLease) -> None:
+    for lease in leases:
+        await lease.client.close()
+
+
+def test_a_kubernetes_lease_is_written_as_a_lease(sim: KubeSim) -> None:
+    clock = Clock()  # a whole second: the MicroTime must still get its six digits
+
+    async def scenario() -> None:
+        lease = kube_lease(sim, "roller-abc:1", "r1", clock)
+        await lease.acquire()
+        await closing(lease)
+
+    asyncio.run(scenario())
+    obj = sim.lease("rollguard", NS)
+    assert obj is not None
+    assert obj["spec"] == {
+        "holderIdentity": "roller-abc:1",
+        "leaseDurationSeconds": 30,
+        "acquireTime": "2026-11-23T11:00:02.000001Z",
+        "renewTime": "2026-11-23T11:00:02.000001Z",
+        "leaseTransitions": 0,
+    }
+    assert obj["metadata"]["annotations"] == {"rollguard.io/roll-id": "r1"}
+    assert obj["metadata"]["labels"] == {"app.kubernetes.io/managed-by": "rollguard"}
+
+
+def test_a_second_kubernetes_roller_is_refused_even_to_resume(sim: KubeSim) -> None:
+    clock = Clock()
+
+    async def scenario() -> list[str]:
+        first = kube_lease(sim, "roller-abc:1", "r1", clock)
+        second = kube_lease(sim, "roller-def:1", "r2", clock)
+        resume = kube_lease(sim, "roller-ghi:1", "r1", clock)
+        await first.acquire()
+        clock.now += 12
+        messages = []
+        for other in (second, resume):
+            with pytest.raises(LeaseHeld) as held:
+                await other.acquire()
+            messages.append(str(held.value))
+        await closing(first, second, resume)
+        return messages
+
+    expected = (
+        "cluster is being rolled by roller-abc:1 (roll r1) since 2026-11-23T11:00:02Z; "
+        "its lease expires in 18s"
+    )
+    resuming = "; that roller is still running this roll: resume it once it has stopped"
+    assert asyncio.run(scenario()) == [expected, expected + resuming]
+
+
+def test_kubernetes_rollers_racing_for_the_lease_exactly_one_wins(sim: KubeSim) -> None:
+    clock = Clock()
+
+    async def race(round_: str) -> list[BaseException | None]:
+        racers = [kube_lease(sim, f"roller-{round_}-{i}:1", round_, clock) for i in range(5)]
+        outcomes = await asyncio.gather(*(r.acquire() for r in racers), return_exceptions=True)
+        await closing(*racers)
+        return outcomes
+
+    for round_ in ("first", "takeover"):  # a lease created, then an expired one taken over
+        outcomes = asyncio.run(race(round_))
+        assert outcomes.count(None) == 1, outcomes
+        winner = f"roller-{round_}-{outcomes.index(None)}:1"
+        assert sim.lease("rollguard", NS)["spec"]["holderIdentity"] == winner  # type: ignore[index]
+        for lost in outcomes:
+            if lost is not None:
+                assert isinstance(lost, LeaseHeld) and lost.holder == winner
+        clock.now += 31
+    assert sim.lease("rollguard", NS)["spec"]["leaseTransitions"] == 1  # type: ignore[index]
+
+
+def test_a_write_between_read_and_update_is_a_409_and_the_writer_wins(sim: KubeSim) -> None:
+    """Deterministic version of the race: the peer lets another roller write the Lease just
+    before this roller's update arrives, so the update carries a stale resourceVersion."""
+    clock = Clock()
+
+    def other_roller_first(request: SeenRequest) -> None:
+        if request.method == "PUT" and request.path.endswith("/leases/rollguard"):
+            sim.on_request = None
+
+            def take(obj: dict[str, Any]) -> None:
+                obj["spec"]["holderIdentity"] = "roller-zzz:1"
+                obj["spec"]["renewTime"] = "2026-11-23T11:00:40.000000Z"
+                obj["metadata"]["annotations"] = {"rollguard.io/roll-id": "r9"}
+
+            sim.edit("leases", "rollguard", NS, take)
+
+    async def scenario() -> None:
+        old = kube_lease(sim, "roller-old:1", "r1", clock)
+        await old.acquire()
+        clock.now += 35  # expired
+        sim.on_request = other_roller_first
+        candidate = kube_lease(sim, "roller-new:1", "r2", clock)
+        with pytest.raises(LeaseHeld, match=r"by roller-zzz:1 \(roll r9\)"):
+            await candidate.acquire()
+        await closing(old, candidate)
+
+    asyncio.run(scenario())
+    puts = [r for r in sim.requests if r.method == "PUT"]
+    assert len(puts) == 1  # the one that got 409; then a read showed the live holder
+
+
+def test_renewal_retries_a_conflict_that_did_not_change_the_holder(sim: KubeSim) -> None:
+    clock = Clock()
+
+    def label_it(request: SeenRequest) -> None:
+        if request.method == "PUT":
+            sim.on_request = None
+            sim.edit("leases", "rollguard", NS, lambda o: o["metadata"].update(labels={"x": "y"}))
+
+    async def scenario() -> None:
+        lease = kube_lease(sim, "roller-abc:1", "r1", clock)
+        await lease.acquire()
+        clock.now += 10
+        sim.on_request = label_it
+        await lease.renew()
+        await closing(lease)
+
+    asyncio.run(scenario())
+    spec = sim.lease("rollguard", NS)["spec"]  # type: ignore[index]
+    assert spec["renewTime"] == "2026-11-23T11:00:12.000001Z"
+    assert len([r for r in sim.requests if r.method == "PUT"]) == 2
+
+
+def test_an_expired_kubernetes_lease_is_taken_over_and_release_clears_it(
+    sim: KubeSim, caplog: pytest.LogCaptureFixture
+) -> None:
+    clock = Clock()
+
+    async def scenario() -> None:
+        old = kube_lease(sim, "roller-abc:1", "r1", clock)
+        new = kube_lease(sim, "roller-def:1", "r2", clock)
+        await old.acquire()
+        clock.now += 31
+        with caplog.at_level(logging.WARNING, logger="roller.lease"):
+            await new.acquire()
+        with pytest.raises(LeaseLost, match=r"now held by roller-def:1 \(roll r2\)"):
+            await old.renew()
+        await old.release()  # not its lease: nothing changes
+        assert sim.lease("rollguard", NS)["spec"]["holderIdentity"] == "roller-def:1"  # type: ignore[index]
+        await new.release()
+        released = sim.lease("rollguard", NS)
+        assert released is not None
+        assert released["spec"]["holderIdentity"] == ""
+        assert released["spec"]["leaseDurationSeconds"] == 1
+        assert "annotations" not in released["metadata"]
+        third = kube_lease(sim, "roller-ghi:1", "r3", clock)
+        await third.acquire()  # at once: a released lease has no holder
+        await closing(old, new, third)
+
+    asyncio.run(scenario())
+    assert "took over the lease of roller-abc:1 (roll r1)" in caplog.text
+    spec = sim.lease("rollguard", NS)["spec"]  # type: ignore[index]
+    assert (spec["holderIdentity"], spec["leaseTransitions"]) == ("roller-ghi:1", 2)
+
+
+def test_kubernetes_api_errors_are_one_line_lease_errors() -> None:
+    async def refused(sim: KubeSim) -> str:
+        lease = kube_lease(sim, "roller-abc:1", "r1", Clock())
+        sim.token = "another"
+        with pytest.raises(LeaseError) as raised:
+            await lease.acquire()
+        await closing(lease)
+        return str(raised.value)
+
+    with KubeSim(token="s3cret") as sim:
+        message = asyncio.run(refused(sim))
+    assert message == "Lease kafka/rollguard: cannot read it: 401 Unauthorized: Unauthorized"
+
+    async def unreachable() -> str:
+        server = Cluster(server=f"http://127.0.0.1:{free_port()}")
+        config = KubeConfig.from_one(cluster=server, user=User(), namespace=NS)
+        lease = KubernetesLease(
+            lightkube.AsyncClient(config=config), NS, "rollguard", holder="h:1", roll_id="r1"
+        )
+        with pytest.raises(LeaseError) as raised:
+            await lease.acquire()
+        await lease.client.close()
+        return str(raised.value)
+
+    message = asyncio.run(unreachable())
+    assert message.startswith("Lease kafka/rollguard: cannot read it: the Kubernetes API did not")
+    assert "\n" not in message
+
+
+def test_holding_a_kubernetes_lease_renews_it(sim: KubeSim) -> None:
+    async def roll() -> None:
+        client = lightkube.AsyncClient(config=sim.kubeconfig(namespace=NS))
+        lease = KubernetesLease(client, NS, "rollguard", holder="h:1", roll_id="r1", duration=1)
+        async with holding(lease, interval=0.05) as guard:
+            first = sim.lease("rollguard", NS)["spec"]["renewTime"]  # type: ignore[index]
+            deadline = time.monotonic() + 10
+            while sim.lease("rollguard", NS)["spec"]["renewTime"] == first:  # type: ignore[index]
+                assert time.monotonic() < deadline, "never renewed"
+                await asyncio.sleep(0.02)
+            guard.check()
+        await client.close()
+
+    asyncio.run(roll())
+    assert sim.lease("rollguard", NS)["spec"]["holderIdentity"] == ""  # type: ignore[index]
