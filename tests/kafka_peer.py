@@ -10,14 +10,16 @@ are all exercised.
 
 Every request is decoded, and every response encoded, with kafka-python's own protocol
 classes (`kafka.protocol.*`), so the peer never hand-rolls a Kafka byte layout. Served:
-ApiVersions, Metadata, DescribeConfigs, DescribeCluster and DescribeQuorum. ApiVersions is
-served up to v3 only, so the v4 probe kafka-python sends first is refused the way Kafka
-refuses it (UNSUPPORTED_VERSION, answered in v0 format) and the client's downgrade path
-runs. Any other API, or an unadvertised version, closes the connection, as Kafka does.
+ApiVersions, Metadata, DescribeConfigs, DescribeCluster, DescribeQuorum, ElectLeaders and
+ListPartitionReassignments. ApiVersions is served up to v3 only, so the v4 probe kafka-python
+sends first is refused the way Kafka refuses it (UNSUPPORTED_VERSION, answered in v0 format)
+and the client's downgrade path runs. Any other API, or an unadvertised version, closes the
+connection, as Kafka does. A KRaft broker forwards ElectLeaders and ListPartitionReassignments
+to the active controller; here every broker answers them from the one shared state.
 
-The answers follow a mutable simulated state (brokers up or down, ISRs, the KRaft quorum)
-that tests change from their own thread while the cluster serves from a background thread
-with its own asyncio loop. Where the model simplifies Kafka, the method says so.
+The state and its timings (fencing, replication catch-up, elections, reassignments, the
+quorum) live in `kafka_peer_model`; tests change it from their own thread while the cluster
+serves from a background thread with its own asyncio loop.
 """
 
 from __future__ import annotations
@@ -31,10 +33,9 @@ import random
 import socket
 import struct
 import threading
-import time
 import uuid
 from collections import deque
-from collections.abc import Callable, Coroutine, Iterable, Mapping, Sequence
+from collections.abc import Callable, Coroutine, Mapping, Sequence
 from dataclasses import dataclass
 from types import MappingProxyType
 from typing import Any, Literal, Self
@@ -48,6 +49,10 @@ from kafka.protocol.admin import (
     DescribeConfigsResponse,
     DescribeQuorumRequest,
     DescribeQuorumResponse,
+    ElectLeadersRequest,
+    ElectLeadersResponse,
+    ListPartitionReassignmentsRequest,
+    ListPartitionReassignmentsResponse,
 )
 from kafka.protocol.api_header import RequestHeader
 from kafka.protocol.api_key import ApiKey
@@ -58,9 +63,36 @@ from kafka.protocol.metadata import (
     MetadataResponse,
 )
 from kafka.protocol.schemas.fields.codecs import Int32
+from kafka_peer_model import (
+    CONSUMER_OFFSETS,
+    DEFAULT_CATCH_UP_S,
+    DEFAULT_QUORUM_CATCH_UP_S,
+    DEFAULT_UNFENCE_DELAY_S,
+    INTERNAL_TOPIC_PARTITIONS,
+    OBSERVER_SESSION_TIMEOUT_MS,
+    PREFERRED,
+    TRANSACTION_STATE,
+    UNCLEAN,
+    ClusterModel,
+    PartitionKey,
+    PartitionState,
+    Phase,
+    Placement,
+    QuorumReplica,
+    QuorumState,
+    TopicSpec,
+    internal_topic_specs,
+)
 
 __all__ = [
     "API_VERSIONS",
+    "CONSUMER_OFFSETS",
+    "DEFAULT_CATCH_UP_S",
+    "DEFAULT_QUORUM_CATCH_UP_S",
+    "DEFAULT_UNFENCE_DELAY_S",
+    "INTERNAL_TOPIC_PARTITIONS",
+    "OBSERVER_SESSION_TIMEOUT_MS",
+    "TRANSACTION_STATE",
     "KafkaClusterSim",
     "PartitionState",
     "QuorumReplica",
@@ -73,20 +105,21 @@ log = logging.getLogger(__name__)
 
 HOST = "127.0.0.1"
 METADATA_TOPIC = "__cluster_metadata"
-#: Kafka drops an observer from DescribeQuorum after this long without a fetch.
-OBSERVER_SESSION_TIMEOUT_MS = 300_000
 #: `socket.request.max.bytes` default: larger frames close the connection.
 MAX_FRAME_BYTES = 100 * 1024 * 1024
 #: The `metadata.version` feature level reported in ApiVersions v3 (3.9-IV0).
 METADATA_VERSION_LEVEL = 21
-INITIAL_HIGH_WATERMARK = 1000
 
 #: What the peer serves, by API key: the single source for both ApiVersions and dispatch.
+#: ElectLeaders 0-2 and ListPartitionReassignments 0 are what Kafka 3.9 serves, and the
+#: highest versions kafka-python 3.0.12 sends.
 API_VERSIONS: Mapping[int, tuple[int, int]] = MappingProxyType(
     {
         ApiKey.Metadata: (0, 13),
         ApiKey.ApiVersions: (0, 3),
         ApiKey.DescribeConfigs: (0, 4),
+        ApiKey.ElectLeaders: (0, 2),
+        ApiKey.ListPartitionReassignments: (0, 0),
         ApiKey.DescribeQuorum: (0, 2),
         ApiKey.DescribeCluster: (0, 2),
     }
@@ -96,6 +129,8 @@ _REQUEST_CLASSES: Mapping[int, Any] = MappingProxyType(
         ApiKey.Metadata: MetadataRequest,
         ApiKey.ApiVersions: ApiVersionsRequest,
         ApiKey.DescribeConfigs: DescribeConfigsRequest,
+        ApiKey.ElectLeaders: ElectLeadersRequest,
+        ApiKey.ListPartitionReassignments: ListPartitionReassignmentsRequest,
         ApiKey.DescribeQuorum: DescribeQuorumRequest,
         ApiKey.DescribeCluster: DescribeClusterRequest,
     }
@@ -136,55 +171,8 @@ _QuorumPartition = _QuorumTopic.PartitionData
 _ReplicaStateData = _QuorumPartition.ReplicaState
 _MetadataTopic = MetadataResponse.MetadataResponseTopic
 _MetadataPartition = _MetadataTopic.MetadataResponsePartition
-
-
-@dataclass(frozen=True)
-class TopicSpec:
-    """A topic of the simulated cluster; `min_insync_replicas=None` means no topic override."""
-
-    partitions: int = 1
-    replication_factor: int = 1
-    min_insync_replicas: int | None = None
-
-    def __post_init__(self) -> None:
-        if self.partitions < 1 or self.replication_factor < 1:
-            raise ValueError(f"partitions and replication_factor must be >= 1: {self}")
-        if self.min_insync_replicas is not None and self.min_insync_replicas < 1:
-            raise ValueError(f"min_insync_replicas must be >= 1: {self}")
-
-
-@dataclass(frozen=True)
-class PartitionState:
-    """A snapshot of one partition, as the controller sees it."""
-
-    topic: str
-    partition: int
-    leader: int
-    leader_epoch: int
-    replicas: tuple[int, ...]
-    isr: tuple[int, ...]
-    offline_replicas: tuple[int, ...]
-
-
-@dataclass(frozen=True)
-class QuorumReplica:
-    """One voter's or observer's replica state, as DescribeQuorum reports it (times in ms)."""
-
-    replica_id: int
-    log_end_offset: int
-    last_fetch_timestamp: int
-    last_caught_up_timestamp: int
-
-
-@dataclass(frozen=True)
-class QuorumState:
-    """A snapshot of the KRaft quorum of the `__cluster_metadata` log."""
-
-    leader_id: int
-    leader_epoch: int
-    high_watermark: int
-    voters: tuple[QuorumReplica, ...]
-    observers: tuple[QuorumReplica, ...]
+_ElectionResult = ElectLeadersResponse.ReplicaElectionResult
+_OngoingTopic = ListPartitionReassignmentsResponse.OngoingTopicReassignment
 
 
 @dataclass(frozen=True)
@@ -205,7 +193,7 @@ class _ConfigDef:
     broker_name: str
     default: str | None
     config_type: ConfigType
-    read_only: bool
+    read_only: bool  # for a broker resource: not dynamically updatable, as Kafka reports it
     doc: str
 
 
@@ -234,46 +222,56 @@ _CONFIGS = (
         False,
         "Whether replicas not in the ISR may be elected leader as a last resort.",
     ),
+    _ConfigDef(
+        None,
+        "controller.quorum.fetch.timeout.ms",
+        "2000",
+        ConfigType.INT,
+        True,
+        "Maximum time without a successful fetch from the current leader before a voter "
+        "becomes a candidate and triggers an election.",
+    ),
+    _ConfigDef(
+        None,
+        "transaction.state.log.min.isr",
+        "2",
+        ConfigType.INT,
+        True,
+        "The minimum number of replicas that must acknowledge a write to the transaction "
+        "topic (its min.insync.replicas).",
+    ),
     _ConfigDef(None, "node.id", None, ConfigType.INT, True, "The node id of this server."),
 )
-
-
-@dataclass
-class _Partition:
-    replicas: tuple[int, ...]
-    isr: list[int]
-    leader: int
-    leader_epoch: int = 0
-
-    def ordered(self, members: Iterable[int]) -> list[int]:
-        chosen = set(members)
-        return [replica for replica in self.replicas if replica in chosen]
-
-
-@dataclass
-class _QuorumMember:
-    running: bool = True
-    lag_ms: int = 0
-    lag_offsets: int = 0
-    frozen_leo: int = 0
-    frozen_fetch_ms: int = 0
-    frozen_caught_up_ms: int = 0
+_TOPIC_CONFIG_NAMES = frozenset(d.topic_name for d in _CONFIGS if d.topic_name is not None)
+_STATIC_CONFIG_NAMES = frozenset(d.broker_name for d in _CONFIGS if d.broker_name != "node.id")
 
 
 class KafkaClusterSim:
     """A KRaft Kafka cluster on 127.0.0.1: one listener per broker, answers from a mutable state.
 
     `voters` are the KRaft controller node ids (default: the brokers, i.e. combined mode);
-    they may be separate ids that are not brokers. Replicas are assigned round robin over the
-    brokers: partition p has replicas brokers[p], brokers[p+1], ... (mod the broker count).
+    they may be separate ids that are not brokers (controller-only nodes). Replicas are placed
+    round robin over the brokers (partition p on brokers[p], brokers[p+1], ...), or with
+    `placement="rack_aware"` (or a TopicSpec's own `placement`) as KRaft's striped placer puts
+    them, over `racks` ({broker id: rack}, reported in Metadata and DescribeCluster).
 
-    `broker_min_insync_replicas` is the broker's static `min.insync.replicas`
-    (server.properties); None leaves Kafka's default of 1 in force. `rejoin_after` delays a
-    restarted broker's return to the ISRs by that many seconds.
+    Like a real cluster it has `__consumer_offsets` and `__transaction_state`, `internal_topics`
+    partitions each (Kafka's default 50; 0 leaves them out); a topic of that name in `topics`
+    replaces the default one. `broker_configs` is every broker's static configuration
+    (server.properties), of the keys in `_CONFIGS`: `controller.quorum.fetch.timeout.ms`,
+    `min.insync.replicas` (also `broker_min_insync_replicas`), `transaction.state.log.min.isr`,
+    ...; DescribeConfigs reports them as STATIC_BROKER_CONFIG and the rest as defaults.
+
+    Timings (see `ClusterModel` for the real clusters they come from): a started broker is
+    fenced for `unfence_delay` seconds, then rejoins its ISRs over its catch-up time:
+    `catch_up[broker]`, else `rejoin_after` (the older name for the default of every broker),
+    else `DEFAULT_CATCH_UP_S`. A restarted controller is behind for `quorum_catch_up` seconds.
 
     `controller_id_from` chooses what Metadata and DescribeCluster report as the controller:
     "quorum_leader" (the default) reports the KRaft quorum leader; "random_alive_broker" is
     what real KRaft brokers do (any alive broker id, since clients cannot reach controllers).
+    kafka-python sends ElectLeaders and ListPartitionReassignments to that id, so with
+    controller-only voters use "random_alive_broker" for them.
     """
 
     def __init__(
@@ -284,61 +282,63 @@ class KafkaClusterSim:
         cluster_id: str = "rollguard-sim",
         *,
         broker_min_insync_replicas: int | None = None,
-        rejoin_after: float = 0.0,
+        rejoin_after: float | None = None,
         controller_id_from: Literal["quorum_leader", "random_alive_broker"] = "quorum_leader",
+        catch_up: Mapping[int, float] | None = None,
+        unfence_delay: float = DEFAULT_UNFENCE_DELAY_S,
+        quorum_catch_up: float = DEFAULT_QUORUM_CATCH_UP_S,
+        internal_topics: int = INTERNAL_TOPIC_PARTITIONS,
+        broker_configs: Mapping[str, str] | None = None,
+        racks: Mapping[int, str] | None = None,
+        placement: Placement = "round_robin",
     ) -> None:
-        self._broker_ids = tuple(broker_ids)
-        self._voters = tuple(self._broker_ids if voters is None else voters)
-        if not self._broker_ids or len(set(self._broker_ids)) != len(self._broker_ids):
-            raise ValueError(f"broker ids must be non-empty and unique: {broker_ids}")
-        if not self._voters or len(set(self._voters)) != len(self._voters):
-            raise ValueError(f"voters must be non-empty and unique: {voters}")
-        if broker_min_insync_replicas is not None and broker_min_insync_replicas < 1:
-            raise ValueError("broker_min_insync_replicas must be >= 1")
-        if rejoin_after < 0:
-            raise ValueError("rejoin_after must be >= 0")
         if controller_id_from not in ("quorum_leader", "random_alive_broker"):
             raise ValueError(f"unknown controller_id_from: {controller_id_from!r}")
+        if internal_topics < 0:
+            raise ValueError(f"internal_topics must be >= 0, not {internal_topics}")
         self.cluster_id = cluster_id
-        self.rejoin_after = rejoin_after
         self._controller_id_from = controller_id_from
-        self._static_broker_configs: dict[str, str] = {}
-        if broker_min_insync_replicas is not None:
-            self._static_broker_configs["min.insync.replicas"] = str(broker_min_insync_replicas)
+        self._static_broker_configs = _static_configs(broker_configs, broker_min_insync_replicas)
+        all_topics: dict[str, TopicSpec] = {}
+        if internal_topics:
+            transaction_min_isr = int(
+                self._static_broker_configs.get("transaction.state.log.min.isr", "2")
+            )
+            brokers = max(1, len(set(broker_ids)))  # none: the model names the error
+            all_topics.update(internal_topic_specs(brokers, internal_topics, transaction_min_isr))
+        all_topics.update(topics or {})
+        for name, spec in all_topics.items():
+            unknown = sorted(set(spec.configs) - _TOPIC_CONFIG_NAMES)
+            if unknown:
+                raise ValueError(f"topic {name!r}: unknown topic configs {unknown}")
 
         self._lock = threading.RLock()
-        self._topics: dict[str, TopicSpec] = dict(topics or {})
-        self._partitions: dict[tuple[str, int], _Partition] = {}
-        for name, spec in self._topics.items():
-            if spec.replication_factor > len(self._broker_ids):
-                raise ValueError(
-                    f"topic {name!r}: replication factor {spec.replication_factor} exceeds "
-                    f"the {len(self._broker_ids)} brokers"
-                )
-            for index in range(spec.partitions):
-                replicas = tuple(
-                    self._broker_ids[(index + i) % len(self._broker_ids)]
-                    for i in range(spec.replication_factor)
-                )
-                self._partitions[name, index] = _Partition(replicas, list(replicas), replicas[0])
-        self._running: set[int] = set(self._broker_ids)
-        self._rejoin_due: dict[int, float] = {}
-        self._quorum_leader = self._voters[0]
-        self._quorum_epoch = 1
-        self._high_watermark = INITIAL_HIGH_WATERMARK
-        self._voter_state = {voter: _QuorumMember() for voter in self._voters}
-        self._observer_state = {
-            broker: _QuorumMember() for broker in self._broker_ids if broker not in self._voters
-        }
+        self._model = ClusterModel(
+            broker_ids,
+            tuple(broker_ids) if voters is None else voters,
+            all_topics,
+            racks=racks,
+            placement=placement,
+            catch_up=catch_up,
+            default_catch_up=DEFAULT_CATCH_UP_S if rejoin_after is None else rejoin_after,
+            unfence_delay=unfence_delay,
+            quorum_catch_up=quorum_catch_up,
+        )
+        self._broker_ids = self._model.broker_ids
+        self._voters = self._model.voters
         self._requests: deque[RequestRecord] = deque(maxlen=10_000)
+        #: Bumped by every start and stop of a broker, so a late unfencing knows it is stale.
+        self._generation = dict.fromkeys(self._broker_ids, 0)
 
         # Touched only on the loop thread, except _ports (written under the lock).
         self._ports: dict[int, int] = {}
         self._servers: dict[int, asyncio.Server] = {}
+        self._listener_locks = {b: asyncio.Lock() for b in self._broker_ids}
         self._connections: dict[int, set[asyncio.StreamWriter]] = {
             b: set() for b in self._broker_ids
         }
         self._tasks: dict[int, set[asyncio.Task[None]]] = {b: set() for b in self._broker_ids}
+        self._unfencings: set[asyncio.Task[None]] = set()
         self._loop: asyncio.AbstractEventLoop | None = None
         self._thread: threading.Thread | None = None
 
@@ -403,10 +403,28 @@ class KafkaClusterSim:
     def voters(self) -> tuple[int, ...]:
         return self._voters
 
+    @property
+    def racks(self) -> Mapping[int, str]:
+        return MappingProxyType(self._model.racks)
+
+    def topics(self) -> dict[str, TopicSpec]:
+        """Every topic, internal ones included."""
+        return dict(self._model.topics)
+
     def running_brokers(self) -> tuple[int, ...]:
+        """Brokers whose process runs: unfenced, or started and still fenced."""
         with self._lock:
-            self._tick()
-            return tuple(b for b in self._broker_ids if b in self._running)
+            return tuple(b for b in self._broker_ids if self._model.phase(b) != "stopped")
+
+    def unfenced_brokers(self) -> tuple[int, ...]:
+        """The brokers Metadata lists: started and unfenced."""
+        with self._lock:
+            return self._model.unfenced()
+
+    def broker_phase(self, broker_id: int) -> Phase:
+        """ "stopped", "fenced" (started, catching up with the metadata log) or "unfenced"."""
+        with self._lock:
+            return self._model.phase(broker_id)
 
     def topic_id(self, topic: str) -> uuid.UUID:
         """The topic's id as Metadata v10+ reports it (stable for a cluster id and name)."""
@@ -420,55 +438,71 @@ class KafkaClusterSim:
 
     # -- brokers and partitions --------------------------------------------------------------
 
+    @property
+    def rejoin_after(self) -> float:
+        """The catch-up time of brokers without their own (`catch_up`), in seconds."""
+        with self._lock:
+            return self._model.default_catch_up
+
+    @rejoin_after.setter
+    def rejoin_after(self, seconds: float) -> None:
+        with self._lock:
+            self._model.set_default_catch_up(seconds)
+
+    def set_catch_up(self, broker_id: int, seconds: float) -> None:
+        """The broker's replication catch-up time, in seconds, from its next start on."""
+        with self._lock:
+            self._model.set_catch_up(broker_id, seconds)
+
+    def catching_up(self, broker_id: int) -> int:
+        """How many partitions of the running broker have it out of their ISR."""
+        return len(self.catching_up_partitions(broker_id))
+
+    def catching_up_partitions(self, broker_id: int) -> tuple[PartitionKey, ...]:
+        """The (topic, partition)s of the running broker that have it out of their ISR."""
+        with self._lock:
+            self._model.tick()
+            return self._model.catching_up(broker_id)
+
     def stop_broker(self, broker_id: int) -> None:
         """Stop a broker (no-op if stopped): its listener closes, its connections are reset.
 
         Like a KRaft broker that shut down and was fenced, it leaves Metadata's broker list
         (DescribeCluster v2 still lists it, fenced, when asked to include fenced brokers) and
-        every ISR; partitions it led move to the first remaining ISR member in replica order,
-        or to leader -1 if none is left. Kafka would keep the last ISR member in a shrinking
-        ISR; this model empties it instead.
+        every ISR but the ones it is the last member of; partitions it led move to the first
+        remaining ISR member in replica order, or have no leader (-1).
         """
-        self._require_broker(broker_id)
         with self._lock:
-            if broker_id not in self._running:
+            if self._model.phase(broker_id) == "stopped":
                 return
+            self._generation[broker_id] += 1
         self._call(self._close_listener(broker_id))
         with self._lock:
-            now_ms = _now_ms()
-            self._running.discard(broker_id)
-            self._rejoin_due.pop(broker_id, None)
-            if broker_id in self._observer_state:
-                self._freeze(self._observer_state[broker_id], now_ms, is_leader=False)
-            for partition in self._partitions.values():
-                if broker_id in partition.isr:
-                    partition.isr.remove(broker_id)
-                    if partition.leader == broker_id:
-                        partition.leader = partition.isr[0] if partition.isr else -1
-                        partition.leader_epoch += 1
+            self._model.stop_broker(broker_id)
         log.info("broker %d stopped", broker_id)
 
     def start_broker(self, broker_id: int) -> None:
-        """Restart a broker (no-op if running) on the same port; it is in Metadata at once.
+        """Restart a broker (no-op if running) on the same port; it starts fenced.
 
-        It rejoins the ISR of every partition it replicates immediately, or `rejoin_after`
-        seconds later; a partition without a leader elects it. Leadership it lost does not
-        come back on its own: see `elect_preferred_leaders`.
+        After `unfence_delay` seconds its listener opens and it is in Metadata; over its
+        catch-up time it rejoins the ISRs of its partitions one by one (`catching_up` counts
+        those left). Leadership it lost does not come back on its own: see
+        `elect_preferred_leaders`, or ElectLeaders from a client.
         """
-        self._require_broker(broker_id)
         with self._lock:
-            if broker_id in self._running:
+            if not self._model.start_broker(broker_id):
                 return
-        self._call(self._open_listener(broker_id))
-        with self._lock:
-            self._running.add(broker_id)
-            if broker_id in self._observer_state:
-                self._observer_state[broker_id].running = True
-            if self.rejoin_after > 0:
-                self._rejoin_due[broker_id] = time.monotonic() + self.rejoin_after
-            else:
-                self._rejoin(broker_id)
-        log.info("broker %d started on port %d", broker_id, self.port(broker_id))
+            self._generation[broker_id] += 1
+            generation = self._generation[broker_id]
+            delay = self._model.unfence_delay
+        log.info("broker %d started, fenced for %.3gs", broker_id, delay)
+        if delay <= 0:
+            self._call(self._unfence(broker_id, generation))
+            return
+        loop = self._loop
+        if loop is None:
+            raise RuntimeError("the simulated cluster is not started")
+        asyncio.run_coroutine_threadsafe(self._unfence_later(broker_id, generation, delay), loop)
 
     def stop_node(self, node_id: int) -> None:
         """Stop every role `node_id` has: its broker and/or its controller (combined mode)."""
@@ -489,53 +523,40 @@ class KafkaClusterSim:
             self.start_broker(node_id)
 
     def set_isr(self, topic: str, partition: int, isr: Sequence[int]) -> None:
-        """Set a partition's ISR (running replicas only); a leader outside it is replaced."""
+        """Set a partition's ISR (unfenced replicas only); a leader outside it is replaced.
+
+        Replicas left out stay out until their broker restarts, like lagging followers.
+        """
         with self._lock:
-            self._tick()
-            state = self._partition(topic, partition)
-            members = list(isr)
-            if len(set(members)) != len(members):
-                raise ValueError(f"duplicate ISR members: {members}")
-            if not set(members) <= set(state.replicas):
-                raise ValueError(f"ISR {members} is not a subset of replicas {state.replicas}")
-            stopped = [member for member in members if member not in self._running]
-            if stopped:
-                raise ValueError(f"stopped brokers cannot be in the ISR: {stopped}")
-            state.isr = state.ordered(members)
-            if state.leader not in state.isr:
-                state.leader = state.isr[0] if state.isr else -1
-                state.leader_epoch += 1
+            self._model.tick()
+            self._model.set_isr(topic, partition, isr)
 
     def elect_preferred_leaders(self) -> int:
-        """Move leadership back to each partition's first replica if it is in the ISR.
+        """Move leadership back to each partition's first replica if it is an unfenced ISR member.
 
         Returns how many partitions changed leader (Kafka does this on its own only every
         `leader.imbalance.check.interval.seconds`, 300 s by default).
         """
-        changed = 0
         with self._lock:
-            self._tick()
-            for state in self._partitions.values():
-                preferred = state.replicas[0]
-                if state.leader != preferred and preferred in state.isr:
-                    state.leader = preferred
-                    state.leader_epoch += 1
-                    changed += 1
-        return changed
+            self._model.tick()
+            return self._model.elect_preferred_leaders()
 
     def partition_state(self, topic: str, partition: int) -> PartitionState:
         with self._lock:
-            self._tick()
-            state = self._partition(topic, partition)
-            return PartitionState(
-                topic=topic,
-                partition=partition,
-                leader=state.leader,
-                leader_epoch=state.leader_epoch,
-                replicas=state.replicas,
-                isr=tuple(state.isr),
-                offline_replicas=tuple(r for r in state.replicas if r not in self._running),
-            )
+            self._model.tick()
+            return self._model.partition_state(topic, partition)
+
+    def start_reassignment(self, topic: str, partition: int, target: Sequence[int]) -> None:
+        """Start moving a partition to `target`; see `ClusterModel.start_reassignment`."""
+        with self._lock:
+            self._model.tick()
+            self._model.start_reassignment(topic, partition, target)
+
+    def finish_reassignment(self, topic: str, partition: int) -> None:
+        """The adding replicas caught up: they join the ISR and the reassignment completes."""
+        with self._lock:
+            self._model.tick()
+            self._model.finish_reassignment(topic, partition)
 
     # -- the KRaft quorum --------------------------------------------------------------------
 
@@ -544,155 +565,59 @@ class KafkaClusterSim:
 
         `offsets` also holds its log_end_offset that many records behind the high watermark.
         """
-        if ms < 0 or offsets < 0:
-            raise ValueError("lag must be >= 0")
         with self._lock:
-            member = self._voter(voter_id)
-            if voter_id == self._quorum_leader:
-                raise ValueError(f"voter {voter_id} is the quorum leader; it cannot lag itself")
-            member.lag_ms, member.lag_offsets = ms, offsets
+            self._model.set_voter_lag(voter_id, ms, offsets=offsets)
 
     def stop_voter(self, voter_id: int) -> None:
-        """Stop a controller (no-op if stopped): its replica state freezes where it was.
+        """Stop a controller (no-op if stopped): the leader's view of it freezes.
 
-        A stopped leader is replaced by the first running voter (epoch + 1) if a majority of
-        voters still runs; without a majority the quorum has no leader (-1).
+        A stopped leader is replaced (epoch + 1) by the running voter with the longest log if
+        a majority of voters still runs, and knows nothing of the stopped voter (-1 times);
+        without a majority the quorum has no leader (-1).
         """
         with self._lock:
-            member = self._voter(voter_id)
-            if not member.running:
-                return
-            self._freeze(member, _now_ms(), is_leader=voter_id == self._quorum_leader)
-            self._reelect()
-            log.info("voter %d stopped; quorum leader %d", voter_id, self._quorum_leader)
+            if self._model.stop_voter(voter_id):
+                log.info("voter %d stopped; quorum leader %d", voter_id, self._model.quorum_leader)
 
     def start_voter(self, voter_id: int) -> None:
-        """Restart a controller (no-op if running).
+        """Restart a controller (no-op if running): it fetches again, caught up after a delay.
 
-        A leaderless quorum that regains a majority elects the first running voter.
+        Until then its lastCaughtUpTimestamp stays where it was. A leaderless quorum that
+        regains a majority elects a leader.
         """
         with self._lock:
-            member = self._voter(voter_id)
-            if member.running:
-                return
-            member.running = True
-            self._reelect()
-            log.info("voter %d started; quorum leader %d", voter_id, self._quorum_leader)
+            if self._model.start_voter(voter_id):
+                log.info("voter %d started; quorum leader %d", voter_id, self._model.quorum_leader)
+
+    def set_quorum_catch_up(self, node_id: int, seconds: float) -> None:
+        """How long a voter (or observer broker) is behind the leader after its next start."""
+        with self._lock:
+            self._model.set_quorum_catch_up(node_id, seconds)
+
+    def quorum_catching_up(self, node_id: int) -> bool:
+        with self._lock:
+            return self._model.quorum_catching_up(node_id)
 
     def set_quorum_leader(self, voter_id: int) -> None:
         """Make a running voter the quorum leader (a new epoch if it changes)."""
         with self._lock:
-            member = self._voter(voter_id)
-            if not member.running:
-                raise ValueError(f"voter {voter_id} is not running")
-            if not self._has_majority():
-                raise ValueError("no majority of voters is running; no leader can be elected")
-            member.lag_ms = member.lag_offsets = 0
-            if voter_id != self._quorum_leader:
-                self._quorum_leader = voter_id
-                self._quorum_epoch += 1
+            self._model.set_quorum_leader(voter_id)
 
     def advance_quorum(self, records: int = 1) -> None:
         """Append records to the metadata log: the high watermark and running replicas move."""
-        if records < 0:
-            raise ValueError("records must be >= 0")
         with self._lock:
-            if self._quorum_leader == -1:
-                raise ValueError("the quorum has no leader; nothing can be appended")
-            self._high_watermark += records
+            self._model.advance_quorum(records)
 
     def quorum_state(self) -> QuorumState:
         with self._lock:
-            return self._quorum_snapshot(_now_ms())
+            return self._model.quorum_state()
 
-    # -- state helpers (hold the lock) -------------------------------------------------------
-
-    def _require_broker(self, broker_id: int) -> None:
-        if broker_id not in self._broker_ids:
-            raise ValueError(f"unknown broker {broker_id}")
-
-    def _partition(self, topic: str, partition: int) -> _Partition:
-        try:
-            return self._partitions[topic, partition]
-        except KeyError:
-            raise ValueError(f"unknown partition {topic}-{partition}") from None
-
-    def _voter(self, voter_id: int) -> _QuorumMember:
-        if voter_id not in self._voter_state:
-            raise ValueError(f"{voter_id} is not a voter: {self._voters}")
-        return self._voter_state[voter_id]
-
-    def _tick(self) -> None:
-        """Apply the ISR rejoins that have come due."""
-        now = time.monotonic()
-        for broker, due in list(self._rejoin_due.items()):
-            if now >= due:
-                del self._rejoin_due[broker]
-                self._rejoin(broker)
-
-    def _rejoin(self, broker_id: int) -> None:
-        for state in self._partitions.values():
-            if broker_id in state.replicas and broker_id not in state.isr:
-                state.isr = state.ordered([*state.isr, broker_id])
-                if state.leader == -1:
-                    state.leader = broker_id
-                    state.leader_epoch += 1
-        log.info("broker %d rejoined its ISRs", broker_id)
-
-    def _replica(self, member: _QuorumMember, now_ms: int, is_leader: bool) -> tuple[int, int, int]:
-        """(log end offset, last fetch, last caught up) of a quorum member at `now_ms`."""
-        if not member.running:
-            return member.frozen_leo, member.frozen_fetch_ms, member.frozen_caught_up_ms
-        if is_leader:
-            return self._high_watermark, now_ms, now_ms
-        leo = max(0, self._high_watermark - member.lag_offsets)
-        return leo, now_ms, now_ms - member.lag_ms
-
-    def _freeze(self, member: _QuorumMember, now_ms: int, is_leader: bool) -> None:
-        leo, fetch, caught_up = self._replica(member, now_ms, is_leader)
-        member.frozen_leo = leo
-        member.frozen_fetch_ms = fetch
-        member.frozen_caught_up_ms = caught_up
-        member.running = False
-
-    def _has_majority(self) -> bool:
-        running = sum(1 for member in self._voter_state.values() if member.running)
-        return running > len(self._voters) // 2
-
-    def _reelect(self) -> None:
-        leader = self._quorum_leader
-        if not self._has_majority():
-            self._quorum_leader = -1
-            return
-        if leader != -1 and self._voter_state[leader].running:
-            return
-        self._quorum_leader = next(v for v in self._voters if self._voter_state[v].running)
-        self._voter_state[self._quorum_leader].lag_ms = 0
-        self._voter_state[self._quorum_leader].lag_offsets = 0
-        self._quorum_epoch += 1
-
-    def _quorum_snapshot(self, now_ms: int) -> QuorumState:
-        def replica(node: int, member: _QuorumMember) -> QuorumReplica:
-            leo, fetch, caught_up = self._replica(member, now_ms, node == self._quorum_leader)
-            return QuorumReplica(node, leo, fetch, caught_up)
-
-        observers = tuple(
-            replica(broker, member)
-            for broker, member in self._observer_state.items()
-            if member.running or now_ms - member.frozen_fetch_ms < OBSERVER_SESSION_TIMEOUT_MS
-        )
-        return QuorumState(
-            leader_id=self._quorum_leader,
-            leader_epoch=self._quorum_epoch,
-            high_watermark=self._high_watermark,
-            voters=tuple(replica(v, self._voter_state[v]) for v in self._voters),
-            observers=observers,
-        )
+    # -- helpers (hold the lock) -------------------------------------------------------------
 
     def _controller_id(self) -> int:
         if self._controller_id_from == "quorum_leader":
-            return self._quorum_leader
-        alive = [b for b in self._broker_ids if b in self._running]
+            return self._model.quorum_leader
+        alive = self._model.unfenced()
         return random.choice(alive) if alive else -1
 
     def _directory_id(self, node_id: int) -> uuid.UUID:
@@ -706,7 +631,38 @@ class KafkaClusterSim:
             raise RuntimeError("the simulated cluster is not started")
         asyncio.run_coroutine_threadsafe(coro, self._loop).result(timeout)
 
+    async def _unfence_later(self, broker_id: int, generation: int, delay: float) -> None:
+        task = asyncio.current_task()
+        assert task is not None
+        self._unfencings.add(task)
+        try:
+            await asyncio.sleep(delay)  # the simulated metadata catch-up, not a synchronisation
+            await self._unfence(broker_id, generation)
+        except Exception:
+            log.exception("broker %d: unfencing failed", broker_id)
+        finally:
+            self._unfencings.discard(task)
+
+    async def _unfence(self, broker_id: int, generation: int) -> None:
+        """Open the listener, then unfence, unless the broker was stopped in between."""
+        async with self._listener_locks[broker_id]:
+            with self._lock:
+                if self._generation[broker_id] != generation:
+                    return
+            await self._open_listener_locked(broker_id)
+            with self._lock:
+                if self._generation[broker_id] != generation:
+                    return  # stopped meanwhile: its stop closes the listener next
+                self._model.unfence(broker_id)
+        log.info("broker %d unfenced on port %d", broker_id, self._ports[broker_id])
+
     async def _open_listener(self, broker_id: int) -> None:
+        async with self._listener_locks[broker_id]:
+            await self._open_listener_locked(broker_id)
+
+    async def _open_listener_locked(self, broker_id: int) -> None:
+        if broker_id in self._servers:
+            return
         server = await asyncio.start_server(
             functools.partial(self._serve, broker_id),
             HOST,
@@ -718,17 +674,23 @@ class KafkaClusterSim:
             self._ports[broker_id] = server.sockets[0].getsockname()[1]
 
     async def _close_listener(self, broker_id: int) -> None:
-        server = self._servers.pop(broker_id, None)
-        if server is not None:
-            server.close()
-            await server.wait_closed()
-        for writer in list(self._connections[broker_id]):
-            _reset(writer)
-        tasks = list(self._tasks[broker_id])
-        if tasks:
-            await asyncio.wait(tasks, timeout=5)
+        async with self._listener_locks[broker_id]:
+            server = self._servers.pop(broker_id, None)
+            if server is not None:
+                server.close()
+                await server.wait_closed()
+            for writer in list(self._connections[broker_id]):
+                _reset(writer)
+            tasks = list(self._tasks[broker_id])
+            if tasks:
+                await asyncio.wait(tasks, timeout=5)
 
     async def _shutdown(self) -> None:
+        pending = list(self._unfencings)
+        for task in pending:
+            task.cancel()
+        if pending:
+            await asyncio.wait(pending, timeout=5)
         for broker in self._broker_ids:
             await self._close_listener(broker)
 
@@ -808,9 +770,11 @@ class KafkaClusterSim:
             ApiKey.DescribeConfigs: self._describe_configs,
             ApiKey.DescribeCluster: self._describe_cluster,
             ApiKey.DescribeQuorum: self._describe_quorum,
+            ApiKey.ElectLeaders: self._elect_leaders,
+            ApiKey.ListPartitionReassignments: self._list_partition_reassignments,
         }
         with self._lock:
-            self._tick()
+            self._model.tick()
             response = handlers[key](broker_id, request, version)
         log.debug("broker %d: %s v%d answered", broker_id, _api_name(key), version)
         return _encode(response, header.correlation_id)
@@ -856,25 +820,24 @@ class KafkaClusterSim:
         )
 
     def _metadata(self, broker_id: int, request: Any, version: int) -> Any:
-        alive = [b for b in self._broker_ids if b in self._running]
+        # KRaftMetadataCache lists only unfenced brokers; fenced ones are offline replicas.
         brokers = [
             MetadataResponse.MetadataResponseBroker(
-                node_id=b, host=HOST, port=self._ports[b], rack=None
+                node_id=b, host=HOST, port=self._ports[b], rack=self._model.racks.get(b)
             )
-            for b in alive
+            for b in self._model.unfenced()
         ]
         include_ops = version >= 8 and request.include_topic_authorized_operations
+        names = self._model.topics
         if request.topics is None or (version == 0 and not request.topics):
-            topics = [self._metadata_topic(name, version, include_ops) for name in self._topics]
+            topics = [self._metadata_topic(name, version, include_ops) for name in names]
             topics.sort(key=lambda topic: topic.name)
         else:
             topics = []
             for wanted in request.topics:
                 name = wanted.name
                 if name is None and version >= 10:
-                    name = next(
-                        (t for t in self._topics if self.topic_id(t) == wanted.topic_id), None
-                    )
+                    name = next((t for t in names if self.topic_id(t) == wanted.topic_id), None)
                     if name is None:
                         topics.append(
                             _MetadataTopic(
@@ -901,7 +864,7 @@ class KafkaClusterSim:
         )
 
     def _metadata_topic(self, name: str, version: int, include_ops: bool) -> Any:
-        if name not in self._topics:
+        if name not in self._model.topics:
             return _MetadataTopic(
                 error_code=Errors.UnknownTopicOrPartitionError.errno,
                 name=name,
@@ -911,34 +874,33 @@ class KafkaClusterSim:
                 authorized_operations=None,
             )
         partitions = []
-        for index in range(self._topics[name].partitions):
-            state = self._partitions[name, index]
+        for state in self._model.partitions_of(name):
             replicas, isr = list(state.replicas), list(state.isr)
             error = 0
             if state.leader == -1:
                 error = Errors.LeaderNotAvailableError.errno
             elif version == 0:
                 # v0 clients are told only about replicas they can reach.
-                replicas = [r for r in replicas if r in self._running]
-                isr = [r for r in isr if r in self._running]
+                replicas = [r for r in replicas if r not in state.offline_replicas]
+                isr = [r for r in isr if r not in state.offline_replicas]
                 if len(replicas) < len(state.replicas):
                     error = Errors.ReplicaNotAvailableError.errno
             partitions.append(
                 _MetadataPartition(
                     error_code=error,
-                    partition_index=index,
+                    partition_index=state.partition,
                     leader_id=state.leader,
                     leader_epoch=state.leader_epoch,
                     replica_nodes=replicas,
                     isr_nodes=isr,
-                    offline_replicas=[r for r in state.replicas if r not in self._running],
+                    offline_replicas=list(state.offline_replicas),
                 )
             )
         return _MetadataTopic(
             error_code=0,
             name=name,
             topic_id=self.topic_id(name),
-            is_internal=False,
+            is_internal=self._model.topics[name].internal,
             partitions=partitions,
             authorized_operations=set(_TOPIC_OPERATIONS) if include_ops else None,
         )
@@ -973,19 +935,22 @@ class KafkaClusterSim:
         name = resource.resource_name
         entries = []
         if resource.resource_type == ConfigResourceType.TOPIC:
-            if name not in self._topics:
+            if name not in self._model.topics:
                 error = Errors.UnknownTopicOrPartitionError
                 return error.errno, f"Topic {name!r} does not exist.", []
-            spec = self._topics[name]
+            spec = self._model.topics[name]
+            overrides = dict(spec.configs)
+            if spec.min_insync_replicas is not None:
+                overrides["min.insync.replicas"] = str(spec.min_insync_replicas)
             for definition in _CONFIGS:
                 if definition.topic_name is None:
                     continue
                 synonyms = []
-                if definition.topic_name == "min.insync.replicas" and spec.min_insync_replicas:
+                if definition.topic_name in overrides:
                     synonyms.append(
                         (
                             definition.topic_name,
-                            str(spec.min_insync_replicas),
+                            overrides[definition.topic_name],
                             ConfigSourceType.DYNAMIC_TOPIC_CONFIG.value,
                         )
                     )
@@ -1019,17 +984,19 @@ class KafkaClusterSim:
                 brokers=[],
                 authorized_operations=None,
             )
+        # Fenced brokers (stopped, or started and not yet unfenced) only when asked for (v2).
         include_fenced = version >= 2 and request.include_fenced_brokers
+        unfenced = self._model.unfenced()
         brokers = [
             DescribeClusterResponse.DescribeClusterBroker(
                 broker_id=b,
                 host=HOST,
                 port=self._ports[b],
-                rack=None,
-                is_fenced=b not in self._running,
+                rack=self._model.racks.get(b),
+                is_fenced=b not in unfenced,
             )
             for b in self._broker_ids
-            if b in self._running or include_fenced
+            if b in unfenced or include_fenced
         ]
         include_ops = request.include_cluster_authorized_operations
         return DescribeClusterResponse(
@@ -1069,7 +1036,7 @@ class KafkaClusterSim:
                 ],
                 nodes=[],
             )
-        if self._quorum_leader == -1:
+        if self._model.quorum_leader == -1:
             partition = _quorum_error(0, Errors.NotLeaderForPartitionError)
             return DescribeQuorumResponse(
                 version=version,
@@ -1078,7 +1045,7 @@ class KafkaClusterSim:
                 topics=[_QuorumTopic(topic_name=METADATA_TOPIC, partitions=[partition])],
                 nodes=[],
             )
-        snapshot = self._quorum_snapshot(_now_ms())
+        snapshot = self._model.quorum_state()
 
         def replica_state(replica: QuorumReplica) -> Any:
             return _ReplicaStateData(
@@ -1118,6 +1085,113 @@ class KafkaClusterSim:
             topics=[_QuorumTopic(topic_name=METADATA_TOPIC, partitions=[partition])],
             nodes=nodes,
         )
+
+    def _elect_leaders(self, broker_id: int, request: Any, version: int) -> Any:
+        """ElectLeaders as `ReplicationControlManager.electLeaders` answers it.
+
+        v0 has no election type (always preferred). A null partition list means every
+        partition, and then partitions that needed no election are left out of the answer.
+        """
+        election = request.election_type if version >= 1 else PREFERRED
+        if election not in (PREFERRED, UNCLEAN):
+            return ElectLeadersResponse(
+                version=version,
+                throttle_time_ms=0,
+                error_code=Errors.InvalidRequestError.errno,
+                replica_election_results=[],
+            )
+        results = []
+        if request.topic_partitions is None:
+            for topic in sorted(self._model.topics):
+                outcomes = [
+                    (index, *self._model.elect(topic, index, election))
+                    for index in range(self._model.topics[topic].partitions)
+                ]
+                outcomes = [o for o in outcomes if o[1] is not Errors.ElectionNotNeededError]
+                results.append(_election_result(topic, outcomes))
+        else:
+            for wanted in request.topic_partitions:
+                outcomes = [
+                    (index, *self._model.elect(wanted.topic, index, election))
+                    for index in wanted.partitions
+                ]
+                results.append(_election_result(wanted.topic, outcomes))
+        return ElectLeadersResponse(
+            version=version, throttle_time_ms=0, error_code=0, replica_election_results=results
+        )
+
+    def _list_partition_reassignments(self, broker_id: int, request: Any, version: int) -> Any:
+        """In-flight reassignments only; topics or partitions without one are left out."""
+        if request.topics is None:
+            wanted: list[tuple[str, list[int]]] = [
+                (name, list(range(spec.partitions)))
+                for name, spec in sorted(self._model.topics.items())
+            ]
+        else:
+            wanted = [(t.name, list(t.partition_indexes)) for t in request.topics]
+        topics = []
+        for name, indexes in wanted:
+            if name not in self._model.topics:
+                continue
+            count = self._model.topics[name].partitions
+            states = [self._model.partition_state(name, i) for i in indexes if 0 <= i < count]
+            ongoing = [
+                _OngoingTopic.OngoingPartitionReassignment(
+                    partition_index=state.partition,
+                    replicas=list(state.replicas),
+                    adding_replicas=list(state.adding_replicas),
+                    removing_replicas=list(state.removing_replicas),
+                )
+                for state in states
+                if state.reassigning
+            ]
+            if ongoing:
+                topics.append(_OngoingTopic(name=name, partitions=ongoing))
+        return ListPartitionReassignmentsResponse(
+            version=version, throttle_time_ms=0, error_code=0, error_message=None, topics=topics
+        )
+
+
+def _static_configs(
+    broker_configs: Mapping[str, str] | None, broker_min_insync_replicas: int | None
+) -> dict[str, str]:
+    """Validate the brokers' static configuration: known keys, integers where Kafka wants them."""
+    static = dict(broker_configs or {})
+    unknown = sorted(set(static) - _STATIC_CONFIG_NAMES)
+    if unknown:
+        raise ValueError(
+            f"unknown broker configs {unknown} (known: {', '.join(sorted(_STATIC_CONFIG_NAMES))})"
+        )
+    if broker_min_insync_replicas is not None:
+        if broker_min_insync_replicas < 1:
+            raise ValueError("broker_min_insync_replicas must be >= 1")
+        given = static.setdefault("min.insync.replicas", str(broker_min_insync_replicas))
+        if given != str(broker_min_insync_replicas):
+            raise ValueError("broker_min_insync_replicas and broker_configs disagree")
+    for definition in _CONFIGS:
+        value = static.get(definition.broker_name)
+        is_int = definition.config_type == ConfigType.INT
+        if (
+            value is not None
+            and is_int
+            and (not (value.isascii() and value.isdigit()) or int(value) < 1)
+        ):
+            raise ValueError(f"broker config {definition.broker_name}={value!r}: not >= 1")
+    return static
+
+
+def _election_result(
+    topic: str, outcomes: list[tuple[int, type[Errors.BrokerResponseError], str | None]]
+) -> Any:
+    return _ElectionResult(
+        topic=topic,
+        partition_result=[
+            _ElectionResult.PartitionResult(
+                partition_id=index, error_code=error.errno, error_message=message
+            )
+            for index, error, message in outcomes
+        ],
+    )
 
 
 def _broker_synonyms(definition: _ConfigDef, static: Mapping[str, str]) -> list[Any]:
@@ -1189,10 +1263,6 @@ def _reset(writer: asyncio.StreamWriter) -> None:
 
 def _api_name(key: int) -> str:
     try:
-        return ApiKey(key).name
+        return str(ApiKey(key).name)
     except ValueError:
         return f"ApiKey({key})"
-
-
-def _now_ms() -> int:
-    return int(time.time() * 1000)

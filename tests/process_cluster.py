@@ -7,16 +7,25 @@ restarts a node on `POST /restart/<id>`: the broker JVM is killed (an unclean st
 again, going through STARTING and, when asked, a long log recovery; the Kafka peer drops the
 broker from ISRs and the quorum while it is not RUNNING. The inventory file it writes points
 each node's restart command at that control server, exactly as an operator's would point at
-`ssh host systemctl restart kafka`.
+`ssh host systemctl restart kafka`, and its `health` command at `GET /health/<id>` (200 while
+the broker JVM runs), as an operator's would at `systemctl is-active kafka`.
+
+Timings follow a real cluster through the Kafka peer: a restarted broker starts fenced, then
+rejoins its partitions' ISRs over its catch-up time (`catch_up`, per node), so its fellow
+replicas are unsafe to restart until then; internal topics exist. `controller_only` adds KRaft
+controllers that are not brokers: their JVM has no BrokerState (as Kafka's), so their agents
+answer `503 broker-state-missing`, and they rejoin the quorum after a short catch-up.
 """
 
 from __future__ import annotations
 
 import json
 import threading
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
+from typing import Any
 
 from kafka_peer import KafkaClusterSim, TopicSpec
 
@@ -41,29 +50,57 @@ class SimNode:
     agent: Agent
     plan: NodePlan = field(default_factory=NodePlan)
     restarts: int = 0
+    is_broker: bool = True
+
+    @property
+    def roles(self) -> list[str]:
+        return ["broker", "controller"] if self.is_broker else ["controller"]
+
+
+DEFAULT_TOPICS = {
+    "orders": TopicSpec(partitions=6, replication_factor=3, min_insync_replicas=2),
+    "audit": TopicSpec(partitions=3, replication_factor=3, min_insync_replicas=None),
+}
 
 
 class ProcessCluster:
+    """`size` combined broker+controller nodes 0..size-1, and `controller_only` more voters.
+
+    `catch_up`: seconds each broker takes to rejoin its ISRs after it starts (the Kafka peer's
+    default otherwise); `kafka` holds any further `KafkaClusterSim` arguments.
+    """
+
     def __init__(
-        self, pki: Pki, folder: Path, size: int = 3, plans: dict[int, NodePlan] | None = None
+        self,
+        pki: Pki,
+        folder: Path,
+        size: int = 3,
+        plans: dict[int, NodePlan] | None = None,
+        *,
+        controller_only: int = 0,
+        catch_up: Mapping[int, float] | None = None,
+        topics: Mapping[str, TopicSpec] | None = None,
+        kafka: Mapping[str, Any] | None = None,
     ) -> None:
         self.pki = pki
         self.folder = folder
         self.plans = plans or {}
+        brokers = list(range(size))
+        controllers = list(range(size, size + controller_only))
         self.kafka = KafkaClusterSim(
-            broker_ids=list(range(size)),
-            voters=list(range(size)),
-            topics={
-                "orders": TopicSpec(partitions=6, replication_factor=3, min_insync_replicas=2),
-                "audit": TopicSpec(partitions=3, replication_factor=3, min_insync_replicas=None),
-            },
+            broker_ids=brokers,
+            voters=brokers + controllers,
+            topics=dict(DEFAULT_TOPICS if topics is None else topics),
+            catch_up=catch_up,
+            **(kafka or {}),
         )
         self.kafka.start()
         self.nodes: dict[int, SimNode] = {}
         self._lock = threading.Lock()
         try:
-            for node_id in range(size):
-                broker = Broker("--state", "3")
+            for node_id in brokers + controllers:
+                is_broker = node_id in brokers
+                broker = Broker("--state", "3", *(() if is_broker else ("--no-broker-state",)))
                 agent = Agent(
                     pki,
                     broker.address,
@@ -76,7 +113,7 @@ class ProcessCluster:
                     timeout="4",
                 )
                 self.nodes[node_id] = SimNode(
-                    node_id, broker, agent, self.plans.get(node_id, NodePlan())
+                    node_id, broker, agent, self.plans.get(node_id, NodePlan()), is_broker=is_broker
                 )
             self.control = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
             threading.Thread(target=self.control.serve_forever, daemon=True).start()
@@ -102,6 +139,16 @@ class ProcessCluster:
                     self.send_response(404)
                 self.end_headers()
 
+            def do_GET(self) -> None:
+                parts = self.path.strip("/").split("/")
+                if len(parts) == 2 and parts[0] == "health" and parts[1].isdigit():
+                    node = cluster.nodes.get(int(parts[1]))
+                    alive = node is not None and node.broker.process.poll() is None
+                    self.send_response(200 if alive else 503)
+                else:
+                    self.send_response(404)
+                self.end_headers()
+
             def log_message(self, format: str, *args: object) -> None:
                 pass
 
@@ -114,7 +161,8 @@ class ProcessCluster:
             node.restarts += 1
             port = node.broker.port
             node.broker.stop()
-            self.kafka.stop_broker(node_id)
+            if node.is_broker:
+                self.kafka.stop_broker(node_id)
             self.kafka.stop_voter(node_id)
             plan = node.plan
             flags = [
@@ -133,6 +181,8 @@ class ProcessCluster:
                 flags += ["--recovery-ms", str(plan.recovery_ms)]
             if plan.stall_at is not None:
                 flags += ["--stall-at", str(plan.stall_at)]
+            if not node.is_broker:
+                flags.append("--no-broker-state")
             node.broker = Broker(*flags, port=port)
             node.plan = NodePlan()  # later restarts are quick and clean
             threading.Thread(target=self._rejoin, args=(node_id, node.broker), daemon=True).start()
@@ -144,8 +194,10 @@ class ProcessCluster:
         except AssertionError:
             return
         with self._lock:
-            if self.nodes[node_id].broker is broker:
-                self.kafka.start_broker(node_id)
+            node = self.nodes[node_id]
+            if node.broker is broker:
+                if node.is_broker:
+                    self.kafka.start_broker(node_id)
                 self.kafka.start_voter(node_id)
 
     def inventory(self) -> Path:
@@ -154,9 +206,10 @@ class ProcessCluster:
             {
                 "id": n.node_id,
                 "name": f"kafka-{n.node_id}",
-                "roles": ["broker", "controller"],
+                "roles": n.roles,
                 "agent": n.agent.api,
                 "restart": f"curl -sf -X POST {self.control_url}/restart/{n.node_id}",
+                "health": f"curl -sf {self.control_url}/health/{n.node_id}",
             }
             for n in self.nodes.values()
         ]
