@@ -37,12 +37,13 @@ from roller.agent_client import AgentAnswer, AgentClient, AgentReport, broker_st
 from roller.display import LiveTable, on_terminal
 from roller.journal import EventLog, FileJournalStore, JournalStore
 from roller.kafka_admin import KafkaObserver, read_client_properties
+from roller.lease import KUBERNETES_LEASE, LEASE_FILE, FileLease, KubernetesLease, default_holder
 from roller.model import Node, check_cluster
 from roller.platform import InventoryPlatform, Platform, load_inventory
 from roller.progress import RecoveryTracker
-from roller.roll import OnAgentUnreachable, Roller, RollFailed, RollSettings
+from roller.roll import Lease, OnAgentUnreachable, Roller, RollSettings
 from shared.cli import ExitCode, Parser
-from shared.errors import ConfigError
+from shared.errors import ConfigError, RollguardError
 from shared.retry import RETRY_SETTINGS, RetryPolicy, RetryStats, policy_from_settings
 from shared.settings import (
     Flag,
@@ -420,18 +421,34 @@ def collect_command(args: argparse.Namespace, environ: Mapping[str, str]) -> int
 
 
 def _platform(
-    values: dict[str, Any], agents: AgentClient, stack: ExitStack
-) -> tuple[Platform, JournalStore]:
-    platform, sync_client = _nodes_from(values, agents, stack)
+    values: dict[str, Any], agents: AgentClient, stack: ExitStack, roll_id: str
+) -> tuple[Platform, JournalStore, Lease]:
+    """The platform, the roll journal's store and the cluster's lease: files in --state-dir for
+    an inventory, a ConfigMap and a coordination.k8s.io Lease on Kubernetes."""
+    folder: Path = values["state-dir"]
+    platform, sync_client = _nodes_from(values, agents, stack, folder, roll_id)
     if sync_client is None:
-        return platform, FileJournalStore(values["state-dir"])
-    from roller.kubernetes import ConfigMapJournalStore
+        lease: Lease = FileLease(folder / LEASE_FILE, holder=default_holder(), roll_id=roll_id)
+        return platform, FileJournalStore(folder), lease
+    from roller.kubernetes import ConfigMapJournalStore, KubernetesPlatform
 
-    return platform, ConfigMapJournalStore(sync_client, values["namespace"])
+    assert isinstance(platform, KubernetesPlatform)
+    lease = KubernetesLease(
+        platform.client,
+        values["namespace"],
+        KUBERNETES_LEASE,
+        holder=default_holder(),
+        roll_id=roll_id,
+    )
+    return platform, ConfigMapJournalStore(sync_client, values["namespace"]), lease
 
 
 def _nodes_from(
-    values: dict[str, Any], agents: AgentClient, stack: ExitStack
+    values: dict[str, Any],
+    agents: AgentClient,
+    stack: ExitStack,
+    folder: Path | None = None,
+    roll_id: str = "",
 ) -> tuple[Platform, Any]:
     """The platform of --inventory or --namespace/--selector (and, on Kubernetes, a synchronous
     client for the journal store)."""
@@ -440,7 +457,11 @@ def _nodes_from(
         raise ConfigError("give either --inventory FILE or --namespace NS with --selector")
     if inventory is not None:
         platform = InventoryPlatform(
-            load_inventory(inventory), agents, restart_timeout=values.get("restart-timeout", 300)
+            load_inventory(inventory),
+            agents,
+            restart_timeout=values.get("restart-timeout", 300),
+            folder=folder,
+            roll_id=roll_id,
         )
         return platform, None
     if not values["selector"]:
@@ -477,7 +498,7 @@ async def _run(command: str, values: dict[str, Any], stats: RetryStats) -> int:
     folder: Path = values["state-dir"]
     with ExitStack() as stack:
         agents = agent_client(values, stats)
-        platform, journal = _platform(values, agents, stack)
+        platform, journal, lease = _platform(values, agents, stack, roll_id)
         properties = {}
         if values["kafka-properties"] is not None:
             properties = read_client_properties(values["kafka-properties"])
@@ -496,7 +517,10 @@ async def _run(command: str, values: dict[str, Any], stats: RetryStats) -> int:
             skip=values["skip"],
             all_nodes=values["all"],
         )
-        events = EventLog(folder / f"events-{roll_id}.jsonl", roll_id)
+        # `plan` writes nothing: no events, no journal, no lease.
+        events = EventLog(
+            None if command == "plan" else folder / f"events-{roll_id}.jsonl", roll_id
+        )
         try:
             nodes = await platform.nodes()
             display = LiveTable(nodes) if on_terminal() and values["output"] == "text" else None
@@ -508,12 +532,15 @@ async def _run(command: str, values: dict[str, Any], stats: RetryStats) -> int:
                 events,
                 settings=settings,
                 policy=retry_policy(values),
+                lease=None if command == "plan" else lease,
                 on_progress=_progress(display, values["output"]),
             )
             if command == "plan":
                 try:
                     entries = await roller.plan()
-                except RollFailed as exc:
+                except ConfigError:
+                    raise
+                except RollguardError as exc:
                     print(f"rollguard: plan failed: {exc}", file=sys.stderr)
                     return EXIT_FAILED
                 for entry in entries:
@@ -527,7 +554,9 @@ async def _run(command: str, values: dict[str, Any], stats: RetryStats) -> int:
             print(f"roll {roll_id}: journal and events in {folder}", file=sys.stderr)
             try:
                 result = await roller.roll(roll_id, resume=values["resume"] is not None)
-            except RollFailed as exc:
+            except ConfigError:
+                raise  # exit 2: nothing was restarted
+            except RollguardError as exc:  # RollFailed, LeaseHeld, a platform's error...
                 _finish(values, roll_id, "failed", str(exc), stats)
                 return EXIT_FAILED
             _finish(

@@ -30,7 +30,7 @@ import signal
 import subprocess
 import threading
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -87,6 +87,7 @@ async def run_command(
     name: str,
     what: str = "command",
     kill_grace: float = 5.0,
+    on_start: Callable[[int], None] | None = None,
 ) -> CommandResult:
     """Run `command` with /bin/sh in a session and process group of its own.
 
@@ -131,6 +132,8 @@ async def run_command(
             f"{what} for {name} could not be started: {exc.strerror or exc}"
         ) from None
     exited: asyncio.Future[int] = loop.create_future()
+    if on_start is not None:
+        on_start(process.pid)
     threading.Thread(
         target=_reap, args=(process, loop, exited), name=f"reap-{process.pid}", daemon=True
     ).start()

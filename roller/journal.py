@@ -148,16 +148,20 @@ class FileJournalStore:
 
 
 class EventLog:
-    """Appends one JSON object a line, flushed at once; thread-safe."""
+    """Appends one JSON object a line, flushed at once; thread-safe. Without a path (`rollguard
+    plan`, which writes nothing) events are dropped."""
 
-    def __init__(self, path: Path, roll_id: str) -> None:
+    def __init__(self, path: Path | None, roll_id: str) -> None:
         self.path = path
         self.roll_id = roll_id
         self._lock = threading.Lock()
         self._failing = False
-        path.parent.mkdir(parents=True, exist_ok=True)
+        if path is not None:
+            path.parent.mkdir(parents=True, exist_ok=True)
 
     def write(self, node: str | None, action: str, reason: str = "", **figures: Any) -> None:
+        if self.path is None:
+            return
         known = {k: v for k, v in figures.items() if v is not None}
         entry = {
             "ts": now_text(),

@@ -105,7 +105,8 @@ def cluster_view(
                     name,
                     p["partition_index"],
                     tuple(p["replica_nodes"]),
-                    tuple(p["isr_nodes"]),
+                    # Kafka never empties an ISR: its last member stays listed while offline.
+                    tuple(r for r in p["isr_nodes"] if r not in (p.get("offline_replicas") or ())),
                     min_isr.get(name, 1),
                     bool(topic.get("is_internal")),
                 )

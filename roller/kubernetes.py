@@ -45,11 +45,25 @@ CONTROLLER_ROLE_LABEL = "strimzi.io/controller-role"
 DEFAULT_AGENT_URL = "https://{pod}.{service}.{namespace}.svc:8443"
 
 
+def _http_errors() -> tuple[type[Exception], ...]:
+    """lightkube 1.x sends its requests through httpx2 (its own dependency), older releases
+    through httpx: a transport error of either is the API being unreachable."""
+    try:
+        import httpx2
+    except ImportError:
+        return (httpx.HTTPError,)
+    return (httpx.HTTPError, httpx2.HTTPError)
+
+
+HTTP_ERRORS = _http_errors()
+API_ERRORS: tuple[type[Exception], ...] = (ApiError, *HTTP_ERRORS)
+
+
 class KubernetesError(RollguardError):
     """The Kubernetes API refused or failed a call; the message says which and why."""
 
 
-def api_error(what: str, exc: ApiError | httpx.HTTPError) -> KubernetesError:
+def api_error(what: str, exc: Exception) -> KubernetesError:
     if isinstance(exc, ApiError):
         status = exc.status
         return KubernetesError(
@@ -136,7 +150,7 @@ class KubernetesPlatform:
                     Pod, namespace=self.settings.namespace, labels=self._selector
                 )
             ]
-        except (ApiError, httpx.HTTPError) as exc:
+        except API_ERRORS as exc:
             raise api_error(f"list pods in {self.settings.namespace}", exc) from exc
         if not pods:
             raise ConfigError(
@@ -152,7 +166,7 @@ class KubernetesPlatform:
             return None
         try:
             sts = await self.client.get(StatefulSet, owner.name, namespace=self.settings.namespace)
-        except (ApiError, httpx.HTTPError) as exc:
+        except API_ERRORS as exc:
             raise api_error(f"get statefulset {owner.name}", exc) from exc
         return sts.status.updateRevision if sts.status else None
 
@@ -163,7 +177,7 @@ class KubernetesPlatform:
             if exc.status.code == 404:
                 return PlatformView(exists=False, ready=False, up_to_date=True)
             raise api_error(f"get pod {node.name}", exc) from exc
-        except httpx.HTTPError as exc:
+        except HTTP_ERRORS as exc:
             raise api_error(f"get pod {node.name}", exc) from exc
         meta, status = pod.metadata, pod.status
         assert meta is not None
@@ -212,8 +226,12 @@ class KubernetesPlatform:
     async def restart(self, node: Node) -> None:
         try:
             await self.client.delete(Pod, node.name, namespace=self.settings.namespace)
-        except (ApiError, httpx.HTTPError) as exc:
+        except API_ERRORS as exc:
             raise RestartError(str(api_error(f"delete pod {node.name}", exc))) from exc
+
+    async def restart_pending(self, node: Node) -> bool:
+        """A pod being deleted has no identity (see `observe`): resume waits for its successor."""
+        return False
 
     async def close(self) -> None:
         await self.client.close()
@@ -239,7 +257,7 @@ class ConfigMapJournalStore:
             if exc.status.code == 404:
                 return None
             raise api_error(f"get configmap {self.name(roll_id)}", exc) from exc
-        except httpx.HTTPError as exc:
+        except HTTP_ERRORS as exc:
             raise api_error(f"get configmap {self.name(roll_id)}", exc) from exc
         try:
             return RollRecord.from_json(json.loads((cm.data or {})[self.KEY]))
@@ -253,7 +271,7 @@ class ConfigMapJournalStore:
         name = self.name(record.roll_id)
         try:
             self._save(name, data)
-        except (ApiError, httpx.HTTPError) as exc:
+        except API_ERRORS as exc:
             raise api_error(f"save configmap {name}", exc) from exc
 
     def _save(self, name: str, data: dict[str, str]) -> None:

@@ -7,20 +7,24 @@
 
 from __future__ import annotations
 
-import asyncio
+import logging
 import os
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
 
-import yaml
-
 from roller.agent_client import AgentClient
-from roller.model import BROKER_STATE_MISSING, AgentReport, Node, PlatformView, Role
-from shared.errors import ConfigError, RollguardError
+from roller.commands import CommandError, group_alive, run_command
+from roller.inventory import InventoryNode, load_inventory
+from roller.model import BROKER_STATE_MISSING, AgentReport, Node, PlatformView
+from shared.errors import RollguardError
+from shared.files import atomic_write
 from shared.wire import format_time
+
+__all__ = ["InventoryNode", "InventoryPlatform", "Platform", "RestartError", "load_inventory"]
+
+logger = logging.getLogger(__name__)
 
 
 class RestartError(RollguardError):
@@ -34,58 +38,17 @@ class Platform(Protocol):
 
     async def restart(self, node: Node) -> None: ...
 
+    async def restart_pending(self, node: Node) -> bool:
+        """A restart of this node started earlier (by a roller since stopped) is still going."""
+        ...
+
     async def close(self) -> None: ...
 
 
-@dataclass(frozen=True, slots=True)
-class InventoryNode:
-    node: Node
-    restart: str
-
-
-def load_inventory(path: Path) -> list[InventoryNode]:
-    """Read and check an inventory file; ConfigError naming the file and the entry."""
-    try:
-        document = yaml.safe_load(path.read_text())
-    except OSError as exc:
-        raise ConfigError(f"inventory {path}: {exc.strerror}") from None
-    except yaml.YAMLError as exc:
-        raise ConfigError(f"inventory {path}: not valid YAML ({exc})") from None
-    if not isinstance(document, dict) or not isinstance(document.get("nodes"), list):
-        raise ConfigError(f"inventory {path}: expected a mapping with a 'nodes' list")
-    result: list[InventoryNode] = []
-    for index, entry in enumerate(document["nodes"]):
-        where = f"inventory {path}: nodes[{index}]"
-        if not isinstance(entry, dict):
-            raise ConfigError(f"{where} is not a mapping")
-        missing = [key for key in ("id", "agent", "restart") if key not in entry]
-        if missing:
-            raise ConfigError(f"{where} lacks {', '.join(missing)}")
-        node_id = entry["id"]
-        if isinstance(node_id, bool) or not isinstance(node_id, int) or node_id < 0:
-            raise ConfigError(f"{where}: id {node_id!r} is not a node id")
-        roles_raw = entry.get("roles", ["broker"])
-        try:
-            roles = frozenset(Role(r) for r in roles_raw)
-        except (ValueError, TypeError):
-            raise ConfigError(
-                f"{where}: roles {roles_raw!r} must be broker and/or controller"
-            ) from None
-        if not roles:
-            raise ConfigError(f"{where}: roles is empty")
-        name = str(entry.get("name", f"node-{node_id}"))
-        node = Node(node_id, name, roles, str(entry["agent"]))
-        result.append(InventoryNode(node, str(entry["restart"])))
-    ids = [n.node.node_id for n in result]
-    names = [n.node.name for n in result]
-    if len(set(ids)) != len(ids) or len(set(names)) != len(names):
-        raise ConfigError(f"inventory {path}: node ids and names must be unique")
-    return result
-
-
 class InventoryPlatform:
-    """Nodes from a file; readiness from the agent (RUNNING or later, sampled after the last
-    restart), restart by running the node's command with a time limit."""
+    """Nodes from an inventory file (`roller.inventory`); readiness and identity from the agent;
+    restart by running the node's command, and proof that its broker process is gone from its
+    `health` command (`roller.commands`: own process group, output to a log file)."""
 
     def __init__(
         self,
@@ -93,11 +56,20 @@ class InventoryPlatform:
         agents: AgentClient,
         *,
         restart_timeout: float = 300,
+        health_timeout: float = 30,
+        folder: Path | None = None,
+        roll_id: str = "",
         clock: Callable[[], float] = time.time,
     ) -> None:
+        """`folder` (the state directory) holds the commands' log and the marker of a restart
+        in progress; without it (`rollguard collect`) nothing can be restarted."""
         self._inventory = {n.node.name: n for n in inventory}
         self._agents = agents
         self._restart_timeout = restart_timeout
+        self._health_timeout = health_timeout
+        self._folder = folder or Path()
+        self._log = self._folder / f"commands-{roll_id or 'adhoc'}.log"
+        self._can_act = folder is not None
         self._clock = clock
         self._restarted_at: dict[str, float] = {}
 
@@ -122,38 +94,75 @@ class InventoryPlatform:
                 ready = report.sampled_at is not None and report.sampled_at.timestamp() > since
             return PlatformView(exists=True, ready=ready, up_to_date=False, instance=instance)
         ready = answer.reason == BROKER_STATE_MISSING and not node.is_broker
-        return PlatformView(exists=True, ready=ready, up_to_date=False)
+        gone = not ready and await self._process_gone(node)
+        return PlatformView(exists=True, ready=ready, up_to_date=False, process_gone=gone)
+
+    async def _process_gone(self, node: Node) -> bool:
+        """The node's health command exited non-zero: its broker process is not running. No
+        health command, or one that could not say (timed out, could not start): not proven."""
+        command = self._inventory[node.name].health
+        if command is None or not self._can_act:
+            return False
+        try:
+            result = await run_command(
+                command,
+                env=self._env(node),
+                timeout=self._health_timeout,
+                log_path=self._log,
+                name=node.name,
+                what="health command",
+            )
+        except CommandError as exc:
+            logger.warning("%s: %s", node.name, exc)
+            return False
+        return result.exit_code > 0
 
     async def restart(self, node: Node) -> None:
-        command = self._inventory[node.name].restart
-        env = {
+        if not self._can_act:
+            raise RestartError(f"{node.name}: this inventory was loaded without a state directory")
+        marker = self._marker(node)
+
+        def started(pid: int) -> None:
+            # On record while it runs: a resumed roll waits for it instead of restarting again.
+            atomic_write(marker, f"{pid}\n".encode())
+
+        try:
+            result = await run_command(
+                self._inventory[node.name].restart,
+                env=self._env(node),
+                timeout=self._restart_timeout,
+                log_path=self._log,
+                name=node.name,
+                what="restart command",
+                on_start=started,
+            )
+        except CommandError as exc:
+            marker.unlink(missing_ok=True)
+            raise RestartError(str(exc)) from exc
+        marker.unlink(missing_ok=True)
+        self._restarted_at[node.name] = self._clock()
+        if not result.ok:
+            raise RestartError(
+                f"restart command for {node.name} {result.describe()} (output in {self._log})"
+            )
+
+    async def restart_pending(self, node: Node) -> bool:
+        """A restart command for this node, started by an earlier roller, still runs."""
+        try:
+            pid = int(self._marker(node).read_text().strip())
+        except (OSError, ValueError):
+            return False
+        return group_alive(pid)
+
+    def _marker(self, node: Node) -> Path:
+        return self._folder / f"restarting-{node.name}.pid"
+
+    def _env(self, node: Node) -> dict[str, str]:
+        return {
             **os.environ,
             "ROLLGUARD_NODE_ID": str(node.node_id),
             "ROLLGUARD_NODE_NAME": node.name,
         }
-        process = await asyncio.create_subprocess_shell(
-            command,
-            stdin=asyncio.subprocess.DEVNULL,
-            stdout=asyncio.subprocess.PIPE,
-            stderr=asyncio.subprocess.STDOUT,
-            env=env,
-            start_new_session=True,
-        )
-        try:
-            async with asyncio.timeout(self._restart_timeout):
-                output, _ = await process.communicate()
-        except TimeoutError:
-            process.kill()
-            await process.wait()
-            raise RestartError(
-                f"restart command for {node.name} did not finish within {self._restart_timeout:g}s"
-            ) from None
-        self._restarted_at[node.name] = self._clock()
-        if process.returncode != 0:
-            tail = output.decode(errors="replace").strip().splitlines()[-1:] or ["no output"]
-            raise RestartError(
-                f"restart command for {node.name} exited {process.returncode}: {tail[0][:200]}"
-            )
 
     async def close(self) -> None:
         """The agent client belongs to the caller."""

@@ -480,6 +480,16 @@ class Roller:
         """Resume: a node whose restart is on record but not its outcome. Judged by identity:
         changed (or a new one on its way) means it restarted, so wait for it; unchanged means the
         restart never happened, so it goes back to the pending nodes (and the safety checks)."""
+        waiting = ProgressWait(self.settings.safety_wait, self._clock())
+        while await self.platform.restart_pending(node):
+            # The earlier roller's restart command still runs: judge the node once it is done.
+            self._on_progress(node, "an earlier restart command is still running", None)
+            if waiting.expired(self._clock()):
+                raise RollFailed(
+                    f"{node.name}: the restart command of the interrupted roll still runs after "
+                    f"{format_duration(self.settings.safety_wait)}; not acting on it"
+                )
+            await self._sleep(self.settings.poll_interval)
         view = await self.platform.observe(node)
         if done.instance is not None and view.instance == done.instance:
             logger.warning("%s: the restart on record did not happen; it is pending again", node)

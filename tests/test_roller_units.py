@@ -13,43 +13,9 @@ from roller.journal import EventLog, FileJournalStore, NodeRecord, NodeStatus, R
 from roller.kafka_admin import AdminUnavailable, KafkaObserver, cluster_view, read_client_properties
 from roller.kubernetes import parse_selector
 from roller.model import Role
-from roller.platform import load_inventory
 from shared.errors import ConfigError
 
 from helpers import wait_until
-
-
-def test_inventory_is_read_with_roles_and_commands(tmp_path: Path) -> None:
-    path = tmp_path / "inventory.yaml"
-    path.write_text(
-        "nodes:\n"
-        "  - {id: 0, name: kafka-0, roles: [broker, controller], agent: 'https://a:8443',\n"
-        "     restart: 'ssh kafka-0 sudo systemctl restart kafka'}\n"
-        "  - {id: 1, agent: 'https://b:8443', restart: 'true'}\n"
-    )
-    first, second = load_inventory(path)
-    assert first.node.roles == frozenset({Role.BROKER, Role.CONTROLLER})
-    assert first.restart.startswith("ssh kafka-0")
-    assert second.node.name == "node-1" and second.node.roles == frozenset({Role.BROKER})
-
-
-@pytest.mark.parametrize(
-    ("text", "message"),
-    [
-        ("nodes: [", "not valid YAML"),
-        ("[]", "a mapping with a 'nodes' list"),
-        ("nodes: [{id: 0, agent: x}]", "nodes[0] lacks restart"),
-        ("nodes: [{id: -1, agent: x, restart: y}]", "id -1 is not a node id"),
-        ("nodes: [{id: 0, agent: x, restart: y, roles: [leader]}]", "must be broker and/or"),
-        ("nodes: [{id: 0, agent: x, restart: y}, {id: 0, agent: z, restart: y}]", "unique"),
-    ],
-)
-def test_inventory_errors_name_the_file_and_entry(tmp_path: Path, text: str, message: str) -> None:
-    path = tmp_path / "inv.yaml"
-    path.write_text(text)
-    with pytest.raises(ConfigError, match=re.escape(message)) as raised:
-        load_inventory(path)
-    assert str(path) in str(raised.value)
 
 
 def test_the_roll_journal_round_trips_atomically(tmp_path: Path) -> None:
@@ -136,12 +102,23 @@ def test_label_selectors_are_parsed_and_set_terms_refused() -> None:
 
 def test_the_observer_reads_partitions_min_isr_and_quorum_from_the_kafka_peer() -> None:
     topics = {"orders": TopicSpec(3, 3, 2), "audit": TopicSpec(1, 3, None)}
-    with KafkaClusterSim(broker_ids=[0, 1, 2], voters=[0, 1, 2], topics=topics) as sim:
+    with KafkaClusterSim(broker_ids=[0, 1, 2, 3], voters=[0, 1, 2], topics=topics) as sim:
         observer = KafkaObserver(sim.bootstrap, timeout_ms=5000)
         try:
             view = observer._observe()
-            assert {(p.topic, p.min_isr) for p in view.partitions} == {("orders", 2), ("audit", 1)}
+            assert {(p.topic, p.min_isr, p.internal) for p in view.partitions} == {
+                ("orders", 2, False),
+                ("audit", 1, False),
+                # Internal topics count like any other, each with its own min ISR.
+                ("__consumer_offsets", 1, True),
+                ("__transaction_state", 2, True),
+            }
             assert view.active_controller == 0 and view.quorum is not None
+            assert view.quorum_fetch_timeout_ms == 2000 and view.reassignments == ()
+            sim.start_reassignment("orders", 1, [0, 1, 2])  # replicas 1, 2, 3: adds 0, drops 3
+            (moving,) = observer._observe().reassignments
+            assert (moving.name, moving.adding, moving.removing) == ("orders-1", (0,), (3,))
+            sim.finish_reassignment("orders", 1)
             sim.stop_broker(2)
 
             def isr_without_2() -> bool:
@@ -152,6 +129,16 @@ def test_the_observer_reads_partitions_min_isr_and_quorum_from_the_kafka_peer() 
                 return all(2 not in p.isr for p in current.partitions)
 
             wait_until(isr_without_2, timeout=20, what="broker 2 out of every ISR")
+        finally:
+            observer.close()
+
+
+def test_the_observer_reads_the_clusters_own_quorum_fetch_timeout() -> None:
+    configs = {"controller.quorum.fetch.timeout.ms": "4500"}
+    with KafkaClusterSim(broker_ids=[0, 1], broker_configs=configs, internal_topics=0) as sim:
+        observer = KafkaObserver(sim.bootstrap, timeout_ms=5000)
+        try:
+            assert observer._observe().quorum_fetch_timeout_ms == 4500
         finally:
             observer.close()
 
