@@ -144,8 +144,16 @@ def test_plan_prints_decisions_and_restarts_nothing(cluster: Cluster, pki: Pki) 
     assert done.returncode == 0, done.stderr
     lines = done.stdout.splitlines()
     assert [line.split()[0] for line in lines] == ["prod-kafka-1", "prod-kafka-2", "prod-kafka-0"]
-    assert all(line.split()[1] == "restart" for line in lines)
+    assert all(line.split()[1] == "restart:" for line in lines)
     assert cluster.deleted() == []
+    assert not (cluster.folder / "state").exists()  # a plan writes nothing
+    as_json = cluster.roll(pki, "--output", "json", command="plan")
+    entries = [json.loads(line) for line in as_json.stdout.splitlines()]
+    assert [(e["node"], e["action"]) for e in entries] == [
+        ("prod-kafka-1", "restart"),
+        ("prod-kafka-2", "restart"),
+        ("prod-kafka-0", "restart"),
+    ]
 
 
 def test_a_stuck_out_of_date_pod_is_force_restarted_first(cluster: Cluster, pki: Pki) -> None:
@@ -168,17 +176,31 @@ def test_a_stuck_pod_that_is_up_to_date_is_fatal(cluster: Cluster, pki: Pki) -> 
     assert cluster.deleted() == []
 
 
-def test_a_not_ready_pod_whose_agent_is_unreachable_is_force_restarted(
+def test_a_not_ready_pod_whose_agent_is_unreachable_is_unknown_never_forced(
     cluster: Cluster, pki: Pki
 ) -> None:
     cluster.kube.set_update_revision("prod-kafka", "rev-2", namespace=NS)
     cluster.kube.set_ready("prod-kafka-1", False)
-    done = cluster.roll(pki)  # the agent URL points at a closed port
+    done = cluster.roll(pki, "--safety-wait", "3s")  # the agent URL points at a closed port
+    assert done.returncode == 1
+    assert "prod-kafka-1 is not ready and its agent cannot be read" in done.stderr
+    assert "--on-agent-unreachable force" in done.stderr
+    assert cluster.deleted() == []  # unknown is not "not recovering"
+    journal = cluster.kube.configmap("rollguard-roll-k1", NS)["data"]["journal.json"]
+    assert json.loads(journal)["state"] == "failed"
+
+
+def test_an_unreachable_agents_node_is_forced_on_explicit_request(
+    cluster: Cluster, pki: Pki
+) -> None:
+    cluster.kube.set_update_revision("prod-kafka", "rev-2", namespace=NS)
+    cluster.kube.set_ready("prod-kafka-1", False)
+    done = cluster.roll(pki, "--on-agent-unreachable", "force")
     assert done.returncode == 0, done.stderr
     assert cluster.deleted()[0] == "prod-kafka-1"
     forced = next(e for e in cluster.events() if e["action"] == "restart")
     assert forced["node"] == "prod-kafka-1"
-    assert "force: not ready" in str(forced["reason"]) and "unreachable" in str(forced["reason"])
+    assert "--on-agent-unreachable force" in str(forced["reason"])
 
 
 class RecoveringAgents:
