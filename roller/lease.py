@@ -150,12 +150,28 @@ def _check_duration(duration: float) -> float:
     return duration
 
 
+def holder_gone(holder: str) -> bool:
+    """The holder is a process of this host that no longer runs (killed -9, crashed): its lease
+    needs no waiting out. Another host's holder cannot be checked: only expiry frees it."""
+    host, _, pid = holder.rpartition(":")
+    if host != socket.gethostname() or not pid.isascii() or not pid.isdigit():
+        return False
+    try:
+        stat = Path(f"/proc/{int(pid)}/stat").read_text()
+    except FileNotFoundError:
+        return True
+    except OSError:
+        return False
+    return stat[stat.rfind(")") + 2 :].split()[:1] in (["Z"], ["X"])  # a zombie is gone too
+
+
 def _took_over(where: str, old: LeaseRecord, now: float) -> None:
     logger.warning(
-        "%s: took over the lease of %s, which stopped renewing it %.0fs ago (expired %s)",
+        "%s: took over the lease of %s, which stopped renewing it %.0fs ago (%s %s)",
         where,
         old.describe(),
         now - old.renewed_at,
+        "its process is gone; it would have expired" if old.live(now) else "expired",
         _seconds(old.expires_at),
     )
 
@@ -244,7 +260,7 @@ class FileLease:
                 current = self._read()
                 acquired = now
                 if current is not None and current.holder != self.holder:
-                    if current.live(now):
+                    if current.live(now) and not holder_gone(current.holder):
                         raise LeaseHeld(current, now, self.roll_id)
                     if current.holder:
                         _took_over(self.describe(), current, now)

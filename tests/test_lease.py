@@ -120,6 +120,28 @@ def test_a_held_lease_names_its_holder_its_roll_and_since_when(tmp_path: Path) -
     assert held.value.since == datetime(2026, 11, 23, 11, 0, 2, tzinfo=UTC)
 
 
+def test_a_lease_whose_holder_died_on_this_host_is_taken_over_at_once(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    import socket
+
+    dead = subprocess.Popen([sys.executable, "-c", "pass"])
+    dead.wait(10)  # reaped: that pid runs nothing now (a killed -9 roller)
+    clock = Clock()
+    host = socket.gethostname()
+    asyncio.run(file_lease(tmp_path, f"{host}:{dead.pid}", "r1", clock).acquire())
+    clock.now += 1  # well within the lease's 30 s
+    with caplog.at_level(logging.WARNING, logger="roller.lease"):
+        asyncio.run(file_lease(tmp_path, f"{host}:{os.getpid()}", "r1", clock).acquire())
+    assert "its process is gone" in caplog.text
+    # A live holder on this host, and any holder on another host, still hold it.
+    with pytest.raises(LeaseHeld):
+        asyncio.run(file_lease(tmp_path, f"{host}:{os.getppid()}", "r1", clock).acquire())
+    asyncio.run(file_lease(tmp_path, f"elsewhere:{dead.pid}", "r2", Clock(T0 + 100)).acquire())
+    with pytest.raises(LeaseHeld):
+        asyncio.run(file_lease(tmp_path, f"{host}:{os.getpid()}", "r3", Clock(T0 + 101)).acquire())
+
+
 def test_the_lease_file_says_who_rolls_until_when(tmp_path: Path) -> None:
     clock = Clock(T0 + 0.25)
     asyncio.run(file_lease(tmp_path, "host:1", "r1", clock, duration=20).acquire())
