@@ -1,28 +1,56 @@
 """A simulated cluster on a virtual clock, for property tests and `bench/roll_sim.py`.
 
-Nodes restart, start, recover and become ready on a virtual clock: no real sleeping. The roller
-under test is the production `Roller` with its production `AgentClient`; only the transport
-under httpx (a `MockTransport` answering from the simulation, the seam httpx offers for this)
-and the platform are simulated. Every restart is checked as it happens: restarting a broker in
-RECOVERY, or taking a partition below min.insync.replicas, is counted as a violation.
+Nodes restart, start, recover, catch up and become ready on a virtual clock: no real sleeping.
+The roller under test is the production `Roller` with its production `AgentClient` and the
+production `InventoryPlatform`'s observation (readiness from the agent, identity from the
+agent's `brokerStartedAt`); only the transport under httpx (a `MockTransport` answering from
+the simulation, the seam httpx offers for this), the Admin API's answers and the restart itself
+are simulated.
+
+What a real cluster does after a restart, and the simulation too:
+- the JVM starts a second after the restart (the agent answers `jmx-unreachable` before), a new
+  `brokerStartedAt` each time; STARTING, then RECOVERY if the restart brings a log recovery;
+- RUNNING is not in sync: the broker rejoins its partitions' ISRs one by one over its own
+  catch-up time (a partition with no other replica has nothing to fetch and rejoins at once);
+- a KRaft voter catches up with the leader within seconds of its JVM starting; until then its
+  `lastCaughtUpTimestamp` stays at the moment it went down. A leader that goes down is replaced
+  by the lowest caught-up voter;
+- `__consumer_offsets` and `__transaction_state` (50 partitions each, RF 3, min ISR 2, marked
+  internal) are placed over the brokers beside the random user partitions.
+
+Every restart is checked as it happens, by the simulation's own rules and not the roller's:
+restarting a broker in RECOVERY; taking a partition that has more replicas than its
+min.insync.replicas below it; taking a partition that has another replica offline (no replica
+in sync); leaving fewer other KRaft voters caught up than a majority of all voters (with three
+or more; with two, the other one not caught up).
 """
 
 from __future__ import annotations
 
 import asyncio
 import json
+import math
 import random
 import ssl
 from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
 
 import httpx
 
 from roller.agent_client import AgentClient
 from roller.journal import EventLog, FileJournalStore
 from roller.model import ClusterView, Node, PartitionInfo, PlatformView, QuorumInfo, Role, VoterInfo
+from roller.platform import InventoryNode, InventoryPlatform
 from roller.roll import Roller, RollFailed, RollSettings
 from shared.retry import RetryPolicy
 from shared.states import BrokerState
+from shared.wire import format_time
+
+# Virtual second 0 on the wall clock, for the times the agents and the quorum report.
+EPOCH = datetime(2026, 1, 1, tzinfo=UTC)
+JVM_START_DELAY = 1.0  # from the restart to the new JVM answering JMX
+FETCH_AGE = 0.2  # a caught-up follower's last fetch, behind the leader's clock
 
 
 class VirtualClock:
@@ -37,114 +65,286 @@ class VirtualClock:
         await asyncio.sleep(0)
 
 
+def wall(moment: float) -> datetime:
+    return EPOCH + timedelta(seconds=moment)
+
+
+def wall_ms(moment: float) -> int:
+    return int((EPOCH.timestamp() + moment) * 1000)
+
+
+@dataclass(frozen=True, slots=True)
+class SimPartition:
+    topic: str
+    index: int
+    replicas: tuple[int, ...]
+    min_isr: int
+    internal: bool = False
+
+    @property
+    def name(self) -> str:
+        return f"{self.topic}-{self.index}"
+
+
 @dataclass
 class SimNode:
-    node: Node
-    down_until: float = -1.0  # not running before this (restarting)
-    recovery_until: float = -1.0  # in RECOVERY before this (after down_until)
-    recovery_segments: int = 0
-    stall_at: float | None = None  # recovery makes no progress after this moment
-    restarts: int = 0
-    restart_seconds: float = 60.0
-    recovery_after_restart: float = 0.0  # seconds of recovery the next restart brings
+    """One node's timeline since its last restart; every state is a function of the time."""
 
-    def state(self, now: float) -> BrokerState:
-        if now < self.down_until:
+    node: Node
+    restart_seconds: float = 60.0  # from the restart to the end of STARTING
+    recovery_after_restart: float = 0.0  # seconds of log recovery the next restart brings
+    catch_up_seconds: float = 0.0  # after RUNNING, until back in every ISR
+    quorum_lag: float = 3.0  # a voter: from its JVM's start until caught up with the leader
+    # Its current run: restarted, JVM up, STARTING and RECOVERY until (a day before the roll
+    # for a node that has been in sync all along).
+    restarted_at: float = -86403.0
+    jvm_started_at: float = -86402.0
+    down_until: float = -86401.0
+    recovery_until: float = -86400.0
+    recovery_segments: int = 0
+    # Partition (the cluster's index) -> when it rejoins, as a fraction of the catch-up time.
+    rejoin: dict[int, float] = field(default_factory=dict)
+    restarts: int = 0
+    _times: dict[int, float] = field(default_factory=dict, repr=False, compare=False)
+    _times_key: tuple[float, float, int, int] | None = field(
+        default=None, repr=False, compare=False
+    )
+
+    def up(self, t: float) -> bool:
+        return t >= self.jvm_started_at
+
+    def state(self, t: float) -> BrokerState | None:
+        """The BrokerState its agent reads; None while no JVM answers."""
+        if not self.up(t):
+            return None
+        if t < self.down_until:
             return BrokerState.STARTING
-        if now < self.recovery_until or (
-            self.stall_at is not None and now >= self.stall_at and self.recovery_until > 0
-        ):
+        if t < self.recovery_until:
             return BrokerState.RECOVERY
         return BrokerState.RUNNING
 
-    def remaining(self, now: float) -> tuple[int, int]:
-        start = self.down_until
-        total = self.recovery_until - start
-        moment = now if self.stall_at is None else min(now, self.stall_at)
-        left = max(0.0, 1 - (moment - start) / total) if total > 0 else 0.0
-        segments = int(self.recovery_segments * left + 0.999)
-        return max(1, segments // 20) if segments else 0, segments
+    @property
+    def running_at(self) -> float:
+        return max(self.down_until, self.recovery_until)
+
+    def rejoins_at(self, partition: int) -> float:
+        fraction = self.rejoin[partition]
+        return self.running_at + (self.catch_up_seconds * fraction if fraction else 0.0)
+
+    def rejoin_times(self) -> dict[int, float]:
+        """`rejoins_at` for every partition it hosts, kept until the run or the plan changes."""
+        key = (self.running_at, self.catch_up_seconds, id(self.rejoin), len(self.rejoin))
+        if self._times_key != key:
+            self._times = {p: self.rejoins_at(p) for p in self.rejoin}
+            self._times_key = key
+        return self._times
+
+    def in_sync(self, partition: int, t: float) -> bool:
+        return self.state(t) is BrokerState.RUNNING and t >= self.rejoin_times()[partition]
+
+    def caught_up(self, t: float) -> bool:
+        """As a KRaft voter: its JVM is up and has fetched the metadata log it missed."""
+        return self.up(t) and t >= self.jvm_started_at + self.quorum_lag
+
+    def ready(self, t: float) -> bool:
+        if not self.node.is_broker:
+            return self.caught_up(t)
+        return self.state(t) is BrokerState.RUNNING
+
+    def synced_at(self) -> float:
+        """When the current run is back in every ISR (a broker) and caught up (a voter)."""
+        moments = [self.jvm_started_at + self.quorum_lag] if self.node.is_controller else []
+        if self.node.is_broker:
+            moments += [self.running_at, *self.rejoin_times().values()]
+        return max(moments)
+
+    def events(self) -> list[float]:
+        """Every moment of the current run at which its state changes."""
+        moments = [self.jvm_started_at, self.down_until, self.recovery_until]
+        moments += self.rejoin_times().values()
+        if self.node.is_controller:
+            moments.append(self.jvm_started_at + self.quorum_lag)
+        return moments
+
+    def remaining(self, t: float) -> tuple[int, int]:
+        total = self.recovery_until - self.down_until
+        left = max(0.0, 1 - (t - self.down_until) / total) if total > 0 else 0.0
+        segments = math.ceil(self.recovery_segments * left)
+        return (max(1, segments // 20) if segments else 0), segments
 
 
 @dataclass
 class Violations:
     restarted_recovering: list[str] = field(default_factory=list)
     below_min_isr: list[str] = field(default_factory=list)
+    offline: list[str] = field(default_factory=list)
+    quorum_lost: list[str] = field(default_factory=list)
+
+    def count(self) -> int:
+        found = (self.restarted_recovering, self.below_min_isr, self.offline, self.quorum_lost)
+        return sum(map(len, found))
+
+
+@dataclass(frozen=True, slots=True)
+class RestartEntry:
+    """One restart. `earliest`: from the moment the node restarted before it was back in sync
+    (0 for the first), the first moment some node not yet restarted could have been restarted
+    without a violation; `synced_at`: when this restart's node is back in sync. Between
+    `earliest` and `at` the roller was slower than the cluster; before `earliest` the cluster
+    itself was not ready."""
+
+    name: str
+    at: float
+    earliest: float
+    synced_at: float
+    own: float  # restart + recovery + catch-up of this restart
 
 
 class SimCluster:
     def __init__(
-        self,
-        nodes: list[SimNode],
-        partitions: list[tuple[tuple[int, ...], int]],
-        clock: VirtualClock,
+        self, nodes: list[SimNode], partitions: list[SimPartition], clock: VirtualClock
     ) -> None:
         self.nodes = {n.node.name: n for n in nodes}
         self.by_id = {n.node.node_id: n for n in nodes}
-        self.partitions = partitions  # (replicas, min_isr)
+        self.partitions = partitions
         self.clock = clock
         self.violations = Violations()
+        self.leader: int | None = None
+        self.log: list[RestartEntry] = []
+        self._isrs: list[tuple[int, ...]] = []
+        self._parts: tuple[PartitionInfo, ...] = ()
+        self.hosted: dict[int, list[int]] = {i: [] for i in self.by_id}
+        for index, p in enumerate(partitions):
+            for r in p.replicas:
+                self.hosted[r].append(index)
 
-    # the platform --------------------------------------------------------------------------
-    async def nodes_list(self) -> list[Node]:
-        return [n.node for n in self.nodes.values()]
+    @property
+    def voters(self) -> list[SimNode]:
+        return [n for n in self.nodes.values() if n.node.is_controller]
 
-    def running(self, node_id: int) -> bool:
-        return self.by_id[node_id].state(self.clock.now) is BrokerState.RUNNING
+    def isr(self, index: int, t: float) -> tuple[int, ...]:
+        return tuple(r for r in self.partitions[index].replicas if self.by_id[r].in_sync(index, t))
 
-    def isr(self, replicas: tuple[int, ...]) -> tuple[int, ...]:
-        return tuple(r for r in replicas if self.running(r))
+    def isrs(self, t: float) -> list[tuple[int, ...]]:
+        """Every partition's ISR at `t` (`isr` for all at once: the Admin API's hot path)."""
+        times = {
+            i: n.rejoin_times() for i, n in self.by_id.items() if n.state(t) is BrokerState.RUNNING
+        }
+        return [
+            tuple(r for r in p.replicas if r in times and t >= times[r][index])
+            for index, p in enumerate(self.partitions)
+        ]
+
+    def harms(self, sim: SimNode, t: float) -> Violations:
+        """What restarting `sim` at `t` would do, by the simulation's rules (not the roller's)."""
+        found = Violations()
+        name, node_id = sim.node.name, sim.node.node_id
+        if sim.state(t) is BrokerState.RECOVERY:
+            found.restarted_recovering.append(f"{name}@{t:.0f}")
+        below, offline = [], []
+        for index in self.hosted[node_id]:
+            p = self.partitions[index]
+            isr = self.isr(index, t)
+            if node_id not in isr:
+                continue  # its restart does not shrink this ISR
+            if len(p.replicas) > p.min_isr and len(isr) - 1 < p.min_isr:
+                below.append(f"{p.name} isr {list(isr)}")
+            elif len(isr) == 1 and len(p.replicas) > 1:
+                offline.append(f"{p.name} isr {list(isr)}")
+        # One entry per restart, naming every partition it harms.
+        if below:
+            found.below_min_isr.append(f"{name}@{t:.0f}: {', '.join(below)}")
+        if offline:
+            found.offline.append(f"{name}@{t:.0f}: {', '.join(offline)}")
+        voters = self.voters
+        if sim.node.is_controller and len(voters) > 1:
+            others = sum(1 for v in voters if v is not sim and v.caught_up(t))
+            needed = len(voters) // 2 + 1 if len(voters) >= 3 else 1
+            if others < needed:
+                found.quorum_lost.append(f"{name}@{t:.0f} {others} of {len(voters)} caught up")
+        return found
+
+    def restartable(self, sim: SimNode, t: float) -> bool:
+        return sim.ready(t) and self.harms(sim, t).count() == 0
+
+    def earliest(self, since: float, until: float) -> float:
+        """The first moment in [since, until] at which a node not yet restarted could have
+        been; states change only at the nodes' events, so only those moments are tried."""
+        pending = [n for n in self.nodes.values() if n.restarts == 0]
+        moments = sorted({since} | {m for n in self.nodes.values() for m in n.events()})
+        for moment in (m for m in moments if since <= m <= until):
+            if any(self.restartable(sim, moment) for sim in pending):
+                return moment
+        return until
 
     def restart_now(self, name: str) -> None:
         sim = self.nodes[name]
         now = self.clock.now
-        if sim.state(now) is BrokerState.RECOVERY:
-            self.violations.restarted_recovering.append(f"{name}@{now:.0f}")
-        for replicas, min_isr in self.partitions:
-            isr = self.isr(replicas)
-            if (
-                sim.node.node_id in isr
-                and len(replicas) > min_isr
-                and len(isr) >= min_isr
-                and len(isr) - 1 < min_isr
-            ):
-                self.violations.below_min_isr.append(f"{name}@{now:.0f} {replicas}")
+        previous = self.log[-1].synced_at if self.log else 0.0
+        earliest = self.earliest(min(previous, now), now)
+        found = self.harms(sim, now)
+        for mine, theirs in (
+            (self.violations.restarted_recovering, found.restarted_recovering),
+            (self.violations.below_min_isr, found.below_min_isr),
+            (self.violations.offline, found.offline),
+            (self.violations.quorum_lost, found.quorum_lost),
+        ):
+            mine += theirs
         sim.restarts += 1
+        sim.restarted_at = now
+        sim.jvm_started_at = now + JVM_START_DELAY
         sim.down_until = now + sim.restart_seconds
         sim.recovery_until = sim.down_until + sim.recovery_after_restart
         sim.recovery_segments = int(sim.recovery_after_restart * 10)
-        sim.stall_at = None
+        synced = sim.synced_at()
+        self.log.append(RestartEntry(name, now, earliest, synced, synced - now))
 
+    # the Admin API ---------------------------------------------------------------------------
     def cluster_view(self) -> ClusterView:
-        parts = tuple(
-            PartitionInfo("t", i, replicas, self.isr(replicas), min_isr)
-            for i, (replicas, min_isr) in enumerate(self.partitions)
-        )
-        voters = [n for n in self.nodes.values() if n.node.is_controller]
-        running = [v for v in voters if self.running(v.node.node_id)]
-        leader = running[0].node.node_id if running else None
-        quorum = None
-        if leader is not None:
-            now_ms = int(self.clock.now * 1000)
-            quorum = QuorumInfo(
-                leader,
-                tuple(
-                    VoterInfo(v.node.node_id, now_ms if self.running(v.node.node_id) else None)
-                    for v in voters
-                ),
+        now = self.clock.now
+        isrs = self.isrs(now)
+        if isrs != self._isrs:  # the same ISRs: the same (frozen) partitions as last time
+            self._isrs = isrs
+            self._parts = tuple(
+                PartitionInfo(p.topic, p.index, p.replicas, isr, p.min_isr, p.internal)
+                for p, isr in zip(self.partitions, isrs, strict=True)
             )
-        return ClusterView(parts, quorum, leader)
+        parts = self._parts
+        caught = sorted(v.node.node_id for v in self.voters if v.caught_up(now))
+        if self.leader not in caught:
+            self.leader = caught[0] if caught else None
+        if self.leader is None:
+            return ClusterView(parts, None, None)
+
+        def last_caught_up(v: SimNode) -> int:
+            if v.node.node_id == self.leader:
+                return wall_ms(now)
+            if v.caught_up(now):
+                return wall_ms(now - FETCH_AGE)
+            return wall_ms(v.restarted_at)  # its old process, the last time it fetched
+
+        voters = tuple(VoterInfo(v.node.node_id, last_caught_up(v)) for v in self.voters)
+        return ClusterView(parts, QuorumInfo(self.leader, voters), self.leader)
 
     # the agents, over httpx ------------------------------------------------------------------
     def handle(self, request: httpx.Request) -> httpx.Response:
-        name = request.url.host
-        sim = self.nodes[name]
-        state = sim.state(self.clock.now)
-        if self.clock.now < sim.down_until - sim.restart_seconds + 1:
+        sim = self.nodes[str(request.url.host)]
+        now = self.clock.now
+        state = sim.state(now)
+        if state is None:
             return httpx.Response(503, json={"error": "jmx-unreachable", "message": "down"})
-        body: dict[str, object] = {"brokerState": int(state)}
+        if not sim.node.is_broker:
+            return httpx.Response(
+                503, json={"error": "broker-state-missing", "message": "a controller-only node"}
+            )
+        body: dict[str, object] = {
+            "brokerState": int(state),
+            "sampledAt": format_time(wall(now)),
+            "brokerStartedAt": format_time(wall(sim.jvm_started_at)),
+            "agentBootId": f"sim-{sim.node.name}",
+        }
         if state is BrokerState.RECOVERY:
-            logs, segments = sim.remaining(self.clock.now)
+            logs, segments = sim.remaining(now)
             body["recovery"] = {
                 "remainingLogsToRecover": logs,
                 "remainingSegmentsToRecover": segments,
@@ -153,24 +353,48 @@ class SimCluster:
 
 
 class SimPlatform:
-    def __init__(self, cluster: SimCluster) -> None:
+    """The inventory platform as production observes it (its agent: readiness, and identity
+    from `brokerStartedAt`), with the restart carried out by the simulation, not a command."""
+
+    def __init__(self, cluster: SimCluster, agents: AgentClient, folder: Path) -> None:
         self.cluster = cluster
+        clock = cluster.clock
+        self._inventory = InventoryPlatform(
+            [InventoryNode(n.node, "simulated") for n in cluster.nodes.values()],
+            agents,
+            folder=folder,
+            roll_id="sim",
+            clock=lambda: EPOCH.timestamp() + clock.now,
+        )
 
     async def nodes(self) -> list[Node]:
-        return await self.cluster.nodes_list()
+        return await self._inventory.nodes()
 
     async def observe(self, node: Node) -> PlatformView:
-        sim = self.cluster.nodes[node.name]
-        ready = sim.state(self.cluster.clock.now) is BrokerState.RUNNING
-        return PlatformView(
-            exists=True, ready=ready, up_to_date=sim.restarts > 0, instance=str(sim.restarts)
-        )
+        return await self._inventory.observe(node)
 
     async def restart(self, node: Node) -> None:
         self.cluster.restart_now(node.name)
 
+    async def restart_pending(self, node: Node) -> bool:
+        return False  # a simulated restart is over when `restart` returns
+
     async def close(self) -> None:
         pass
+
+
+def internal_topics(rng: random.Random, brokers: list[int]) -> list[SimPartition]:
+    """Kafka's own topics, placed as Kafka places replicas: consecutive brokers from a random
+    start, shifted by one per partition."""
+    parts = []
+    replication = min(3, len(brokers))
+    for topic in ("__consumer_offsets", "__transaction_state"):
+        start = rng.randrange(len(brokers))
+        for index in range(50):
+            first = start + index
+            replicas = tuple(brokers[(first + k) % len(brokers)] for k in range(replication))
+            parts.append(SimPartition(topic, index, replicas, 2, internal=True))
+    return parts
 
 
 def random_cluster(
@@ -181,38 +405,72 @@ def random_cluster(
     recovering_at_start: float = 0.2,
     recovery_on_restart: float = 0.2,
     max_recovery: float = 3600,
+    catch_up: tuple[float, float] = (10.0, 300.0),
+    controller_only: bool = False,
 ) -> SimCluster:
+    """`size` brokers; three KRaft voters, combined with brokers or (`controller_only`) three
+    more nodes; 4 user partitions per broker (RF 1-3, min ISR 1-2) and the internal topics."""
     nodes = []
-    controllers = set(rng.sample(range(size), k=min(3, size)))
+    combined = set() if controller_only else set(rng.sample(range(size), k=min(3, size)))
     for i in range(size):
-        roles = {Role.BROKER} | ({Role.CONTROLLER} if i in controllers else set())
+        roles = {Role.BROKER} | ({Role.CONTROLLER} if i in combined else set())
         sim = SimNode(
             Node(i, f"kafka-{i}", frozenset(roles), f"https://kafka-{i}:8443"),
             restart_seconds=rng.uniform(20, 120),
+            catch_up_seconds=rng.uniform(*catch_up),
+            quorum_lag=rng.uniform(1, 5),
         )
         if rng.random() < recovering_at_start:
-            sim.down_until = 0.0
+            sim.restarted_at, sim.jvm_started_at, sim.down_until = -61.0, -60.0, 0.0
             sim.recovery_until = rng.uniform(60, max_recovery)
             sim.recovery_segments = int(sim.recovery_until * 10)
         if rng.random() < recovery_on_restart:
             sim.recovery_after_restart = rng.uniform(60, max_recovery)
         nodes.append(sim)
+    if controller_only:
+        for i in range(size, size + 3):
+            nodes.append(
+                SimNode(
+                    Node(
+                        i,
+                        f"controller-{i}",
+                        frozenset({Role.CONTROLLER}),
+                        f"https://controller-{i}:8443",
+                    ),
+                    quorum_lag=rng.uniform(1, 5),
+                )
+            )
     partitions = []
-    for _ in range(size * 4):
+    for index in range(size * 4):
         replication = min(size, rng.choice([1, 2, 3, 3, 3]))
         replicas = tuple(rng.sample(range(size), k=replication))
-        partitions.append((replicas, rng.choice([1, 2, 2])))
-    return SimCluster(nodes, partitions, clock)
+        partitions.append(SimPartition("t", index, replicas, rng.choice([1, 2, 2])))
+    partitions += internal_topics(rng, list(range(size)))
+    cluster = SimCluster(nodes, partitions, clock)
+    spread_rejoins(cluster, rng)
+    return cluster
 
 
-def make_roller(
-    cluster: SimCluster,
-    folder,
-    settings: RollSettings | None = None,
-    policy: RetryPolicy | None = None,
-) -> Roller:
+def spread_rejoins(cluster: SimCluster, rng: random.Random | None = None) -> None:
+    """Each broker rejoins its partitions' ISRs evenly over its catch-up time, in a random
+    order (without `rng`, in partition order); a partition with no other replica at once."""
+    for node_id, hosted in cluster.hosted.items():
+        sim = cluster.by_id[node_id]
+        shared = [i for i in hosted if len(cluster.partitions[i].replicas) > 1]
+        if rng is not None:
+            rng.shuffle(shared)
+        sim.rejoin = {i: 0.0 for i in hosted}
+        sim.rejoin.update({i: (k + 1) / len(shared) for k, i in enumerate(shared)})
+
+
+def default_settings() -> RollSettings:
+    return RollSettings(
+        operation_timeout=300, poll_interval=10, max_recovery_wait=6 * 3600, stall_timeout=600
+    )
+
+
+def make_roller(cluster: SimCluster, folder: Path, settings: RollSettings | None = None) -> Roller:
     clock = cluster.clock
-    policy = policy or RetryPolicy(max_retries=30, initial_backoff_ms=5000, max_backoff_ms=60000)
     agents = AgentClient(
         ssl.create_default_context(),
         RetryPolicy(max_retries=2),
@@ -224,23 +482,23 @@ def make_roller(
         return cluster.cluster_view()
 
     return Roller(
-        SimPlatform(cluster),
+        SimPlatform(cluster, agents, folder),
         observe,
         agents,
         FileJournalStore(folder),
         EventLog(folder / "events.jsonl", "sim"),
-        settings=settings
-        or RollSettings(
-            operation_timeout=300, poll_interval=10, max_recovery_wait=6 * 3600, stall_timeout=600
-        ),
-        policy=policy,
+        settings=settings or default_settings(),
+        policy=RetryPolicy(max_retries=30, initial_backoff_ms=5000, max_backoff_ms=60000),
         clock=clock,
         sleep=clock.sleep,
     )
 
 
-def run_roll(cluster: SimCluster, folder, **kwargs) -> tuple[str, str]:  # type: ignore[no-untyped-def]
-    roller = make_roller(cluster, folder, **kwargs)
+def run_roll(
+    cluster: SimCluster, folder: Path, settings: RollSettings | None = None
+) -> tuple[str, str]:
+    """Roll the cluster with the production roller: ("completed", "") or ("failed", why)."""
+    roller = make_roller(cluster, folder, settings)
 
     async def go() -> tuple[str, str]:
         try:
