@@ -15,8 +15,9 @@ import logging
 from collections.abc import Sequence
 
 from roller.agent_client import AgentClient, Probe
+from roller.decide import agent_unknown
 from roller.journal import EventLog
-from roller.model import AgentReport, AgentUnavailable, Node, Unavailable
+from roller.model import AgentUnavailable, Node, Unavailable
 from shared.errors import ConfigError
 
 logger = logging.getLogger(__name__)
@@ -44,6 +45,13 @@ def problem(probe: Probe, max_skew: float) -> str | None:
     return None
 
 
+def _outcome(node: Node, probe: Probe) -> str:
+    answer = probe.answer
+    if isinstance(answer, AgentUnavailable) and agent_unknown(node, answer):
+        return answer.reason
+    return "ok"
+
+
 async def preflight(
     agents: AgentClient, nodes: Sequence[Node], max_skew: float, events: EventLog
 ) -> None:
@@ -55,7 +63,7 @@ async def preflight(
         found = problem(probe, max_skew)
         if found is not None:
             problems.append(f"{node.name} ({probe.answer.url}): {found}")
-        elif isinstance(probe.answer, AgentUnavailable):
+        elif isinstance(probe.answer, AgentUnavailable) and agent_unknown(node, probe.answer):
             logger.warning(
                 "%s: its agent does not answer (%s: %s); the node is unknown until it does, "
                 "and is not restarted while it is",
@@ -66,7 +74,7 @@ async def preflight(
         events.write(
             node.name,
             "preflight",
-            found or ("ok" if isinstance(probe.answer, AgentReport) else probe.answer.reason),
+            found or _outcome(node, probe),
             skew=round(probe.skew, 3) if probe.skew is not None else None,
         )
     if problems:

@@ -53,8 +53,10 @@ def availability_blockers(node_id: int, cluster: ClusterView) -> list[Blocker]:
 
     For each partition with a replica on the node, internal topics included (a consumer group
     whose `__consumer_offsets` partition drops below min ISR cannot commit), using the topic's
-    own `min.insync.replicas`: replicas <= minIsr never blocks (such a topic can never satisfy
-    acks=all with a replica down, and waiting will not change that); ISR below minIsr with the
+    own `min.insync.replicas`: the node as the only ISR member of a partition with other replicas
+    always blocks (it would go offline); otherwise replicas <= minIsr never blocks (such a topic
+    can never satisfy acks=all with a replica down, and waiting will not change that); ISR below
+    minIsr with the
     node a replica blocks (it is already under-replicated); ISR exactly minIsr with the node in
     it blocks (restarting it would drop the ISR below minIsr). A partition being reassigned
     blocks every broker among its current and target replicas: the reassignment moves data
@@ -62,9 +64,23 @@ def availability_blockers(node_id: int, cluster: ClusterView) -> list[Blocker]:
     """
     blockers = []
     for p in cluster.partitions:
-        if node_id not in p.replicas or len(p.replicas) <= p.min_isr:
+        if node_id not in p.replicas:
             continue
         missing = tuple(r for r in p.replicas if r not in p.isr)
+        if p.isr == (node_id,) and len(p.replicas) > 1:
+            # Its last in-sync replica, while another catches up: restarting it takes the
+            # partition offline, whatever min.insync.replicas says.
+            blockers.append(
+                Blocker(
+                    f"{p.name} has this node as its only in-sync replica (replicas "
+                    f"{list(p.replicas)}): restarting it takes the partition offline",
+                    p.name,
+                    missing,
+                )
+            )
+            continue
+        if len(p.replicas) <= p.min_isr:
+            continue
         if len(p.isr) < p.min_isr:
             blockers.append(
                 Blocker(

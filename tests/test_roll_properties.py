@@ -15,7 +15,6 @@ import tempfile
 from dataclasses import replace
 from pathlib import Path
 
-import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from roll_sim import (
@@ -48,7 +47,7 @@ def assert_safe(cluster: SimCluster) -> None:
     assert v.restarted_recovering == []
     assert v.below_min_isr == []
     assert v.quorum_lost == []
-    # `v.offline` is not asserted here: see the xfail test at the end of this file.
+    assert v.offline == []
 
 
 def assert_each_waited_for_the_previous(cluster: SimCluster) -> None:
@@ -160,12 +159,6 @@ def test_a_catch_up_that_shows_no_progress_for_the_safety_budget_fails_the_roll(
     assert_safe(cluster)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="roller/safety.py: a partition with replicas <= min.insync.replicas never blocks "
-    "(Strimzi's rule), so restarting its only in-sync replica takes it offline while the other "
-    "replica is still catching up",
-)
 def test_a_restart_never_takes_a_partition_offline_while_its_other_replica_catches_up() -> None:
     # Two combined nodes: kafka-0 (the active controller, so rolled last) recovers for 900 s
     # when the roll starts, then needs 120 s to catch up. Every partition has replication 2

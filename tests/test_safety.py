@@ -55,7 +55,9 @@ def part(replicas: tuple[int, ...], isr: tuple[int, ...], min_isr: int) -> Parti
         (part((0, 1, 2), (0, 1), 2), True),  # ISR == minIsr with the node in it
         (part((0, 1, 2), (1, 2), 2), False),  # ISR == minIsr without the node
         (part((0, 1, 2), (1,), 2), True),  # already under minIsr, the node a replica
-        (part((0, 1), (1,), 2), False),  # replicas <= minIsr never blocks
+        (part((0, 1), (1,), 2), False),  # replicas <= minIsr never blocks...
+        (part((0, 1), (0,), 2), True),  # ...but the last in-sync replica: it would go offline
+        (part((0,), (0,), 1), False),  # replication 1: no other way to restart it
         (part((0, 1, 2), (0,), 1), True),  # minIsr 1, the node the only ISR
         (part((1, 2, 3), (1, 2), 2), False),  # not a replica of this partition
     ],
