@@ -107,8 +107,18 @@ class RollSettings:
 
 class Outcome(StrEnum):
     RESTARTED = "restarted"
-    DEFERRED = "deferred"
-    REPLAN = "replan"  # the node changed (became ready, recovered): plan again
+    DEFERRED = "deferred"  # not safe now
+    WAITING = "waiting"  # not ready, recovering or unknown: waited for, with its own budget
+
+
+@dataclass(slots=True)
+class _NodeWait:
+    """A pending node's wait across polls: since when it is not ready, its recovery, and how
+    long its agent has been unreadable."""
+
+    since: float
+    unknown: ProgressWait | None = None
+    recovery: RecoveryTracker | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -173,6 +183,7 @@ class Roller:
         self._sleep = sleep
         self._on_progress = on_progress or (lambda node, text, tracker: None)
         self._said: dict[tuple[str, str], str] = {}  # (node, kind) -> last reason logged
+        self._waits: dict[str, _NodeWait] = {}
 
     # ---- the plan -------------------------------------------------------------------------
 
@@ -336,32 +347,39 @@ class Roller:
                 cluster.active_controller if cluster else None,
             )
             deferred: dict[Node, Defer] = {}
-            acted = False
+            waiting_nodes = False
+            restarted = False
             for node in order:
                 outcome, action = await self._handle(node, views[node.name], cluster, record)
                 if outcome is Outcome.DEFERRED:
                     assert isinstance(action, Defer)
                     deferred[node] = action
-                    continue
-                if outcome is Outcome.RESTARTED:
+                elif outcome is Outcome.WAITING:
+                    waiting_nodes = True
+                else:
                     pending.remove(node)
                     result.restarted.append(node.name)
-                acted = True
-                break  # the cluster changed: observe it again before the next decision
-            if acted:
+                    restarted = True
+                    break  # the cluster changed: observe it again before the next decision
+            if restarted:
                 waiting = None
                 continue
-            # Nothing may be restarted now. Not a failure: wait while the cluster progresses.
             now = self._clock()
-            waiting = waiting or ProgressWait(self.settings.safety_wait, now)
-            waiting.observe(now, sum(b.deficit for d in deferred.values() for b in d.blockers))
-            if waiting.expired(now):
-                reasons = "; ".join(f"{n.name}: {d.reason}" for n, d in deferred.items())
-                raise RollFailed(
-                    f"no restart became safe: {format_duration(self.settings.safety_wait)} "
-                    f"without progress (--safety-wait) after waiting "
-                    f"{format_duration(waiting.waited(now))}: {reasons}"
-                )
+            if waiting_nodes:
+                # A node is being waited for (readiness, recovery, an unknown agent), each
+                # with its own budget: the safety budget runs only when nothing else does.
+                waiting = None
+            else:
+                # Nothing may be restarted now. Not a failure: wait while the cluster progresses.
+                waiting = waiting or ProgressWait(self.settings.safety_wait, now)
+                waiting.observe(now, sum(b.deficit for d in deferred.values() for b in d.blockers))
+                if waiting.expired(now):
+                    reasons = "; ".join(f"{n.name}: {d.reason}" for n, d in deferred.items())
+                    raise RollFailed(
+                        f"no restart became safe: {format_duration(self.settings.safety_wait)} "
+                        f"without progress (--safety-wait) after waiting "
+                        f"{format_duration(waiting.waited(now))}: {reasons}"
+                    )
             for node, action in deferred.items():
                 self._on_progress(node, f"waiting until safe: {action.reason}", None)
             await self._sleep(self.settings.poll_interval)
@@ -408,51 +426,63 @@ class Roller:
     async def _handle(
         self, node: Node, view: PlatformView, cluster: ClusterView | None, record: RollRecord
     ) -> tuple[Outcome, Action]:
+        """One look at one pending node. Waiting for it (not ready, recovering, unknown) does
+        not hold the poll: other nodes may be restarted meanwhile when the safety rules allow,
+        and its wait goes on at the next poll, with its own budget."""
         s = self.settings
-        force_unknown = s.on_agent_unreachable is OnAgentUnreachable.FORCE
-        started = self._clock()
-        unknown: ProgressWait | None = None
         answer: AgentAnswer | None = None
-        while True:
-            if not view.ready:  # ask its agent at once and at every poll, not after a timeout
-                answer = await self._ask(node)
-            action = decide(
-                node,
-                view,
-                cluster,
-                agent=answer,
-                waited=self._clock() - started,
-                timeout=s.operation_timeout,
-                force_unknown=force_unknown,
-            )
-            if isinstance(action, AwaitRecovery):
-                await self._wait_recovery(node, answer)
-                return Outcome.REPLAN, action
-            if not isinstance(action, AwaitReady | AwaitUnknown):
-                break
-            if isinstance(action, AwaitUnknown):
-                now = self._clock()
-                unknown = unknown or ProgressWait(s.safety_wait, now)
-                if unknown.expired(now):
-                    raise RollFailed(
-                        f"{action.reason}; waited {format_duration(unknown.waited(now))} "
-                        "(--safety-wait). Restart it by hand once you know it is not "
-                        "recovering, or use --on-agent-unreachable force"
-                    )
+        wait = None
+        if view.ready:
+            self._waits.pop(node.name, None)
+        else:  # ask its agent at once and at every poll, not after a timeout
+            answer = await self._ask(node)
+            wait = self._waits.setdefault(node.name, _NodeWait(self._clock()))
+        action = decide(
+            node,
+            view,
+            cluster,
+            agent=answer,
+            waited=self._clock() - wait.since if wait else 0.0,
+            timeout=s.operation_timeout,
+            force_unknown=s.on_agent_unreachable is OnAgentUnreachable.FORCE,
+        )
+        if wait is not None:
+            if isinstance(answer, AgentReport) and not is_recovering(answer):
+                wait.recovery = None  # out of recovery, by its own word
+            if not isinstance(action, AwaitUnknown):
+                wait.unknown = None
+        if isinstance(action, AwaitRecovery):
+            assert wait is not None
+            wait.recovery = wait.recovery or self._tracker()
+            self._recovery_step(node, wait.recovery, answer)
+            return Outcome.WAITING, action
+        if isinstance(action, AwaitUnknown):
+            assert wait is not None
+            now = self._clock()
+            wait.unknown = wait.unknown or ProgressWait(s.safety_wait, now)
+            if wait.unknown.expired(now):
+                raise RollFailed(
+                    f"{action.reason}; waited {format_duration(wait.unknown.waited(now))} "
+                    "(--safety-wait). Restart it by hand once you know it is not "
+                    "recovering, or use --on-agent-unreachable force"
+                )
+        if isinstance(action, AwaitReady | AwaitUnknown):
             self._say(node.name, "wait", "wait-ready", action.reason)
             self._on_progress(node, f"waiting for readiness: {describe_answer(answer)}", None)
-            await self._sleep(s.poll_interval)
-            view = await self._view(node, await self._cluster() if node.is_controller else cluster)
-            if view.ready:
-                return Outcome.REPLAN, action
+            return Outcome.WAITING, action
         if isinstance(action, Fail):
             raise RollFailed(action.reason)
         if isinstance(action, Defer):
             self._say(node.name, "defer", "defer", action.reason)
             return Outcome.DEFERRED, action
         assert isinstance(action, Restart)
+        self._waits.pop(node.name, None)
         await self._restart(node, view, record, action.reason)
         return Outcome.RESTARTED, action
+
+    def _tracker(self) -> RecoveryTracker:
+        s = self.settings
+        return RecoveryTracker(s.stall_timeout, s.max_recovery_wait, started=self._clock())
 
     async def _restart(
         self, node: Node, view: PlatformView, record: RollRecord, reason: str
@@ -629,36 +659,39 @@ class Roller:
         self.events.write(node, action, reason, **figures)
 
     async def _wait_recovery(self, node: Node, answer: AgentAnswer | None) -> None:
-        """Wait while the broker recovers; RollFailed when it stalls or takes too long."""
-        tracker = RecoveryTracker(
-            self.settings.stall_timeout, self.settings.max_recovery_wait, started=self._clock()
-        )
-        while True:
-            if isinstance(answer, AgentReport) and answer.report.recovery is not None:
-                recovery = answer.report.recovery
-                tracker.observe(self._clock(), recovery.remaining_logs, recovery.remaining_segments)
-            elif isinstance(answer, AgentReport) and not is_recovering(answer):
-                return  # out of recovery: readiness is judged by the caller
+        """Wait while the restarted broker recovers; RollFailed when it stalls or takes too
+        long. It is never restarted: that would start its recovery over."""
+        tracker = self._tracker()
+        while not (isinstance(answer, AgentReport) and not is_recovering(answer)):
             # An unreadable agent in the middle of a recovery: still recovering, for all we know.
-            verdict = tracker.verdict(self._clock())
-            text = tracker.describe()
-            self._on_progress(node, "recovering: " + text, tracker)
-            logger.info("%s is performing log recovery: %s", node, text)
-            self.events.write(node.name, "wait-recovery", verdict.value, **_figures(tracker))
-            if verdict is Verdict.STALLED:
-                raise RollFailed(
-                    f"{node.name} is performing log recovery but made no progress "
-                    f"for {format_duration(self.settings.stall_timeout)} ({text}); not "
-                    "restarting it"
-                )
-            if verdict is Verdict.TOO_LONG:
-                raise RollFailed(
-                    f"{node.name} is still performing log recovery after "
-                    f"{format_duration(self.settings.max_recovery_wait)} ({text}); not "
-                    "restarting it"
-                )
+            self._recovery_step(node, tracker, answer)
             await self._sleep(self.settings.poll_interval)
             answer = await self._ask(node)
+
+    def _recovery_step(
+        self, node: Node, tracker: RecoveryTracker, answer: AgentAnswer | None
+    ) -> None:
+        """Record one look at a recovering broker; RollFailed on a stall or past the budget."""
+        if isinstance(answer, AgentReport) and answer.report.recovery is not None:
+            recovery = answer.report.recovery
+            tracker.observe(self._clock(), recovery.remaining_logs, recovery.remaining_segments)
+        verdict = tracker.verdict(self._clock())
+        text = tracker.describe()
+        self._on_progress(node, "recovering: " + text, tracker)
+        logger.info("%s is performing log recovery: %s", node, text)
+        self.events.write(node.name, "wait-recovery", verdict.value, **_figures(tracker))
+        if verdict is Verdict.STALLED:
+            raise RollFailed(
+                f"{node.name} is performing log recovery but made no progress "
+                f"for {format_duration(self.settings.stall_timeout)} ({text}); not "
+                "restarting it"
+            )
+        if verdict is Verdict.TOO_LONG:
+            raise RollFailed(
+                f"{node.name} is still performing log recovery after "
+                f"{format_duration(self.settings.max_recovery_wait)} ({text}); not "
+                "restarting it"
+            )
 
 
 def _plan_entry(node: Node, action: Action) -> PlanEntry:
