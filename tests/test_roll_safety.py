@@ -283,3 +283,28 @@ def test_a_misfiring_inventory_is_exit_2_naming_the_line(pki: Pki, tmp_path: Pat
         and "did you mean 'roles'" in (done.stderr)
     )
     assert "Traceback" not in done.stderr
+
+
+def test_plan_honours_json_writes_nothing_and_fails_clearly(
+    cluster: ProcessCluster, pki: Pki, tmp_path: Path
+) -> None:
+    command = roll_command(cluster, pki, tmp_path)
+    command[1] = "plan"
+    done = run([*command, "--output", "json"])
+    assert done.returncode == 0, done.stderr
+    entries = [json.loads(line) for line in done.stdout.splitlines()]
+    assert [(e["node"], e["action"]) for e in entries] == [
+        ("kafka-1", "restart"),
+        ("kafka-2", "restart"),
+        ("kafka-0", "restart"),
+    ]
+    assert not (tmp_path / "state").exists()  # no journal, no events, no lease
+    unknown = run([*command, "--only", "kafka-1,kafka-9"])
+    assert unknown.returncode == 1 and "no node named kafka-9" in unknown.stderr
+    bootstrap = command.index("--bootstrap") + 1
+    blind = [*command[:bootstrap], "127.0.0.1:9", *command[bootstrap + 1 :]]
+    unreachable = run([*blind, "--retry-max-retries", "0"])
+    assert unreachable.returncode == 1
+    assert "the Kafka Admin API cannot be reached" in unreachable.stderr
+    assert "Traceback" not in unreachable.stderr
+    assert [n.restarts for n in cluster.nodes.values()] == [0, 0, 0]
