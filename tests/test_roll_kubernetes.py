@@ -243,7 +243,14 @@ def test_a_not_ready_pod_in_log_recovery_is_waited_for_not_force_restarted(
     cluster.kube.set_update_revision("prod-kafka", "rev-2", namespace=NS)
     cluster.kube.set_ready("prod-kafka-1", False)
     with HttpsPeer(RecoveringAgents(cluster.kube, cluster.kafka), pki) as agents:
-        done = cluster.roll(pki, agent_url=agents.url + "/agents/{pod}/v1/broker-state")
+        # A 5-minute operation timeout: its agent is asked at once, not after it, so the
+        # recovery shows (and is waited for) from the first poll.
+        done = cluster.roll(
+            pki,
+            "--operation-timeout",
+            "5m",
+            agent_url=agents.url + "/agents/{pod}/v1/broker-state",
+        )
     assert done.returncode == 0, done.stderr
     waits = [e for e in cluster.events() if e["action"] == "wait-recovery"]
     assert waits and {e["node"] for e in waits} == {"prod-kafka-1"}
