@@ -166,7 +166,7 @@ class AgentClient:
             )
         except _ServerError as exc:
             return exc.response
-        except httpx.TransportError as exc:
+        except TRANSPORT_ERRORS as exc:
             return AgentUnavailable(url, None, classify(exc), describe_transport_error(exc))
 
 
@@ -203,7 +203,13 @@ _REFUSAL_ALERTS = (
 )
 
 
-def classify(exc: httpx.TransportError) -> str:
+# httpx does not wrap every TLS failure: a TLS alert that arrives while the response is read
+# (TLS 1.3 refuses a client certificate after the handshake) comes out of anyio as a bare
+# ssl.SSLError. Both are "no HTTP answer", classified below.
+TRANSPORT_ERRORS: tuple[type[Exception], ...] = (httpx.TransportError, ssl.SSLError)
+
+
+def classify(exc: BaseException) -> str:
     """`tls-untrusted` when our check of the agent's certificate failed, `tls-refused` when the
     agent sent a TLS alert refusing ours, else `unreachable`: the first two are configuration
     errors (a roll must not start), the last may be a node that is down."""
@@ -219,7 +225,7 @@ def classify(exc: httpx.TransportError) -> str:
     return Unavailable.UNREACHABLE
 
 
-def describe_transport_error(exc: httpx.TransportError) -> str:
+def describe_transport_error(exc: BaseException) -> str:
     """The innermost cause, which says what a person can act on (refused, certificate...)."""
     cause: BaseException = exc
     while cause.__cause__ is not None or cause.__context__ is not None:

@@ -19,7 +19,7 @@ from urllib.parse import quote, urlsplit, urlunsplit
 
 import httpx
 
-from roller.agent_client import describe_transport_error
+from roller.agent_client import TRANSPORT_ERRORS, describe_transport_error
 from shared.errors import RollguardError
 from shared.retry import RetryPolicy, RetryStats, retry_async
 
@@ -241,7 +241,7 @@ class ConnectClient:
             )
         except _Rebalancing as exc:
             response = exc.response
-        except httpx.TransportError as exc:
+        except TRANSPORT_ERRORS as exc:
             cause = describe_transport_error(exc)
             raise ConnectError(
                 f"{about}Kafka Connect at {self.shown_url} is unreachable: {cause}", None, connector

@@ -308,3 +308,21 @@ def test_plan_honours_json_writes_nothing_and_fails_clearly(
     assert "the Kafka Admin API cannot be reached" in unreachable.stderr
     assert "Traceback" not in unreachable.stderr
     assert [n.restarts for n in cluster.nodes.values()] == [0, 0, 0]
+
+
+def test_a_roller_whose_certificate_the_agents_refuse_restarts_nothing(
+    cluster: ProcessCluster, pki: Pki, other_pki: Pki, tmp_path: Path
+) -> None:
+    """A CA rotation gone wrong: every agent refuses the roller's client certificate (a TLS
+    alert), which is a configuration error before anything happens, not "unreachable"."""
+    command = roll_command(cluster, pki, tmp_path)
+    command[command.index("--cert") + 1] = str(other_pki.client_cert)
+    command[command.index("--key") + 1] = str(other_pki.client_key)
+    done = run(command)
+    assert done.returncode == 2, done.stderr
+    assert "nothing was restarted" in done.stderr
+    for node in ("kafka-0", "kafka-1", "kafka-2"):
+        assert f"{node} (" in done.stderr
+    assert "refused the roller's client certificate" in done.stderr
+    assert [n.restarts for n in cluster.nodes.values()] == [0, 0, 0]
+    assert "Traceback" not in done.stderr
