@@ -5,7 +5,7 @@ BIN := $(VENV)/bin
 INSTALLED := $(VENV)/.installed
 BROKER := build/testbroker/TestBroker.class
 
-.PHONY: test demo demo-agent lint bench venv broker format clean image test-image
+.PHONY: test demo demo-agent lint bench venv broker format clean image test-image test-security
 
 test: lint $(BROKER)
 	$(BIN)/pytest
@@ -43,6 +43,11 @@ image:
 # base, both images built and the agent image run against the Java test broker.
 test-image: $(INSTALLED) $(BROKER)
 	scripts/test-image
+
+# Not part of `make test` (about a minute, and apt-get the first time): Debian's testssl.sh
+# against a real agent on 127.0.0.1, failing on what it must not find (scripts/test-security).
+test-security: $(INSTALLED) $(BROKER)
+	$(BIN)/python scripts/test-security
 
 format: $(INSTALLED)
 	$(BIN)/ruff check --fix .

@@ -57,11 +57,17 @@ def _served(request: Request) -> str:
 
 
 def _int_param(request: Request, name: str, default: int, low: int, high: int) -> int:
+    """A query parameter of ASCII digits (str.isdigit() also takes other scripts' digits, and
+    int() refuses more than 4300 of them with its own message), within [low, high]."""
     raw = request.query_params.get(name)
     if raw is None:
         return default
-    if not raw.isdigit() or not low <= int(raw) <= high:
-        raise ValueError(f"'{name}' must be a whole number from {low} to {high}, got {raw!r}")
+    digits = len(str(high))
+    if not (0 < len(raw) <= digits and raw.isascii() and raw.isdigit()) or not (
+        low <= int(raw) <= high
+    ):
+        shown = raw if len(raw) <= 24 else f"{raw[:20]}... ({len(raw)} characters)"
+        raise ValueError(f"'{name}' must be a whole number from {low} to {high}, got {shown!r}")
     return int(raw)
 
 

@@ -6,7 +6,6 @@ names it, nothing is left listening); 1 an unexpected failure while serving.
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import json
 import logging
@@ -16,12 +15,13 @@ from collections.abc import Callable, Mapping, Sequence
 
 from agent import config
 from agent.server import AgentCrashed, serve
+from shared.cli import Parser
 from shared.errors import ConfigError
 
 EXIT_CONFIG = 2
 
 
-class _Parser(argparse.ArgumentParser):
+class _Parser(Parser):
     def error(self, message: str) -> None:  # type: ignore[override]
         self.exit(EXIT_CONFIG, f"rollguard-agent: {message} (see --help)\n")
 

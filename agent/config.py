@@ -2,25 +2,40 @@
 
 Every flag `--some-flag` can also be given as `ROLLGUARD_AGENT_SOME_FLAG`; a flag on the command
 line wins over the environment, which wins over the default. Each value is checked here, and a
-bad one is a ConfigError that names the flag or variable it came from.
+bad one is a ConfigError that names the flag or variable it came from. Numbers are ASCII digits
+(`shared.settings`) and every number has a range: a value outside it is refused, not clamped.
 """
 
 from __future__ import annotations
 
 import argparse
+import resource
 import shutil
 import socket
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
+from agent.connections import HttpLimits
 from agent.jmx import JmxCredentials, read_credentials, service_url
 from agent.sampler import SamplerSettings
 from shared.errors import ConfigError
 from shared.retry import RETRY_SETTINGS, RetryPolicy, policy_from_settings
-from shared.settings import Flag, add_flags, choice, positive_seconds, resolve, retry_flags
+from shared.settings import (
+    Flag,
+    add_flags,
+    choice,
+    decimal,
+    duration,
+    duration_between,
+    integer,
+    listen_address,
+    resolve,
+    retry_flags,
+)
 
 ENV_PREFIX = "ROLLGUARD_AGENT_"
+DEFAULT_HTTP_LIMITS = HttpLimits(header_timeout=10.0, idle_timeout=15.0, max_header_bytes=8192)
 
 
 @dataclass(frozen=True, slots=True)
@@ -55,21 +70,36 @@ class AgentSettings:
     heartbeat_interval: float
     timeline_segment_bytes: int
     timeline_retention_seconds: float
+    tls_crl: Path | None = None
+    max_connections: int = 64
+    probe_max_connections: int = 32
+    handshake_timeout: float = 5.0
+    api_http: HttpLimits = DEFAULT_HTTP_LIMITS
+    probe_http: HttpLimits = DEFAULT_HTTP_LIMITS
 
 
-def _positive_int(text: str) -> int:
-    value = int(text)
-    if value < 1:
-        raise ValueError(f"{text!r} is not a positive whole number")
-    return value
+def _number_between(low: float, high: float, unit: str) -> Callable[[str], float]:
+    """A finite decimal number of `unit` in [low, high] (a private converter: shared.settings
+    has whole numbers and durations, and `--timeline-retention-hours` is neither)."""
+
+    def convert(text: str) -> float:
+        value = decimal(text.strip(), f"number of {unit}")
+        if not low <= value <= high:
+            raise ValueError(f"{text!r} is not a number of {unit} from {low:g} to {high:g}")
+        return value
+
+    return convert
 
 
 def parse_address(text: str) -> Address:
-    host, sep, port = text.rpartition(":")
-    host = host.strip("[]")
-    if not sep or not host or not port.isdigit() or int(port) > 65535:
-        raise ValueError(f"{text!r} is not HOST:PORT")
-    return Address(host, int(port))
+    address = listen_address(text)
+    return Address(address.host, address.port)
+
+
+def _node_id(text: str) -> str:
+    if not 0 < len(text) <= 253 or not text.isprintable() or text != text.strip():
+        raise ValueError(f"{text[:60]!r} is not a node name (1 to 253 printable characters)")
+    return text
 
 
 def _level(text: str) -> str:
@@ -112,9 +142,17 @@ FLAGS = (
         required=True,
     ),
     Flag(
+        "tls-crl",
+        None,
+        Path,
+        "PEM file with the CRL of every CA in --tls-ca; revoked client certificates are "
+        "refused (checked on every handshake, reloaded like the other TLS files)",
+        "PATH",
+    ),
+    Flag(
         "tls-reload-interval",
         "10",
-        positive_seconds,
+        duration,
         "seconds between checks of the TLS files for changes",
         "SECONDS",
     ),
@@ -150,22 +188,22 @@ FLAGS = (
     Flag(
         "sample-interval",
         "1",
-        positive_seconds,
+        duration,
         "seconds between JMX rounds while the broker is not RUNNING",
         "SECONDS",
     ),
     Flag(
         "running-interval",
         "10",
-        positive_seconds,
+        duration,
         "seconds between JMX rounds while the broker is RUNNING",
         "SECONDS",
     ),
-    Flag("sample-timeout", "5", positive_seconds, "hard time limit of one JMX round", "SECONDS"),
+    Flag("sample-timeout", "5", duration, "hard time limit of one JMX round", "SECONDS"),
     Flag(
         "max-sample-age",
         "30",
-        positive_seconds,
+        duration,
         "a sample older than this is not served (503 stale-sample)",
         "SECONDS",
     ),
@@ -175,6 +213,50 @@ FLAGS = (
         parse_address,
         "HOST:PORT of the plain-HTTP probe port (/v1/ready, /metrics)",
         "HOST:PORT",
+    ),
+    Flag(
+        "max-connections",
+        "64",
+        integer(1, 10000),
+        "connections the API port holds, handshakes included; when it is full, the oldest "
+        "connection not yet answered is closed for a new one",
+        "N",
+    ),
+    Flag(
+        "probe-max-connections",
+        "32",
+        integer(1, 10000),
+        "connections the probe port holds (the same rule)",
+        "N",
+    ),
+    Flag(
+        "handshake-timeout",
+        "5s",
+        duration_between("100ms", "1m"),
+        "time a client has to complete the TLS handshake",
+        "DURATION",
+    ),
+    Flag(
+        "header-timeout",
+        "10s",
+        duration_between("100ms", "5m"),
+        "time a request line and headers have to arrive, from the connection or from the "
+        "request's first byte (both ports)",
+        "DURATION",
+    ),
+    Flag(
+        "idle-timeout",
+        "15s",
+        duration_between("1s", "1h"),  # uvicorn's keep-alive timer counts whole seconds
+        "a keep-alive connection with no request for this long is closed (both ports)",
+        "DURATION",
+    ),
+    Flag(
+        "max-header-bytes",
+        "8192",
+        integer(1024, 1 << 20),
+        "a request line and headers larger than this are answered 431 (both ports)",
+        "BYTES",
     ),
     Flag("ready-file", None, Path, "file that exists exactly while the broker is ready", "PATH"),
     Flag("log-level", "info", _level, "debug, info, warning or error", "LEVEL"),
@@ -191,28 +273,28 @@ FLAGS = (
     Flag(
         "node-id",
         None,
-        str,
+        _node_id,
         "node name in timeline records (default: the host name, the pod name on Kubernetes)",
         "NAME",
     ),
     Flag(
         "heartbeat-interval",
         "300",
-        positive_seconds,
+        duration,
         "seconds between timeline records while nothing changes",
         "SECONDS",
     ),
     Flag(
         "timeline-segment-bytes",
         "1048576",
-        _positive_int,
+        integer(1024, 1 << 30),
         "size at which a timeline segment file is rotated",
         "BYTES",
     ),
     Flag(
         "timeline-retention-hours",
         "168",
-        positive_seconds,
+        _number_between(0.01, 87600, "hours"),
         "timeline segments older than this are deleted",
         "HOURS",
     ),
@@ -241,6 +323,7 @@ def load(args: argparse.Namespace, environ: Mapping[str, str]) -> AgentSettings:
             "RUNNING broker would be reported stale between two rounds"
         )
     retry = policy_from_settings({s.name: values[s.name] for s in RETRY_SETTINGS})
+    http = HttpLimits(values["header-timeout"], values["idle-timeout"], values["max-header-bytes"])
     java = values["java"]
     if shutil.which(java) is None:
         raise ConfigError(f"--java: {java!r} is not an executable on PATH")
@@ -275,4 +358,36 @@ def load(args: argparse.Namespace, environ: Mapping[str, str]) -> AgentSettings:
         heartbeat_interval=values["heartbeat-interval"],
         timeline_segment_bytes=values["timeline-segment-bytes"],
         timeline_retention_seconds=values["timeline-retention-hours"] * 3600,
+        tls_crl=values["tls-crl"],
+        max_connections=values["max-connections"],
+        probe_max_connections=values["probe-max-connections"],
+        handshake_timeout=values["handshake-timeout"],
+        api_http=http,
+        probe_http=http,
     )
+
+
+# Files the agent holds besides its connections: listening sockets, the JMX reader's pipes,
+# timeline segments, TLS files being reloaded, Python's own.
+RESERVED_FILES = 64
+
+
+def raise_file_limit(settings: AgentSettings) -> int:
+    """Raise the soft limit of open files to the hard one, and check that every connection the
+    limits allow fits in it (otherwise a flood would make accept() fail on both ports at once).
+    Returns the limit; ConfigError naming the flags if it is too low."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    needed = settings.max_connections + settings.probe_max_connections + RESERVED_FILES
+    if soft != resource.RLIM_INFINITY and (hard == resource.RLIM_INFINITY or soft < hard):
+        try:
+            resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
+            soft = hard
+        except (ValueError, OSError):
+            pass
+    if soft != resource.RLIM_INFINITY and soft < needed:
+        raise ConfigError(
+            f"--max-connections {settings.max_connections} and --probe-max-connections "
+            f"{settings.probe_max_connections} need {needed} open files, but the limit is "
+            f"{soft} (ulimit -n)"
+        )
+    return soft

@@ -17,6 +17,7 @@ import contextlib
 import json
 import logging
 import os
+import re
 import signal
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -24,7 +25,7 @@ from pathlib import Path
 
 import jmxquery
 
-from agent.readings import ATTRIBUTE, FailureReason, MBeanValue, SampleError
+from agent.readings import FailureReason, MBeanValue, Query, SampleError
 
 logger = logging.getLogger(__name__)
 
@@ -49,7 +50,7 @@ def service_url(target: str) -> str:
     if target.startswith("service:jmx:"):
         return target
     host, sep, port = target.rpartition(":")
-    if not sep or not host or not port.isdigit() or not 0 < int(port) < 65536:
+    if not sep or not host or not re.fullmatch("[0-9]{1,5}", port) or not 0 < int(port) < 65536:
         raise ValueError(f"{target!r} is neither HOST:PORT nor a service:jmx: URL")
     return f"service:jmx:rmi:///jndi/rmi://{host}:{port}/jmxrmi"
 
@@ -65,12 +66,12 @@ class JmxQueryBackend:
         *,
         credentials: JmxCredentials | None = None,
         java: str = "java",
-        queries: Sequence[str],
+        queries: Sequence[Query],
     ) -> None:
         self.url = url
         self._credentials = credentials
         self._java = java
-        self._query = "".join(f"{q}/{ATTRIBUTE};" for q in queries)
+        self._query = "".join(f"{q.pattern}/{q.attribute};" for q in queries)
 
     def _command(self) -> list[str]:
         command = [self._java, *JVM_OPTIONS, "-jar", JAR_PATH, "-url", self.url, "-json"]

@@ -33,7 +33,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from agent.jmx import JmxCredentials, start_jvm, stop_jvm, timed_out
-from agent.readings import ATTRIBUTE, FailureReason, MBeanValue, SampleError
+from agent.readings import FailureReason, MBeanValue, Query, SampleError
 
 logger = logging.getLogger(__name__)
 
@@ -137,7 +137,7 @@ class PersistentJmxBackend:
         classpath: Path,
         credentials: JmxCredentials | None = None,
         java: str = "java",
-        queries: Sequence[str],
+        queries: Sequence[Query],
     ) -> None:
         self.url = url
         self._classpath = classpath
@@ -157,8 +157,7 @@ class PersistentJmxBackend:
             str(self._classpath),
             MAIN_CLASS,
             self.url,
-            ATTRIBUTE,
-            *self._queries,
+            *(part for query in self._queries for part in query),
         ]
 
     async def _start(self) -> asyncio.subprocess.Process:

@@ -1,12 +1,14 @@
 """Prometheus metrics of the agent, rendered at scrape time from the sampler's latest outcome.
 
 Gauges about the broker are computed when Prometheus asks, so sampling does no metrics work;
-counters are incremented by the sampler's listener, once per round.
+counters are incremented by the sampler's listener, once per round. The connection gauges are
+read from the ports' limiters at scrape time too; refused handshakes, dropped connections and
+failed timeline writes are counted where they happen.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 
 from prometheus_client import (
     CollectorRegistry,
@@ -17,8 +19,10 @@ from prometheus_client import (
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
+from agent.connections import Port, Stage
 from agent.readings import FailureReason
 from agent.sampler import Sample, Sampler, Unavailable
+from agent.tls_gate import REASONS
 
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 
@@ -48,13 +52,40 @@ class AgentMetrics(Collector):
             ["result"],
             registry=self.registry,
         )
+        self.tls_handshake_failures = Counter(
+            "rollguard_tls_handshake_failures",
+            "TLS handshakes the API port refused or that did not finish, by reason",
+            ["reason"],
+            registry=self.registry,
+        )
+        self.connections_dropped = Counter(
+            "rollguard_agent_connections_dropped",
+            "Connections the agent ended or refused to bound its resources, by port and reason",
+            ["port", "reason"],
+            registry=self.registry,
+        )
+        self.timeline_write_errors = Counter(
+            "rollguard_timeline_write_errors",
+            "Timeline records that could not be written (a full or failing disk)",
+            registry=self.registry,
+        )
         for reason in FailureReason:
             if reason not in (FailureReason.NO_SAMPLE_YET, FailureReason.STALE_SAMPLE):
                 self.errors.labels(reason=reason.value)
         for result in ("ok", "error"):
             self.tls_reloads.labels(result=result)
+        for tls_reason in REASONS:
+            self.tls_handshake_failures.labels(reason=tls_reason)
+        self._ports: Sequence[Port] = ()
         self.registry.register(self)
         sampler.subscribe(self._count)
+
+    def watch_ports(self, ports: Sequence[Port]) -> None:
+        """Report the open connections of these ports, by stage, and count their drops."""
+        self._ports = ports
+        for port in ports:
+            for reason in ("evicted", "refused", "header-timeout", "header-too-large"):
+                self.connections_dropped.labels(port=port.name, reason=reason)
 
     def _count(self, previous: Sample | Unavailable, latest: Sample | Unavailable) -> None:
         if isinstance(latest, Sample):
@@ -67,6 +98,18 @@ class AgentMetrics(Collector):
 
     def collect(self) -> Iterator[Metric]:
         yield from self._operations()
+        if self._ports:
+            connections = GaugeMetricFamily(
+                "rollguard_agent_connections",
+                "Open connections, by port and stage (handshake, unproven, proven)",
+                labels=["port", "stage"],
+            )
+            for port in self._ports:
+                for stage in Stage:
+                    connections.add_metric(
+                        [port.name, stage.name.lower()], port.limiter.count(stage)
+                    )
+            yield connections
         latest = self._sampler.latest
         current = self._sampler.current()
         ready = isinstance(current, Sample) and current.report.broker_state.is_ready

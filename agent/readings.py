@@ -5,14 +5,19 @@ dir and recovery thread (remainingSegmentsToRecover). The broker's real progress
 all of them; Strimzi's agent keeps only the last one registered and under-reports with JBOD or
 several recovery threads. This module is pure: it gets values, it returns a report or says
 exactly what is wrong.
+
+The same round reads the JVM's start time (`java.lang:type=Runtime` `StartTime`, epoch
+milliseconds): it identifies one run of the broker process, so a roller can tell a restarted
+broker from one that never went away without comparing two machines' clocks.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import UTC, datetime
 from enum import StrEnum
+from typing import NamedTuple
 
 from shared.states import BrokerState
 from shared.wire import BrokerStateReport, RecoveryProgress
@@ -20,10 +25,27 @@ from shared.wire import BrokerStateReport, RecoveryProgress
 BROKER_STATE = "kafka.server:type=KafkaServer,name=BrokerState"
 REMAINING_LOGS = "kafka.log:type=LogManager,name=remainingLogsToRecover"
 REMAINING_SEGMENTS = "kafka.log:type=LogManager,name=remainingSegmentsToRecover"
+RUNTIME = "java.lang:type=Runtime"
+ATTRIBUTE = "Value"
+START_TIME = "StartTime"
+
+
+class Query(NamedTuple):
+    """An ObjectName (or pattern) and the attribute to read from each MBean it matches."""
+
+    pattern: str
+    attribute: str
+
 
 # One JMX round reads all of these; the wildcards pick up every dir and thread.
-QUERIES = (BROKER_STATE, REMAINING_LOGS + ",*", REMAINING_SEGMENTS + ",*")
-ATTRIBUTE = "Value"
+QUERIES = (
+    Query(BROKER_STATE, ATTRIBUTE),
+    Query(REMAINING_LOGS + ",*", ATTRIBUTE),
+    Query(REMAINING_SEGMENTS + ",*", ATTRIBUTE),
+    Query(RUNTIME, START_TIME),
+)
+# Epoch milliseconds a JVM's start time can hold: after 2000-01-01, before 3000-01-01.
+_START_TIME_RANGE = (946_684_800_000, 32_503_680_000_000)
 
 
 class FailureReason(StrEnum):
@@ -84,6 +106,7 @@ def object_name_key(object_name: str) -> tuple[str, str, str]:
 _BROKER_STATE_KEY = object_name_key(BROKER_STATE)
 _LOGS_KEY = object_name_key(REMAINING_LOGS)
 _SEGMENTS_KEY = object_name_key(REMAINING_SEGMENTS)
+_RUNTIME_KEY = object_name_key(RUNTIME)
 
 
 def _count(reading: MBeanValue) -> int:
@@ -99,20 +122,39 @@ def _count(reading: MBeanValue) -> int:
     return value
 
 
-def interpret(readings: Iterable[MBeanValue], sampled_at: datetime) -> BrokerStateReport:
+def _start_time(reading: MBeanValue) -> datetime:
+    value = reading.value
+    if isinstance(value, str) and value.isascii() and value.isdigit() and len(value) < 20:
+        value = int(value)
+    low, high = _START_TIME_RANGE
+    if isinstance(value, bool) or not isinstance(value, int) or not low <= value < high:
+        raise SampleError(
+            FailureReason.MALFORMED_VALUE,
+            f"{RUNTIME} {START_TIME} is {reading.value!r:.60}, not a time in epoch milliseconds",
+        )
+    return datetime.fromtimestamp(value / 1000, UTC)
+
+
+def interpret(
+    readings: Iterable[MBeanValue], sampled_at: datetime, *, boot_id: str | None = None
+) -> BrokerStateReport:
     """Sum the recovery gauges and read the broker state from one JMX round.
 
     `recovery` is reported only in RECOVERY and only while Kafka has its gauges registered:
     between entering RECOVERY and loading the first log dir there are none, and a report of
-    "0 left" would be a lie, so the key is left out, as Strimzi's agent does.
+    "0 left" would be a lie, so the key is left out, as Strimzi's agent does. `boot_id` is the
+    agent's, reported beside the broker JVM's start time.
     """
     state: BrokerState | None = None
     logs: int | None = None
     segments: int | None = None
+    started: datetime | None = None
     for reading in readings:
+        key = object_name_key(reading.object_name)
+        if key == _RUNTIME_KEY and reading.attribute == START_TIME:
+            started = _start_time(reading)
         if reading.attribute != ATTRIBUTE:
             continue
-        key = object_name_key(reading.object_name)
         if key == _BROKER_STATE_KEY:
             try:
                 state = BrokerState.parse(reading.value)
@@ -132,4 +174,4 @@ def interpret(readings: Iterable[MBeanValue], sampled_at: datetime) -> BrokerSta
     recovery = None
     if state is BrokerState.RECOVERY and logs is not None and segments is not None:
         recovery = RecoveryProgress(logs, segments)
-    return BrokerStateReport(state, recovery, sampled_at)
+    return BrokerStateReport(state, recovery, sampled_at, started, boot_id)

@@ -91,8 +91,10 @@ class Sampler:
         clock: Callable[[], float] = time.monotonic,
         wall_clock: Callable[[], datetime] = lambda: datetime.now(UTC),
         sleep: Callable[[float], Awaitable[object]] = asyncio.sleep,
+        boot_id: str | None = None,
     ) -> None:
         self.backend = backend
+        self.boot_id = boot_id
         self.settings = settings
         self.retry = retry or RetryPolicy()
         self.stats = stats or RetryStats()
@@ -142,7 +144,7 @@ class Sampler:
                 sleep=self._sleep,
                 deadline=deadline,
             )
-            report = interpret(readings, self._wall_clock())
+            report = interpret(readings, self._wall_clock(), boot_id=self.boot_id)
             outcome: Sample | Unavailable = Sample(report, report.to_json(), self._clock())
         except SampleError as exc:
             outcome = unavailable(exc.reason, exc.message)

@@ -4,6 +4,10 @@ Everything that can fail because of the user's input is done before anything ser
 are loaded and both ports are bound first, so a bad setting exits 2 with nothing left
 listening. SIGTERM and SIGINT stop the servers gracefully (bounded), cancel the sampler (which
 kills a JMX round in flight) and remove the ready file.
+
+Each port has its own connection limit and HTTP bounds (`connections.py`), so a flood of one
+cannot take the other down: `/v1/ready` and `/metrics` answer while the API port is saturated.
+uvicorn serves HTTP on both; on the API port the TLS handshake is the agent's (`tls_gate.py`).
 """
 
 from __future__ import annotations
@@ -15,22 +19,27 @@ import gc
 import logging
 import signal
 import socket
-import ssl
 import time
-from collections.abc import Callable, Iterator
+import uuid
+from collections.abc import Iterator
 from typing import Any
 
 import uvicorn
 
 from agent.api import create_api_app, create_probe_app
-from agent.config import Address, AgentSettings
+from agent.config import Address, AgentSettings, raise_file_limit
+from agent.connections import ConnectionLimiter, HttpLimits, Port, Stage
+from agent.http_protocol import bound_protocol
 from agent.jmx import JmxQueryBackend
 from agent.jmx_persistent import PersistentJmxBackend, prepare
+from agent.memory import MemoryTrimmer
 from agent.metrics import AgentMetrics
 from agent.readings import QUERIES
 from agent.readyfile import ReadyFile
+from agent.refusals import Refusals
 from agent.sampler import JmxBackend, Sampler
 from agent.timeline import TimelineRecorder
+from agent.tls_gate import CERTIFICATE_REASONS, AlertingSSLObject, TlsPort
 from agent.tls_reload import ReloadingServerContext
 from shared.errors import ConfigError
 from shared.timeline import TimelineJournal
@@ -83,15 +92,7 @@ def _bound(sock: socket.socket) -> str:
     return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
 
 
-def _uvicorn(app: Any, tls: ssl.SSLContext | None) -> _Server:
-    factory: Callable[..., ssl.SSLContext] | None = None
-    if tls is not None:
-
-        def factory(
-            config: uvicorn.Config, default: Callable[[], ssl.SSLContext]
-        ) -> ssl.SSLContext:
-            return tls
-
+def _uvicorn(app: Any, protocol: type[asyncio.Protocol], limits: HttpLimits) -> _Server:
     config = uvicorn.Config(
         app,
         log_config=None,
@@ -100,10 +101,31 @@ def _uvicorn(app: Any, tls: ssl.SSLContext | None) -> _Server:
         server_header=False,
         proxy_headers=False,
         timeout_graceful_shutdown=GRACEFUL_SHUTDOWN_SECONDS,
-        ssl_context_factory=factory,
-        ssl_certfile="unused" if tls is not None else None,  # marks the scope as https
+        http=protocol,
+        ws="none",  # the agent speaks no WebSocket: an Upgrade is an ordinary request
+        timeout_keep_alive=round(limits.idle_timeout),
     )
     return _Server(config)
+
+
+def _port(
+    name: str, limit: int, limits: HttpLimits, metrics: AgentMetrics, trimmer: MemoryTrimmer
+) -> Port:
+    def dropped(reason: str) -> None:
+        metrics.connections_dropped.labels(port=name, reason=reason).inc()
+        trimmer.dropped()
+
+    return Port(name, ConnectionLimiter(limit, on_drop=dropped), limits, dropped)
+
+
+def _warn_about_secrets(settings: AgentSettings) -> None:
+    if settings.jmx_backend == "jmxquery" and settings.jmx_credentials is not None:
+        logger.warning(
+            "--jmx-backend jmxquery: jmxquery's JMX reader takes the password only as a "
+            "command-line argument (-p), which other processes on this host can read (ps, "
+            "/proc/PID/cmdline) for the quarter of a second each round's JVM runs; the "
+            "persistent backend (the default) gives it to its JVM on stdin"
+        )
 
 
 async def _jmx_backend(settings: AgentSettings) -> JmxBackend:
@@ -131,14 +153,20 @@ async def _jmx_backend(settings: AgentSettings) -> JmxBackend:
 
 async def serve(settings: AgentSettings) -> None:
     """Run the agent until SIGTERM or SIGINT. Raises ConfigError before serving anything."""
+    raise_file_limit(settings)
+    _warn_about_secrets(settings)
     backend = await _jmx_backend(settings)
-    sampler = Sampler(backend, settings.sampler, retry=settings.retry)
+    # One id per start of the agent: in every report (agentBootId) and every timeline record.
+    boot_id = uuid.uuid4().hex
+    sampler = Sampler(backend, settings.sampler, retry=settings.retry, boot_id=boot_id)
     metrics = AgentMetrics(sampler, time.monotonic)
     reloads = metrics.tls_reloads
     tls = ReloadingServerContext(
         settings.tls_cert,
         settings.tls_key,
         settings.tls_ca,
+        settings.tls_crl,
+        sslobject_class=AlertingSSLObject,
         on_reload=lambda ok: reloads.labels(result="ok" if ok else "error").inc(),
     )
     journal = None
@@ -152,7 +180,11 @@ async def serve(settings: AgentSettings) -> None:
         except OSError as exc:
             raise ConfigError(f"--data-dir {settings.data_dir}: {exc.strerror}") from None
         recorder = TimelineRecorder(
-            journal, settings.node_id, heartbeat=settings.heartbeat_interval
+            journal,
+            settings.node_id,
+            heartbeat=settings.heartbeat_interval,
+            boot_id=boot_id,
+            on_write_error=metrics.timeline_write_errors.inc,
         )
         sampler.subscribe(recorder.update)
     api_socket = bind(settings.listen, "--listen")
@@ -167,8 +199,28 @@ async def serve(settings: AgentSettings) -> None:
         ready_file.clear()
         sampler.subscribe(ready_file.update)
 
-    api = _uvicorn(create_api_app(sampler, journal), tls.listening)
-    probe = _uvicorn(create_probe_app(sampler, metrics), None)
+    trimmer = MemoryTrimmer()
+    api_port = _port("api", settings.max_connections, settings.api_http, metrics, trimmer)
+    probe_port = _port(
+        "probe", settings.probe_max_connections, settings.probe_http, metrics, trimmer
+    )
+    metrics.watch_ports([api_port, probe_port])
+
+    def refused(reason: str) -> None:
+        metrics.tls_handshake_failures.labels(reason=reason).inc()
+        trimmer.dropped()
+
+    refusals = Refusals(refused, loud=CERTIFICATE_REASONS)
+    gate = TlsPort(
+        api_port,
+        lambda: tls.current,
+        handshake_timeout=settings.handshake_timeout,
+        refusals=refusals,
+    )
+    api = _uvicorn(create_api_app(sampler, journal), gate.protocol_class(), settings.api_http)
+    probe = _uvicorn(
+        create_probe_app(sampler, metrics), bound_protocol(probe_port), settings.probe_http
+    )
 
     loop = asyncio.get_running_loop()
     stop = asyncio.Event()
@@ -178,6 +230,7 @@ async def serve(settings: AgentSettings) -> None:
     background = [
         asyncio.create_task(sampler.run(), name="sampler"),
         asyncio.create_task(tls.watch(settings.tls_reload_interval), name="tls-watch"),
+        asyncio.create_task(trimmer.run(), name="memory-trim"),
     ]
     servers = [
         asyncio.create_task(api.serve(sockets=[api_socket]), name="api"),
@@ -209,6 +262,7 @@ async def serve(settings: AgentSettings) -> None:
     logger.info("stopping")
     for server in (api, probe):
         server.should_exit = True
+    api_port.limiter.close_all(below=Stage.UNPROVEN)  # handshakes in flight
     for task in background:
         task.cancel()
     await asyncio.gather(*background, return_exceptions=True)

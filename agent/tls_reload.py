@@ -1,10 +1,13 @@
 """Serving TLS from files that may be replaced while the agent runs (rotated Kubernetes secrets).
 
-The listening socket keeps one `ssl.SSLContext`; its `sni_callback` runs during every handshake
-(with or without SNI) and moves the connection onto the newest context. A watcher polls the files
-and builds a new context when their contents change. A new context that fails to build (a half
-written secret, a key that does not match yet) is logged and counted, and the previous one keeps
-serving: connections are never refused because of a rotation in progress.
+A watcher polls the files (certificate, key, CA bundle and, with `--tls-crl`, the CRLs) and
+builds a new `ssl.SSLContext` when their contents change; every handshake starts on the newest
+one (`TlsGate` asks for `current`). A context keeps its own TLS 1.2 session cache, and issues no
+tickets (`shared.tls`), so no session made before a rotation is resumed after it: a client whose
+CA was removed, or whose certificate the new CRL revokes, must do a full handshake and is
+refused. A new context that fails to build (a half written secret, a key that does not match
+yet) is logged and counted, and the previous one keeps serving: connections are never refused
+because of a rotation in progress.
 """
 
 from __future__ import annotations
@@ -28,36 +31,34 @@ class ReloadingServerContext:
         cert: Path,
         key: Path,
         ca: Path,
+        crl: Path | None = None,
         *,
+        sslobject_class: type[ssl.SSLObject] = ssl.SSLObject,
         on_reload: Callable[[bool], None] = lambda ok: None,
     ) -> None:
-        self._files = (cert, key, ca)
+        self._files = (cert, key, ca, crl)
+        self._sslobject_class = sslobject_class
         self._on_reload = on_reload
         self._digest = self._fingerprint()
         self._current = self._build()  # raises TlsFileError: the agent does not start
-        self.listening = self._current
 
     def _build(self) -> ssl.SSLContext:
-        context = server_context(*self._files)
-        context.sni_callback = self._select
+        cert, key, ca, crl = self._files
+        context = server_context(cert, key, ca, crl)
+        context.sslobject_class = self._sslobject_class
         return context
 
     def _fingerprint(self) -> bytes:
         digest = hashlib.sha256()
         for path in self._files:
+            if path is None:
+                continue
             try:
                 digest.update(path.read_bytes())
             except OSError:
                 digest.update(b"\0unreadable")
             digest.update(b"\0")
         return digest.digest()
-
-    def _select(
-        self, connection: ssl.SSLObject | ssl.SSLSocket, server_name: str | None, _: ssl.SSLContext
-    ) -> None:
-        current = self._current
-        if connection.context is not current:
-            connection.context = current
 
     @property
     def current(self) -> ssl.SSLContext:
@@ -77,7 +78,10 @@ class ReloadingServerContext:
             )
             self._on_reload(False)
             return False
-        logger.info("TLS files changed; new connections use the new certificate, key and CA")
+        logger.info(
+            "TLS files changed; new connections use the new certificate, key, CA%s",
+            " and CRL" if self._files[3] is not None else "",
+        )
         self._on_reload(True)
         return True
 

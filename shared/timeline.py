@@ -10,10 +10,18 @@ kill -9 (no final newline, or not JSON) can only be the last one; it is cut off 
 is opened, so nothing acknowledged is ever lost and nothing half-written is ever served.
 Segments rotate by size and expire, whole, by age; `seq` is strictly increasing per node and
 continues across agent restarts.
+
+A write that fails or is short (a full disk) raises OSError and is cut back at once, so the next
+record never lands glued to torn bytes. Records that could not be written take no seq; instead
+the journal reports them as a gap, `unwritten` {fromTs, toTs, records}: on every page while the
+writes fail, and, once a write succeeds again, in a marker record written before it (its
+`brokerState` is null: what the broker did meanwhile is not known), so the gap stays in the
+history. Readers that ignore the field see an unknown state for that time.
 """
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 import threading
@@ -31,6 +39,30 @@ MAX_LIMIT = 10000  # records in one page
 
 
 @dataclass(frozen=True, slots=True)
+class Gap:
+    """Records the journal could not write (a full or failing disk): when, and how many."""
+
+    from_ts: int  # UTC epoch milliseconds of the first record not written
+    to_ts: int  # ... and of the last
+    records: int
+
+    def to_wire(self) -> dict[str, int]:
+        return {"fromTs": self.from_ts, "toTs": self.to_ts, "records": self.records}
+
+    @classmethod
+    def from_wire(cls, data: object) -> Gap:
+        if not isinstance(data, dict):
+            raise WireFormatError(f"'unwritten' must be an object, got {data!r:.80}")
+        try:
+            return cls(int(data["fromTs"]), int(data["toTs"]), int(data["records"]))
+        except (KeyError, TypeError, ValueError) as exc:
+            raise WireFormatError(f"malformed 'unwritten': {exc!r}") from exc
+
+    def extended(self, ts: int) -> Gap:
+        return Gap(self.from_ts, ts, self.records + 1)
+
+
+@dataclass(frozen=True, slots=True)
 class TimelineRecord:
     node_id: str
     boot_id: str
@@ -39,9 +71,10 @@ class TimelineRecord:
     broker_state: int | None  # None: the agent had no usable sample (JMX down, broker gone)
     remaining_logs: int | None = None
     remaining_segments: int | None = None
+    unwritten: Gap | None = None  # set on a gap marker: records lost to a failing disk
 
     def to_wire(self) -> dict[str, Any]:
-        return {
+        body = {
             "nodeId": self.node_id,
             "bootId": self.boot_id,
             "seq": self.seq,
@@ -50,6 +83,9 @@ class TimelineRecord:
             "remainingLogsToRecover": self.remaining_logs,
             "remainingSegmentsToRecover": self.remaining_segments,
         }
+        if self.unwritten is not None:
+            body["unwritten"] = self.unwritten.to_wire()
+        return body
 
     @classmethod
     def from_wire(cls, data: object) -> TimelineRecord:
@@ -64,6 +100,7 @@ class TimelineRecord:
                 _optional_int(data.get("brokerState")),
                 _optional_int(data.get("remainingLogsToRecover")),
                 _optional_int(data.get("remainingSegmentsToRecover")),
+                Gap.from_wire(data["unwritten"]) if data.get("unwritten") is not None else None,
             )
         except (KeyError, TypeError, ValueError) as exc:
             raise WireFormatError(f"malformed timeline record: {exc}") from exc
@@ -92,6 +129,7 @@ class Page:
     earliest: int | None  # smallest seq still kept
     latest: int  # largest seq written (0: none yet)
     expired: tuple[int, int] | None  # seqs asked for that have expired (first, last)
+    unwritten: Gap | None = None  # records failing to be written right now (a full disk)
 
     def to_wire(self) -> dict[str, Any]:
         body: dict[str, Any] = {
@@ -103,6 +141,9 @@ class Page:
         if self.expired is not None:
             # Records the caller asked for no longer exist: say so, so a gap is reported.
             body["expired"] = {"fromSeq": self.expired[0], "toSeq": self.expired[1]}
+        if self.unwritten is not None:
+            # Records are being lost now: the gap is not in the history yet (see the module).
+            body["unwritten"] = self.unwritten.to_wire()
         return body
 
     @classmethod
@@ -111,12 +152,14 @@ class Page:
             raise WireFormatError(f"a timeline page must be an object with records: {data!r:.80}")
         try:
             expired = data.get("expired")
+            unwritten = data.get("unwritten")
             return cls(
                 [TimelineRecord.from_wire(r) for r in data["records"]],
                 int(data["next"]),
                 _optional_int(data.get("earliest")),
                 int(data["latest"]),
                 (int(expired["fromSeq"]), int(expired["toSeq"])) if expired else None,
+                Gap.from_wire(unwritten) if unwritten is not None else None,
             )
         except (KeyError, TypeError, ValueError) as exc:
             raise WireFormatError(f"malformed timeline page: {exc!r}") from exc
@@ -138,6 +181,8 @@ class TimelineJournal:
         self._lock = threading.Lock()
         folder.mkdir(parents=True, exist_ok=True)
         self.last: TimelineRecord | None = None
+        self.unwritten: Gap | None = None  # records not written since the last good write
+        self._torn: tuple[Path, int] | None = None  # bytes of a failed write not yet cut off
         self._repair_and_load_last()
 
     # ---- files --------------------------------------------------------------------------
@@ -187,26 +232,69 @@ class TimelineJournal:
         logs: int | None,
         segments: int | None,
     ) -> TimelineRecord:
-        """Write the next record and fsync it; returns it once it is acknowledged."""
+        """Write the next record and fsync it; returns it once it is acknowledged.
+
+        OSError if it could not be written (nothing of it is left in the journal); the record
+        then counts in `unwritten`, and the next record that is written follows a gap marker."""
         with self._lock:
-            record = TimelineRecord(
-                node_id, boot_id, self.last_seq + 1, ts, broker_state, logs, segments
-            )
-            line = (json.dumps(record.to_wire(), separators=(",", ":")) + "\n").encode()
-            current = self.segments()
-            if not current or current[-1][1].stat().st_size + len(line) > self.segment_bytes:
-                path = self.folder / f"{PREFIX}{record.seq:020d}{SUFFIX}"
-                self._expire()
-            else:
-                path = current[-1][1]
-            fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
             try:
-                os.write(fd, line)
-                os.fsync(fd)
-            finally:
-                os.close(fd)
-            self.last = record
+                self._cut_torn()
+                if self.unwritten is not None:
+                    gap = self.unwritten
+                    self._write(TimelineRecord(node_id, boot_id, self.last_seq + 1, gap.from_ts,
+                                               None, None, None, gap))  # fmt: skip
+                    self.unwritten = None
+                record = TimelineRecord(
+                    node_id, boot_id, self.last_seq + 1, ts, broker_state, logs, segments
+                )
+                self._write(record)
+            except OSError:
+                self.unwritten = self.unwritten.extended(ts) if self.unwritten else Gap(ts, ts, 1)
+                raise
             return record
+
+    def _write(self, record: TimelineRecord) -> None:
+        line = (json.dumps(record.to_wire(), separators=(",", ":")) + "\n").encode()
+        current = self.segments()
+        if not current or current[-1][1].stat().st_size + len(line) > self.segment_bytes:
+            path = self.folder / f"{PREFIX}{record.seq:020d}{SUFFIX}"
+            self._expire()
+        else:
+            path = current[-1][1]
+        fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+        try:
+            size = os.fstat(fd).st_size
+            try:
+                _write_all(fd, line)
+                os.fsync(fd)
+            except OSError:
+                self._cut(fd, path, size)
+                raise
+        finally:
+            os.close(fd)
+        self.last = record
+
+    def _cut(self, fd: int, path: Path, size: int) -> None:
+        """Take a failed write's bytes off the end of `path` (or remember to)."""
+        try:
+            os.ftruncate(fd, size)
+            os.fsync(fd)
+        except OSError:
+            self._torn = (path, size)
+
+    def _cut_torn(self) -> None:
+        """Before the next write: cut what a failed write left and could not cut then."""
+        if self._torn is None:
+            return
+        path, size = self._torn
+        try:
+            with path.open("r+b") as handle:
+                if os.fstat(handle.fileno()).st_size > size:
+                    handle.truncate(size)
+                    os.fsync(handle.fileno())
+        except FileNotFoundError:
+            pass  # expired meanwhile: nothing left to cut
+        self._torn = None
 
     def _expire(self) -> None:
         """Delete whole segments whose newest record is older than the retention."""
@@ -224,6 +312,7 @@ class TimelineJournal:
         with self._lock:
             latest = self.last_seq
             segments = self.segments()
+            unwritten = self.unwritten
         earliest = segments[0][0] if segments else None
         expired = None
         if earliest is not None and after + 1 < earliest:
@@ -245,7 +334,13 @@ class TimelineJournal:
             if len(records) >= limit:
                 break
         next_cursor = records[-1].seq if records else max(after, earliest - 1 if earliest else 0)
-        return Page(records, next_cursor, earliest, latest, expired)
+        return Page(records, next_cursor, earliest, latest, expired, unwritten)
+
+
+def _write_all(fd: int, line: bytes) -> None:
+    written = os.write(fd, line)
+    if written != len(line):  # a full disk: the rest would fail with ENOSPC
+        raise OSError(errno.ENOSPC, f"wrote {written} of {len(line)} bytes")
 
 
 def _last_record(path: Path) -> TimelineRecord | None:

@@ -87,6 +87,9 @@ class Broker:
 
     def __init__(self, *flags: str, port: int = 0) -> None:
         classes = build_broker()
+        # The JVM starts between these two moments (wall clock, seconds): what the agent reports
+        # as the broker's start time must lie between them.
+        self.launched_at = time.time()
         self.process = subprocess.Popen(
             [
                 "java",
@@ -105,6 +108,7 @@ class Broker:
         )
         self.output = LineReader(self.process.stdout)
         match = self.output.wait_for(r"JMX_PORT=(\d+) JMX_URL=(\S+)")
+        self.ready_at = time.time()
         self.port = int(match.group(1))
         self.url = match.group(2)
         self.address = f"127.0.0.1:{self.port}"

@@ -41,6 +41,35 @@ def start(
         (["--listen", "256.0.0.1:8443"], {}, "--listen 256.0.0.1:8443: cannot"),
         (["--retry-jitter-factor", "2"], {}, "--retry-jitter-factor 2 must be in [0, 1]"),
         ([], {"ROLLGUARD_AGENT_RETRY_MAX_BACKOFF_MS": "100"}, "must not exceed --retry-max"),
+        # every number: ASCII digits, finite, in its range
+        (["--max-connections", "0"], {}, "--max-connections: '0' is not a whole number from 1"),
+        (
+            ["--max-connections", "\u0666\u0664"],
+            {},
+            "--max-connections: '\u0666\u0664' is not a whole number",
+        ),
+        ([], {"ROLLGUARD_AGENT_MAX_CONNECTIONS": "1e3"}, "MAX_CONNECTIONS: '1e3' is not a whole"),
+        (["--probe-max-connections", "9" * 30], {}, "is not a whole number from 1 to 10000"),
+        (["--handshake-timeout", "inf"], {}, "--handshake-timeout: 'inf' is not a duration"),
+        ([], {"ROLLGUARD_AGENT_HEADER_TIMEOUT": "nan"}, "HEADER_TIMEOUT: 'nan' is not a duration"),
+        (["--idle-timeout", "2h"], {}, "--idle-timeout: '2h' is out of range"),
+        (["--max-header-bytes", "100"], {}, "--max-header-bytes: '100' is not a whole number"),
+        (["--timeline-retention-hours", "inf"], {}, "'inf' is not a number of hours"),
+        (
+            ["--timeline-segment-bytes", "\u0661\u0660\u0662\u0664"],
+            {},
+            "--timeline-segment-bytes: '\u0661\u0660\u0662\u0664' is not",
+        ),
+        (["--sample-interval", "1e-9"], {}, "--sample-interval: '1e-9' is not a duration"),
+        (["--listen", "127.0.0.1:\u0668\u0660"], {}, "--listen: '127.0.0.1:\u0668\u0660': port"),
+        (["--jmx", "h:\u0669\u0669"], {}, "--jmx: 'h:\u0669\u0669' is neither"),
+        (
+            ["--retry-max-retries", "\u0665"],
+            {},
+            "--retry-max-retries: '\u0665' is not a whole number",
+        ),
+        (["--node-id", ""], {}, "--node-id: '' is not a node name"),
+        (["--tls-crl", "/no/such.crl"], {}, "CRL file /no/such.crl: no such file"),
     ],
 )
 def test_bad_settings_exit_2_with_one_line_naming_them(
@@ -99,3 +128,17 @@ def test_every_setting_can_come_from_the_environment(pki: Pki) -> None:
                  env={"ROLLGUARD_AGENT_SAMPLE_TIMEOUT": "soon"})  # fmt: skip
     assert done.returncode == 2
     assert "--log-format" in done.stderr and "SAMPLE_TIMEOUT" not in done.stderr
+
+
+def test_jmxquery_with_a_password_warns_once_and_names_the_persistent_backend(
+    pki: Pki, tmp_path: Path
+) -> None:
+    secret = tmp_path / "jmx"
+    secret.write_text("monitor s3cret\n")
+    with Agent(pki, f"127.0.0.1:{free_port()}", "--jmx-backend", "jmxquery",
+               "--jmx-credentials-file", str(secret)) as agent:  # fmt: skip
+        agent.output.wait_for("API listening")
+        text = agent.output.text()
+    assert text.count("jmxquery's JMX reader takes the password only as a command-line") == 1
+    assert "the persistent backend (the default) gives it to its JVM on stdin" in text
+    assert "s3cret" not in text

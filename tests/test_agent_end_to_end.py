@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import shutil
 import signal
 import time
@@ -15,6 +16,7 @@ from cryptography.hazmat.primitives import serialization
 
 from certs.pki import Issued, issue, write_pair
 from shared.tls import read_certificates
+from shared.wire import parse_time
 
 from helpers import Agent, Broker, Pki, SilentJmxPort, curl, free_port, wait_until
 
@@ -110,6 +112,37 @@ def test_a_stalled_recovery_stays_in_recovery_with_the_same_figures(pki: Pki) ->
         last = samples[-1]
         assert last["brokerState"] == 2
         assert last["recovery"] == {"remainingLogsToRecover": 10, "remainingSegmentsToRecover": 100}
+
+
+def test_reports_carry_the_broker_jvms_start_time_which_changes_with_a_restart(
+    pki: Pki, jmx_backend: str
+) -> None:
+    port = free_port()
+    with Agent(pki, f"127.0.0.1:{port}") as agent:
+
+        def report(other_than: object = None) -> dict[str, object] | None:
+            body = state_of(agent)
+            if body is None or body.get("brokerStartedAt") in (None, other_than):
+                return None
+            return body
+
+        with Broker("--state", "3", port=port) as first:
+            before = wait_until(report, timeout=20, what="a report with brokerStartedAt")
+            started = parse_time(str(before["brokerStartedAt"])).timestamp()
+            # the JVM's own start time: after the broker process was launched, before it served
+            assert first.launched_at - 0.001 <= started <= first.ready_at
+        boot = before["agentBootId"]
+        assert isinstance(boot, str) and re.fullmatch("[0-9a-f]{32}", boot)
+        with Broker("--state", "3", port=port) as second:
+            after = wait_until(
+                lambda: report(other_than=before["brokerStartedAt"]),
+                timeout=20,
+                what="the restarted broker's start time",
+            )
+            restarted = parse_time(str(after["brokerStartedAt"])).timestamp()
+            assert second.launched_at - 0.001 <= restarted <= second.ready_at
+            assert restarted > started
+        assert after["agentBootId"] == boot  # the same agent, still running
 
 
 def test_trustme_certificates_work_with_the_agent(trustme_pki: Pki) -> None:

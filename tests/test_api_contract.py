@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+from pathlib import Path
 
 import httpx
 import pytest
@@ -20,6 +21,7 @@ from agent.readings import (
 )
 from agent.sampler import Sampler
 from shared.retry import RetryPolicy
+from shared.timeline import TimelineJournal
 
 
 def recovering() -> list[MBeanValue]:
@@ -162,3 +164,52 @@ def test_the_fast_path_answers_exactly_as_the_starlette_route(results: list) -> 
     assert sorted(fast.headers.items()) == sorted(routed.headers.items())
     assert fast.content == routed.content
     assert fast.status_code == (503 if isinstance(results[0], SampleError) else 200)
+
+
+def timeline_call(journal: TimelineJournal, query: str) -> httpx.Response:
+    app = create_api_app(sampled(broker("3")), journal)
+
+    async def go() -> httpx.Response:
+        transport = httpx.ASGITransport(app=app)
+        async with httpx.AsyncClient(transport=transport, base_url="https://agent") as client:
+            return await client.get("/v1/recovery-timeline?" + query)
+
+    return asyncio.run(go())
+
+
+@pytest.mark.parametrize(
+    ("query", "name"),
+    [
+        ("after=" + "9" * 5000, "after"),  # int() would answer "Exceeds the limit (4300 digits)"
+        ("after=" + "1" * 20, "after"),  # past 2**63-1
+        ("after=%D9%A3", "after"),  # Arabic-Indic three: str.isdigit() says yes
+        ("after=%EF%BC%95", "after"),  # a fullwidth five
+        ("after=-1", "after"),
+        ("after=+1", "after"),
+        ("after=1.0", "after"),
+        ("after=", "after"),
+        ("after=%201", "after"),
+        ("limit=0", "limit"),
+        ("limit=10001", "limit"),
+        ("limit=%D9%A1%D9%A0", "limit"),
+    ],
+)
+def test_timeline_parameters_are_ascii_digits_in_range_or_400_naming_them(
+    tmp_path: Path, query: str, name: str
+) -> None:
+    response = timeline_call(TimelineJournal(tmp_path), query)
+    assert response.status_code == 400
+    body = response.json()
+    assert body["error"] == "bad-parameter"
+    assert body["message"].startswith(f"'{name}' must be a whole number from")
+    assert "4300" not in body["message"] and len(body["message"]) < 200
+
+
+def test_timeline_parameters_in_range_are_served(tmp_path: Path) -> None:
+    journal = TimelineJournal(tmp_path)
+    for ts in (1, 2, 3):
+        journal.append("n", "b", ts, 3, None, None)
+    response = timeline_call(journal, f"after={2**63 - 1}&limit=10000")
+    assert response.status_code == 200 and response.json()["records"] == []
+    response = timeline_call(journal, "after=0000000000000000001&limit=1")  # 19 characters
+    assert [r["seq"] for r in response.json()["records"]] == [2]

@@ -10,6 +10,8 @@ from agent.readings import (
     BROKER_STATE,
     REMAINING_LOGS,
     REMAINING_SEGMENTS,
+    RUNTIME,
+    START_TIME,
     FailureReason,
     MBeanValue,
     SampleError,
@@ -73,6 +75,41 @@ def test_malformed_values_are_refused_with_the_mbean_named(readings: list[MBeanV
         interpret(readings, NOW)
     assert raised.value.reason is FailureReason.MALFORMED_VALUE
     assert "kafka." in raised.value.message
+
+
+def test_the_jvm_start_time_and_the_agents_boot_id_are_reported() -> None:
+    for value in (1_795_433_430_043, "1795433430043"):  # a Long, as a number or as text
+        report = interpret([state("3"), MBeanValue(RUNTIME, START_TIME, value)], NOW, boot_id="b")
+        assert report.broker_started_at == datetime(2026, 11, 23, 11, 30, 30, 43000, tzinfo=UTC)
+        assert report.agent_boot_id == "b"
+        assert report.to_wire()["brokerStartedAt"] == "2026-11-23T11:30:30.043Z"
+    # without the Runtime MBean (not a JVM's JMX?) the report simply has no start time
+    assert interpret([state("3")], NOW).broker_started_at is None
+
+
+@pytest.mark.parametrize(
+    "value",
+    [
+        "soon",
+        -1,
+        0,
+        True,
+        1.5e12,
+        "\u0661\u0667\u0669\u0665\u0664\u0663\u0663\u0664\u0663\u0660\u0660\u0664\u0663",
+        10**20,
+    ],
+)
+def test_a_start_time_that_is_not_epoch_milliseconds_is_malformed(value: object) -> None:
+    with pytest.raises(SampleError) as raised:
+        interpret([state("3"), MBeanValue(RUNTIME, START_TIME, value)], NOW)
+    assert raised.value.reason is FailureReason.MALFORMED_VALUE
+    assert "StartTime" in raised.value.message
+
+
+def test_a_controller_without_broker_state_is_still_broker_state_missing() -> None:
+    with pytest.raises(SampleError) as raised:
+        interpret([MBeanValue(RUNTIME, START_TIME, 1_795_433_430_043)], NOW)
+    assert raised.value.reason is FailureReason.BROKER_STATE_MISSING
 
 
 def test_other_attributes_and_mbeans_are_ignored() -> None:

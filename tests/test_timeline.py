@@ -2,14 +2,22 @@
 
 from __future__ import annotations
 
+import errno
 import json
+import os
+import re
 import signal
 import subprocess
 import sys
 import time
+import urllib.request
+from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
-from shared.timeline import TimelineJournal
+import pytest
+
+from shared.timeline import Gap, Page, TimelineJournal
 
 from helpers import Agent, Broker, Pki, wait_until
 
@@ -131,7 +139,8 @@ def test_the_agent_records_a_recovery_and_serves_it_with_a_cursor(pki: Pki, tmp_
             ]
             assert recovering and recovering[0]["remainingSegmentsToRecover"] > 100
             assert {r["nodeId"] for r in records} == {"kafka-7"}
-            assert len({r["bootId"] for r in records}) == 1
+            # one id per agent start, the same in the timeline and in every report
+            assert {r["bootId"] for r in records} == {agent.state().json()["agentBootId"]}  # type: ignore[index]
             assert [r["seq"] for r in records] == list(range(1, len(records) + 1))
             last = body["next"]
             assert last == records[-1]["seq"] == body["latest"]
@@ -185,3 +194,161 @@ def test_an_unusable_data_dir_exits_2(pki: Pki, tmp_path: Path) -> None:
     )
     assert done.returncode == 2 and "--data-dir" in done.stderr
     assert json.dumps(done.stderr).count("\\n") == 1
+
+
+# ---- a full disk ---------------------------------------------------------------------------
+
+
+def lines_of(folder: Path) -> list[bytes]:
+    """The journal's lines as they are on disk (opening a journal would repair them)."""
+    return [line for path in sorted(folder.glob("timeline-*.jsonl"))
+            for line in path.read_bytes().splitlines(True)]  # fmt: skip
+
+
+def test_a_partial_write_is_cut_and_its_records_become_a_gap_marker(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    journal = TimelineJournal(tmp_path)
+    for i in range(1, 4):
+        journal.append("n", "b", 1000 * i, 2, 10 - i, 100 - i)
+    before = lines_of(tmp_path)
+    real_write = os.write
+
+    def half(fd: int, data: bytes) -> int:  # a full disk: part of the line, then nothing
+        return real_write(fd, data[: len(data) // 2])
+
+    monkeypatch.setattr(os, "write", half)
+    for ts in (4000, 5000):
+        with pytest.raises(OSError) as failed:
+            journal.append("n", "b", ts, 2, 6, 60)
+        assert failed.value.errno == errno.ENOSPC
+    monkeypatch.undo()
+    # the torn halves were cut: what was acknowledged is there, byte for byte, and nothing else
+    assert lines_of(tmp_path) == before and journal.last_seq == 3
+    page = journal.read(0, 100)
+    assert page.unwritten == Gap(4000, 5000, 2)
+    assert page.to_wire()["unwritten"] == {"fromTs": 4000, "toTs": 5000, "records": 2}
+    assert [r.seq for r in page.records] == [1, 2, 3]
+
+    record = journal.append("n", "b", 6000, 3, None, None)  # space is back
+    assert record.seq == 5
+    page = TimelineJournal(tmp_path).read(0, 100)  # as a restarted agent would serve it
+    marker = page.records[3]
+    assert (marker.seq, marker.ts, marker.broker_state) == (4, 4000, None)
+    assert marker.unwritten == Gap(4000, 5000, 2)
+    assert [r.seq for r in page.records] == [1, 2, 3, 4, 5] and page.unwritten is None
+    wire = Page.from_wire(json.loads(json.dumps(page.to_wire())))
+    assert wire.records[3].unwritten == Gap(4000, 5000, 2)
+
+
+def test_bytes_a_failed_write_could_not_cut_are_cut_before_the_next_record(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    journal = TimelineJournal(tmp_path)
+    journal.append("n", "b", 1000, 3, None, None)
+    real_write = os.write
+
+    def broken_truncate(fd: int, size: int) -> None:
+        raise OSError(errno.EIO, "I/O error")
+
+    monkeypatch.setattr(os, "write", lambda fd, data: real_write(fd, data[:7]))
+    monkeypatch.setattr(os, "ftruncate", broken_truncate)
+    with pytest.raises(OSError):
+        journal.append("n", "b", 2000, 3, None, None)
+    monkeypatch.undo()
+    assert lines_of(tmp_path)[-1] == b'{"nodeI'  # still there: the disk refused the cut too
+    journal.append("n", "b", 3000, 3, None, None)
+    records = [json.loads(line) for line in lines_of(tmp_path)]  # every line is whole
+    assert [(r["seq"], r["ts"], "unwritten" in r) for r in records] == [
+        (1, 1000, False), (2, 2000, True), (3, 3000, False)
+    ]  # fmt: skip
+
+
+@pytest.fixture
+def small_disk(tmp_path: Path) -> Iterator[Path]:
+    """A 256 KiB tmpfs of its own, so the test can fill it without touching anything else."""
+    disk = tmp_path / "disk"
+    disk.mkdir()
+    mounted = subprocess.run(
+        ["mount", "-t", "tmpfs", "-o", "size=256k,mode=0700", "tmpfs", str(disk)],
+        capture_output=True,
+        text=True,
+    )
+    if mounted.returncode != 0:
+        pytest.skip(f"cannot mount a small tmpfs here: {mounted.stderr.strip() or 'not root'}")
+    try:
+        yield disk
+    finally:
+        subprocess.run(["umount", "-l", str(disk)], check=False)
+
+
+def fill(disk: Path) -> Path:
+    """Take every free byte of `disk`; returns the file that holds them."""
+    filler = disk / "filler"
+    fd = os.open(filler, os.O_WRONLY | os.O_CREAT, 0o600)
+    try:
+        while os.write(fd, b"\0" * 4096):
+            pass
+    except OSError as exc:
+        assert exc.errno == errno.ENOSPC
+    finally:
+        os.close(fd)
+    return filler
+
+
+def test_the_agent_on_a_full_disk_keeps_serving_marks_the_gap_and_resumes(
+    pki: Pki, small_disk: Path
+) -> None:
+    data = small_disk / "timeline"
+    with (
+        Broker("--state", "3") as broker,
+        Agent(
+            pki, broker.address, "--data-dir", str(data), "--heartbeat-interval", "0.1s"
+        ) as agent,
+    ):
+
+        def page() -> dict[str, Any]:
+            answer = agent.state("/v1/recovery-timeline?after=0&limit=10000")
+            assert answer.status == 200, answer.body
+            body = answer.json()
+            assert isinstance(body, dict)
+            return body
+
+        def metric() -> float:
+            text = urllib.request.urlopen(agent.probe + "/metrics").read().decode()
+            return float(re.search(r"^rollguard_timeline_write_errors_total (\S+)$", text, re.M)[1])  # type: ignore[index]
+
+        wait_until(lambda: page()["latest"] >= 5, timeout=20, what="five records")
+        filler = fill(small_disk)
+        wait_until(lambda: metric() >= 5, timeout=20, what="failed writes")
+        failing = page()
+        assert failing["unwritten"]["records"] >= 1
+        acknowledged = failing["records"]
+        assert [r["seq"] for r in acknowledged] == list(range(1, len(acknowledged) + 1))
+        # the broker's state does not depend on the disk
+        assert all(agent.state().status == 200 for _ in range(3))
+        assert agent.output.text().count("cannot write the recovery timeline") == 1
+
+        filler.unlink()
+        resumed = wait_until(
+            lambda: (
+                (body := page())
+                and "unwritten" not in body
+                and body["latest"] > len(acknowledged) + 1
+                and body
+            ),
+            timeout=20,
+            what="writes to resume",
+        )
+        records = resumed["records"]
+        assert records[: len(acknowledged)] == acknowledged  # nothing acknowledged was lost
+        marker = records[len(acknowledged)]
+        assert marker["brokerState"] is None and marker["unwritten"]["records"] >= 5
+        assert marker["ts"] == marker["unwritten"]["fromTs"] <= marker["unwritten"]["toTs"]
+        assert [r["seq"] for r in records] == list(range(1, len(records) + 1))
+        assert records[-1]["brokerState"] == 3
+        for path in data.iterdir():  # every line on disk is a whole record
+            for line in path.read_bytes().splitlines():
+                json.loads(line)
+        wait_until(lambda: "is written again" in agent.output.text(), timeout=5, what="a line")
+        assert agent.output.text().count("is written again") == 1

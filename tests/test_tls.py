@@ -22,6 +22,21 @@ def test_server_requires_tls_1_2_and_a_client_certificate(pki: Pki) -> None:
     assert context.verify_mode is ssl.CERT_REQUIRED
 
 
+def test_server_offers_ecdhe_aead_suites_in_tls_1_2_and_no_session_tickets(pki: Pki) -> None:
+    context = server_context(pki.server_cert, pki.server_key, pki.ca)
+    tls12 = [c for c in context.get_ciphers() if c["protocol"] == "TLSv1.2"]
+    assert tls12, "no TLS 1.2 suite at all"
+    for suite in tls12:
+        assert suite["aead"] and suite["kea"] == "kx-ecdhe", suite["name"]
+        assert "CBC" not in suite["description"] and "SHA1" not in suite["name"]
+    assert {c["name"] for c in context.get_ciphers() if c["protocol"] == "TLSv1.3"} >= {
+        "TLS_AES_128_GCM_SHA256", "TLS_AES_256_GCM_SHA384", "TLS_CHACHA20_POLY1305_SHA256"
+    }  # fmt: skip
+    assert context.num_tickets == 0
+    assert context.options & ssl.OP_NO_TICKET
+    assert not context.verify_flags & ssl.VERIFY_CRL_CHECK_LEAF  # no CRL given
+
+
 def test_client_checks_host_names_and_needs_tls_1_2(pki: Pki) -> None:
     context = client_context(pki.ca, pki.client_cert, pki.client_key)
     assert context.minimum_version is ssl.TLSVersion.TLSv1_2

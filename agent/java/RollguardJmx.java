@@ -20,30 +20,30 @@ import javax.management.remote.JMXServiceURL;
  * rollguard's persistent JMX reader: one JVM for the agent's whole life, one JMX connection held
  * open between reads (the `persistent` backend of agent/jmx.py).
  *
- * <pre>java RollguardJmx SERVICE_URL ATTRIBUTE PATTERN...</pre>
+ * <pre>java RollguardJmx SERVICE_URL PATTERN ATTRIBUTE [PATTERN ATTRIBUTE]...</pre>
  *
  * The first line of stdin holds the credentials, `USER PASSWORD`, or is empty (never argv: other
  * users of the host can read a command line). Then every line `read` on stdin is answered by one
- * JSON line on stdout: {"values":[{"mBeanName":N,"attribute":A,"value":V},...]} for every MBean
- * the patterns match, or {"error":E,"message":M} with E one of connection-error, auth-failed,
+ * JSON line on stdout: {"values":[{"mBeanName":N,"attribute":A,"value":V},...]} with each
+ * pattern's attribute of every MBean it matches (e.g. Kafka's gauges' Value, and the JVM's own
+ * java.lang:type=Runtime StartTime, which tells one run of the broker from the next), or {"error":E,"message":M} with E one of connection-error, auth-failed,
  * jmx-error. A connection that fails is closed and opened again once within the same read (the
  * broker restarted); otherwise the next read connects again. The agent kills this JVM when a read
  * outlasts its time limit, and starts another. EOF on stdin ends it.
  */
 public final class RollguardJmx {
     private final JMXServiceURL url;
-    private final String attribute;
     private final List<ObjectName> patterns = new ArrayList<>();
+    private final List<String> attributes = new ArrayList<>();
     private final Map<String, Object> environment = new HashMap<>();
     private JMXConnector connector;
     private MBeanServerConnection connection;
 
-    private RollguardJmx(String url, String attribute, String[] patterns, String credentials)
-            throws Exception {
+    private RollguardJmx(String url, String[] queries, String credentials) throws Exception {
         this.url = new JMXServiceURL(url);
-        this.attribute = attribute;
-        for (String pattern : patterns) {
-            this.patterns.add(new ObjectName(pattern));
+        for (int i = 0; i + 1 < queries.length; i += 2) {
+            this.patterns.add(new ObjectName(queries[i]));
+            this.attributes.add(queries[i + 1]);
         }
         String[] fields = credentials.trim().split("\\s+", 2);
         if (fields.length == 2) {
@@ -52,17 +52,17 @@ public final class RollguardJmx {
     }
 
     public static void main(String[] args) throws Exception {
-        if (args.length < 3) {
-            System.err.println("usage: RollguardJmx SERVICE_URL ATTRIBUTE PATTERN...");
+        if (args.length < 3 || args.length % 2 == 0) {
+            System.err.println("usage: RollguardJmx SERVICE_URL PATTERN ATTRIBUTE [PATTERN ATTRIBUTE]...");
             System.exit(2);
         }
         BufferedReader in =
                 new BufferedReader(new InputStreamReader(System.in, StandardCharsets.UTF_8));
         String credentials = in.readLine();
-        String[] patterns = new String[args.length - 2];
-        System.arraycopy(args, 2, patterns, 0, patterns.length);
+        String[] queries = new String[args.length - 1];
+        System.arraycopy(args, 1, queries, 0, queries.length);
         RollguardJmx reader =
-                new RollguardJmx(args[0], args[1], patterns, credentials == null ? "" : credentials);
+                new RollguardJmx(args[0], queries, credentials == null ? "" : credentials);
         PrintStream out = new PrintStream(System.out, false, StandardCharsets.UTF_8);
         out.println("{\"ready\":true}");
         out.flush();
@@ -106,7 +106,9 @@ public final class RollguardJmx {
         }
         StringBuilder json = new StringBuilder("{\"values\":[");
         boolean first = true;
-        for (ObjectName pattern : patterns) {
+        for (int q = 0; q < patterns.size(); q++) {
+            ObjectName pattern = patterns.get(q);
+            String attribute = attributes.get(q);
             // An exact name is read at once (one round trip); a missing one is left out, as
             // jmxquery does. A pattern is listed first.
             boolean exact = !pattern.isPattern();
