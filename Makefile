@@ -24,6 +24,7 @@ lint: $(INSTALLED)
 
 bench: $(INSTALLED) $(BROKER)
 	$(BIN)/python bench/agent.py
+	$(BIN)/python bench/agent_flood.py
 	$(BIN)/python bench/retry_herd.py
 	$(BIN)/python bench/roll_sim.py
 	$(BIN)/python bench/report.py --check

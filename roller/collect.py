@@ -45,7 +45,7 @@ from roller.model import Node
 from shared.errors import ConfigError
 from shared.files import atomic_write
 from shared.timeline import MAX_LIMIT, TimelineRecord
-from shared.wire import parse_time
+from shared.wire import format_time, parse_time
 
 STATE_VERSION = 1
 
@@ -230,6 +230,9 @@ class NodeResult:
     after: int = 0
     message: str = ""
     expired: list[tuple[int, int]] = field(default_factory=list)
+    # Records the agent could not write (a full disk): (fromTs, toTs, records), from gap markers
+    # in the journal and from a page saying writes are failing now.
+    unwritten: list[tuple[int, int, int]] = field(default_factory=list)
     reset: bool = False
     seconds: float = 0.0
 
@@ -268,6 +271,11 @@ async def pull(
                     continue
                 if page.expired is not None:
                     result.expired.append(page.expired)
+                new = [r for r in page.records if r.seq > cursor.after]
+                for gap in (page.unwritten, *(r.unwritten for r in new)):
+                    entry = (gap.from_ts, gap.to_ts, gap.records) if gap is not None else None
+                    if entry is not None and entry not in result.unwritten:
+                        result.unwritten.append(entry)
                 for record in page.records:
                     if record.seq > cursor.after:
                         rows.append(_row(node.name, cursor.journal, record))
@@ -403,6 +411,10 @@ async def collect(
     return CollectResult(results, events_result, written, time.monotonic() - started)
 
 
+def _utc(ms: int) -> str:
+    return format_time(datetime.fromtimestamp(ms / 1000, UTC))
+
+
 def describe(result: NodeResult) -> str:
     text = f"{result.status}: {result.records} new records in {result.pages} pages"
     text += f", cursor {result.after}"
@@ -410,6 +422,11 @@ def describe(result: NodeResult) -> str:
         text += "; the agent's journal started again (new journal number), read from the start"
     for first, last in result.expired:
         text += f"; GAP: records {first}-{last} expired on the agent before they were collected"
+    for start, end, count in result.unwritten:
+        text += (
+            f"; GAP: {count} records from {_utc(start)} to {_utc(end)} were never written "
+            "(the agent's disk was failing)"
+        )
     if result.message:
         text += f"; {result.message}"
     return text

@@ -366,3 +366,24 @@ def test_bad_flags_exit_2_with_a_message(
     )
     assert done.returncode == 2, done.stderr
     assert message in done.stderr and "Traceback" not in done.stderr
+
+
+def test_records_an_agent_could_not_write_are_reported_as_a_gap(
+    pki: Pki, tmp_path: Path, broker: Broker
+) -> None:
+    from shared.timeline import Gap
+
+    data = tmp_path / "a"
+    seed_journal(data, "kafka-0", 20)
+    # The agent's gap marker after its disk was full: 37 records between those times were lost.
+    marker = TimelineRecord("kafka-0", "boot-0", 21, T0 + 21 * 60_000, 3,
+                            unwritten=Gap(T0 + 20 * 60_000, T0 + 21 * 60_000 - 1, 37))  # fmt: skip
+    with (data / f"{PREFIX}{1:020d}{SUFFIX}").open("a") as journal:
+        journal.write(json.dumps(marker.to_wire(), separators=(",", ":")) + "\n")
+    args = ("--data-dir", str(data), "--node-id", "kafka-0", "--heartbeat-interval", "3600")
+    with Agent(pki, broker.address, *args) as a:
+        inv = inventory(tmp_path / "prod.yaml", {"kafka-0": a.api})
+        done = collect(pki, inv, tmp_path / "ds")
+    assert done.returncode == 0, done.stderr
+    assert "GAP: 37 records from 2026-09-21T" in done.stdout
+    assert "were never written (the agent's disk was failing)" in done.stdout

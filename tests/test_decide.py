@@ -97,7 +97,9 @@ def test_decisions(
 
 def test_unknown_is_forced_only_on_explicit_request() -> None:
     action = decide(NODE, view(ready=False), HEALTHY, waited=LATE, agent=DOWN, force_unknown=True)
-    assert isinstance(action, Restart) and action.force and "--on-agent-unreachable" in action.reason
+    assert (
+        isinstance(action, Restart) and action.force and "--on-agent-unreachable" in action.reason
+    )
     early = decide(NODE, view(ready=False), HEALTHY, waited=5, agent=DOWN, force_unknown=True)
     assert isinstance(early, AwaitReady)
     recovering = decide(

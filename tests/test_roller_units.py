@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import re
 from pathlib import Path
 
 import pytest
@@ -12,7 +11,6 @@ from kafka_peer import KafkaClusterSim, TopicSpec
 from roller.journal import EventLog, FileJournalStore, NodeRecord, NodeStatus, RollRecord, RollState
 from roller.kafka_admin import AdminUnavailable, KafkaObserver, cluster_view, read_client_properties
 from roller.kubernetes import parse_selector
-from roller.model import Role
 from shared.errors import ConfigError
 
 from helpers import wait_until
