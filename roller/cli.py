@@ -657,6 +657,9 @@ def main(argv: Sequence[str] | None = None, environ: Mapping[str, str] | None = 
     except ConfigError as exc:
         print(f"rollguard: {exc}", file=sys.stderr)
         return ExitCode.USAGE
+    except RollguardError as exc:  # a platform's or a peer's error, translated at its boundary
+        print(f"rollguard: {exc}", file=sys.stderr)
+        return ExitCode.FAILED
 
 
 if __name__ == "__main__":

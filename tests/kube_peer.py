@@ -174,6 +174,9 @@ _CONFIGMAP_KEY = re.compile(r"^[-._a-zA-Z0-9]+$")
 # --- errors --------------------------------------------------------------------------------------
 
 
+_VERBS = {"GET": "get", "POST": "create", "PUT": "update", "PATCH": "patch", "DELETE": "delete"}
+
+
 class ApiFailure(Exception):
     """An error answered as a Kubernetes `Status` object."""
 
@@ -546,6 +549,8 @@ class KubeSim:
         # Called on the HTTP thread before a request is answered, e.g. to `edit` an object
         # between a client's read and its write: a race that must not be left to timing.
         self.on_request: Callable[[SeenRequest], object] | None = None
+        # (verb, plural) pairs the client's account may not use: answered 403 as RBAC does.
+        self.forbidden: set[tuple[str, str]] = set()
         self.url = ""
         self._lock = threading.RLock()
         self._cv = threading.Condition(self._lock)
@@ -1239,6 +1244,18 @@ class KubeSim:
             namespace, name = match["ns"], match["name"]
             if kind is None or (namespace is None and name is not None):
                 raise no_such_path()
+            verb = _VERBS.get(method, method.lower())
+            if method == "GET" and name is None:
+                verb = "watch" if query.get("watch") in ("true", "1") else "list"
+            if (verb, kind.plural) in self.forbidden:
+                raise ApiFailure(
+                    403,
+                    "Forbidden",
+                    f'{kind.plural} "{name or ""}" is forbidden: User '
+                    f'"system:serviceaccount:{namespace}:rollguard" cannot {verb} resource '
+                    f'"{kind.plural}" in API group "{kind.group}" in the namespace "{namespace}"',
+                    {"name": name or "", "kind": kind.plural},
+                )
             body = await request.body()
             if method == "GET" and name is None and query.get("watch") in ("true", "1"):
                 return self._watch(kind, namespace, query)

@@ -260,3 +260,26 @@ def test_a_not_ready_pod_in_log_recovery_is_waited_for_not_force_restarted(
     first_restart = next(i for i, e in enumerate(cluster.events()) if e["action"] == "restart")
     last_wait = max(i for i, e in enumerate(cluster.events()) if e["action"] == "wait-recovery")
     assert last_wait < first_restart
+
+
+def test_a_forbidden_delete_fails_the_roll_in_one_line_with_the_journal_marked_failed(
+    cluster: Cluster, pki: Pki
+) -> None:
+    cluster.kube.set_update_revision("prod-kafka", "rev-2", namespace=NS)
+    cluster.kube.forbidden.add(("delete", "pods"))  # the Role lost "delete" on pods
+    done = cluster.roll(pki)
+    assert done.returncode == 1, done.stderr
+    assert "Traceback" not in done.stderr
+    assert "delete pod prod-kafka-1: 403 Forbidden" in done.stderr
+    assert "cannot delete resource" in done.stderr
+    journal = json.loads(cluster.kube.configmap("rollguard-roll-k1", NS)["data"]["journal.json"])
+    assert journal["state"] == "failed" and "403 Forbidden" in journal["reason"]
+    assert journal["nodes"]["prod-kafka-1"]["status"] == "failed"
+
+
+def test_an_unreadable_pod_list_is_one_line_not_a_traceback(cluster: Cluster, pki: Pki) -> None:
+    cluster.kube.forbidden.add(("list", "pods"))
+    done = cluster.roll(pki)
+    assert done.returncode == 1, done.stderr
+    assert "Traceback" not in done.stderr
+    assert "list pods in kafka: 403 Forbidden" in done.stderr
