@@ -559,7 +559,11 @@ class Roller:
                         f"read ({describe_answer(answer)}) for "
                         f"{format_duration(unknown.waited(now))}; not restarting it again"
                     )
-            self._on_progress(node, f"waiting for readiness: {describe_answer(answer)}", None)
+            if new:
+                text = f"waiting for readiness: {describe_answer(answer)}"
+            else:  # the process from before the restart is still the one that answers
+                text = "waiting for the new process to start"
+            self._on_progress(node, text, None)
             await self._sleep(s.poll_interval)
         if node.is_controller:
             await self._await_quorum(node)
