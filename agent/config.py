@@ -12,7 +12,7 @@ import argparse
 import resource
 import shutil
 import socket
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -25,11 +25,11 @@ from shared.settings import (
     Flag,
     add_flags,
     choice,
-    decimal,
     duration,
     duration_between,
     integer,
     listen_address,
+    number_between,
     resolve,
     retry_flags,
 )
@@ -76,19 +76,6 @@ class AgentSettings:
     handshake_timeout: float = 5.0
     api_http: HttpLimits = DEFAULT_HTTP_LIMITS
     probe_http: HttpLimits = DEFAULT_HTTP_LIMITS
-
-
-def _number_between(low: float, high: float, unit: str) -> Callable[[str], float]:
-    """A finite decimal number of `unit` in [low, high] (a private converter: shared.settings
-    has whole numbers and durations, and `--timeline-retention-hours` is neither)."""
-
-    def convert(text: str) -> float:
-        value = decimal(text.strip(), f"number of {unit}")
-        if not low <= value <= high:
-            raise ValueError(f"{text!r} is not a number of {unit} from {low:g} to {high:g}")
-        return value
-
-    return convert
 
 
 def parse_address(text: str) -> Address:
@@ -294,7 +281,7 @@ FLAGS = (
     Flag(
         "timeline-retention-hours",
         "168",
-        _number_between(0.01, 87600, "hours"),
+        number_between(0.01, 87600, "hours"),
         "timeline segments older than this are deleted",
         "HOURS",
     ),

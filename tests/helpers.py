@@ -298,7 +298,7 @@ class HttpsPeer:
     clients under test connect to it exactly as they connect to a real agent.
     """
 
-    def __init__(self, app, pki: Pki) -> None:  # type: ignore[no-untyped-def]
+    def __init__(self, app, pki: Pki, **config: object) -> None:  # type: ignore[no-untyped-def]
         import asyncio
 
         import uvicorn
@@ -310,7 +310,7 @@ class HttpsPeer:
         self.sock.bind(("127.0.0.1", 0))
         self.port = self.sock.getsockname()[1]
         self.url = f"https://127.0.0.1:{self.port}"
-        config = uvicorn.Config(
+        settings = uvicorn.Config(
             app,
             log_config=None,
             access_log=False,
@@ -318,8 +318,9 @@ class HttpsPeer:
             loop="asyncio",
             ssl_certfile="unused",
             ssl_context_factory=lambda config, default: tls,
+            **config,
         )
-        self.server = uvicorn.Server(config)
+        self.server = uvicorn.Server(settings)
         self._thread = threading.Thread(
             target=lambda: asyncio.run(self.server.serve(sockets=[self.sock])), daemon=True
         )

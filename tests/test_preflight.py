@@ -4,14 +4,12 @@ from __future__ import annotations
 
 import asyncio
 import socket
-import threading
 from collections.abc import Iterator
 from email.utils import formatdate
 from pathlib import Path
 from time import time
 
 import pytest
-import uvicorn
 
 from roller.agent_client import AgentClient, Probe
 from roller.journal import EventLog
@@ -20,10 +18,10 @@ from roller.preflight import preflight, problem
 from shared.errors import ConfigError
 from shared.retry import RetryPolicy
 from shared.states import BrokerState
-from shared.tls import client_context, server_context
+from shared.tls import client_context
 from shared.wire import BrokerStateReport
 
-from helpers import Pki, wait_until
+from helpers import HttpsPeer, Pki
 
 URL = "https://kafka-0:8443/v1/broker-state"
 OK = AgentReport(URL, BrokerStateReport(BrokerState.RUNNING))
@@ -58,51 +56,24 @@ def test_what_makes_acting_blind(probe: Probe, found: str | None) -> None:
         assert text is not None and found in text
 
 
-class DatedAgent:
-    """An agent-shaped HTTPS server (mutual TLS) whose clock is `skew` seconds off ours."""
+def dated_agent(skew: float):  # type: ignore[no-untyped-def]
+    """An agent-shaped ASGI app whose clock (its HTTP Date) is `skew` seconds off ours."""
 
-    def __init__(self, pki: Pki, skew: float) -> None:
-        async def app(scope, receive, send):  # type: ignore[no-untyped-def]
-            body = b'{"brokerState":3}'
-            headers = [
-                (b"content-type", b"application/json"),
-                (b"date", formatdate(time() + skew, usegmt=True).encode()),
-            ]
-            await send({"type": "http.response.start", "status": 200, "headers": headers})
-            await send({"type": "http.response.body", "body": body})
+    async def app(scope, receive, send):  # type: ignore[no-untyped-def]
+        headers = [
+            (b"content-type", b"application/json"),
+            (b"date", formatdate(time() + skew, usegmt=True).encode()),
+        ]
+        await send({"type": "http.response.start", "status": 200, "headers": headers})
+        await send({"type": "http.response.body", "body": b'{"brokerState":3}'})
 
-        tls = server_context(pki.server_cert, pki.server_key, pki.ca)
-        self.sock = socket.socket()
-        self.sock.bind(("127.0.0.1", 0))
-        self.url = f"https://127.0.0.1:{self.sock.getsockname()[1]}"
-        config = uvicorn.Config(
-            app,
-            log_config=None,
-            access_log=False,
-            lifespan="off",
-            loop="asyncio",
-            date_header=False,
-            ssl_certfile="unused",
-            ssl_context_factory=lambda config, default: tls,
-        )
-        self.server = uvicorn.Server(config)
-        self.thread = threading.Thread(
-            target=lambda: asyncio.run(self.server.serve(sockets=[self.sock])), daemon=True
-        )
-        self.thread.start()
-        wait_until(lambda: self.server.started, timeout=10, what="the dated agent")
-
-    def stop(self) -> None:
-        self.server.should_exit = True
-        self.thread.join(10)
-        self.sock.close()
+    return app
 
 
 @pytest.fixture
-def skewed(pki: Pki) -> Iterator[DatedAgent]:
-    agent = DatedAgent(pki, skew=600)
-    yield agent
-    agent.stop()
+def skewed(pki: Pki) -> Iterator[HttpsPeer]:
+    with HttpsPeer(dated_agent(600), pki, date_header=False) as agent:
+        yield agent
 
 
 def check(pki: Pki, urls: list[str], folder: Path, *, ca: Path | None = None) -> None:
@@ -118,7 +89,7 @@ def check(pki: Pki, urls: list[str], folder: Path, *, ca: Path | None = None) ->
 
 
 def test_an_agent_whose_clock_is_ten_minutes_ahead_stops_the_roll(
-    pki: Pki, skewed: DatedAgent, tmp_path: Path
+    pki: Pki, skewed: HttpsPeer, tmp_path: Path
 ) -> None:
     with pytest.raises(ConfigError) as caught:
         check(pki, [skewed.url], tmp_path)
@@ -128,7 +99,7 @@ def test_an_agent_whose_clock_is_ten_minutes_ahead_stops_the_roll(
 
 
 def test_an_agent_the_roller_does_not_trust_stops_the_roll(
-    pki: Pki, other_pki: Pki, skewed: DatedAgent, tmp_path: Path
+    pki: Pki, other_pki: Pki, skewed: HttpsPeer, tmp_path: Path
 ) -> None:
     with pytest.raises(ConfigError) as caught:
         check(pki, [skewed.url], tmp_path, ca=other_pki.ca)
