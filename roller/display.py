@@ -16,11 +16,17 @@ from roller.progress import RecoveryTracker, format_duration
 logger = logging.getLogger(__name__)
 
 
+DETAIL_WIDTH = 72  # what a node waits on, cut to fit a terminal line
+
+
 class LiveTable:
-    """One row a node: state, a recovery progress bar, ETA. Refreshed on every update."""
+    """One row a node: state, what it waits on (partitions, brokers, its agent's answer), a
+    recovery progress bar, ETA. Refreshed on every update."""
 
     def __init__(self, nodes: list[Node]) -> None:
-        self.rows: dict[str, tuple[str, str, str]] = {n.name: ("pending", "", "") for n in nodes}
+        self.rows: dict[str, tuple[str, str, str, str]] = {
+            n.name: ("pending", "", "", "") for n in nodes
+        }
         self._live = Live(self._table(), console=Console(stderr=True), auto_refresh=False)
 
     def __enter__(self) -> LiveTable:
@@ -44,15 +50,19 @@ class LiveTable:
             bar = "#" * int(done * 20) + "." * (20 - int(done * 20)) + f" {done:4.0%}"
             remaining = tracker.eta()
             eta = format_duration(remaining) if remaining is not None else "?"
-        self.rows[node.name] = (text.split(":")[0], bar, eta)
+        state, _, detail = text.partition(":")
+        detail = detail.strip()
+        if len(detail) > DETAIL_WIDTH:
+            detail = detail[: DETAIL_WIDTH - 1] + "…"
+        self.rows[node.name] = (state, detail, bar, eta)
         self._live.update(self._table(), refresh=True)
 
     def _table(self) -> Table:
         table = Table(title="rollguard roll")
-        for column in ("node", "state", "recovery", "ETA"):
+        for column in ("node", "state", "waiting on", "recovery", "ETA"):
             table.add_column(column)
-        for name, (state, bar, eta) in self.rows.items():
-            table.add_row(name, state, bar, eta)
+        for name, (state, detail, bar, eta) in self.rows.items():
+            table.add_row(name, state, detail, bar, eta)
         return table
 
 

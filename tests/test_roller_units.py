@@ -146,3 +146,16 @@ def test_an_unreachable_cluster_is_admin_unavailable() -> None:
     with pytest.raises(AdminUnavailable, match=r"127\.0\.0\.1:1"):
         observer._observe()
     observer.close()
+
+
+def test_the_live_table_says_what_each_node_waits_on() -> None:
+    from roller.display import DETAIL_WIDTH, LiveTable
+    from roller.model import Node, Role
+
+    nodes = [Node(i, f"kafka-{i}", frozenset({Role.BROKER})) for i in range(2)]
+    table = LiveTable(nodes)
+    reason = "orders-0 has ISR [0, 1] = min.insync.replicas 2 with this node; waiting on node 2"
+    table.update(nodes[0], f"waiting until safe: {reason}", None)
+    table.update(nodes[1], "catching up: 12 partitions not yet in sync", None)
+    assert table.rows["kafka-0"][:2] == ("waiting until safe", reason[: DETAIL_WIDTH - 1] + "…")
+    assert table.rows["kafka-1"][:2] == ("catching up", "12 partitions not yet in sync")
