@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from agent.config import FLAGS
-from agent.readings import FailureReason
+from rollguard.agent.config import FLAGS
+from rollguard.agent.readings import FailureReason
 
 from helpers import ROOT
 
@@ -30,7 +30,7 @@ def test_the_readme_shows_exactly_the_two_commands() -> None:
 
 
 def test_every_collect_flag_is_in_the_operations_guide_with_its_default() -> None:
-    from roller.cli import AGENT_FLAGS, COLLECT_FLAGS, PLATFORM_FLAGS
+    from rollguard.roller.cli import AGENT_FLAGS, COLLECT_FLAGS, PLATFORM_FLAGS
 
     shared = {f.name for f in (*AGENT_FLAGS, *PLATFORM_FLAGS)} | {"output"}
     for flag in COLLECT_FLAGS:
@@ -45,7 +45,7 @@ def test_every_collect_flag_is_in_the_operations_guide_with_its_default() -> Non
 
 
 def test_every_connect_flag_is_in_the_operations_guide() -> None:
-    from roller.connect_cli import AUTO_RESTART_FLAGS, CONNECT_FLAGS, OFFSETS_FLAGS
+    from rollguard.roller.connect_cli import AUTO_RESTART_FLAGS, CONNECT_FLAGS, OFFSETS_FLAGS
 
     for flag in (*CONNECT_FLAGS, *AUTO_RESTART_FLAGS, *OFFSETS_FLAGS):
         if flag.name.startswith("retry-"):
@@ -67,7 +67,7 @@ def rows(text: str, name: str) -> list[str]:
 
 
 def test_every_roll_flag_is_in_the_operations_guide_with_its_default() -> None:
-    from roller.cli import ROLL_FLAGS
+    from rollguard.roller.cli import ROLL_FLAGS
 
     for flag in ROLL_FLAGS:
         if flag.name.startswith("retry-"):

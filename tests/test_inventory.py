@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from roller.inventory import Inventory, InventoryNode, load_inventory, read_inventory
-from roller.model import Node, Role
-from shared.errors import ConfigError
+from rollguard.roller.inventory import Inventory, InventoryNode, load_inventory, read_inventory
+from rollguard.roller.model import Node, Role
+from rollguard.shared.errors import ConfigError
 
 GOOD = """\
 cluster: prod-eu

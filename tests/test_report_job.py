@@ -23,7 +23,7 @@ import pytest
 pyspark = pytest.importorskip("pyspark", reason="pyspark is part of the dev extras")
 from PIL import Image  # noqa: E402
 
-from roller.collect import Dataset, State  # noqa: E402
+from rollguard.roller.collect import Dataset, State  # noqa: E402
 
 from helpers import BIN, free_port, wait_until  # noqa: E402
 
@@ -219,7 +219,7 @@ def test_spark_submit_of_the_job_file_on_a_standalone_cluster(
             "1g",
             "--executor-memory",
             "1g",
-            str(ROOT / "spark" / "job.py"),
+            str(ROOT / "spark" / "src" / "rollguard" / "spark" / "job.py"),
             "--dataset",
             str(dataset),
             "--out",

@@ -8,10 +8,22 @@ from pathlib import Path
 import pytest
 from kafka_peer import KafkaClusterSim, TopicSpec
 
-from roller.journal import EventLog, FileJournalStore, NodeRecord, NodeStatus, RollRecord, RollState
-from roller.kafka_admin import AdminUnavailable, KafkaObserver, cluster_view, read_client_properties
-from roller.kubernetes import parse_selector
-from shared.errors import ConfigError
+from rollguard.roller.journal import (
+    EventLog,
+    FileJournalStore,
+    NodeRecord,
+    NodeStatus,
+    RollRecord,
+    RollState,
+)
+from rollguard.roller.kafka_admin import (
+    AdminUnavailable,
+    KafkaObserver,
+    cluster_view,
+    read_client_properties,
+)
+from rollguard.roller.kubernetes import parse_selector
+from rollguard.shared.errors import ConfigError
 
 from helpers import wait_until
 
