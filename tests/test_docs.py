@@ -1,6 +1,11 @@
-"""The README must stay true to the code: every agent flag and failure reason is documented."""
+"""The docs must stay true to the code: every agent flag and failure reason is documented, and
+every source path and module the docs name exists."""
 
 from __future__ import annotations
+
+import importlib
+import importlib.util
+import re
 
 from rollguard.agent.config import FLAGS
 from rollguard.agent.readings import FailureReason
@@ -87,3 +92,40 @@ def test_the_duration_syntax_is_documented_where_the_flags_are() -> None:
         for example in ("`1500ms`", "`90s`", "`5m`", "`6h`", "`1d`", "`1h30m`"):
             assert example in text, example
         assert "a bare number is seconds" in text
+
+
+DOCS = {
+    "README.md": README,
+    "docs/operations.md": OPERATIONS,
+    **{f"docs/{p.name}": p.read_text() for p in (ROOT / "docs").glob("*.md")},
+}
+
+
+def test_every_source_path_in_the_docs_exists() -> None:
+    for name, text in DOCS.items():
+        for path in re.findall(
+            r"\b(?<![/\w.-])((?:agent|roller|shared|certs|spark)/[\w/.-]+)", text
+        ):
+            if path.endswith((".py", ".java", ".properties")):  # the moved sources
+                assert (ROOT / path).is_file(), f"{name} names {path}, which does not exist"
+
+
+def is_module(dotted: str) -> bool:
+    try:
+        return importlib.util.find_spec(dotted) is not None
+    except ModuleNotFoundError:  # a parent is a module, not a package
+        return False
+
+
+def test_every_module_in_the_docs_imports() -> None:
+    for name, text in DOCS.items():
+        for dotted in set(
+            re.findall(r"`(rollguard\.(?:agent|roller|shared|certs|spark)[\w.]*)`", text)
+        ):
+            parts = dotted.split(".")
+            while not is_module(".".join(parts)):
+                parts.pop()
+            thing: object = importlib.import_module(".".join(parts))
+            for attribute in dotted.split(".")[len(parts) :]:
+                assert hasattr(thing, attribute), f"{name} names {dotted}, which does not exist"
+                thing = getattr(thing, attribute)
