@@ -18,8 +18,8 @@ data ends. Rolls log a restart before a node's recovery and wait-recovery/defer/
 during it. Rare journal resets (at an agent start) and seq gaps, 0.1 % duplicate records, rows
 shuffled within files.
 
-Per size, alternating, --runs times: `spark.job.run` (tables, summary, report) in one local
-session started once, the episodes table alone in Spark, and `report_duckdb.compute`. Every
+Per size, alternating, --runs times: `rollguard.spark.job.run` (tables, summary, report) in one
+local session started once, the episodes table alone in Spark, and `report_duckdb.compute`. Every
 table is compared (rows matched on keys, floats to a relative 1e-9); a difference fails the
 benchmark (exit 1). Prints the medians and writes /tmp/benchreport/results-<time>.json.
 """

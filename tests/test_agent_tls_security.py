@@ -182,7 +182,8 @@ def test_refusals_are_counted_by_reason_and_logged_at_most_once_per_interval(
         what="15 more refusals counted",
     )
     lines = re.findall(
-        r"WARNING agent.refusals: refused a TLS handshake from 127\.0\.0\.1:\d+: no-certificate "
+        r"WARNING rollguard\.agent\.refusals: refused a TLS handshake from 127\.0\.0\.1:\d+: "
+        r"no-certificate "
         r"\(the client sent no certificate\)",
         agent.output.text(),
     )

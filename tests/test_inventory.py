@@ -1,5 +1,5 @@
-"""The inventory schema (`roller.inventory`): what a good file gives, and for every kind of
-mistake the one line that names the file, the line, the key and what was expected."""
+"""The inventory schema (`rollguard.roller.inventory`): what a good file gives, and for every kind
+of mistake the one line that names the file, the line, the key and what was expected."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
-"""One roll per cluster (`roller.lease`): a lease file raced for by real processes, expiry and
-takeover with an injected clock, release, renewal; the Kubernetes Lease through real lightkube
+"""One roll per cluster (`rollguard.roller.lease`): a lease file raced for by real processes, expiry
+and takeover with an injected clock, release, renewal; the Kubernetes Lease through real lightkube
 against the Kubernetes API peer, with its resourceVersion conflicts."""
 
 from __future__ import annotations

@@ -1,9 +1,10 @@
 """The agent's settings: one frozen object, built once from flags and the environment.
 
 Every flag `--some-flag` can also be given as `ROLLGUARD_AGENT_SOME_FLAG`; a flag on the command
-line wins over the environment, which wins over the default. Each value is checked here, and a
-bad one is a ConfigError that names the flag or variable it came from. Numbers are ASCII digits
-(`shared.settings`) and every number has a range: a value outside it is refused, not clamped.
+line wins over the environment, which wins over the default. Each value is checked here, and a bad
+one is a ConfigError that names the flag or variable it came from. Numbers are ASCII digits
+(`rollguard.shared.settings`) and every number has a range: a value outside it is refused, not
+clamped.
 """
 
 from __future__ import annotations

@@ -6,8 +6,8 @@ heartbeat every `--heartbeat-interval` seconds while nothing changes. Writes (ea
 on one worker thread, in order, so the event loop never waits for the disk.
 
 A write that fails (a full disk) is counted (`rollguard_timeline_write_errors_total`) and the
-journal serves the records it lost as a gap (`shared.timeline`); `/v1/broker-state` does not
-depend on the disk and keeps serving. The log gets one line when writes start failing and one
+journal serves the records it lost as a gap (`rollguard.shared.timeline`); `/v1/broker-state` does
+not depend on the disk and keeps serving. The log gets one line when writes start failing and one
 when they work again, not one per record. While they fail, every round tries again, so writing
 resumes within a round of space coming back.
 """

@@ -1,13 +1,13 @@
 """Serving TLS from files that may be replaced while the agent runs (rotated Kubernetes secrets).
 
-A watcher polls the files (certificate, key, CA bundle and, with `--tls-crl`, the CRLs) and
-builds a new `ssl.SSLContext` when their contents change; every handshake starts on the newest
-one (`TlsGate` asks for `current`). A context keeps its own TLS 1.2 session cache, and issues no
-tickets (`shared.tls`), so no session made before a rotation is resumed after it: a client whose
-CA was removed, or whose certificate the new CRL revokes, must do a full handshake and is
-refused. A new context that fails to build (a half written secret, a key that does not match
-yet) is logged and counted, and the previous one keeps serving: connections are never refused
-because of a rotation in progress.
+A watcher polls the files (certificate, key, CA bundle and, with `--tls-crl`, the CRLs) and builds a
+new `ssl.SSLContext` when their contents change; every handshake starts on the newest one (`TlsGate`
+asks for `current`). A context keeps its own TLS 1.2 session cache, and issues no tickets
+(`rollguard.shared.tls`), so no session made before a rotation is resumed after it: a client whose
+CA was removed, or whose certificate the new CRL revokes, must do a full handshake and is refused. A
+new context that fails to build (a half written secret, a key that does not match yet) is logged and
+counted, and the previous one keeps serving: connections are never refused because of a rotation in
+progress.
 """
 
 from __future__ import annotations

@@ -5,7 +5,8 @@
     rollguard state URL...: ask agents for their broker's state once, like curl
     rollguard collect (--inventory FILE | --namespace NS --selector SEL) --out DIR: pull the
         agents' recovery timelines (and roller event journals) into a dataset for the report
-    rollguard connect ... / rollguard mm2 ...: Kafka Connect operations (roller/connect_cli.py)
+    rollguard connect ... / rollguard mm2 ...: Kafka Connect operations
+    (rollguard.roller.connect_cli)
 
 Every flag can also be set as `ROLLGUARD_<FLAG>`. Exit codes: `roll` 0 rolled, 1 the roll
 failed (the reason names the node and the cause), 2 bad flags, variables or files,

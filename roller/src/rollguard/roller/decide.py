@@ -1,7 +1,7 @@
 """What to do with one node, as a pure function of what was observed (table-tested).
 
-The roll loop (`roller.roll`) does the I/O around it: it observes, asks `decide`, carries the
-action out, and asks again at every poll with what it learnt (the platform, the agent's answer,
+The roll loop (`rollguard.roller.roll`) does the I/O around it: it observes, asks `decide`, carries
+the action out, and asks again at every poll with what it learnt (the platform, the agent's answer,
 how long it has waited). Nothing here imports a network library.
 
 The rules for a node that is not ready, in order:

@@ -1,8 +1,8 @@
 """Where nodes come from and how they are restarted: one interface, two implementations.
 
 `InventoryPlatform` (VMs, bare metal) reads a YAML file and restarts with a command;
-`roller.kubernetes.KubernetesPlatform` lists pods and deletes them. The roll loop only sees
-`Platform`, so the decisions do not know which one they are working with.
+`rollguard.roller.kubernetes.KubernetesPlatform` lists pods and deletes them. The roll loop only
+sees `Platform`, so the decisions do not know which one they are working with.
 """
 
 from __future__ import annotations
@@ -46,9 +46,9 @@ class Platform(Protocol):
 
 
 class InventoryPlatform:
-    """Nodes from an inventory file (`roller.inventory`); readiness and identity from the agent;
-    restart by running the node's command, and proof that its broker process is gone from its
-    `health` command (`roller.commands`: own process group, output to a log file)."""
+    """Nodes from an inventory file (`rollguard.roller.inventory`); readiness and identity from the
+    agent; restart by running the node's command, and proof that its broker process is gone from its
+    `health` command (`rollguard.roller.commands`: own process group, output to a log file)."""
 
     def __init__(
         self,

@@ -10,11 +10,11 @@
     after a restart: the new process (by identity) ready, its log recovery, the quorum caught up
     (controllers), every ISR rejoined (brokers); only then the next node.
 
-Three kinds of waiting are kept apart: transient errors (retried with the shared retry policy
-by each client), waiting until a restart is safe (`roller.waits`, by progress), and waiting for
-a broker's log recovery (`roller.progress`, by rate and stall). The one rule above all others:
-a broker its agent reports in RECOVERY is never restarted, and a broker whose agent cannot be
-read is unknown, never "not recovering".
+Three kinds of waiting are kept apart: transient errors (retried with the shared retry policy by
+each client), waiting until a restart is safe (`rollguard.roller.waits`, by progress), and waiting
+for a broker's log recovery (`rollguard.roller.progress`, by rate and stall). The one rule above all
+others: a broker its agent reports in RECOVERY is never restarted, and a broker whose agent cannot
+be read is unknown, never "not recovering".
 """
 
 from __future__ import annotations
@@ -73,7 +73,7 @@ class RollFailed(RollguardError):
 
 
 class Lease(Protocol):
-    """One roll per cluster (`roller.lease`): taken before the first action, renewed while
+    """One roll per cluster (`rollguard.roller.lease`): taken before the first action, renewed while
     rolling, released at the end."""
 
     async def acquire(self) -> None: ...
