@@ -24,7 +24,9 @@ from pathlib import Path
 from typing import Any
 
 if __package__ in (None, ""):  # run as a file by spark-submit: make the namespace importable
-    sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+    # spark/src, and in a checkout shared/src beside it (where rollguard-shared is not installed).
+    _SRC = Path(__file__).resolve().parents[2]
+    sys.path[:0] = [str(p) for p in (_SRC, _SRC.parent.parent / "shared" / "src") if p.is_dir()]
 
 from rollguard.shared.cli import ExitCode, Parser, argument_type
 from rollguard.shared.settings import integer
