@@ -33,7 +33,7 @@ bench: $(INSTALLED) $(BROKER)
 # `make image`: both images, with podman if present, else docker. BASE=... builds on another
 # Debian 12 base (e.g. `make image BASE=localhost/rollguard-base:bookworm` after test-image).
 ENGINE ?= $(shell command -v podman >/dev/null 2>&1 && echo podman || echo docker)
-VERSION ?= $(or $(shell sed -n 's/^version = "\(.*\)"/\1/p' pyproject.toml),0.1.0)
+VERSION ?= $(or $(shell sed -n 's/^version = "\(.*\)"/\1/p' shared/pyproject.toml),0.1.0)
 BASE ?=
 
 image:
@@ -57,11 +57,21 @@ format: $(INSTALLED)
 venv: $(INSTALLED)
 broker: $(BROKER)
 
-$(INSTALLED): pyproject.toml
+# The five components, editable (each X/src on sys.path through a .pth: a new module is visible
+# without reinstalling), and the development tools, at the versions in constraints.txt so that
+# every run installs the same ones. To move to newer versions: delete constraints.txt's pins you
+# want to move (or all of them), `make clean venv` with an empty constraints.txt, then
+#   .venv/bin/python -m pip freeze --all --exclude-editable | grep -v '^rollguard-' > constraints.txt
+# and run `make test` before committing it.
+COMPONENTS := shared agent roller certs spark
+PYPROJECTS := $(foreach c,$(COMPONENTS),$(c)/pyproject.toml)
+
+$(INSTALLED): $(PYPROJECTS) requirements-dev.txt constraints.txt
 	@$(PYTHON) -c 'import sys; sys.exit(sys.version_info < (3, 11) and "rollguard needs Python 3.11 or newer")'
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
-	$(BIN)/python -m pip install --quiet --upgrade pip
-	$(BIN)/python -m pip install --quiet -e '.[dev]'
+	$(BIN)/python -m pip install --quiet --upgrade -c constraints.txt pip
+	$(BIN)/python -m pip install --quiet -c constraints.txt -r requirements-dev.txt \
+		-e shared -e agent -e 'roller[collect]' -e certs -e spark
 	touch $@
 
 $(BROKER): tests/broker/TestBroker.java

@@ -38,15 +38,13 @@ from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
-# This file is named like the `agent` package it measures: take its own folder off the path.
-sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != ROOT / "bench"]
 sys.path.insert(0, str(ROOT / "tests"))
 
 from conftest import make_pki  # noqa: E402
 
-from agent.jmx import JmxQueryBackend  # noqa: E402
-from agent.jmx_persistent import PersistentJmxBackend, prepare  # noqa: E402
-from agent.readings import QUERIES  # noqa: E402
+from rollguard.agent.jmx import JmxQueryBackend  # noqa: E402
+from rollguard.agent.jmx_persistent import PersistentJmxBackend, prepare  # noqa: E402
+from rollguard.agent.readings import QUERIES  # noqa: E402
 
 from helpers import Agent, Broker, wait_until  # noqa: E402
 

@@ -278,9 +278,6 @@ http {{
 
 def _self_test() -> int:
     root = Path(__file__).resolve().parent.parent
-    # Running this file puts bench/ first on the path, where bench/agent.py hides the agent package.
-    sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != root / "bench"]
-    sys.path.insert(0, str(root))
     sys.path.insert(0, str(root / "tests"))
     from conftest import make_pki
 

@@ -18,8 +18,8 @@ data ends. Rolls log a restart before a node's recovery and wait-recovery/defer/
 during it. Rare journal resets (at an agent start) and seq gaps, 0.1 % duplicate records, rows
 shuffled within files.
 
-Per size, alternating, --runs times: `spark.job.run` (tables, summary, report) in one local
-session started once, the episodes table alone in Spark, and `report_duckdb.compute`. Every
+Per size, alternating, --runs times: `rollguard.spark.job.run` (tables, summary, report) in one
+local session started once, the episodes table alone in Spark, and `report_duckdb.compute`. Every
 table is compared (rows matched on keys, floats to a relative 1e-9); a difference fails the
 benchmark (exit 1). Prints the medians and writes /tmp/benchreport/results-<time>.json.
 """
@@ -42,13 +42,9 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
+from report_duckdb import compute
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
-
-from report_duckdb import compute  # noqa: E402
-
-from roller.collect import EVENTS_SCHEMA, TIMELINE_SCHEMA  # noqa: E402
+from rollguard.roller.collect import EVENTS_SCHEMA, TIMELINE_SCHEMA
 
 WORK = Path("/tmp/benchreport")
 GENERATOR_VERSION = 2
@@ -482,8 +478,8 @@ def benchmark(
     spark: Any, sizes: Sequence[int], runs: int, seed: int, days: int
 ) -> list[dict[str, Any]]:
     """Per size: generation (or the cached dataset), then the timed runs, alternating."""
-    from spark import episodes as ep
-    from spark import job
+    from rollguard.spark import episodes as ep
+    from rollguard.spark import job
 
     results = []
     for size in sizes:
@@ -773,7 +769,7 @@ def expectation_differences(tables: Tables) -> list[str]:
 
 def self_check(spark: Any) -> None:
     """Spark and DuckDB on the edge cases: equal, and as CHECK_EPISODES/CHECK_CLUSTERS say."""
-    from spark import job
+    from rollguard.spark import job
 
     folder, out = WORK / "check", WORK / "check-spark"
     write_check_dataset(folder)
@@ -806,7 +802,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     runs = 1 if args.quick else args.runs
     WORK.mkdir(parents=True, exist_ok=True)
 
-    from spark import job
+    from rollguard.spark import job
 
     startup, spark = _timed(lambda: job.session(None, "4g", 0))
     try:

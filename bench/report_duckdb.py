@@ -1,14 +1,15 @@
-"""The recovery report's tables computed with DuckDB SQL: the reference for spark/episodes.py.
+"""The recovery report's tables computed with DuckDB SQL: the reference for
+rollguard.spark.episodes.
 
     from report_duckdb import compute
     tables = compute(Path("/tmp/benchreport/1000000-1"))  # {"episodes": [{...}, ...], ...}
 
-The same definitions as spark/episodes.py (its module docstring), written independently: after
-the one pass over each node's records ordered by (journal, seq) that numbers the episodes, the
-within-episode steps run over windows partitioned by episode, and the per-episode values are
-taken with arg_min/arg_max instead of structs. Returned tables: episodes (the eta structs
-flattened into `eta25.sampleTs`, `eta25.predicted`, ...), nodes, clusters, eta, eta_summary;
-each a list of row dicts in key order. Used by bench/report.py, which compares it with Spark.
+The same definitions as rollguard.spark.episodes (its module docstring), written independently:
+after the one pass over each node's records ordered by (journal, seq) that numbers the episodes, the
+within-episode steps run over windows partitioned by episode, and the per-episode values are taken
+with arg_min/arg_max instead of structs. Returned tables: episodes (the eta structs flattened into
+`eta25.sampleTs`, `eta25.predicted`, ...), nodes, clusters, eta, eta_summary; each a list of row
+dicts in key order. Used by bench/report.py, which compares it with Spark.
 """
 
 from __future__ import annotations

@@ -41,7 +41,7 @@ sys.path.insert(0, str(ROOT / "tests"))
 
 from roll_sim import SimCluster, VirtualClock, default_settings, random_cluster, run_roll  # noqa: E402
 
-from roller.roll import RollSettings  # noqa: E402
+from rollguard.roller.roll import RollSettings  # noqa: E402
 
 TIMEOUT = 300.0
 POLL = 10.0

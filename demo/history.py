@@ -14,7 +14,7 @@ import random
 import uuid
 from pathlib import Path
 
-from shared.timeline import PREFIX, SUFFIX, TimelineRecord
+from rollguard.shared.timeline import PREFIX, SUFFIX, TimelineRecord
 
 HEARTBEAT_MS = 300_000
 

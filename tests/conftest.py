@@ -10,7 +10,7 @@ import pytest
 import trustme
 from kafka.net.inet import KafkaNetSocket
 
-from certs.pki import issue, make_ca, write_pair
+from rollguard.certs.pki import issue, make_ca, write_pair
 
 from helpers import Pki, build_broker
 

@@ -324,7 +324,7 @@ class ConnectSim:
         self.stop()
 
     def _server_context(self, pki: Pki) -> ssl.SSLContext:
-        from shared.tls import server_context
+        from rollguard.shared.tls import server_context
 
         context = server_context(pki.server_cert, pki.server_key, pki.ca)
         if not self.require_client_cert:
@@ -335,7 +335,7 @@ class ConnectSim:
     def client_context(self, *, with_cert: bool = True) -> ssl.SSLContext:
         """A client context for httpx's `verify=`: trusts the PKI's CA and presents the roller's
         certificate (unless `with_cert=False`)."""
-        from shared.tls import client_context
+        from rollguard.shared.tls import client_context
 
         if self.tls is None:
             raise RuntimeError("this ConnectSim serves plain HTTP")

@@ -303,7 +303,7 @@ class HttpsPeer:
 
         import uvicorn
 
-        from shared.tls import server_context
+        from rollguard.shared.tls import server_context
 
         tls = server_context(pki.server_cert, pki.server_key, pki.ca)
         self.sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM, socket.IPPROTO_TCP)

@@ -20,9 +20,9 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from roller.agent_client import AgentClient, AgentReport
-from shared.retry import RetryPolicy
-from shared.tls import client_context
+from rollguard.roller.agent_client import AgentClient, AgentReport
+from rollguard.shared.retry import RetryPolicy
+from rollguard.shared.tls import client_context
 
 from helpers import LineReader, Pki
 
@@ -133,7 +133,7 @@ def serve() -> None:
 
     import uvicorn
 
-    from shared.tls import server_context
+    from rollguard.shared.tls import server_context
 
     parser = argparse.ArgumentParser()
     for name in ("--cert", "--key", "--ca"):

@@ -38,14 +38,22 @@ from pathlib import Path
 
 import httpx
 
-from roller.agent_client import AgentClient
-from roller.journal import EventLog, FileJournalStore
-from roller.model import ClusterView, Node, PartitionInfo, PlatformView, QuorumInfo, Role, VoterInfo
-from roller.platform import InventoryNode, InventoryPlatform
-from roller.roll import Roller, RollFailed, RollSettings
-from shared.retry import RetryPolicy
-from shared.states import BrokerState
-from shared.wire import format_time
+from rollguard.roller.agent_client import AgentClient
+from rollguard.roller.journal import EventLog, FileJournalStore
+from rollguard.roller.model import (
+    ClusterView,
+    Node,
+    PartitionInfo,
+    PlatformView,
+    QuorumInfo,
+    Role,
+    VoterInfo,
+)
+from rollguard.roller.platform import InventoryNode, InventoryPlatform
+from rollguard.roller.roll import Roller, RollFailed, RollSettings
+from rollguard.shared.retry import RetryPolicy
+from rollguard.shared.states import BrokerState
+from rollguard.shared.wire import format_time
 
 # Virtual second 0 on the wall clock, for the times the agents and the quorum report.
 EPOCH = datetime(2026, 1, 1, tzinfo=UTC)

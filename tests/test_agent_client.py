@@ -8,10 +8,10 @@ import subprocess
 
 import pytest
 
-from roller.agent_client import AgentClient, AgentReport, AgentUnavailable
-from shared.retry import RetryPolicy, RetryStats
-from shared.states import BrokerState
-from shared.tls import client_context
+from rollguard.roller.agent_client import AgentClient, AgentReport, AgentUnavailable
+from rollguard.shared.retry import RetryPolicy, RetryStats
+from rollguard.shared.states import BrokerState
+from rollguard.shared.tls import client_context
 
 from helpers import BIN, Agent, Broker, HttpsPeer, Pki, free_port, wait_until
 

@@ -14,9 +14,9 @@ from pathlib import Path
 import pytest
 from cryptography.hazmat.primitives import serialization
 
-from certs.pki import Issued, issue, write_pair
-from shared.tls import read_certificates
-from shared.wire import parse_time
+from rollguard.certs.pki import Issued, issue, write_pair
+from rollguard.shared.tls import read_certificates
+from rollguard.shared.wire import parse_time
 
 from helpers import Agent, Broker, Pki, SilentJmxPort, curl, free_port, wait_until
 
@@ -389,9 +389,9 @@ def test_keep_alive_for_curl_and_the_rollers_http_client(running_agent: Agent, p
     import asyncio
     import subprocess
 
-    from roller.agent_client import AgentClient
-    from shared.retry import RetryPolicy
-    from shared.tls import client_context
+    from rollguard.roller.agent_client import AgentClient
+    from rollguard.shared.retry import RetryPolicy
+    from rollguard.shared.tls import client_context
 
     url = running_agent.api + "/v1/broker-state"
     # curl with two URLs reuses its connection when the server keeps it open

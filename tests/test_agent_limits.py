@@ -26,8 +26,8 @@ from pathlib import Path
 
 import pytest
 
-from agent.connections import ConnectionLimiter, Stage
-from agent.memory import MemoryTrimmer
+from rollguard.agent.connections import ConnectionLimiter, Stage
+from rollguard.agent.memory import MemoryTrimmer
 
 from helpers import BIN, Agent, Broker, Pki, wait_until
 

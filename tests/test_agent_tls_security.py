@@ -21,9 +21,9 @@ from cryptography import x509
 from cryptography.hazmat.primitives import hashes, serialization
 from test_agent_cli import start
 
-from agent.refusals import Refusals
-from agent.tls_gate import REASONS, classify
-from certs.pki import Issued, issue, load_ca, write_pair
+from rollguard.agent.refusals import Refusals
+from rollguard.agent.tls_gate import REASONS, classify
+from rollguard.certs.pki import Issued, issue, load_ca, write_pair
 
 from helpers import Agent, Broker, Pki, wait_until
 
@@ -182,7 +182,8 @@ def test_refusals_are_counted_by_reason_and_logged_at_most_once_per_interval(
         what="15 more refusals counted",
     )
     lines = re.findall(
-        r"WARNING agent.refusals: refused a TLS handshake from 127\.0\.0\.1:\d+: no-certificate "
+        r"WARNING rollguard\.agent\.refusals: refused a TLS handshake from 127\.0\.0\.1:\d+: "
+        r"no-certificate "
         r"\(the client sent no certificate\)",
         agent.output.text(),
     )
@@ -193,7 +194,7 @@ def test_the_refusal_log_says_how_many_lines_it_left_out(caplog: pytest.LogCaptu
     counted: list[str] = []
     now = [100.0]
     refusals = Refusals(counted.append, loud={"unknown-ca"}, interval=10, clock=lambda: now[0])
-    with caplog.at_level(logging.INFO, logger="agent.refusals"):
+    with caplog.at_level(logging.INFO, logger="rollguard.agent.refusals"):
         for _ in range(4):
             refusals.record("unknown-ca", "10.0.0.1:4000", "certificate verify failed")
             now[0] += 1

@@ -10,18 +10,18 @@ import httpx
 import pytest
 from test_sampler import SETTINGS, Clock, Scripted, broker
 
-from agent.api import create_api_app, create_probe_app
-from agent.metrics import AgentMetrics
-from agent.readings import (
+from rollguard.agent.api import create_api_app, create_probe_app
+from rollguard.agent.metrics import AgentMetrics
+from rollguard.agent.readings import (
     REMAINING_LOGS,
     REMAINING_SEGMENTS,
     FailureReason,
     MBeanValue,
     SampleError,
 )
-from agent.sampler import Sampler
-from shared.retry import RetryPolicy
-from shared.timeline import TimelineJournal
+from rollguard.agent.sampler import Sampler
+from rollguard.shared.retry import RetryPolicy
+from rollguard.shared.timeline import TimelineJournal
 
 
 def recovering() -> list[MBeanValue]:
@@ -148,7 +148,7 @@ def test_error_bodies_are_json_objects() -> None:
     ids=["running", "recovery", "unavailable"],
 )
 def test_the_fast_path_answers_exactly_as_the_starlette_route(results: list) -> None:  # type: ignore[type-arg]
-    from agent.api import BrokerStateFastPath
+    from rollguard.agent.api import BrokerStateFastPath
 
     sampler = sampled(*results)
     app = create_api_app(sampler)

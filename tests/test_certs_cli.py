@@ -11,7 +11,7 @@ import pytest
 from cryptography import x509
 from cryptography.hazmat.primitives.asymmetric import ec, rsa
 
-from certs.cli import main
+from rollguard.certs.cli import main
 
 from helpers import BIN
 

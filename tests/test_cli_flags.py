@@ -16,14 +16,14 @@ from typing import Any
 
 import pytest
 
-from agent import cli as agent_cli
-from agent import config as agent_config
-from certs import cli as certs_cli
-from roller import cli as roller_cli
-from roller import connect_cli
-from roller.roll import OnAgentUnreachable
-from shared.cli import ExitCode, Parser
-from shared.settings import Flag, format_duration, resolve
+from rollguard.agent import cli as agent_cli
+from rollguard.agent import config as agent_config
+from rollguard.certs import cli as certs_cli
+from rollguard.roller import cli as roller_cli
+from rollguard.roller import connect_cli
+from rollguard.roller.roll import OnAgentUnreachable
+from rollguard.shared.cli import ExitCode, Parser
+from rollguard.shared.settings import Flag, format_duration, resolve
 
 from helpers import BIN, Pki
 
@@ -340,7 +340,7 @@ def test_a_state_dir_that_is_not_writable_is_exit_2_before_anything_starts(
 def test_version(tmp_path: Path, argv: list[str]) -> None:
     done = run([*argv, "--version"], tmp_path)
     assert done.returncode == ExitCode.OK, done.stderr
-    assert done.stdout == f"{' '.join(argv)} {importlib.metadata.version('rollguard')}\n"
+    assert done.stdout == f"{' '.join(argv)} {importlib.metadata.version('rollguard-shared')}\n"
 
 
 @pytest.mark.parametrize(

@@ -14,9 +14,9 @@ import pyarrow.parquet as pq
 import pytest
 import yaml
 
-from roller.collect import Dataset
-from roller.journal import EventLog
-from shared.timeline import PREFIX, SUFFIX, TimelineRecord
+from rollguard.roller.collect import Dataset
+from rollguard.roller.journal import EventLog
+from rollguard.shared.timeline import PREFIX, SUFFIX, TimelineRecord
 
 from helpers import BIN, Agent, Broker, Pki, SilentJmxPort, free_port, wait_until
 
@@ -184,11 +184,11 @@ def test_runs_resume_from_cursors_and_survive_crashes_at_each_commit_step(
 ) -> None:
     import asyncio
 
-    from roller import collect as collect_module
-    from roller.agent_client import AgentClient
-    from roller.model import Node, Role
-    from shared.retry import RetryPolicy
-    from shared.tls import client_context
+    from rollguard.roller import collect as collect_module
+    from rollguard.roller.agent_client import AgentClient
+    from rollguard.roller.model import Node, Role
+    from rollguard.shared.retry import RetryPolicy
+    from rollguard.shared.tls import client_context
 
     seed_journal(tmp_path / "a", "kafka-0", 2500)
     with Agent(
@@ -371,7 +371,7 @@ def test_bad_flags_exit_2_with_a_message(
 def test_records_an_agent_could_not_write_are_reported_as_a_gap(
     pki: Pki, tmp_path: Path, broker: Broker
 ) -> None:
-    from shared.timeline import Gap
+    from rollguard.shared.timeline import Gap
 
     data = tmp_path / "a"
     seed_journal(data, "kafka-0", 20)

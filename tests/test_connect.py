@@ -17,7 +17,7 @@ import yaml
 from connect_peer import ConnectSim, State
 from kube_peer import KubeSim
 
-from roller.autorestart import (
+from rollguard.roller.autorestart import (
     Action,
     AutoRestarter,
     ConnectorSettings,
@@ -29,10 +29,10 @@ from roller.autorestart import (
     decide,
     load_overrides,
 )
-from roller.connect import ConnectClient
-from roller.offsets import connector_of_key, mm2_key
-from shared.errors import ConfigError
-from shared.retry import RetryPolicy
+from rollguard.roller.connect import ConnectClient
+from rollguard.roller.offsets import connector_of_key, mm2_key
+from rollguard.shared.errors import ConfigError
+from rollguard.shared.retry import RetryPolicy
 
 from helpers import BIN, Pki, free_port, wait_until
 
@@ -512,7 +512,7 @@ def test_the_watcher_runs_until_sigterm_and_serves_its_restart_counter(
 
 
 def test_a_password_in_the_connect_url_never_reaches_a_message() -> None:
-    from roller.connect import ConnectError, redact
+    from rollguard.roller.connect import ConnectError, redact
 
     assert redact("https://admin:s3cret@connect:8083/") == "https://admin:***@connect:8083/"
     assert redact("http://connect:8083") == "http://connect:8083"

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from roller.decide import (
+from rollguard.roller.decide import (
     AwaitReady,
     AwaitRecovery,
     AwaitUnknown,
@@ -14,7 +14,7 @@ from roller.decide import (
     agent_unknown,
     decide,
 )
-from roller.model import (
+from rollguard.roller.model import (
     AgentReport,
     AgentUnavailable,
     ClusterView,
@@ -23,8 +23,8 @@ from roller.model import (
     PlatformView,
     Role,
 )
-from shared.states import BrokerState
-from shared.wire import BrokerStateReport, RecoveryProgress
+from rollguard.shared.states import BrokerState
+from rollguard.shared.wire import BrokerStateReport, RecoveryProgress
 
 NODE = Node(1, "kafka-1", frozenset({Role.BROKER}), "https://kafka-1:8443")
 CONTROLLER = Node(9, "ctrl-9", frozenset({Role.CONTROLLER}), "https://ctrl-9:8443")

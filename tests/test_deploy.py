@@ -17,12 +17,12 @@ import yaml
 from kube_peer import KubeSim
 from lightkube.core.resource_registry import resource_registry
 
-from agent import config as agent_config
-from agent.cli import _Parser as AgentParser
-from roller import cli as roller_cli
-from roller import connect_cli
-from roller.lease import KubernetesLease
-from shared.settings import resolve
+from rollguard.agent import config as agent_config
+from rollguard.agent.cli import _Parser as AgentParser
+from rollguard.roller import cli as roller_cli
+from rollguard.roller import connect_cli
+from rollguard.roller.lease import KubernetesLease
+from rollguard.shared.settings import resolve
 
 DEPLOY = Path(__file__).resolve().parent.parent / "deploy" / "kubernetes"
 KUSTOMIZATION = "kustomize.config.k8s.io/v1beta1"

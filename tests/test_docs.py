@@ -1,9 +1,14 @@
-"""The README must stay true to the code: every agent flag and failure reason is documented."""
+"""The docs must stay true to the code: every agent flag and failure reason is documented, and
+every source path and module the docs name exists."""
 
 from __future__ import annotations
 
-from agent.config import FLAGS
-from agent.readings import FailureReason
+import importlib
+import importlib.util
+import re
+
+from rollguard.agent.config import FLAGS
+from rollguard.agent.readings import FailureReason
 
 from helpers import ROOT
 
@@ -30,7 +35,7 @@ def test_the_readme_shows_exactly_the_two_commands() -> None:
 
 
 def test_every_collect_flag_is_in_the_operations_guide_with_its_default() -> None:
-    from roller.cli import AGENT_FLAGS, COLLECT_FLAGS, PLATFORM_FLAGS
+    from rollguard.roller.cli import AGENT_FLAGS, COLLECT_FLAGS, PLATFORM_FLAGS
 
     shared = {f.name for f in (*AGENT_FLAGS, *PLATFORM_FLAGS)} | {"output"}
     for flag in COLLECT_FLAGS:
@@ -45,7 +50,7 @@ def test_every_collect_flag_is_in_the_operations_guide_with_its_default() -> Non
 
 
 def test_every_connect_flag_is_in_the_operations_guide() -> None:
-    from roller.connect_cli import AUTO_RESTART_FLAGS, CONNECT_FLAGS, OFFSETS_FLAGS
+    from rollguard.roller.connect_cli import AUTO_RESTART_FLAGS, CONNECT_FLAGS, OFFSETS_FLAGS
 
     for flag in (*CONNECT_FLAGS, *AUTO_RESTART_FLAGS, *OFFSETS_FLAGS):
         if flag.name.startswith("retry-"):
@@ -67,7 +72,7 @@ def rows(text: str, name: str) -> list[str]:
 
 
 def test_every_roll_flag_is_in_the_operations_guide_with_its_default() -> None:
-    from roller.cli import ROLL_FLAGS
+    from rollguard.roller.cli import ROLL_FLAGS
 
     for flag in ROLL_FLAGS:
         if flag.name.startswith("retry-"):
@@ -87,3 +92,40 @@ def test_the_duration_syntax_is_documented_where_the_flags_are() -> None:
         for example in ("`1500ms`", "`90s`", "`5m`", "`6h`", "`1d`", "`1h30m`"):
             assert example in text, example
         assert "a bare number is seconds" in text
+
+
+DOCS = {
+    "README.md": README,
+    "docs/operations.md": OPERATIONS,
+    **{f"docs/{p.name}": p.read_text() for p in (ROOT / "docs").glob("*.md")},
+}
+
+
+def test_every_source_path_in_the_docs_exists() -> None:
+    for name, text in DOCS.items():
+        for path in re.findall(
+            r"\b(?<![/\w.-])((?:agent|roller|shared|certs|spark)/[\w/.-]+)", text
+        ):
+            if path.endswith((".py", ".java", ".properties")):  # the moved sources
+                assert (ROOT / path).is_file(), f"{name} names {path}, which does not exist"
+
+
+def is_module(dotted: str) -> bool:
+    try:
+        return importlib.util.find_spec(dotted) is not None
+    except ModuleNotFoundError:  # a parent is a module, not a package
+        return False
+
+
+def test_every_module_in_the_docs_imports() -> None:
+    for name, text in DOCS.items():
+        for dotted in set(
+            re.findall(r"`(rollguard\.(?:agent|roller|shared|certs|spark)[\w.]*)`", text)
+        ):
+            parts = dotted.split(".")
+            while not is_module(".".join(parts)):
+                parts.pop()
+            thing: object = importlib.import_module(".".join(parts))
+            for attribute in dotted.split(".")[len(parts) :]:
+                assert hasattr(thing, attribute), f"{name} names {dotted}, which does not exist"
+                thing = getattr(thing, attribute)

@@ -1,5 +1,5 @@
-"""The inventory schema (`roller.inventory`): what a good file gives, and for every kind of
-mistake the one line that names the file, the line, the key and what was expected."""
+"""The inventory schema (`rollguard.roller.inventory`): what a good file gives, and for every kind
+of mistake the one line that names the file, the line, the key and what was expected."""
 
 from __future__ import annotations
 
@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from roller.inventory import Inventory, InventoryNode, load_inventory, read_inventory
-from roller.model import Node, Role
-from shared.errors import ConfigError
+from rollguard.roller.inventory import Inventory, InventoryNode, load_inventory, read_inventory
+from rollguard.roller.model import Node, Role
+from rollguard.shared.errors import ConfigError
 
 GOOD = """\
 cluster: prod-eu

@@ -10,9 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from agent.jmx import JmxCredentials, service_url
-from agent.jmx_persistent import PersistentJmxBackend, parse_answer, prepare
-from agent.readings import QUERIES, FailureReason, SampleError, interpret
+from rollguard.agent.jmx import JmxCredentials, service_url
+from rollguard.agent.jmx_persistent import PersistentJmxBackend, parse_answer, prepare
+from rollguard.agent.readings import QUERIES, FailureReason, SampleError, interpret
 
 from helpers import Broker, SilentJmxPort, free_port
 

@@ -11,15 +11,15 @@ from time import time
 
 import pytest
 
-from roller.agent_client import AgentClient, Probe
-from roller.journal import EventLog
-from roller.model import AgentReport, AgentUnavailable, Node, Role
-from roller.preflight import preflight, problem
-from shared.errors import ConfigError
-from shared.retry import RetryPolicy
-from shared.states import BrokerState
-from shared.tls import client_context
-from shared.wire import BrokerStateReport
+from rollguard.roller.agent_client import AgentClient, Probe
+from rollguard.roller.journal import EventLog
+from rollguard.roller.model import AgentReport, AgentUnavailable, Node, Role
+from rollguard.roller.preflight import preflight, problem
+from rollguard.shared.errors import ConfigError
+from rollguard.shared.retry import RetryPolicy
+from rollguard.shared.states import BrokerState
+from rollguard.shared.tls import client_context
+from rollguard.shared.wire import BrokerStateReport
 
 from helpers import HttpsPeer, Pki
 

@@ -6,7 +6,7 @@ from datetime import UTC, datetime
 
 import pytest
 
-from agent.readings import (
+from rollguard.agent.readings import (
     BROKER_STATE,
     REMAINING_LOGS,
     REMAINING_SEGMENTS,
@@ -18,8 +18,8 @@ from agent.readings import (
     interpret,
     object_name_key,
 )
-from shared.states import BrokerState
-from shared.wire import RecoveryProgress
+from rollguard.shared.states import BrokerState
+from rollguard.shared.wire import RecoveryProgress
 
 NOW = datetime(2026, 1, 1, tzinfo=UTC)
 

@@ -14,7 +14,7 @@ pyspark = pytest.importorskip("pyspark", reason="pyspark is part of the dev extr
 from pyspark.sql import DataFrame, SparkSession  # noqa: E402
 from pyspark.testing import assertDataFrameEqual  # noqa: E402
 
-from spark import episodes as ep  # noqa: E402
+from rollguard.spark import episodes as ep  # noqa: E402
 
 R = 2  # RECOVERY
 Rec = tuple[Any, ...]

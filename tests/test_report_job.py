@@ -23,7 +23,7 @@ import pytest
 pyspark = pytest.importorskip("pyspark", reason="pyspark is part of the dev extras")
 from PIL import Image  # noqa: E402
 
-from roller.collect import Dataset, State  # noqa: E402
+from rollguard.roller.collect import Dataset, State  # noqa: E402
 
 from helpers import BIN, free_port, wait_until  # noqa: E402
 
@@ -219,7 +219,7 @@ def test_spark_submit_of_the_job_file_on_a_standalone_cluster(
             "1g",
             "--executor-memory",
             "1g",
-            str(ROOT / "spark" / "job.py"),
+            str(ROOT / "spark" / "src" / "rollguard" / "spark" / "job.py"),
             "--dataset",
             str(dataset),
             "--out",
@@ -236,3 +236,16 @@ def test_spark_submit_of_the_job_file_on_a_standalone_cluster(
     assert status is not None
     apps = [a["name"] for a in status["completedapps"] + status["activeapps"]]
     assert "rollguard-report" in apps  # it ran on the cluster, not in local mode
+
+
+def test_the_job_file_runs_from_a_checkout_without_the_installed_namespace(tmp_path: Path) -> None:
+    """spark-submit runs job.py as a file: it finds rollguard.spark and rollguard.shared in the
+    checkout's src folders by itself (`-S`: no site-packages, so no installed rollguard)."""
+    done = subprocess.run(
+        [sys.executable, "-S", str(ROOT / "spark" / "src" / "rollguard" / "spark" / "job.py"),
+         "--dataset", str(tmp_path / "none"), "--out", str(tmp_path / "out")],
+        capture_output=True, text=True, timeout=60, check=False,
+    )  # fmt: skip
+    assert done.returncode == 2, done.stderr
+    missing = tmp_path / "none"
+    assert done.stderr.strip() == f"rollguard-report: dataset folder {missing} does not exist"

@@ -9,8 +9,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from shared.errors import ConfigError
-from shared.retry import RetryPolicy, RetryStats, backoff_ms, retry_async, retry_sync
+from rollguard.shared.errors import ConfigError
+from rollguard.shared.retry import RetryPolicy, RetryStats, backoff_ms, retry_async, retry_sync
 
 
 def test_defaults_are_the_references() -> None:

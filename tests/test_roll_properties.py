@@ -29,7 +29,7 @@ from roll_sim import (
     spread_rejoins,
 )
 
-from roller.model import Node, Role
+from rollguard.roller.model import Node, Role
 
 POLL = default_settings().poll_interval
 

@@ -8,10 +8,22 @@ from pathlib import Path
 import pytest
 from kafka_peer import KafkaClusterSim, TopicSpec
 
-from roller.journal import EventLog, FileJournalStore, NodeRecord, NodeStatus, RollRecord, RollState
-from roller.kafka_admin import AdminUnavailable, KafkaObserver, cluster_view, read_client_properties
-from roller.kubernetes import parse_selector
-from shared.errors import ConfigError
+from rollguard.roller.journal import (
+    EventLog,
+    FileJournalStore,
+    NodeRecord,
+    NodeStatus,
+    RollRecord,
+    RollState,
+)
+from rollguard.roller.kafka_admin import (
+    AdminUnavailable,
+    KafkaObserver,
+    cluster_view,
+    read_client_properties,
+)
+from rollguard.roller.kubernetes import parse_selector
+from rollguard.shared.errors import ConfigError
 
 from helpers import wait_until
 
@@ -149,8 +161,8 @@ def test_an_unreachable_cluster_is_admin_unavailable() -> None:
 
 
 def test_the_live_table_says_what_each_node_waits_on() -> None:
-    from roller.display import DETAIL_WIDTH, LiveTable
-    from roller.model import Node, Role
+    from rollguard.roller.display import DETAIL_WIDTH, LiveTable
+    from rollguard.roller.model import Node, Role
 
     nodes = [Node(i, f"kafka-{i}", frozenset({Role.BROKER})) for i in range(2)]
     table = LiveTable(nodes)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from roller.model import (
+from rollguard.roller.model import (
     ClusterView,
     Node,
     PartitionInfo,
@@ -13,8 +13,8 @@ from roller.model import (
     Role,
     VoterInfo,
 )
-from roller.progress import RecoveryTracker, Verdict, format_duration
-from roller.safety import (
+from rollguard.roller.progress import RecoveryTracker, Verdict, format_duration
+from rollguard.roller.safety import (
     availability_blockers,
     catching_up,
     describe_blockers,
@@ -23,7 +23,7 @@ from roller.safety import (
     roll_order,
     voter_caught_up,
 )
-from roller.waits import ProgressWait
+from rollguard.roller.waits import ProgressWait
 
 B, C = Role.BROKER, Role.CONTROLLER
 

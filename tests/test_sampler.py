@@ -7,9 +7,15 @@ import logging
 
 import pytest
 
-from agent.readings import BROKER_STATE, REMAINING_LOGS, FailureReason, MBeanValue, SampleError
-from agent.sampler import Sample, Sampler, SamplerSettings, Unavailable, next_interval
-from shared.retry import RetryPolicy
+from rollguard.agent.readings import (
+    BROKER_STATE,
+    REMAINING_LOGS,
+    FailureReason,
+    MBeanValue,
+    SampleError,
+)
+from rollguard.agent.sampler import Sample, Sampler, SamplerSettings, Unavailable, next_interval
+from rollguard.shared.retry import RetryPolicy
 
 SETTINGS = SamplerSettings(interval=1, running_interval=10, timeout=5, max_age=30)
 
@@ -102,7 +108,7 @@ def test_listeners_see_every_round_and_the_log_shows_only_changes(
     )  # fmt: skip
     seen: list[tuple[object, object]] = []
     sampler.subscribe(lambda previous, latest: seen.append((previous, latest)))
-    with caplog.at_level(logging.INFO, logger="agent.sampler"):
+    with caplog.at_level(logging.INFO, logger="rollguard.agent.sampler"):
         for _ in range(5):
             asyncio.run(sampler.sample_once())
     assert len(seen) == 5 and sampler.rounds == 5

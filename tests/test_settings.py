@@ -9,8 +9,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from shared.errors import ConfigError
-from shared.settings import (
+from rollguard.shared.errors import ConfigError
+from rollguard.shared.settings import (
     Flag,
     HostPort,
     add_flags,

@@ -2,7 +2,7 @@ from __future__ import annotations
 
 import pytest
 
-from shared.states import BrokerState
+from rollguard.shared.states import BrokerState
 
 
 def test_states_carry_kafkas_numbers() -> None:

@@ -17,7 +17,7 @@ from typing import Any
 
 import pytest
 
-from shared.timeline import Gap, Page, TimelineJournal
+from rollguard.shared.timeline import Gap, Page, TimelineJournal
 
 from helpers import Agent, Broker, Pki, wait_until
 
@@ -87,7 +87,7 @@ WRITER = """
 import sys
 import time
 from pathlib import Path
-from shared.timeline import TimelineJournal
+from rollguard.shared.timeline import TimelineJournal
 journal = TimelineJournal(Path(sys.argv[1]), segment_bytes=2000)
 i = 0
 while True:

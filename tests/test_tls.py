@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 from cryptography.hazmat.primitives import serialization
 
-from shared.errors import TlsFileError
-from shared.tls import client_context, server_context
+from rollguard.shared.errors import TlsFileError
+from rollguard.shared.tls import client_context, server_context
 
 from helpers import Pki
 

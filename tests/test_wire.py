@@ -5,9 +5,9 @@ from datetime import UTC, datetime
 
 import pytest
 
-from shared.errors import WireFormatError
-from shared.states import BrokerState
-from shared.wire import BrokerStateReport, RecoveryProgress
+from rollguard.shared.errors import WireFormatError
+from rollguard.shared.states import BrokerState
+from rollguard.shared.wire import BrokerStateReport, RecoveryProgress
 
 
 def test_running_has_no_recovery_key() -> None:

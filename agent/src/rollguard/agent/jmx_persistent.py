@@ -1,0 +1,262 @@
+"""The persistent JMX backend: one JVM for the agent's life, one JMX connection held open.
+
+jmxquery starts a JVM for every round, about 250 ms of CPU each. This backend starts one small
+JVM (`agent/java/RollguardJmx.java`) that keeps a remote JMX connection open and answers a
+`read` line on its stdin with one JSON line: well under a millisecond of CPU per round.
+
+It keeps what the jmxquery backend guarantees:
+- the same hard time limit: a read that outlasts it kills the JVM's whole process group (a hung
+  JMX port cannot hang the agent), and the next round starts a new JVM;
+- the same failure reasons (jmx-unreachable, jmx-auth-failed, jmx-timeout, jmx-error);
+- reconnection: a connection broken by a broker restart is opened again within the same read.
+And one better: the JMX password reaches the JVM on its stdin, never on a command line.
+
+The JVM runs the reader compiled once into a cache folder (`prepare()`), by the Java runtime's
+own compiler module (`java -m jdk.compiler/...`), so a JRE with jdk.compiler is enough and no JDK
+tools are needed; a `RollguardJmx.class` shipped beside the source (container images compile it
+at build time) is used as it is.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import hashlib
+import json
+import logging
+import os
+import shutil
+import subprocess
+import tempfile
+from collections import deque
+from collections.abc import Sequence
+from pathlib import Path
+
+from rollguard.agent.jmx import JmxCredentials, start_jvm, stop_jvm, timed_out
+from rollguard.agent.readings import FailureReason, MBeanValue, Query, SampleError
+
+logger = logging.getLogger(__name__)
+
+SOURCE = Path(__file__).with_name("java") / "RollguardJmx.java"
+MAIN_CLASS = "RollguardJmx"
+# A long-lived JVM that reads a handful of MBeans a second: the client compiler only, a serial
+# collector, small heap, stacks and code cache, no perf-data file. About 48 MB resident
+# (docs/benchmarks.md).
+JVM_OPTIONS = (
+    "-XX:TieredStopAtLevel=1",
+    "-XX:CICompilerCount=1",
+    "-XX:+UseSerialGC",
+    "-Xshare:auto",
+    "-Xmx16m",
+    "-Xss256k",
+    "-XX:ReservedCodeCacheSize=16m",
+    "-XX:-UsePerfData",
+    "-Xrs",
+)
+COMPILE_TIMEOUT = 120.0
+_ERRORS = {
+    "connection-error": FailureReason.JMX_UNREACHABLE,
+    "auth-failed": FailureReason.JMX_AUTH_FAILED,
+}
+
+
+def cache_dir() -> Path:
+    """Where the compiled reader is kept: $XDG_CACHE_HOME/rollguard or ~/.cache/rollguard."""
+    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return Path(base) / "rollguard"
+
+
+def prepare(java: str, cache: Path | None = None) -> Path:
+    """The class path of the compiled reader, compiling it first if no build of this source is
+    there yet. Raises RuntimeError naming the cause (no compiler module, unwritable cache)."""
+    if SOURCE.with_suffix(".class").is_file():
+        return SOURCE.parent
+    digest = hashlib.sha256(SOURCE.read_bytes()).hexdigest()[:16]
+    cache = cache or cache_dir()
+    target = cache / f"jmx-reader-{digest}"
+    if (target / f"{MAIN_CLASS}.class").is_file():
+        return target
+    try:
+        cache.mkdir(parents=True, exist_ok=True)
+        staging = Path(tempfile.mkdtemp(prefix=".compiling-", dir=cache))
+    except OSError as exc:
+        raise RuntimeError(f"cannot write the JMX reader's cache {cache}: {exc.strerror}") from None
+    try:
+        compile_reader(java, staging)
+        try:
+            staging.rename(target)  # atomic; another agent may have won the race: fine
+        except OSError:
+            if not (target / f"{MAIN_CLASS}.class").is_file():
+                raise
+        return target
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+
+
+def compile_reader(java: str, folder: Path) -> None:
+    """Compile the reader into `folder` with the runtime's jdk.compiler module (container
+    images run this at build time, with `folder` = the source's own folder)."""
+    command = [
+        java,
+        "-XX:TieredStopAtLevel=1",
+        "-XX:+UseSerialGC",
+        "-m",
+        "jdk.compiler/com.sun.tools.javac.Main",
+        "-nowarn",
+        "-d",
+        str(folder),
+        str(SOURCE),
+    ]
+    try:
+        done = subprocess.run(
+            command, capture_output=True, text=True, timeout=COMPILE_TIMEOUT, check=False
+        )
+    except FileNotFoundError:
+        raise RuntimeError(f"{java!r} not found") from None
+    except subprocess.TimeoutExpired:
+        raise RuntimeError(
+            f"compiling the JMX reader took more than {COMPILE_TIMEOUT:g}s"
+        ) from None
+    if done.returncode != 0:
+        last = (done.stderr.strip().splitlines() or ["no output"])[-1]
+        raise RuntimeError(
+            f"cannot compile the JMX reader with {java!r} (it needs the jdk.compiler module): "
+            f"{last[:300]}"
+        )
+
+
+class PersistentJmxBackend:
+    """`read()` asks the long-lived reader JVM, starting it when there is none."""
+
+    name = "persistent"
+
+    def __init__(
+        self,
+        url: str,
+        *,
+        classpath: Path,
+        credentials: JmxCredentials | None = None,
+        java: str = "java",
+        queries: Sequence[Query],
+    ) -> None:
+        self.url = url
+        self._classpath = classpath
+        self._credentials = credentials
+        self._java = java
+        self._queries = list(queries)
+        self._process: asyncio.subprocess.Process | None = None
+        self._stderr: deque[str] = deque(maxlen=20)
+        self._stderr_task: asyncio.Task[None] | None = None
+        self.starts = 0  # JVMs started: one, unless reads timed out or the JVM died
+
+    def _command(self) -> list[str]:
+        return [
+            self._java,
+            *JVM_OPTIONS,
+            "-cp",
+            str(self._classpath),
+            MAIN_CLASS,
+            self.url,
+            *(part for query in self._queries for part in query),
+        ]
+
+    async def _start(self) -> asyncio.subprocess.Process:
+        process = await start_jvm(self._command(), self._java, stdin=asyncio.subprocess.PIPE)
+        self._process = process
+        self.starts += 1
+        self._stderr.clear()
+        self._stderr_task = asyncio.create_task(self._drain_stderr(process))
+        assert process.stdin is not None
+        secret = ""
+        if self._credentials is not None:
+            secret = f"{self._credentials.username} {self._credentials.password}"
+        process.stdin.write(secret.encode() + b"\n")
+        await process.stdin.drain()
+        await self._answer(process)  # {"ready": true}
+        return process
+
+    async def _drain_stderr(self, process: asyncio.subprocess.Process) -> None:
+        assert process.stderr is not None
+        async for line in process.stderr:
+            text = line.decode("utf-8", "replace").strip()
+            if text:
+                self._stderr.append(text)
+
+    async def _answer(self, process: asyncio.subprocess.Process) -> object:
+        assert process.stdout is not None
+        line = await process.stdout.readline()
+        if not line:
+            code = await process.wait()
+            last = self._stderr[-1] if self._stderr else "no output"
+            raise SampleError(
+                FailureReason.JMX_ERROR, f"the JMX reader JVM exited (exit {code}): {last[:300]}"
+            )
+        try:
+            return json.loads(line)
+        except ValueError:
+            raise SampleError(
+                FailureReason.JMX_ERROR, f"unexpected output of the JMX reader: {line!r:.200}"
+            ) from None
+
+    async def read(self, timeout: float) -> list[MBeanValue]:
+        """Every MBean value matched by the queries, within `timeout`; SampleError otherwise."""
+        try:
+            async with asyncio.timeout(timeout):
+                process = self._process or await self._start()
+                assert process.stdin is not None
+                process.stdin.write(b"read\n")
+                await process.stdin.drain()
+                answer = await self._answer(process)
+        except BaseException as exc:
+            # Timed out, a JVM that died or spoke nonsense, a broken pipe, or cancelled mid-read:
+            # its next answer could not be matched to its question, so the JVM goes.
+            await self._stop()
+            if isinstance(exc, TimeoutError):
+                raise timed_out(self.url) from None
+            raise
+        return parse_answer(answer, self.url)
+
+    async def _stop(self) -> None:
+        process, self._process = self._process, None
+        if process is None:
+            return
+        await stop_jvm(process)
+        if self._stderr_task is not None:
+            self._stderr_task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._stderr_task
+
+    async def close(self) -> None:
+        """Stop the reader JVM (EOF on its stdin ends it; killed if it does not)."""
+        process = self._process
+        if process is not None and process.returncode is None and process.stdin is not None:
+            process.stdin.close()
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(asyncio.shield(process.wait()), 1.0)
+        await self._stop()
+
+
+def parse_answer(answer: object, url: str) -> list[MBeanValue]:
+    """One answer line of the reader: values, or a classified SampleError."""
+    if isinstance(answer, dict) and "error" in answer:
+        reason = _ERRORS.get(str(answer["error"]), FailureReason.JMX_ERROR)
+        message = " ".join(str(answer.get("message", answer["error"])).split())
+        if reason is FailureReason.JMX_AUTH_FAILED:
+            raise SampleError(reason, f"JMX at {url} refused the credentials")
+        raise SampleError(reason, f"JMX at {url}: {message[:300]}")
+    values = answer.get("values") if isinstance(answer, dict) else None
+    if not isinstance(values, list):
+        raise SampleError(FailureReason.JMX_ERROR, f"unexpected JMX reader answer: {answer!r:.200}")
+    out = []
+    for entry in values:
+        if not isinstance(entry, dict) or "mBeanName" not in entry:
+            raise SampleError(
+                FailureReason.JMX_ERROR, f"unexpected JMX reader entry: {entry!r:.200}"
+            )
+        name, attribute = str(entry["mBeanName"]), str(entry.get("attribute"))
+        out.append(MBeanValue(name, attribute, entry.get("value")))
+    return out
+
+
+if __name__ == "__main__":  # python -m rollguard.agent.jmx_persistent: compile beside the source
+    compile_reader("java", SOURCE.parent)

@@ -1,0 +1,177 @@
+"""From the MBeans Kafka registers to one broker-state report.
+
+Kafka registers the recovery gauges once per log dir (remainingLogsToRecover) and once per log
+dir and recovery thread (remainingSegmentsToRecover). The broker's real progress is the sum over
+all of them; Strimzi's agent keeps only the last one registered and under-reports with JBOD or
+several recovery threads. This module is pure: it gets values, it returns a report or says
+exactly what is wrong.
+
+The same round reads the JVM's start time (`java.lang:type=Runtime` `StartTime`, epoch
+milliseconds): it identifies one run of the broker process, so a roller can tell a restarted
+broker from one that never went away without comparing two machines' clocks.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from enum import StrEnum
+from typing import NamedTuple
+
+from rollguard.shared.states import BrokerState
+from rollguard.shared.wire import BrokerStateReport, RecoveryProgress
+
+BROKER_STATE = "kafka.server:type=KafkaServer,name=BrokerState"
+REMAINING_LOGS = "kafka.log:type=LogManager,name=remainingLogsToRecover"
+REMAINING_SEGMENTS = "kafka.log:type=LogManager,name=remainingSegmentsToRecover"
+RUNTIME = "java.lang:type=Runtime"
+ATTRIBUTE = "Value"
+START_TIME = "StartTime"
+
+
+class Query(NamedTuple):
+    """An ObjectName (or pattern) and the attribute to read from each MBean it matches."""
+
+    pattern: str
+    attribute: str
+
+
+# One JMX round reads all of these; the wildcards pick up every dir and thread.
+QUERIES = (
+    Query(BROKER_STATE, ATTRIBUTE),
+    Query(REMAINING_LOGS + ",*", ATTRIBUTE),
+    Query(REMAINING_SEGMENTS + ",*", ATTRIBUTE),
+    Query(RUNTIME, START_TIME),
+)
+# Epoch milliseconds a JVM's start time can hold: after 2000-01-01, before 3000-01-01.
+_START_TIME_RANGE = (946_684_800_000, 32_503_680_000_000)
+
+
+class FailureReason(StrEnum):
+    """Why there is no usable sample; the `error` field of a 503 and a metrics label."""
+
+    NO_SAMPLE_YET = "no-sample-yet"
+    JMX_UNREACHABLE = "jmx-unreachable"
+    JMX_TIMEOUT = "jmx-timeout"
+    JMX_AUTH_FAILED = "jmx-auth-failed"
+    JMX_ERROR = "jmx-error"
+    BROKER_STATE_MISSING = "broker-state-missing"
+    MALFORMED_VALUE = "malformed-value"
+    STALE_SAMPLE = "stale-sample"
+
+
+class SampleError(Exception):
+    """A sample could not be taken or read; `reason` says which way it failed."""
+
+    def __init__(self, reason: FailureReason, message: str) -> None:
+        super().__init__(message)
+        self.reason = reason
+        self.message = message
+
+
+@dataclass(frozen=True, slots=True)
+class MBeanValue:
+    object_name: str
+    attribute: str
+    value: object
+
+
+def object_name_key(object_name: str) -> tuple[str, str, str]:
+    """(domain, type, name) of an ObjectName such as `kafka.log:type=LogManager,name=x,dir=/d`.
+
+    Other key properties (dir, threadNum) are what distinguishes the gauges being summed.
+    Quoted values (`dir="/a,b"`) are honoured so that a comma inside them does not split.
+    """
+    domain, _, keys = object_name.partition(":")
+    properties: dict[str, str] = {}
+    key, value, quoted, in_value = "", "", False, False
+    for char in keys + ",":
+        if in_value:
+            if char == '"' and (not value or quoted):
+                quoted = not quoted
+                value += char
+            elif char == "," and not quoted:
+                properties[key] = value.strip('"')
+                key, value, in_value = "", "", False
+            else:
+                value += char
+        elif char == "=":
+            in_value = True
+        else:
+            key += char
+    return domain, properties.get("type", ""), properties.get("name", "")
+
+
+_BROKER_STATE_KEY = object_name_key(BROKER_STATE)
+_LOGS_KEY = object_name_key(REMAINING_LOGS)
+_SEGMENTS_KEY = object_name_key(REMAINING_SEGMENTS)
+_RUNTIME_KEY = object_name_key(RUNTIME)
+
+
+def _count(reading: MBeanValue) -> int:
+    value = reading.value
+    if isinstance(value, str) and value.strip().isdigit():
+        value = int(value)
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise SampleError(
+            FailureReason.MALFORMED_VALUE,
+            f"{reading.object_name} {reading.attribute} is {reading.value!r}, "
+            "not a non-negative integer",
+        )
+    return value
+
+
+def _start_time(reading: MBeanValue) -> datetime:
+    value = reading.value
+    if isinstance(value, str) and value.isascii() and value.isdigit() and len(value) < 20:
+        value = int(value)
+    low, high = _START_TIME_RANGE
+    if isinstance(value, bool) or not isinstance(value, int) or not low <= value < high:
+        raise SampleError(
+            FailureReason.MALFORMED_VALUE,
+            f"{RUNTIME} {START_TIME} is {reading.value!r:.60}, not a time in epoch milliseconds",
+        )
+    return datetime.fromtimestamp(value / 1000, UTC)
+
+
+def interpret(
+    readings: Iterable[MBeanValue], sampled_at: datetime, *, boot_id: str | None = None
+) -> BrokerStateReport:
+    """Sum the recovery gauges and read the broker state from one JMX round.
+
+    `recovery` is reported only in RECOVERY and only while Kafka has its gauges registered:
+    between entering RECOVERY and loading the first log dir there are none, and a report of
+    "0 left" would be a lie, so the key is left out, as Strimzi's agent does. `boot_id` is the
+    agent's, reported beside the broker JVM's start time.
+    """
+    state: BrokerState | None = None
+    logs: int | None = None
+    segments: int | None = None
+    started: datetime | None = None
+    for reading in readings:
+        key = object_name_key(reading.object_name)
+        if key == _RUNTIME_KEY and reading.attribute == START_TIME:
+            started = _start_time(reading)
+        if reading.attribute != ATTRIBUTE:
+            continue
+        if key == _BROKER_STATE_KEY:
+            try:
+                state = BrokerState.parse(reading.value)
+            except ValueError as exc:
+                raise SampleError(
+                    FailureReason.MALFORMED_VALUE, f"{BROKER_STATE} Value: {exc}"
+                ) from exc
+        elif key == _LOGS_KEY:
+            logs = (logs or 0) + _count(reading)
+        elif key == _SEGMENTS_KEY:
+            segments = (segments or 0) + _count(reading)
+    if state is None:
+        raise SampleError(
+            FailureReason.BROKER_STATE_MISSING,
+            f"{BROKER_STATE} is not registered (a KRaft controller-only node, or not a Kafka JVM)",
+        )
+    recovery = None
+    if state is BrokerState.RECOVERY and logs is not None and segments is not None:
+        recovery = RecoveryProgress(logs, segments)
+    return BrokerStateReport(state, recovery, sampled_at, started, boot_id)

@@ -1,4 +1,0 @@
-"""The rollguard roller: the central client an operator runs.
-
-So far: `rollguard state URL...`, the roller's own client for agents (`roller.agent_client`).
-"""

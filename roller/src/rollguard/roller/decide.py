@@ -1,0 +1,154 @@
+"""What to do with one node, as a pure function of what was observed (table-tested).
+
+The roll loop (`rollguard.roller.roll`) does the I/O around it: it observes, asks `decide`, carries
+the action out, and asks again at every poll with what it learnt (the platform, the agent's answer,
+how long it has waited). Nothing here imports a network library.
+
+The rules for a node that is not ready, in order:
+1. stuck (a pod that waiting will not cure): restart it if a new revision is the cure, else fail;
+2. its agent reports RECOVERY: never restart it (that would start the recovery over), wait;
+3. within the operation timeout: wait (and show what the agent says, from the first poll);
+4. past it, the agent readable and the broker not recovering: force-restart (Strimzi's rule);
+5. past it, the agent unreadable: the state is *unknown*, not "not recovering". Force only when
+   the platform proves the broker process is gone, or with `--on-agent-unreachable force`;
+   otherwise wait within the safety budget.
+A ready node is restarted when no safety rule blocks it, else deferred.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from rollguard.roller.model import (
+    BROKER_STATE_MISSING,
+    AgentAnswer,
+    AgentReport,
+    AgentUnavailable,
+    ClusterView,
+    Node,
+    PlatformView,
+    describe_answer,
+    is_recovering,
+)
+from rollguard.roller.safety import Blocker, describe_blockers, restart_blockers
+
+__all__ = [
+    "Action",
+    "AwaitReady",
+    "AwaitRecovery",
+    "AwaitUnknown",
+    "Defer",
+    "Fail",
+    "Restart",
+    "agent_unknown",
+    "decide",
+]
+
+
+@dataclass(frozen=True, slots=True)
+class Restart:
+    reason: str
+    force: bool = False  # without the availability and quorum checks
+
+
+@dataclass(frozen=True, slots=True)
+class Defer:
+    reason: str  # not safe now; other nodes go first, this one is tried again later
+    blockers: tuple[Blocker, ...] = field(default=())
+
+
+@dataclass(frozen=True, slots=True)
+class Fail:
+    reason: str  # fatal for the roll
+
+
+@dataclass(frozen=True, slots=True)
+class AwaitReady:
+    reason: str  # not ready, within the operation timeout: keep polling
+
+
+@dataclass(frozen=True, slots=True)
+class AwaitRecovery:
+    reason: str  # in log recovery: wait while it progresses, never restart it
+
+
+@dataclass(frozen=True, slots=True)
+class AwaitUnknown:
+    reason: str  # its agent cannot be read: wait within the safety budget, never force
+
+
+Action = Restart | Defer | Fail | AwaitReady | AwaitRecovery | AwaitUnknown
+
+
+def agent_unknown(node: Node, answer: AgentAnswer | None) -> bool:
+    """True when the agent's answer says nothing about the broker: no agent, no HTTP answer,
+    or an error other than a controller-only node's expected `broker-state-missing`."""
+    if answer is None:
+        return True
+    if isinstance(answer, AgentReport):
+        return False
+    return not (answer.reason == BROKER_STATE_MISSING and not node.is_broker)
+
+
+def decide(
+    node: Node,
+    view: PlatformView,
+    cluster: ClusterView | None,
+    *,
+    agent: AgentAnswer | None = None,
+    waited: float = 0.0,
+    timeout: float = 300.0,
+    force_unknown: bool = False,
+) -> Action:
+    """The next action for a node that needs a restart.
+
+    `agent`: what its agent said at this poll (None: no agent, or not asked); `waited`: seconds
+    the node has been waited for without becoming ready; `timeout`: the operation timeout;
+    `force_unknown`: `--on-agent-unreachable force`.
+    """
+    if view.stuck:
+        if view.up_to_date:
+            return Fail(
+                f"{node.name} is stuck ({view.stuck}) and already runs the desired "
+                "revision: restarting it will not help"
+            )
+        return Restart(f"force: stuck in {view.stuck}", force=True)
+    if not view.ready:
+        # Never restart a broker in log recovery: that would start the recovery over.
+        if is_recovering(agent):
+            return AwaitRecovery(
+                f"{node.name} is performing log recovery: {describe_answer(agent)}"
+            )
+        if waited < timeout:
+            return AwaitReady(f"{node.name} is not ready; agent: {describe_answer(agent)}")
+        if not agent_unknown(node, agent):
+            return Restart(
+                f"force: not ready after {timeout:g}s; agent: {describe_answer(agent)}",
+                force=True,
+            )
+        if view.process_gone:
+            return Restart(
+                f"force: not ready after {timeout:g}s and the platform shows its process is "
+                f"gone; agent: {describe_answer(agent)}",
+                force=True,
+            )
+        if force_unknown:
+            return Restart(
+                f"force (--on-agent-unreachable force): not ready after {timeout:g}s; "
+                f"agent: {describe_answer(agent)}",
+                force=True,
+            )
+        return AwaitUnknown(
+            f"{node.name} is not ready and its agent cannot be read "
+            f"({_unavailable(agent)}): its broker may be recovering, so it is not restarted"
+        )
+    blockers = restart_blockers(node, cluster)
+    if blockers:
+        return Defer(describe_blockers(blockers), tuple(blockers))
+    return Restart("restart")
+
+
+def _unavailable(answer: AgentAnswer | None) -> str:
+    if isinstance(answer, AgentUnavailable):
+        return f"{answer.reason}: {answer.message}"
+    return describe_answer(answer)

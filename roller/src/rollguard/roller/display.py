@@ -1,0 +1,70 @@
+"""Live progress of a roll: a table on a terminal (rich), log lines otherwise."""
+
+from __future__ import annotations
+
+import logging
+import sys
+from types import TracebackType
+
+from rich.console import Console
+from rich.live import Live
+from rich.table import Table
+
+from rollguard.roller.model import Node
+from rollguard.roller.progress import RecoveryTracker, format_duration
+
+logger = logging.getLogger(__name__)
+
+
+DETAIL_WIDTH = 72  # what a node waits on, cut to fit a terminal line
+
+
+class LiveTable:
+    """One row a node: state, what it waits on (partitions, brokers, its agent's answer), a
+    recovery progress bar, ETA. Refreshed on every update."""
+
+    def __init__(self, nodes: list[Node]) -> None:
+        self.rows: dict[str, tuple[str, str, str, str]] = {
+            n.name: ("pending", "", "", "") for n in nodes
+        }
+        self._live = Live(self._table(), console=Console(stderr=True), auto_refresh=False)
+
+    def __enter__(self) -> LiveTable:
+        self._live.__enter__()
+        return self
+
+    def __exit__(
+        self,
+        kind: type[BaseException] | None,
+        value: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self._live.__exit__(kind, value, tb)
+
+    def update(self, node: Node, text: str, tracker: RecoveryTracker | None) -> None:
+        bar, eta = "", ""
+        if tracker is not None and tracker.points:
+            first, last = tracker.points[0], tracker.points[-1]
+            total = max(first.segments, 1)
+            done = (total - last.segments) / total
+            bar = "#" * int(done * 20) + "." * (20 - int(done * 20)) + f" {done:4.0%}"
+            remaining = tracker.eta()
+            eta = format_duration(remaining) if remaining is not None else "?"
+        state, _, detail = text.partition(":")
+        detail = detail.strip()
+        if len(detail) > DETAIL_WIDTH:
+            detail = detail[: DETAIL_WIDTH - 1] + "…"
+        self.rows[node.name] = (state, detail, bar, eta)
+        self._live.update(self._table(), refresh=True)
+
+    def _table(self) -> Table:
+        table = Table(title="rollguard roll")
+        for column in ("node", "state", "waiting on", "recovery", "ETA"):
+            table.add_column(column)
+        for name, (state, detail, bar, eta) in self.rows.items():
+            table.add_row(name, state, detail, bar, eta)
+        return table
+
+
+def on_terminal() -> bool:
+    return sys.stderr.isatty()

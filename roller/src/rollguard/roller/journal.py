@@ -1,0 +1,186 @@
+"""Durable progress of a roll, and the events journal.
+
+The roll journal is a versioned JSON record, rewritten atomically (temporary file, fsync,
+rename; or a ConfigMap replace with its resourceVersion) after every decision that matters.
+Before a node is restarted its intent is recorded; a roller killed at any moment and resumed
+with `--resume ROLL_ID` never restarts a node whose intent is on record: at most once.
+
+The events journal is JSON lines, appended: every observation and decision, with time, node,
+action, reason and recovery figures. The Spark report reads it later.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import threading
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from enum import StrEnum
+from pathlib import Path
+from typing import Any, Protocol
+
+from rollguard.shared.errors import ConfigError, RollguardError
+from rollguard.shared.files import atomic_write
+from rollguard.shared.wire import format_time
+
+logger = logging.getLogger(__name__)
+
+VERSION = 1
+
+
+class JournalError(RollguardError):
+    """The roll journal cannot be written: the roll must stop, it could not resume safely."""
+
+
+class NodeStatus(StrEnum):
+    RESTARTING = "restarting"  # intent recorded: never restart it again in this roll
+    RESTARTED = "restarted"  # restarted and ready again
+    SKIPPED = "skipped"  # did not need a restart, or opted out
+    FAILED = "failed"
+
+
+class RollState(StrEnum):
+    RUNNING = "running"
+    COMPLETED = "completed"
+    FAILED = "failed"
+    INTERRUPTED = "interrupted"
+
+
+@dataclass
+class NodeRecord:
+    status: NodeStatus
+    at: str
+    instance: str | None = None  # pod UID before the restart, to tell if it happened
+    reason: str = ""
+
+
+@dataclass
+class RollRecord:
+    roll_id: str
+    started_at: str
+    state: RollState = RollState.RUNNING
+    reason: str = ""
+    nodes: dict[str, NodeRecord] = field(default_factory=dict)
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "version": VERSION,
+            "rollId": self.roll_id,
+            "startedAt": self.started_at,
+            "state": self.state.value,
+            "reason": self.reason,
+            "nodes": {
+                name: {
+                    "status": r.status.value,
+                    "at": r.at,
+                    "instance": r.instance,
+                    "reason": r.reason,
+                }
+                for name, r in self.nodes.items()
+            },
+        }
+
+    @classmethod
+    def from_json(cls, data: object) -> RollRecord:
+        """ConfigError naming what is wrong when the record is not of the expected shape."""
+        if not isinstance(data, dict):
+            raise ConfigError(f"roll journal is not a JSON object: {str(data)[:80]!r}")
+        if data.get("version") != VERSION:
+            raise ConfigError(f"roll journal version {data.get('version')!r} is not {VERSION}")
+        try:
+            return cls._read(data)
+        except (KeyError, TypeError, ValueError, AttributeError) as exc:
+            raise ConfigError(f"roll journal is malformed: {type(exc).__name__} {exc}") from None
+
+    @classmethod
+    def _read(cls, data: dict[str, Any]) -> RollRecord:
+        return cls(
+            roll_id=data["rollId"],
+            started_at=data["startedAt"],
+            state=RollState(data["state"]),
+            reason=data.get("reason", ""),
+            nodes={
+                name: NodeRecord(
+                    NodeStatus(r["status"]), r["at"], r.get("instance"), r.get("reason", "")
+                )
+                for name, r in data.get("nodes", {}).items()
+            },
+        )
+
+
+def now_text() -> str:
+    return format_time(datetime.now(UTC))
+
+
+class JournalStore(Protocol):
+    def load(self, roll_id: str) -> RollRecord | None: ...
+
+    def save(self, record: RollRecord) -> None: ...
+
+
+class FileJournalStore:
+    """One file per roll: DIR/roll-ROLL_ID.json."""
+
+    def __init__(self, folder: Path) -> None:
+        self.folder = folder
+
+    def path(self, roll_id: str) -> Path:
+        return self.folder / f"roll-{roll_id}.json"
+
+    def load(self, roll_id: str) -> RollRecord | None:
+        try:
+            data = json.loads(self.path(roll_id).read_text())
+        except FileNotFoundError:
+            return None
+        except (OSError, ValueError) as exc:
+            raise ConfigError(f"roll journal {self.path(roll_id)}: cannot be read ({exc})") from exc
+        return RollRecord.from_json(data)
+
+    def save(self, record: RollRecord) -> None:
+        text = json.dumps(record.to_json(), indent=2) + "\n"
+        try:
+            atomic_write(self.path(record.roll_id), text.encode())
+        except OSError as exc:
+            raise JournalError(
+                f"roll journal {self.path(record.roll_id)} cannot be written: {exc.strerror}"
+            ) from exc
+
+
+class EventLog:
+    """Appends one JSON object a line, flushed at once; thread-safe. Without a path (`rollguard
+    plan`, which writes nothing) events are dropped."""
+
+    def __init__(self, path: Path | None, roll_id: str) -> None:
+        self.path = path
+        self.roll_id = roll_id
+        self._lock = threading.Lock()
+        self._failing = False
+        if path is not None:
+            path.parent.mkdir(parents=True, exist_ok=True)
+
+    def write(self, node: str | None, action: str, reason: str = "", **figures: Any) -> None:
+        if self.path is None:
+            return
+        known = {k: v for k, v in figures.items() if v is not None}
+        entry = {
+            "ts": now_text(),
+            "rollId": self.roll_id,
+            "node": node,
+            "action": action,
+            "reason": reason,
+            **known,
+        }
+        line = json.dumps(entry) + "\n"
+        with self._lock:
+            try:
+                with self.path.open("a") as handle:
+                    handle.write(line)
+                    handle.flush()
+            except OSError as exc:
+                # The events feed reports, not safety (the roll journal does): say it once.
+                if not self._failing:
+                    logger.warning("events journal %s: %s; events are lost", self.path, exc)
+                self._failing = True
+            else:
+                self._failing = False

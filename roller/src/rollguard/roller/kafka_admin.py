@@ -1,0 +1,263 @@
+"""Kafka's own view of the cluster, through the Admin API (kafka-python).
+
+One observation per poll of the roll: every topic's partitions with replicas and ISR (internal
+topics included: `__consumer_offsets` at min ISR stops every consumer group on it), each topic's
+effective `min.insync.replicas`, the partition reassignments in flight, the KRaft quorum (leader
+and each voter's last caught-up time) with the cluster's own
+`controller.quorum.fetch.timeout.ms`, and the active controller. kafka-python's admin client is
+blocking, so calls run in a worker thread; its errors are translated here into
+`AdminUnavailable`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from rollguard.roller.model import (
+    DEFAULT_QUORUM_FETCH_TIMEOUT_MS,
+    ClusterView,
+    PartitionInfo,
+    QuorumInfo,
+    Reassignment,
+    VoterInfo,
+)
+from rollguard.shared.errors import ConfigError, RollguardError
+
+logger = logging.getLogger(__name__)
+
+# Client properties (Java style, as in Kafka's client.properties) and kafka-python's names.
+PROPERTY_NAMES = {
+    "security.protocol": "security_protocol",
+    "ssl.truststore.location": None,  # JKS is Java-only: use ssl.ca.location (PEM)
+    "ssl.ca.location": "ssl_cafile",
+    "ssl.certificate.location": "ssl_certfile",
+    "ssl.key.location": "ssl_keyfile",
+    "ssl.key.password": "ssl_password",
+    "ssl.endpoint.identification.algorithm": "ssl_check_hostname",
+    "sasl.mechanism": "sasl_mechanism",
+    "sasl.username": "sasl_plain_username",
+    "sasl.password": "sasl_plain_password",
+    "request.timeout.ms": "request_timeout_ms",
+}
+
+
+class AdminUnavailable(RollguardError):
+    """The Admin API could not be used; the roller cannot prove a restart safe."""
+
+
+def read_client_properties(path: Path) -> dict[str, Any]:
+    """kafka-python settings from a Java-style properties file; ConfigError naming the key."""
+    try:
+        lines = path.read_text().splitlines()
+    except OSError as exc:
+        raise ConfigError(f"--kafka-properties {path}: {exc.strerror}") from None
+    settings: dict[str, Any] = {}
+    for number, line in enumerate(lines, 1):
+        line = line.strip()
+        if not line or line.startswith(("#", "!")):
+            continue
+        key, sep, value = line.partition("=")
+        key, value = key.strip(), value.strip()
+        if not sep:
+            raise ConfigError(f"--kafka-properties {path}:{number}: expected key=value")
+        if key not in PROPERTY_NAMES:
+            raise ConfigError(
+                f"--kafka-properties {path}:{number}: {key} is not supported "
+                f"(supported: {', '.join(sorted(PROPERTY_NAMES))})"
+            )
+        name = PROPERTY_NAMES[key]
+        if name is None:
+            raise ConfigError(
+                f"--kafka-properties {path}:{number}: {key} (JKS) is not "
+                "supported; give a PEM CA with ssl.ca.location"
+            )
+        if name == "ssl_check_hostname":
+            settings[name] = value.lower() == "https"
+        elif name == "request_timeout_ms":
+            settings[name] = int(value)
+        else:
+            settings[name] = value
+    return settings
+
+
+QUORUM_FETCH_TIMEOUT = "controller.quorum.fetch.timeout.ms"
+
+
+def cluster_view(
+    partitions: list[Mapping[str, Any]],
+    min_isr: Mapping[str, int],
+    quorum: Mapping[str, Any] | None,
+    controller_id: int | None,
+    reassignments: Mapping[Any, Mapping[str, Any]] | None = None,
+    fetch_timeout_ms: int = DEFAULT_QUORUM_FETCH_TIMEOUT_MS,
+) -> ClusterView:
+    """Build the view from kafka-python's result dicts (pure, so it is table-tested)."""
+    infos = []
+    for topic in partitions:
+        name = topic["name"]
+        for p in topic["partitions"]:
+            infos.append(
+                PartitionInfo(
+                    name,
+                    p["partition_index"],
+                    tuple(p["replica_nodes"]),
+                    # Kafka never empties an ISR: its last member stays listed while offline.
+                    tuple(r for r in p["isr_nodes"] if r not in (p.get("offline_replicas") or ())),
+                    min_isr.get(name, 1),
+                    bool(topic.get("is_internal")),
+                )
+            )
+    moving = tuple(
+        sorted(
+            (
+                Reassignment(
+                    tp.topic,
+                    tp.partition,
+                    tuple(r.get("replicas") or ()),
+                    tuple(r.get("adding_replicas") or ()),
+                    tuple(r.get("removing_replicas") or ()),
+                )
+                for tp, r in (reassignments or {}).items()
+            ),
+            key=lambda r: (r.topic, r.partition),
+        )
+    )
+    quorum_info = None
+    if quorum is not None:
+        partition = quorum["topics"][0]["partitions"][0]
+        voters = tuple(
+            VoterInfo(
+                v["replica_id"],
+                v["last_caught_up_timestamp"] if v["last_caught_up_timestamp"] >= 0 else None,
+            )
+            for v in partition["current_voters"]
+        )
+        quorum_info = QuorumInfo(partition["leader_id"], voters)
+    active = quorum_info.leader_id if quorum_info is not None else controller_id
+    return ClusterView(tuple(infos), quorum_info, active, moving, fetch_timeout_ms)
+
+
+class KafkaObserver:
+    def __init__(
+        self, bootstrap: str, settings: Mapping[str, Any] | None = None, *, timeout_ms: int = 10000
+    ) -> None:
+        self.bootstrap = bootstrap
+        self.settings = dict(settings or {})
+        self.settings.setdefault("request_timeout_ms", timeout_ms)
+        # kafka-python waits 30 s for a bootstrap by default; one pass should not.
+        self.settings.setdefault("bootstrap_timeout_ms", timeout_ms)
+        self._admin: Any = None
+        self._fetch_timeout_ms: int | None = None  # read once: a static broker setting
+        self._reassignments_supported = True
+        self._warned_fetch_timeout = False
+
+    def _client(self) -> Any:
+        from kafka import KafkaAdminClient
+
+        if self._admin is None:
+            self._admin = KafkaAdminClient(
+                bootstrap_servers=self.bootstrap.split(","), client_id="rollguard", **self.settings
+            )
+        return self._admin
+
+    def _observe(self) -> ClusterView:
+        from kafka.admin import ConfigResource, ConfigResourceType
+        from kafka.errors import KafkaError
+
+        try:
+            admin = self._client()
+            # Internal topics included: their partitions go below min ISR like any other.
+            topics = list(admin.describe_topics())
+            resources = [
+                ConfigResource(
+                    ConfigResourceType.TOPIC, t["name"], configs={"min.insync.replicas": None}
+                )
+                for t in topics
+            ]
+            configs = admin.describe_configs(resources, config_filter="all") if resources else {}
+            min_isr = {}
+            for name, values in configs.get("topic", {}).items():
+                entry = values.get("min.insync.replicas")
+                if entry is not None and entry.get("value") is not None:
+                    min_isr[name] = int(entry["value"])
+            try:
+                quorum = admin.describe_metadata_quorum()
+            except KafkaError as exc:  # ZooKeeper-era clusters have no KRaft quorum
+                logger.debug("no KRaft quorum: %s", exc)
+                quorum = None
+            cluster = admin.describe_cluster()
+            controller = cluster.get("controller_id")
+            reassignments = self._reassignments(admin)
+            fetch_timeout = self._quorum_fetch_timeout(admin, cluster)
+        except Exception as exc:  # the library's boundary: whatever it raises
+            self.close()
+            text = str(exc) if isinstance(exc, KafkaError | OSError) else repr(exc)
+            raise AdminUnavailable(f"Kafka Admin API at {self.bootstrap}: {text}") from exc
+        return cluster_view(topics, min_isr, quorum, controller, reassignments, fetch_timeout)
+
+    def _reassignments(self, admin: Any) -> Mapping[Any, Mapping[str, Any]]:
+        from kafka.errors import IncompatibleBrokerVersion, UnsupportedVersionError
+
+        if not self._reassignments_supported:
+            return {}
+        try:
+            return dict(admin.list_partition_reassignments())
+        except (IncompatibleBrokerVersion, UnsupportedVersionError) as exc:
+            # Kafka before 2.4 has no ListPartitionReassignments: it cannot be seen, say so.
+            logger.warning(
+                "the cluster cannot list partition reassignments (%s); a reassignment in "
+                "flight will not hold the roll",
+                exc,
+            )
+            self._reassignments_supported = False
+            return {}
+
+    def _quorum_fetch_timeout(self, admin: Any, cluster: Mapping[str, Any]) -> int:
+        """`controller.quorum.fetch.timeout.ms` from a broker's configuration, read once; Kafka's
+        default (with a warning) when the cluster does not say."""
+        from kafka.admin import ConfigResource, ConfigResourceType
+        from kafka.errors import KafkaError
+
+        if self._fetch_timeout_ms is not None:
+            return self._fetch_timeout_ms
+        brokers = sorted(
+            b.get("broker_id", b.get("node_id"))
+            for b in cluster.get("brokers") or []
+            if not b.get("is_fenced")
+        )
+        for broker in brokers:  # a broker resource is answered by that broker: it may be down
+            resource = ConfigResource(
+                ConfigResourceType.BROKER, str(broker), configs={QUORUM_FETCH_TIMEOUT: None}
+            )
+            try:
+                configs = admin.describe_configs([resource], config_filter="all")
+                entry = configs.get("broker", {}).get(str(broker), {}).get(QUORUM_FETCH_TIMEOUT)
+                value = int(entry["value"]) if entry and entry.get("value") else None
+            except (KafkaError, ValueError, TypeError) as exc:
+                logger.debug("cannot read %s from broker %s: %s", QUORUM_FETCH_TIMEOUT, broker, exc)
+                continue
+            if value is not None and value > 0:
+                self._fetch_timeout_ms = value
+                return value
+        if not self._warned_fetch_timeout:
+            self._warned_fetch_timeout = True
+            logger.warning(
+                "the cluster did not report %s; using Kafka's default %d ms",
+                QUORUM_FETCH_TIMEOUT,
+                DEFAULT_QUORUM_FETCH_TIMEOUT_MS,
+            )
+        return DEFAULT_QUORUM_FETCH_TIMEOUT_MS
+
+    async def observe(self) -> ClusterView:
+        return await asyncio.to_thread(self._observe)
+
+    def close(self) -> None:
+        if self._admin is not None:
+            try:
+                self._admin.close()
+            finally:
+                self._admin = None

@@ -1,0 +1,295 @@
+"""Nodes as pods, through the Kubernetes API (lightkube).
+
+- Nodes: the pods matching `--selector` in `--namespace`. The node id comes from a label
+  (`--node-id-label`) or, by default, the number at the end of the pod name (Strimzi's
+  `<cluster>-<pool>-<id>` and a StatefulSet's `<name>-<ordinal>` both work). Roles come from
+  Strimzi's `strimzi.io/broker-role` / `strimzi.io/controller-role` labels ("true"); a pod with
+  neither is a broker.
+- Agent URL: a template such as `https://{pod}.{service}.{namespace}.svc:8443`.
+- Up to date: the pod's `controller-revision-hash` equals its StatefulSet's `updateRevision`,
+  or Strimzi's `strimzi.io/revision` annotation is unchanged when no StatefulSet owns it.
+- Ready: the pod's Ready condition. Stuck: a container waiting for a reason that waiting will not
+  cure (CrashLoopBackOff, ImagePullBackOff...) or PodScheduled False with reason Unschedulable.
+  A pod being deleted (deletionTimestamp) is not ready and has no identity yet: a new one comes.
+- Process gone: the Kafka container terminated or crash-looping, or the pod Failed/Succeeded:
+  the only proof that lets a node whose agent cannot be read be force-restarted.
+- Errors: every `ApiError` is translated here into a `KubernetesError` naming the call, the
+  object and the API's own message (a 403 says which permission is missing).
+- Restart: delete the pod; its controller makes a new one with a new UID.
+- Opt-out: the annotation `rollguard.io/skip-restart: "true"`.
+- The roll journal is kept in a ConfigMap `rollguard-roll-<id>`.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass
+from typing import Any
+
+import httpx
+from lightkube import ApiError, AsyncClient
+from lightkube import operators as op
+from lightkube.models.meta_v1 import ObjectMeta
+from lightkube.resources.apps_v1 import StatefulSet
+from lightkube.resources.core_v1 import ConfigMap, Pod
+
+from rollguard.roller.journal import RollRecord
+from rollguard.roller.model import STUCK_REASONS, Node, PlatformView, Role
+from rollguard.roller.platform import RestartError
+from rollguard.shared.errors import ConfigError, RollguardError
+
+SKIP_ANNOTATION = "rollguard.io/skip-restart"
+BROKER_ROLE_LABEL = "strimzi.io/broker-role"
+CONTROLLER_ROLE_LABEL = "strimzi.io/controller-role"
+DEFAULT_AGENT_URL = "https://{pod}.{service}.{namespace}.svc:8443"
+
+
+def _http_errors() -> tuple[type[Exception], ...]:
+    """lightkube 1.x sends its requests through httpx2 (its own dependency), older releases
+    through httpx: a transport error of either is the API being unreachable."""
+    try:
+        import httpx2
+    except ImportError:
+        return (httpx.HTTPError,)
+    return (httpx.HTTPError, httpx2.HTTPError)
+
+
+HTTP_ERRORS = _http_errors()
+API_ERRORS: tuple[type[Exception], ...] = (ApiError, *HTTP_ERRORS)
+
+
+class KubernetesError(RollguardError):
+    """The Kubernetes API refused or failed a call; the message says which and why."""
+
+
+def api_error(what: str, exc: Exception) -> KubernetesError:
+    if isinstance(exc, ApiError):
+        status = exc.status
+        return KubernetesError(
+            f"Kubernetes API: {what}: {status.code} {status.reason}: {status.message}"
+        )
+    return KubernetesError(f"Kubernetes API: {what}: {type(exc).__name__}: {exc}")
+
+
+def parse_selector(text: str) -> dict[str, Any]:
+    """`a=b,c!=d,e,!f` into lightkube selector pairs; ConfigError for what it cannot express."""
+    pairs: dict[str, Any] = {}
+    for part in filter(None, (p.strip() for p in text.split(","))):
+        if " in " in part or " notin " in part or "(" in part:
+            raise ConfigError(
+                f"--selector: set-based term {part!r} is not supported; use "
+                "equality terms (k=v, k!=v, k, !k)"
+            )
+        if "!=" in part:
+            key, value = part.split("!=", 1)
+            pairs[key.strip()] = op.not_equal(value.strip())
+        elif "=" in part:
+            key, value = part.replace("==", "=").split("=", 1)
+            pairs[key.strip()] = op.equal(value.strip())
+        elif part.startswith("!"):
+            pairs[part[1:].strip()] = op.not_exists()
+        else:
+            pairs[part] = op.exists()
+    if not pairs:
+        raise ConfigError("--selector is empty")
+    return pairs
+
+
+@dataclass(frozen=True, slots=True)
+class KubernetesSettings:
+    namespace: str
+    selector: str
+    agent_url: str = DEFAULT_AGENT_URL
+    service: str = ""
+    node_id_label: str | None = None
+    broker_role_label: str = BROKER_ROLE_LABEL
+    controller_role_label: str = CONTROLLER_ROLE_LABEL
+
+
+class KubernetesPlatform:
+    def __init__(self, client: AsyncClient, settings: KubernetesSettings) -> None:
+        self.client = client
+        self.settings = settings
+        self._selector = parse_selector(settings.selector)
+        self._revisions: dict[str, str] = {}
+
+    def _node(self, pod: Pod) -> Node:
+        meta = pod.metadata
+        assert meta is not None and meta.name is not None
+        labels = meta.labels or {}
+        if self.settings.node_id_label:
+            raw = labels.get(self.settings.node_id_label)
+            if raw is None or not raw.isdigit():
+                raise ConfigError(
+                    f"pod {meta.name} has no numeric label {self.settings.node_id_label}"
+                )
+            node_id = int(raw)
+        else:
+            match = re.search(r"(\d+)$", meta.name)
+            if match is None:
+                raise ConfigError(
+                    f"pod {meta.name}: no node id at the end of its name; set --node-id-label"
+                )
+            node_id = int(match.group(1))
+        roles = set()
+        if labels.get(self.settings.broker_role_label) == "true":
+            roles.add(Role.BROKER)
+        if labels.get(self.settings.controller_role_label) == "true":
+            roles.add(Role.CONTROLLER)
+        url = self.settings.agent_url.format(
+            pod=meta.name, service=self.settings.service, namespace=self.settings.namespace
+        )
+        return Node(node_id, meta.name, frozenset(roles or {Role.BROKER}), url)
+
+    async def nodes(self) -> list[Node]:
+        try:
+            pods = [
+                pod
+                async for pod in self.client.list(
+                    Pod, namespace=self.settings.namespace, labels=self._selector
+                )
+            ]
+        except API_ERRORS as exc:
+            raise api_error(f"list pods in {self.settings.namespace}", exc) from exc
+        if not pods:
+            raise ConfigError(
+                f"no pods match --selector {self.settings.selector!r} in "
+                f"namespace {self.settings.namespace}"
+            )
+        return sorted((self._node(p) for p in pods), key=lambda n: n.node_id)
+
+    async def _desired_revision(self, pod: Pod) -> str | None:
+        owners = (pod.metadata.ownerReferences or []) if pod.metadata else []
+        owner = next((o for o in owners if o.kind == "StatefulSet"), None)
+        if owner is None:
+            return None
+        try:
+            sts = await self.client.get(StatefulSet, owner.name, namespace=self.settings.namespace)
+        except API_ERRORS as exc:
+            raise api_error(f"get statefulset {owner.name}", exc) from exc
+        return sts.status.updateRevision if sts.status else None
+
+    async def observe(self, node: Node) -> PlatformView:
+        try:
+            pod = await self.client.get(Pod, node.name, namespace=self.settings.namespace)
+        except ApiError as exc:
+            if exc.status.code == 404:
+                return PlatformView(exists=False, ready=False, up_to_date=True)
+            raise api_error(f"get pod {node.name}", exc) from exc
+        except HTTP_ERRORS as exc:
+            raise api_error(f"get pod {node.name}", exc) from exc
+        meta, status = pod.metadata, pod.status
+        assert meta is not None
+        labels, annotations = meta.labels or {}, meta.annotations or {}
+        ready = any(
+            c.type == "Ready" and c.status == "True"
+            for c in (status.conditions or [] if status else [])
+        )
+        stuck = None
+        for condition in (status.conditions or []) if status else []:
+            if (
+                condition.type == "PodScheduled"
+                and condition.status == "False"
+                and condition.reason == "Unschedulable"
+            ):
+                stuck = "Unschedulable"
+        gone = status is not None and status.phase in ("Failed", "Succeeded")
+        for container in (status.containerStatuses or []) if status else []:
+            waiting = container.state.waiting if container.state else None
+            if waiting is not None and waiting.reason in STUCK_REASONS:
+                stuck = waiting.reason
+            if waiting is not None and waiting.reason == "CrashLoopBackOff":
+                gone = True
+            if container.state is not None and container.state.terminated is not None:
+                gone = True
+        deleting = meta.deletionTimestamp is not None
+        desired = await self._desired_revision(pod)
+        current = labels.get("controller-revision-hash")
+        if desired is not None:
+            up_to_date = current == desired
+        else:
+            revision = annotations.get("strimzi.io/revision", "")
+            seen = self._revisions.setdefault(node.name, revision)
+            up_to_date = seen == revision and bool(revision)
+        return PlatformView(
+            exists=True,
+            ready=ready and not deleting,
+            up_to_date=up_to_date,
+            stuck=stuck,
+            # A pod being deleted is on its way out: its identity is no longer the node's.
+            instance=None if deleting else meta.uid,
+            opted_out=annotations.get(SKIP_ANNOTATION, "").lower() == "true",
+            process_gone=gone,
+        )
+
+    async def restart(self, node: Node) -> None:
+        try:
+            await self.client.delete(Pod, node.name, namespace=self.settings.namespace)
+        except API_ERRORS as exc:
+            raise RestartError(str(api_error(f"delete pod {node.name}", exc))) from exc
+
+    async def restart_pending(self, node: Node) -> bool:
+        """A pod being deleted has no identity (see `observe`): resume waits for its successor."""
+        return False
+
+    async def close(self) -> None:
+        await self.client.close()
+
+
+class ConfigMapJournalStore:
+    """The roll journal in a ConfigMap, written with its resourceVersion (no lost update)."""
+
+    KEY = "journal.json"
+
+    def __init__(self, client: Any, namespace: str) -> None:
+        self.client = client  # a synchronous lightkube Client
+        self.namespace = namespace
+
+    @staticmethod
+    def name(roll_id: str) -> str:
+        return f"rollguard-roll-{roll_id}"
+
+    def load(self, roll_id: str) -> RollRecord | None:
+        try:
+            cm = self.client.get(ConfigMap, self.name(roll_id), namespace=self.namespace)
+        except ApiError as exc:
+            if exc.status.code == 404:
+                return None
+            raise api_error(f"get configmap {self.name(roll_id)}", exc) from exc
+        except HTTP_ERRORS as exc:
+            raise api_error(f"get configmap {self.name(roll_id)}", exc) from exc
+        try:
+            return RollRecord.from_json(json.loads((cm.data or {})[self.KEY]))
+        except (KeyError, ValueError) as exc:
+            raise ConfigError(
+                f"roll journal in configmap {self.name(roll_id)} cannot be read ({exc})"
+            ) from None
+
+    def save(self, record: RollRecord) -> None:
+        data = {self.KEY: json.dumps(record.to_json(), indent=2)}
+        name = self.name(record.roll_id)
+        try:
+            self._save(name, data)
+        except API_ERRORS as exc:
+            raise api_error(f"save configmap {name}", exc) from exc
+
+    def _save(self, name: str, data: dict[str, str]) -> None:
+        try:
+            cm = self.client.get(ConfigMap, name, namespace=self.namespace)
+        except ApiError as exc:
+            if exc.status.code != 404:
+                raise
+            self.client.create(
+                ConfigMap(
+                    metadata=ObjectMeta(
+                        name=name,
+                        namespace=self.namespace,
+                        labels={"app.kubernetes.io/managed-by": "rollguard"},
+                    ),
+                    data=data,
+                )
+            )
+            return
+        cm.data = data
+        self.client.replace(cm)

@@ -1,0 +1,190 @@
+"""What the roller knows about a cluster: nodes, their platform state, partitions and quorum.
+
+Frozen values only: observations are taken by the I/O layer (platform, Kafka admin, agents) and
+handed to pure decision functions (`rollguard.roller.safety`, `rollguard.roller.progress`).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from enum import StrEnum
+
+from rollguard.shared.states import BrokerState
+from rollguard.shared.wire import BrokerStateReport
+
+
+class Role(StrEnum):
+    BROKER = "broker"
+    CONTROLLER = "controller"
+
+
+@dataclass(frozen=True, slots=True)
+class Node:
+    node_id: int
+    name: str  # pod name on Kubernetes, the inventory's name elsewhere
+    roles: frozenset[Role]
+    agent_url: str | None = None
+
+    @property
+    def is_controller(self) -> bool:
+        return Role.CONTROLLER in self.roles
+
+    @property
+    def is_broker(self) -> bool:
+        return Role.BROKER in self.roles
+
+    def __str__(self) -> str:
+        return f"{self.name} (node {self.node_id}, {'+'.join(sorted(self.roles))})"
+
+
+# Container and scheduling states in which a pod will not become ready by waiting.
+STUCK_REASONS = frozenset(
+    {
+        "CrashLoopBackOff",
+        "ImagePullBackOff",
+        "ErrImagePull",
+        "InvalidImageName",
+        "ContainerCreating",
+        "CreateContainerConfigError",
+        "Unschedulable",
+    }
+)
+
+
+@dataclass(frozen=True, slots=True)
+class PlatformView:
+    """A node as its platform sees it (a pod's status, or an inventory node's agent)."""
+
+    exists: bool
+    ready: bool
+    up_to_date: bool  # runs the desired revision; a node not up to date needs a restart
+    stuck: str | None = None  # a STUCK_REASONS member when the node will not get ready alone
+    # One run of the node: the pod UID on Kubernetes, the broker JVM's start time (from its
+    # agent) on an inventory. It changes exactly when the node was really restarted, so a
+    # restart is judged by identity, never by comparing two machines' clocks. None: unknown.
+    instance: str | None = None
+    opted_out: bool = False  # the skip annotation
+    # The platform proves the broker process is not running (pod terminated or crash-looping,
+    # an inventory node's health command): the only case where a node whose agent cannot be
+    # read may be force-restarted without an explicit --on-agent-unreachable force.
+    process_gone: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class PartitionInfo:
+    topic: str
+    partition: int
+    replicas: tuple[int, ...]
+    isr: tuple[int, ...]
+    min_isr: int
+    internal: bool = False  # __consumer_offsets, __transaction_state...: they count the same
+
+    @property
+    def name(self) -> str:
+        return f"{self.topic}-{self.partition}"
+
+
+@dataclass(frozen=True, slots=True)
+class Reassignment:
+    """A partition reassignment in flight (ListPartitionReassignments)."""
+
+    topic: str
+    partition: int
+    replicas: tuple[int, ...]  # current replicas: the union of the old and the target set
+    adding: tuple[int, ...]
+    removing: tuple[int, ...]
+
+    @property
+    def name(self) -> str:
+        return f"{self.topic}-{self.partition}"
+
+
+@dataclass(frozen=True, slots=True)
+class VoterInfo:
+    node_id: int
+    last_caught_up_ms: int | None  # None: never caught up, or unknown
+
+
+@dataclass(frozen=True, slots=True)
+class QuorumInfo:
+    leader_id: int
+    voters: tuple[VoterInfo, ...]
+
+
+# Kafka's default controller.quorum.fetch.timeout.ms, used when the cluster does not say.
+DEFAULT_QUORUM_FETCH_TIMEOUT_MS = 2000
+
+
+@dataclass(frozen=True, slots=True)
+class ClusterView:
+    """Kafka's own view, from the Admin API, taken once per pass."""
+
+    partitions: tuple[PartitionInfo, ...]
+    quorum: QuorumInfo | None
+    active_controller: int | None
+    reassignments: tuple[Reassignment, ...] = ()
+    # controller.quorum.fetch.timeout.ms as the cluster has it (DescribeConfigs).
+    quorum_fetch_timeout_ms: int = DEFAULT_QUORUM_FETCH_TIMEOUT_MS
+
+
+# ---- what an agent said ----------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class AgentReport:
+    url: str
+    report: BrokerStateReport
+
+
+class Unavailable(StrEnum):
+    """Why an agent gave no report, by what the roller may conclude from it."""
+
+    UNREACHABLE = "unreachable"  # no HTTP answer: host down, port closed, timed out
+    TLS_REFUSED = "tls-refused"  # the agent refused our client certificate (TLS alert)
+    TLS_UNTRUSTED = "tls-untrusted"  # the agent's certificate failed our verification
+
+
+@dataclass(frozen=True, slots=True)
+class AgentUnavailable:
+    """No usable report. `status` is the HTTP status, or None when there was no HTTP answer;
+    `reason` is the agent's JSON reason (e.g. `broker-state-missing`), `http-<status>`, or an
+    `Unavailable` value."""
+
+    url: str
+    status: int | None
+    reason: str
+    message: str
+
+    @property
+    def tls_failure(self) -> bool:
+        return self.reason in (Unavailable.TLS_REFUSED, Unavailable.TLS_UNTRUSTED)
+
+
+AgentAnswer = AgentReport | AgentUnavailable
+
+# The agent of a controller-only KRaft node answers this: it works, but the node has no
+# BrokerState (controllers never register it), so its readiness comes from the quorum.
+BROKER_STATE_MISSING = "broker-state-missing"
+
+
+def is_recovering(answer: AgentAnswer | None) -> bool:
+    return isinstance(answer, AgentReport) and answer.report.broker_state is BrokerState.RECOVERY
+
+
+def describe_answer(answer: AgentAnswer | None) -> str:
+    if answer is None:
+        return "no agent configured"
+    if isinstance(answer, AgentReport):
+        return answer.report.describe()
+    return f"unavailable ({answer.reason}: {answer.message})"
+
+
+CLUSTER_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,62}")
+
+
+def check_cluster(name: str) -> str:
+    """A cluster name as it appears in datasets and reports (and their file paths)."""
+    if not CLUSTER_NAME.fullmatch(name):
+        raise ValueError(f"{name!r}: a cluster name is letters, digits, '.', '_' and '-'")
+    return name

@@ -1,0 +1,131 @@
+"""What every rollguard command line shares: exact flags, one-line errors, exit codes, --version.
+
+argparse accepts any unambiguous prefix of a long flag, so `--operation-timeout 60` (meant as
+60 seconds) once ran as `--operation-timeout-ms 60` and a starting broker was force-restarted
+after 0.06 s. `allow_abbrev=False` is not enough on every Python (some versions still matched
+`--prefix=value`), so `Parser` never looks prefixes up at all: a long flag is taken exactly as
+written, and anything else is a usage error that names it and suggests the closest real flag.
+"""
+
+from __future__ import annotations
+
+import argparse
+import difflib
+import importlib.metadata
+import sys
+from collections.abc import Callable, Sequence
+from enum import IntEnum
+from typing import Any, NoReturn, TypeVar
+
+T = TypeVar("T")
+
+
+class ExitCode(IntEnum):
+    """The exit codes every rollguard command shares (a command may add its own above 3)."""
+
+    OK = 0
+    FAILED = 1  # the work was attempted and failed; the message names what and why
+    USAGE = 2  # bad flags, variables or files; nothing was started
+    INTERRUPTED = 3  # SIGINT or SIGTERM; what can be resumed says how
+
+
+def version() -> str:
+    """The version `--version` prints: rollguard-shared's (the components are released together)."""
+    try:
+        return importlib.metadata.version("rollguard-shared")
+    except importlib.metadata.PackageNotFoundError:
+        return "unknown (not installed)"
+
+
+class Parser(argparse.ArgumentParser):
+    """argparse without prefix matching, with one-line errors (exit 2) and "did you mean".
+
+    A parser that shows help also gets `--version` (unless `with_version=False`): the top-level
+    command and each sub-command. Parsers used only as `parents=` (add_help=False) do not, so
+    their children do not see the flag twice. A command with sub-commands that is run bare
+    prints its help on stderr and exits 2.
+    """
+
+    def __init__(self, *args: Any, with_version: bool | None = None, **kwargs: Any) -> None:
+        kwargs["allow_abbrev"] = False
+        super().__init__(*args, **kwargs)
+        if self.add_help if with_version is None else with_version:
+            self.add_argument(
+                "--version",
+                action="version",
+                version=f"%(prog)s {version()}",
+                help="print the version and exit",
+            )
+
+    def _get_option_tuples(self, option_string: str) -> list[Any]:
+        # argparse's only source of prefix matches. Short options keep argparse's handling
+        # (`-h` only); a long option matches exactly or not at all.
+        if option_string.startswith(2 * self.prefix_chars[0]):
+            return []
+        return list(super()._get_option_tuples(option_string))
+
+    def parse_args(  # type: ignore[override]
+        self, args: Sequence[str] | None = None, namespace: argparse.Namespace | None = None
+    ) -> argparse.Namespace:
+        argv = list(sys.argv[1:] if args is None else args)
+        if not argv and self._subparsers is not None:
+            self.print_help(sys.stderr)
+            self.exit(ExitCode.USAGE)
+        parsed, extras = self.parse_known_args(argv, namespace)
+        if extras:
+            chosen = _chosen_parser(self, parsed)
+            chosen.error(f"unrecognized arguments: {' '.join(extras)}{_suggest(chosen, extras)}")
+        return parsed
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(ExitCode.USAGE, f"{self.prog}: {message} (see --help)\n")
+
+
+def argument_type(convert: Callable[[str], T]) -> Callable[[str], T]:
+    """A converter's ValueError as argparse's ArgumentTypeError, so that its message (which
+    names the value and the rule) is shown instead of argparse's "invalid <name> value"."""
+
+    def typed(text: str) -> T:
+        try:
+            return convert(text)
+        except ValueError as exc:
+            raise argparse.ArgumentTypeError(str(exc)) from None
+
+    typed.__name__ = getattr(convert, "__name__", "value")
+    return typed
+
+
+def _chosen_parser(parser: argparse.ArgumentParser, parsed: argparse.Namespace) -> Any:
+    """The innermost sub-command's parser: the one whose flags an unknown flag was meant for."""
+    current: Any = parser
+    while True:
+        sub = next((a for a in current._actions if isinstance(a, argparse._SubParsersAction)), None)
+        name = getattr(parsed, sub.dest, None) if sub is not None else None
+        if sub is None or name not in sub.choices:
+            return current
+        current = sub.choices[name]
+
+
+def _suggest(parser: argparse.ArgumentParser, extras: Sequence[str]) -> str:
+    """The "did you mean --x?" hint for each unknown long flag that is close to a real one."""
+    known = [
+        option
+        for action in parser._actions
+        if action.help != argparse.SUPPRESS
+        for option in action.option_strings
+        if option.startswith("--")
+    ]
+    hints = []
+    for extra in extras:
+        if not extra.startswith("--") or extra == "--":
+            continue
+        name = extra.split("=", 1)[0]
+        longer = sorted((k for k in known if k.startswith(name)), key=len)
+        close = longer[:1] or difflib.get_close_matches(name, known, n=1, cutoff=0.6)
+        if close:
+            hints.append((name, close[0]))
+    if not hints:
+        return ""
+    if len(hints) == 1:
+        return f"; did you mean {hints[0][1]}?"
+    return "; did you mean " + ", ".join(f"{good} (for {bad})" for bad, good in hints) + "?"

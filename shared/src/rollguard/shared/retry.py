@@ -1,0 +1,267 @@
+"""One retry discipline for every network client: exponential backoff with proportional jitter.
+
+The policy and its defaults are those of the Kafka Connect status-store proposal (see
+`../shared/reference/kip-status-store-retry-backoff-jitter.txt`):
+
+    retry-max-retries          5      [0, 2**31-1]  attempts = 1 + max retries
+    retry-initial-backoff-ms   300    [0, inf)
+    retry-max-backoff-ms       10000  [0, inf)      and initial <= max
+    retry-backoff-multiplier   2.0    [1, inf)
+    retry-jitter-factor        0.25   [0, 1]
+
+The delay before retry number `n` (0 for the first retry) is
+
+    capped = min(initial * multiplier ** n, max)
+    delay  = capped + capped * jitter * U(0, 1)
+
+so the final delay may exceed `max` by up to the jitter share (at most 25 % with the defaults), as
+the reference specifies: the cap applies before the jitter, so that clients that reached the cap
+still spread out instead of retrying in lockstep.
+
+Counters per operation follow the reference's metrics: retries (`status-update-retry-total`),
+failures after all retries (`-failure-total`) and successes (`-success-total`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import math
+import random
+import threading
+import time
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, fields
+from typing import TypeVar
+
+from rollguard.shared.errors import ConfigError
+
+logger = logging.getLogger(__name__)
+
+T = TypeVar("T")
+Retriable = Callable[[BaseException], bool] | tuple[type[BaseException], ...]
+
+MAX_INT = 2**31 - 1
+
+
+@dataclass(frozen=True, slots=True)
+class RetryPolicy:
+    """The five settings; invalid combinations are refused when the policy is built."""
+
+    max_retries: int = 5
+    initial_backoff_ms: float = 300
+    max_backoff_ms: float = 10000
+    backoff_multiplier: float = 2.0
+    jitter_factor: float = 0.25
+
+    def __post_init__(self) -> None:
+        for setting in fields(self):
+            value = getattr(self, setting.name)
+            if isinstance(value, bool) or not isinstance(value, int | float):
+                raise ConfigError(f"{flag(setting.name)} {value!r} is not a number")
+            if math.isnan(value):
+                raise ConfigError(f"{flag(setting.name)} is not a number (NaN)")
+        if not isinstance(self.max_retries, int) or not 0 <= self.max_retries <= MAX_INT:
+            raise ConfigError(
+                f"{flag('max_retries')} {self.max_retries} must be a whole number in [0, {MAX_INT}]"
+            )
+        for name in ("initial_backoff_ms", "max_backoff_ms"):
+            value = getattr(self, name)
+            if not 0 <= value < math.inf:
+                raise ConfigError(f"{flag(name)} {value:g} must be in [0, inf) milliseconds")
+        if self.initial_backoff_ms > self.max_backoff_ms:
+            raise ConfigError(
+                f"{flag('initial_backoff_ms')} {self.initial_backoff_ms:g} must not exceed "
+                f"{flag('max_backoff_ms')} {self.max_backoff_ms:g}"
+            )
+        if not 1 <= self.backoff_multiplier < math.inf:
+            raise ConfigError(
+                f"{flag('backoff_multiplier')} {self.backoff_multiplier:g} must be in [1, inf)"
+            )
+        if not 0 <= self.jitter_factor <= 1:
+            raise ConfigError(f"{flag('jitter_factor')} {self.jitter_factor:g} must be in [0, 1]")
+
+    @property
+    def attempts(self) -> int:
+        return self.max_retries + 1
+
+
+@dataclass(frozen=True, slots=True)
+class RetrySetting:
+    """How a CLI exposes one setting: `--retry-NAME` and `<PREFIX>RETRY_NAME`."""
+
+    name: str
+    default: str
+    convert: Callable[[str], float]
+    help: str
+
+
+RETRY_SETTINGS = (
+    RetrySetting("retry-max-retries", "5", int, "retries after the first attempt"),
+    RetrySetting("retry-initial-backoff-ms", "300", float, "delay before the first retry"),
+    RetrySetting("retry-max-backoff-ms", "10000", float, "cap of the delay, before jitter"),
+    RetrySetting("retry-backoff-multiplier", "2.0", float, "growth of the delay per retry"),
+    RetrySetting("retry-jitter-factor", "0.25", float, "random extra delay, as a share of it"),
+)
+
+
+def policy_from_settings(values: dict[str, float]) -> RetryPolicy:
+    """A policy from values keyed by setting name (`retry-max-retries`...); ConfigError if bad."""
+    named = {name.removeprefix("retry-").replace("-", "_"): value for name, value in values.items()}
+    return RetryPolicy(**named)  # type: ignore[arg-type]
+
+
+def flag(setting: str) -> str:
+    """The command-line name of a setting, the same in every rollguard CLI."""
+    return "--retry-" + setting.replace("_", "-")
+
+
+def backoff_ms(policy: RetryPolicy, retry: int, uniform: float) -> float:
+    """The delay before retry number `retry` (0-based), given a draw `uniform` from U(0, 1)."""
+    try:
+        base = policy.initial_backoff_ms * policy.backoff_multiplier**retry
+    except OverflowError:
+        base = math.inf
+    capped = min(base, policy.max_backoff_ms)
+    return capped + capped * policy.jitter_factor * uniform
+
+
+@dataclass(slots=True)
+class OperationCounts:
+    retries: int = 0
+    failures: int = 0
+    successes: int = 0
+
+
+class RetryStats:
+    """Thread-safe counters per operation name."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._counts: dict[str, OperationCounts] = {}
+
+    def record(self, operation: str, *, retries: int = 0, failures: int = 0, successes: int = 0
+               ) -> None:  # fmt: skip
+        with self._lock:
+            counts = self._counts.setdefault(operation, OperationCounts())
+            counts.retries += retries
+            counts.failures += failures
+            counts.successes += successes
+
+    def snapshot(self) -> dict[str, OperationCounts]:
+        with self._lock:
+            return {name: OperationCounts(c.retries, c.failures, c.successes)
+                    for name, c in sorted(self._counts.items())}  # fmt: skip
+
+    def summary(self) -> str:
+        """One line for a CLI's closing summary."""
+        parts = [f"{name}: {c.successes} ok, {c.retries} retries, {c.failures} failed"
+                 for name, c in self.snapshot().items()]  # fmt: skip
+        return "; ".join(parts) or "no network operations"
+
+
+def _is_retriable(retriable: Retriable, error: BaseException) -> bool:
+    if isinstance(retriable, tuple):
+        return isinstance(error, retriable)
+    return retriable(error)
+
+
+@dataclass(frozen=True, slots=True)
+class _Attempts:
+    """The pure part of a retry loop: what to do after attempt `retry` failed with `error`."""
+
+    policy: RetryPolicy
+    operation: str
+    retriable: Retriable
+    stats: RetryStats | None
+    uniform: Callable[[], float]
+    clock: Callable[[], float]
+    deadline: float | None
+
+    def delay_after(self, retry: int, error: Exception) -> float | None:
+        """Seconds to wait before the next attempt, or None to give up (counted as a failure)."""
+        if not _is_retriable(self.retriable, error) or retry >= self.policy.max_retries:
+            if retry >= self.policy.max_retries and retry:
+                logger.warning("%s failed after %d attempts: %s", self.operation, retry + 1, error)
+            self._record(failures=1)
+            return None
+        delay = backoff_ms(self.policy, retry, self.uniform()) / 1000
+        if self.deadline is not None and self.clock() + delay >= self.deadline:
+            logger.warning("%s failed, and no time is left to retry: %s", self.operation, error)
+            self._record(failures=1)
+            return None
+        logger.debug("%s: attempt %d failed (%s); retrying in %.3fs",
+                     self.operation, retry + 1, error, delay)  # fmt: skip
+        self._record(retries=1)
+        return delay
+
+    def _record(self, **counts: int) -> None:
+        if self.stats is not None:
+            self.stats.record(self.operation, **counts)
+
+    def succeeded(self) -> None:
+        self._record(successes=1)
+
+
+async def retry_async(
+    attempt: Callable[[], Awaitable[T]],
+    policy: RetryPolicy,
+    *,
+    operation: str,
+    retriable: Retriable,
+    stats: RetryStats | None = None,
+    sleep: Callable[[float], Awaitable[object]] = asyncio.sleep,
+    uniform: Callable[[], float] = random.random,
+    clock: Callable[[], float] = time.monotonic,
+    deadline: float | None = None,
+) -> T:
+    """Await `attempt()` until it succeeds, retrying errors that `retriable` accepts.
+
+    Attempts run one after the other, never overlapping. Waits use `sleep` and never block the
+    event loop; cancellation (during an attempt or a wait) propagates at once and counts nothing.
+    After the last attempt, or on an error that is not retriable, the last error is raised as is.
+    `deadline` (on `clock`) stops retrying when the next wait would pass it.
+    """
+    attempts = _Attempts(policy, operation, retriable, stats, uniform, clock, deadline)
+    retry = 0
+    while True:
+        try:
+            result = await attempt()
+        except Exception as error:
+            delay = attempts.delay_after(retry, error)
+            if delay is None:
+                raise
+            await sleep(delay)
+            retry += 1
+            continue
+        attempts.succeeded()
+        return result
+
+
+def retry_sync(
+    attempt: Callable[[], T],
+    policy: RetryPolicy,
+    *,
+    operation: str,
+    retriable: Retriable,
+    stats: RetryStats | None = None,
+    sleep: Callable[[float], object] = time.sleep,
+    uniform: Callable[[], float] = random.random,
+    clock: Callable[[], float] = time.monotonic,
+    deadline: float | None = None,
+) -> T:
+    """The blocking twin of `retry_async`, for code that is not asynchronous."""
+    attempts = _Attempts(policy, operation, retriable, stats, uniform, clock, deadline)
+    retry = 0
+    while True:
+        try:
+            result = attempt()
+        except Exception as error:
+            delay = attempts.delay_after(retry, error)
+            if delay is None:
+                raise
+            sleep(delay)
+            retry += 1
+            continue
+        attempts.succeeded()
+        return result

@@ -1,0 +1,151 @@
+"""The agent's wire contract: the JSON of `GET /v1/broker-state` (Strimzi proposal 048).
+
+    {"brokerState": 3}
+    {"brokerState": 2,
+     "recovery": {"remainingLogsToRecover": 123, "remainingSegmentsToRecover": 456}}
+
+`recovery` appears only when the state is 2 (RECOVERY). Additive fields may appear; readers
+ignore fields they do not know. rollguard's agent adds:
+
+- `sampledAt`: when the sample was taken (ISO 8601 UTC, the agent's clock);
+- `brokerStartedAt`: when the broker's JVM started (JMX `java.lang:type=Runtime` `StartTime`,
+  ISO 8601 UTC). It identifies one run of the broker process: the roller counts a restart only
+  when this changes, so readiness never depends on comparing two machines' clocks;
+- `agentBootId`: an id the agent draws at each start (also the timeline's `bootId`).
+
+Strimzi's Java agent names the recovery object `recoveryState`, so the reader accepts that key
+too; it sends none of the additive fields, and the roller then falls back to the weaker checks.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any
+
+from rollguard.shared.errors import WireFormatError
+from rollguard.shared.states import BrokerState
+
+BROKER_STATE_PATH = "/v1/broker-state"
+
+
+@dataclass(frozen=True, slots=True)
+class RecoveryProgress:
+    """What is left of a log recovery, summed over every log dir and recovery thread."""
+
+    remaining_logs: int
+    remaining_segments: int
+
+    def __post_init__(self) -> None:
+        if self.remaining_logs < 0 or self.remaining_segments < 0:
+            raise ValueError("remaining logs and segments cannot be negative")
+
+
+@dataclass(frozen=True, slots=True)
+class BrokerStateReport:
+    """One observation of a broker, as the agent reports it."""
+
+    broker_state: BrokerState
+    recovery: RecoveryProgress | None = None
+    sampled_at: datetime | None = None
+    broker_started_at: datetime | None = None  # the broker JVM's start: one run of the process
+    agent_boot_id: str | None = None
+
+    def __post_init__(self) -> None:
+        if self.recovery is not None and self.broker_state is not BrokerState.RECOVERY:
+            raise ValueError("recovery progress is only reported in the RECOVERY state")
+
+    def to_wire(self) -> dict[str, Any]:
+        body: dict[str, Any] = {"brokerState": int(self.broker_state)}
+        if self.recovery is not None:
+            body["recovery"] = {
+                "remainingLogsToRecover": self.recovery.remaining_logs,
+                "remainingSegmentsToRecover": self.recovery.remaining_segments,
+            }
+        if self.sampled_at is not None:
+            body["sampledAt"] = format_time(self.sampled_at)
+        if self.broker_started_at is not None:
+            body["brokerStartedAt"] = format_time(self.broker_started_at)
+        if self.agent_boot_id is not None:
+            body["agentBootId"] = self.agent_boot_id
+        return body
+
+    def describe(self) -> str:
+        """For people: `RECOVERY (2): 12 logs and 340 segments left to recover`."""
+        text = f"{self.broker_state.name} ({int(self.broker_state)})"
+        if self.recovery is not None:
+            text += (
+                f": {self.recovery.remaining_logs} logs and "
+                f"{self.recovery.remaining_segments} segments left to recover"
+            )
+        return text
+
+    def to_json(self) -> bytes:
+        return json.dumps(self.to_wire(), separators=(",", ":")).encode()
+
+    @classmethod
+    def from_wire(cls, body: object) -> BrokerStateReport:
+        """Read a report from rollguard's agent or Strimzi's; WireFormatError if malformed."""
+        if not isinstance(body, Mapping):
+            raise WireFormatError(f"broker state report must be a JSON object, got {body!r:.80}")
+        if "brokerState" not in body:
+            raise WireFormatError("broker state report has no 'brokerState'")
+        try:
+            state = BrokerState.parse(body["brokerState"])
+        except ValueError as exc:
+            raise WireFormatError(str(exc)) from exc
+        recovery = None
+        raw = body.get("recovery", body.get("recoveryState"))
+        if raw is not None and state is BrokerState.RECOVERY:
+            recovery = _read_recovery(raw)
+        boot_id = body.get("agentBootId")
+        return cls(
+            state,
+            recovery,
+            _read_time(body, "sampledAt"),
+            _read_time(body, "brokerStartedAt"),
+            boot_id if isinstance(boot_id, str) and boot_id else None,
+        )
+
+    @classmethod
+    def from_json(cls, data: bytes | str) -> BrokerStateReport:
+        try:
+            body = json.loads(data)
+        except (ValueError, UnicodeDecodeError) as exc:
+            raise WireFormatError(f"broker state report is not JSON: {exc}") from exc
+        return cls.from_wire(body)
+
+
+def _read_time(body: Mapping[str, Any], key: str) -> datetime | None:
+    if not isinstance(body.get(key), str):
+        return None
+    try:
+        return parse_time(body[key])
+    except ValueError as exc:
+        raise WireFormatError(f"{key!r} is not an ISO 8601 time: {exc}") from exc
+
+
+def _read_recovery(raw: object) -> RecoveryProgress:
+    if not isinstance(raw, Mapping):
+        raise WireFormatError(f"'recovery' must be a JSON object, got {raw!r:.80}")
+    counts = []
+    for key in ("remainingLogsToRecover", "remainingSegmentsToRecover"):
+        value = raw.get(key)
+        if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+            raise WireFormatError(f"'recovery.{key}' must be a non-negative integer, got {value!r}")
+        counts.append(value)
+    return RecoveryProgress(counts[0], counts[1])
+
+
+def format_time(moment: datetime) -> str:
+    """ISO 8601 in UTC with milliseconds and a Z, e.g. 2026-11-22T02:15:54.123Z."""
+    return moment.astimezone(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+def parse_time(text: str) -> datetime:
+    moment = datetime.fromisoformat(text.replace("Z", "+00:00"))
+    if moment.tzinfo is None:
+        raise ValueError(f"{text!r} has no time zone")
+    return moment

@@ -1,0 +1,261 @@
+"""`rollguard-report`: recovery episodes, per-cluster figures and an HTML report from a dataset
+written by `rollguard collect`.
+
+    rollguard-report --dataset DIR --out DIR [--master URL]
+    spark-submit --master spark://host:7077 spark/src/rollguard/spark/job.py --dataset DIR --out DIR
+
+Local mode (`local[*]`) by default; under spark-submit the master is spark-submit's. Outputs in
+--out: Parquet tables episodes/, nodes/, clusters/, eta/; summary.json; report.html (charts as
+embedded PNGs). Exit codes: 0 done, 1 the job failed, 2 bad flags or no dataset.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import operator
+import os
+import sys
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from functools import reduce
+from pathlib import Path
+from typing import Any
+
+if __package__ in (None, ""):  # run as a file by spark-submit: make the namespace importable
+    # spark/src, and in a checkout shared/src beside it (where rollguard-shared is not installed).
+    _SRC = Path(__file__).resolve().parents[2]
+    sys.path[:0] = [str(p) for p in (_SRC, _SRC.parent.parent / "shared" / "src") if p.is_dir()]
+
+from rollguard.shared.cli import ExitCode, Parser, argument_type
+from rollguard.shared.settings import integer
+
+EXIT_FAILED = ExitCode.FAILED
+EXIT_CONFIG = ExitCode.USAGE
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = Parser(
+        prog="rollguard-report", description="Recovery report from collected agent timelines."
+    )
+    parser.add_argument("--dataset", type=Path, required=True, help="folder written by collect")
+    parser.add_argument("--out", type=Path, required=True, help="folder for tables and report")
+    parser.add_argument(
+        "--master",
+        help="Spark master URL (default: local[*]; under spark-submit, spark-submit's)",
+    )
+    parser.add_argument("--cluster", action="append", help="only this cluster (repeatable)")
+    parser.add_argument(
+        "--driver-memory", default="2g", help="driver memory in local mode (default: 2g)"
+    )
+    parser.add_argument(
+        "--shuffle-partitions",
+        type=argument_type(integer(0, 100_000)),
+        default=0,
+        help="partitions of the one shuffle (default: 2 per core of the master)",
+    )
+    return parser
+
+
+@dataclass(frozen=True, slots=True)
+class Inputs:
+    timeline: str
+    events: str | None
+
+
+def find_inputs(dataset: Path) -> Inputs:
+    """The dataset's tables; an error naming the folder when there is nothing to read."""
+    timeline, events = dataset / "timeline", dataset / "events"
+    if not dataset.is_dir():
+        raise FileNotFoundError(f"dataset folder {dataset} does not exist")
+    if not any(timeline.rglob("*.parquet")):
+        raise FileNotFoundError(
+            f"{timeline} holds no Parquet files: run `rollguard collect --out {dataset}` first"
+        )
+    has_events = events.is_dir() and any(events.rglob("*.parquet"))
+    return Inputs(str(timeline.resolve()), str(events.resolve()) if has_events else None)
+
+
+def session(master: str | None, driver_memory: str, shuffle_partitions: int) -> Any:
+    from pyspark.sql import SparkSession
+
+    under_submit = "PYSPARK_GATEWAY_PORT" in os.environ
+    builder = SparkSession.builder.appName("rollguard-report")
+    if not under_submit:
+        target = master or "local[*]"
+        builder = builder.master(target)
+        if target.startswith("local"):
+            os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+            builder = builder.config("spark.driver.memory", driver_memory)
+        logging = Path(__file__).with_name("log4j2.properties").resolve()
+        builder = builder.config(
+            "spark.driver.extraJavaOptions", f"-Dlog4j2.configurationFile=file:{logging}"
+        )
+    partitions = shuffle_partitions or 2 * (os.cpu_count() or 2)
+    builder = (
+        builder.config("spark.sql.shuffle.partitions", str(partitions))
+        .config("spark.sql.session.timeZone", "UTC")
+        .config("spark.ui.enabled", "false")
+        .config("spark.ui.showConsoleProgress", "false")
+        .config("spark.sql.adaptive.enabled", "true")
+        .config("spark.sql.parquet.compression.codec", "zstd")
+    )
+    spark = builder.getOrCreate()
+    spark.sparkContext.setLogLevel("ERROR")
+    return spark
+
+
+def read_inputs(
+    spark: Any, inputs: Inputs, clusters: Sequence[str] | None = None
+) -> tuple[Any, Any]:
+    from pyspark.sql import functions as F
+
+    from rollguard.spark.episodes import EVENTS_SCHEMA, TIMELINE_SCHEMA
+
+    timeline = (
+        spark.read.schema(TIMELINE_SCHEMA)
+        .option("basePath", inputs.timeline)
+        .parquet(inputs.timeline)
+    )
+    events = None
+    if inputs.events is not None:
+        events = (
+            spark.read.schema(EVENTS_SCHEMA)
+            .option("basePath", inputs.events)
+            .parquet(inputs.events)
+        )
+    if clusters:
+        timeline = timeline.filter(F.col("cluster").isin(*clusters))
+        if events is not None:
+            events = events.filter(F.col("cluster").isin(*clusters))
+    return timeline, events
+
+
+@dataclass
+class Result:
+    summary: dict[str, Any]
+    report: Path
+
+
+def run(spark: Any, dataset: Path, out: Path, clusters: Sequence[str] | None = None) -> Result:
+    from rollguard.spark import episodes as ep
+    from rollguard.spark.report import write_report
+
+    started = time.monotonic()
+    inputs = find_inputs(dataset)
+    timeline, events = read_inputs(spark, inputs, clusters)
+    episodes = ep.episodes(timeline, events).cache()
+    nodes = ep.node_summary(episodes).cache()
+    per_cluster = ep.cluster_summary(episodes, nodes)
+    eta = ep.eta_accuracy(episodes).cache()
+    eta_summary = ep.eta_summary(eta)
+
+    out.mkdir(parents=True, exist_ok=True)
+    tables = {
+        "episodes": episodes.orderBy("cluster", "node", "episode"),
+        "nodes": nodes.orderBy("cluster", "node"),
+        "clusters": per_cluster.orderBy("cluster"),
+        "eta": eta.orderBy("cluster", "node", "episode", "progressPercent"),
+        "eta_summary": eta_summary.orderBy("cluster", "progressPercent"),
+    }
+    for name, frame in tables.items():
+        frame.coalesce(1).write.mode("overwrite").parquet(str((out / name).resolve()))
+
+    episode_rows = [r.asDict(recursive=True) for r in tables["episodes"].collect()]
+    cluster_rows = [r.asDict(recursive=True) for r in tables["clusters"].collect()]
+    node_rows = [r.asDict(recursive=True) for r in tables["nodes"].collect()]
+    eta_rows = [r.asDict(recursive=True) for r in tables["eta_summary"].collect()]
+    curves = _curves(timeline, episode_rows)
+    records = timeline.count()
+    summary = {
+        "generatedAt": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        "dataset": str(dataset),
+        "records": records,
+        "episodes": len(episode_rows),
+        "clusters": [_plain(c) for c in cluster_rows],
+        "etaAccuracy": [_plain(r) for r in eta_rows],
+        "seconds": round(time.monotonic() - started, 3),
+    }
+    (out / "summary.json").write_text(json.dumps(summary, indent=2) + "\n")
+    report = out / "report.html"
+    write_report(report, summary, episode_rows, node_rows, eta_rows, curves)
+    for frame in (episodes, nodes, eta):
+        frame.unpersist()
+    return Result(summary, report)
+
+
+SLOWEST_CURVES = 5
+
+
+def _curves(timeline: Any, episode_rows: list[dict[str, Any]]) -> dict[str, list[tuple[int, int]]]:
+    """Remaining segments over time of the slowest episodes: a plain filtered scan."""
+    from pyspark.sql import functions as F
+
+    slow = sorted(
+        (e for e in episode_rows if e["elapsedSeconds"] is not None),
+        key=lambda e: -e["elapsedSeconds"],
+    )[:SLOWEST_CURVES]
+    if not slow:
+        return {}
+    condition = reduce(
+        operator.or_,
+        (
+            (F.col("cluster") == e["cluster"])
+            & (F.col("node") == e["node"])
+            & (F.col("journal") == e["journal"])
+            & F.col("seq").between(e["firstSeq"], e["lastSeq"])
+            for e in slow
+        ),
+    )
+    rows = (
+        timeline.filter(condition & F.col("remainingSegmentsToRecover").isNotNull())
+        .select("cluster", "node", "journal", "seq", "ts", "remainingSegmentsToRecover")
+        .collect()
+    )
+    curves: dict[str, list[tuple[int, int]]] = {}
+    for e in slow:
+        label = f"{e['cluster']}/{e['node']} #{e['episode']}"
+        points = sorted(
+            (r["seq"], r["ts"] - e["start"], r["remainingSegmentsToRecover"])
+            for r in rows
+            if (r["cluster"], r["node"], r["journal"]) == (e["cluster"], e["node"], e["journal"])
+            and e["firstSeq"] <= r["seq"] <= e["lastSeq"]
+        )
+        curves[label] = [(t, s) for _, t, s in points]
+    return curves
+
+
+def _plain(row: dict[str, Any]) -> dict[str, Any]:
+    return {k: (round(v, 3) if isinstance(v, float) else v) for k, v in row.items()}
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        find_inputs(args.dataset)
+    except FileNotFoundError as exc:
+        print(f"rollguard-report: {exc}", file=sys.stderr)
+        return EXIT_CONFIG
+    try:
+        spark = session(args.master, args.driver_memory, args.shuffle_partitions)
+    except Exception as exc:  # Java missing, master unreachable: Spark's own words, one line
+        print(f"rollguard-report: cannot start Spark: {str(exc).splitlines()[0]}", file=sys.stderr)
+        return EXIT_FAILED
+    try:
+        result = run(spark, args.dataset, args.out, args.cluster)
+    except Exception as exc:
+        print(f"rollguard-report: the job failed: {str(exc).splitlines()[0]}", file=sys.stderr)
+        return EXIT_FAILED
+    finally:
+        spark.stop()
+    s = result.summary
+    print(
+        f"{s['records']} records, {s['episodes']} episodes in {len(s['clusters'])} clusters; "
+        f"{s['seconds']:.1f}s; report: {result.report.resolve()}"
+    )
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
