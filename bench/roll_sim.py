@@ -24,7 +24,6 @@ rest; and what the overhead is made of.
 
 from __future__ import annotations
 
-import argparse
 import json
 import logging
 import random
@@ -42,6 +41,8 @@ sys.path.insert(0, str(ROOT / "tests"))
 from roll_sim import SimCluster, VirtualClock, default_settings, random_cluster, run_roll  # noqa: E402
 
 from rollguard.roller.roll import RollSettings  # noqa: E402
+from rollguard.shared.cli import Parser, argument_type  # noqa: E402
+from rollguard.shared.settings import duration_between, integer, number_between  # noqa: E402
 
 TIMEOUT = 300.0
 POLL = 10.0
@@ -157,45 +158,20 @@ def run_scenario(
     }
 
 
-def positive(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"{value} must be at least 1")
-    return value
-
-
-def seconds(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a number of seconds") from None
-    if not 0.1 <= value <= 600:
-        raise argparse.ArgumentTypeError(f"{value:g} is not between 0.1 and 600 seconds")
-    return value
-
-
-def fraction(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
-    if not 0 <= value <= 1:
-        raise argparse.ArgumentTypeError(f"{value:g} is not between 0 and 1")
-    return value
-
-
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0], allow_abbrev=False)
-    parser.add_argument("--nodes", type=positive, default=100)
-    parser.add_argument("--scenarios", type=positive, default=5)
-    parser.add_argument("--seed", type=int, default=1)
-    parser.add_argument("--poll", type=seconds, default=POLL, help="the roller's poll interval")
+    parser = Parser(description=__doc__.split("\n")[0])
+    parser.add_argument("--nodes", type=argument_type(integer(1, 100_000)), default=100)
+    parser.add_argument("--scenarios", type=argument_type(integer(1, 1000)), default=5)
+    parser.add_argument("--seed", type=argument_type(integer()), default=1)
+    parser.add_argument(
+        "--poll",
+        type=argument_type(duration_between("100ms", "10m")),
+        default=POLL,
+        help="the roller's poll interval",
+    )
     parser.add_argument(
         "--recovering-at-start",
-        type=fraction,
+        type=argument_type(number_between(0, 1, "share")),
         default=0.2,
         help="the share of brokers in log recovery when the roll starts",
     )

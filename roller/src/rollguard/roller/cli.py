@@ -43,12 +43,13 @@ from rollguard.roller.lease import (
     LEASE_FILE,
     FileLease,
     KubernetesLease,
+    Lease,
     default_holder,
 )
 from rollguard.roller.model import Node, check_cluster
 from rollguard.roller.platform import InventoryPlatform, Platform, load_inventory
 from rollguard.roller.progress import RecoveryTracker
-from rollguard.roller.roll import Lease, OnAgentUnreachable, Roller, RollSettings
+from rollguard.roller.roll import OnAgentUnreachable, Roller, RollSettings
 from rollguard.shared.cli import ExitCode, Parser
 from rollguard.shared.errors import ConfigError, RollguardError
 from rollguard.shared.retry import RETRY_SETTINGS, RetryPolicy, RetryStats, policy_from_settings

@@ -25,7 +25,7 @@ import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field, replace
 from enum import StrEnum
-from typing import Any, Protocol
+from typing import Any
 
 from rollguard.roller.agent_client import AgentClient
 from rollguard.roller.decide import (
@@ -48,6 +48,7 @@ from rollguard.roller.journal import (
     RollState,
     now_text,
 )
+from rollguard.roller.lease import Lease
 from rollguard.roller.model import (
     AgentAnswer,
     AgentReport,
@@ -70,17 +71,6 @@ logger = logging.getLogger(__name__)
 
 class RollFailed(RollguardError):
     """The roll stopped; the message names the node and the cause."""
-
-
-class Lease(Protocol):
-    """One roll per cluster (`rollguard.roller.lease`): taken before the first action, renewed while
-    rolling, released at the end."""
-
-    async def acquire(self) -> None: ...
-
-    async def renew(self) -> None: ...
-
-    async def release(self) -> None: ...
 
 
 class OnAgentUnreachable(StrEnum):
