@@ -57,13 +57,13 @@ format: $(INSTALLED)
 venv: $(INSTALLED)
 broker: $(BROKER)
 
-# The five components, editable (each X/src on sys.path through a .pth: a new module is visible
+# The five components and the test peers (tests/peers: never in an image), editable (each X/src on sys.path through a .pth: a new module is visible
 # without reinstalling), and the development tools, at the versions in constraints.txt so that
 # every run installs the same ones. To move to newer versions: delete constraints.txt's pins you
 # want to move (or all of them), `make clean venv` with an empty constraints.txt, then
 #   .venv/bin/python -m pip freeze --all --exclude-editable | grep -v '^rollguard-' > constraints.txt
 # and run `make test` before committing it.
-COMPONENTS := shared agent roller certs spark
+COMPONENTS := shared agent roller certs spark tests/peers
 PYPROJECTS := $(foreach c,$(COMPONENTS),$(c)/pyproject.toml)
 
 $(INSTALLED): $(PYPROJECTS) requirements-dev.txt constraints.txt
@@ -71,7 +71,7 @@ $(INSTALLED): $(PYPROJECTS) requirements-dev.txt constraints.txt
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade -c constraints.txt pip
 	$(BIN)/python -m pip install --quiet -c constraints.txt -r requirements-dev.txt \
-		-e shared -e agent -e 'roller[collect]' -e certs -e spark
+		-e shared -e agent -e 'roller[collect]' -e certs -e spark -e tests/peers
 	touch $@
 
 $(BROKER): tests/broker/TestBroker.java

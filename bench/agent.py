@@ -40,11 +40,10 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "tests"))
 
-from conftest import make_pki  # noqa: E402
-
 from rollguard.agent.jmx import JmxQueryBackend  # noqa: E402
 from rollguard.agent.jmx_persistent import PersistentJmxBackend, prepare  # noqa: E402
 from rollguard.agent.readings import QUERIES  # noqa: E402
+from rollguard.peers.processes import make_pki  # noqa: E402
 
 from helpers import Agent, Broker, wait_until  # noqa: E402
 

@@ -30,7 +30,6 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "tests"))
 
-from conftest import make_pki  # noqa: E402
 from test_agent_limits import (  # noqa: E402
     KeepAlive,
     api_connections,
@@ -44,6 +43,8 @@ from test_agent_limits import (  # noqa: E402
     select_ready,
     start_flood,
 )
+
+from rollguard.peers.processes import make_pki  # noqa: E402
 
 from helpers import Agent, Broker, Pki, wait_until  # noqa: E402
 

@@ -15,11 +15,10 @@ import sys
 import tempfile
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT / "tests"))
+from rollguard.peers.herd import run_herd
+from rollguard.peers.processes import make_pki
 
-from conftest import make_pki  # noqa: E402
-from herd import run_herd  # noqa: E402
+ROOT = Path(__file__).resolve().parent.parent
 
 
 def main() -> int:

@@ -35,14 +35,12 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
+from rollguard.peers.sim import SimCluster, VirtualClock, default_settings, random_cluster, run_roll
+from rollguard.roller.roll.roller import RollSettings
+from rollguard.shared.cli import Parser, argument_type
+from rollguard.shared.settings import duration_between, integer, number_between
+
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT / "tests"))
-
-from roll_sim import SimCluster, VirtualClock, default_settings, random_cluster, run_roll  # noqa: E402
-
-from rollguard.roller.roll import RollSettings  # noqa: E402
-from rollguard.shared.cli import Parser, argument_type  # noqa: E402
-from rollguard.shared.settings import duration_between, integer, number_between  # noqa: E402
 
 TIMEOUT = 300.0
 POLL = 10.0

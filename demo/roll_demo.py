@@ -22,15 +22,12 @@ import sys
 import time
 from pathlib import Path
 
+from rollguard.peers.cluster import NodePlan, ProcessCluster
+from rollguard.peers.processes import BIN, make_pki
+
+from history import seed  # demo/history.py: the script's own folder is on sys.path
+
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT / "tests"))
-sys.path.insert(0, str(ROOT / "demo"))
-
-from conftest import make_pki  # noqa: E402
-from history import seed  # noqa: E402
-from process_cluster import NodePlan, ProcessCluster  # noqa: E402
-
-from helpers import BIN  # noqa: E402
 
 WORK = ROOT / "build" / "demo-roll"
 

@@ -3,33 +3,13 @@
 from __future__ import annotations
 
 import socket
-from pathlib import Path
 from typing import Any
 
 import pytest
 import trustme
 from kafka.net.inet import KafkaNetSocket
 
-from rollguard.certs.pki import issue, make_ca, write_pair
-
-from helpers import Pki, build_broker
-
-
-def make_pki(folder: Path, name: str = "rollguard test CA") -> Pki:
-    ca = make_ca(name)
-    server = issue(ca, "agent", server=True, dns=["localhost"], ips=["127.0.0.1"])
-    client = issue(ca, "roller", server=False)
-    folder.mkdir(parents=True, exist_ok=True)
-    write_pair(ca, folder / "ca.crt", folder / "ca.key", force=True)
-    write_pair(server, folder / "agent.crt", folder / "agent.key", force=True)
-    write_pair(client, folder / "roller.crt", folder / "roller.key", force=True)
-    return Pki(
-        folder / "ca.crt",
-        folder / "agent.crt",
-        folder / "agent.key",
-        folder / "roller.crt",
-        folder / "roller.key",
-    )
+from helpers import Pki, build_broker, make_pki
 
 
 @pytest.fixture(scope="session")

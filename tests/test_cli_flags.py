@@ -20,8 +20,11 @@ from rollguard.agent import cli as agent_cli
 from rollguard.agent import config as agent_config
 from rollguard.certs import cli as certs_cli
 from rollguard.roller import cli as roller_cli
-from rollguard.roller import connect_cli
-from rollguard.roller.roll import OnAgentUnreachable
+from rollguard.roller.collect.cli import CollectOptions
+from rollguard.roller.connect import cli as connect_cli
+from rollguard.roller.options import ENV_PREFIX
+from rollguard.roller.roll.cli import RollOptions, StateOptions
+from rollguard.roller.roll.roller import OnAgentUnreachable
 from rollguard.shared.cli import ExitCode, Parser
 from rollguard.shared.settings import Flag, format_duration, resolve
 
@@ -135,9 +138,9 @@ def test_every_parser_takes_long_flags_exactly(parser: argparse.ArgumentParser) 
 # ---- durations, numbers, addresses ------------------------------------------------------------
 
 TABLES: dict[str, tuple[Flag, ...]] = {
-    "roll": roller_cli.ROLL_FLAGS,
-    "collect": roller_cli.COLLECT_FLAGS,
-    "state": roller_cli.STATE_FLAGS,
+    "roll": RollOptions.flags(),
+    "collect": CollectOptions.flags(),
+    "state": StateOptions.flags(),
     "connect": connect_cli.CONNECT_FLAGS,
     "auto-restart": connect_cli.AUTO_RESTART_FLAGS,
     "offsets": connect_cli.OFFSETS_FLAGS,
@@ -171,7 +174,7 @@ def test_every_time_flag_takes_the_one_duration_syntax(table: str, name: str) ->
 
 def roll_values(*argv: str, environ: dict[str, str] | None = None) -> dict[str, Any]:
     args = roller_cli.build_parser().parse_args([*COMMANDS["roll"][1:], *argv])
-    return resolve(args, environ or {}, roller_cli.ROLL_FLAGS, roller_cli.ENV_PREFIX)
+    return resolve(args, environ or {}, RollOptions.flags(), ENV_PREFIX)
 
 
 @pytest.mark.parametrize(

@@ -14,8 +14,8 @@ import pyarrow.parquet as pq
 import pytest
 import yaml
 
-from rollguard.roller.collect import Dataset
-from rollguard.roller.journal import EventLog
+from rollguard.roller.collect.collector import Dataset
+from rollguard.roller.roll.journal import EventLog
 from rollguard.shared.timeline import PREFIX, SUFFIX, TimelineRecord
 
 from helpers import BIN, Agent, Broker, Pki, SilentJmxPort, free_port, wait_until
@@ -184,8 +184,8 @@ def test_runs_resume_from_cursors_and_survive_crashes_at_each_commit_step(
 ) -> None:
     import asyncio
 
-    from rollguard.roller import collect as collect_module
     from rollguard.roller.agent_client import AgentClient
+    from rollguard.roller.collect import collector as collect_module
     from rollguard.roller.model import Node, Role
     from rollguard.shared.retry import RetryPolicy
     from rollguard.shared.tls import client_context

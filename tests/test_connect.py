@@ -14,23 +14,21 @@ from pathlib import Path
 
 import pytest
 import yaml
-from connect_peer import ConnectSim, State
-from kube_peer import KubeSim
 
-from rollguard.roller.autorestart import (
-    Action,
-    AutoRestarter,
+from rollguard.peers.connect import ConnectSim, State
+from rollguard.peers.kube import KubeSim
+from rollguard.roller.connect.autorestart import AutoRestarter, FileStateStore, Metrics
+from rollguard.roller.connect.client import ConnectClient
+from rollguard.roller.connect.offsets import connector_of_key, mm2_key
+from rollguard.roller.connect.policy import (
     ConnectorSettings,
-    FileStateStore,
-    Metrics,
+    RestartAction,
     Tracker,
     apply,
     backoff_minutes,
-    decide,
     load_overrides,
+    next_action,
 )
-from rollguard.roller.connect import ConnectClient
-from rollguard.roller.offsets import connector_of_key, mm2_key
 from rollguard.shared.errors import ConfigError
 from rollguard.shared.retry import RetryPolicy
 
@@ -47,13 +45,13 @@ def test_the_backoff_schedule() -> None:
     assert [backoff_minutes(n) for n in range(11)] == [0, 2, 6, 12, 20, 30, 42, 56, 60, 60, 60]
 
 
-def simulate(minutes: int, settings: ConnectorSettings) -> tuple[list[int], list[Action]]:
+def simulate(minutes: int, settings: ConnectorSettings) -> tuple[list[int], list[RestartAction]]:
     """A connector failing for good, checked every minute: when is it restarted?"""
     tracker, restarts, actions = Tracker(), [], []
     for minute in range(minutes):
-        action = decide(True, tracker, minute * 60.0, settings)
+        action = next_action(True, tracker, minute * 60.0, settings)
         actions.append(action)
-        if action is Action.RESTART:
+        if action is RestartAction.RESTART:
             restarts.append(minute)
         tracker = apply(action, tracker, True, minute * 60.0)
     return restarts, actions
@@ -70,25 +68,25 @@ def test_a_failing_connector_is_restarted_on_the_backoff_schedule_without_limit(
 def test_max_restarts_gives_up_once_and_says_so() -> None:
     restarts, actions = simulate(200, ConnectorSettings(max_restarts=3))
     assert restarts == [0, 2, 8]
-    assert actions.count(Action.GIVE_UP) == 1
-    assert actions[actions.index(Action.GIVE_UP) + 1 :] == [Action.GAVE_UP] * (
-        len(actions) - actions.index(Action.GIVE_UP) - 1
+    assert actions.count(RestartAction.GIVE_UP) == 1
+    assert actions[actions.index(RestartAction.GIVE_UP) + 1 :] == [RestartAction.GAVE_UP] * (
+        len(actions) - actions.index(RestartAction.GIVE_UP) - 1
     )
     restarts, actions = simulate(10, ConnectorSettings(max_restarts=0))
-    assert restarts == [] and actions[0] is Action.GIVE_UP
+    assert restarts == [] and actions[0] is RestartAction.GIVE_UP
 
 
 def test_the_count_resets_strictly_after_running_clean_for_the_backoff_interval() -> None:
     tracker = Tracker(count=2, last_restart=0.0)  # backoff now 6 minutes
     settings = ConnectorSettings()
-    tracker = apply(decide(False, tracker, 100.0, settings), tracker, False, 100.0)
+    tracker = apply(next_action(False, tracker, 100.0, settings), tracker, False, 100.0)
     assert tracker.healthy_since == 100.0 and tracker.count == 2
     at_limit = 100.0 + 6 * 60
-    assert decide(False, tracker, at_limit, settings) is Action.HEALTHY
-    assert decide(False, tracker, at_limit + 1, settings) is Action.RESET
-    assert apply(Action.RESET, tracker, False, at_limit + 1) == Tracker()
+    assert next_action(False, tracker, at_limit, settings) is RestartAction.HEALTHY
+    assert next_action(False, tracker, at_limit + 1, settings) is RestartAction.RESET
+    assert apply(RestartAction.RESET, tracker, False, at_limit + 1) == Tracker()
     # a failure in between starts the clean run again
-    failed = apply(decide(True, tracker, 200.0, settings), tracker, True, 200.0)
+    failed = apply(next_action(True, tracker, 200.0, settings), tracker, True, 200.0)
     assert failed.healthy_since is None
 
 
@@ -158,22 +156,22 @@ def test_the_watcher_restarts_on_schedule_and_a_restarted_watcher_keeps_its_coun
     async def scenario() -> None:
         first = watcher(connect, state, clock, metrics)
         events = await first.check()
-        assert [(e.connector, e.action) for e in events] == [("sink", Action.RESTART)]
+        assert [(e.connector, e.action) for e in events] == [("sink", RestartAction.RESTART)]
         assert restart_calls(connect) == [
             "POST /connectors/sink/restart?includeTasks=true&onlyFailed=true"
         ]
         assert "restart 1, next backoff 2 min" in events[0].detail
         clock.now += 119  # inside the 2-minute backoff
-        assert [e.action for e in await first.check()] == [Action.WAIT]
+        assert [e.action for e in await first.check()] == [RestartAction.WAIT]
         await first.client.aclose()
 
         # a new watcher process: the count (1) and the time come from the state file
         second = watcher(connect, state, clock, metrics)
         assert second.trackers["sink"].count == 1
         clock.now += 1
-        assert [e.action for e in await second.check()] == [Action.RESTART]
+        assert [e.action for e in await second.check()] == [RestartAction.RESTART]
         clock.now += 5 * 60  # backoff after the 2nd restart is 6 minutes
-        assert [e.action for e in await second.check()] == [Action.WAIT]
+        assert [e.action for e in await second.check()] == [RestartAction.WAIT]
         await second.client.aclose()
 
     asyncio.run(scenario())
@@ -189,7 +187,7 @@ def test_a_recovered_connector_has_its_count_reset(connect: ConnectSim, tmp_path
     connect.fail_connector("sink")  # a restart brings it back (the peer's RESTARTING -> RUNNING)
     clock = Clock()
 
-    async def scenario() -> list[Action]:
+    async def scenario() -> list[RestartAction]:
         w = watcher(connect, tmp_path / "s.json", clock)
         actions = [e.action for e in await w.check()]  # restart 1
         # seen clean at +60 s, then 120 s later (= the 2-minute backoff), then 121 s later
@@ -199,7 +197,7 @@ def test_a_recovered_connector_has_its_count_reset(connect: ConnectSim, tmp_path
         await w.client.aclose()
         return actions
 
-    assert asyncio.run(scenario()) == [Action.RESTART, Action.RESET]
+    assert asyncio.run(scenario()) == [RestartAction.RESTART, RestartAction.RESET]
     assert json.loads((tmp_path / "s.json").read_text())["connectors"] == {}
 
 
@@ -512,7 +510,7 @@ def test_the_watcher_runs_until_sigterm_and_serves_its_restart_counter(
 
 
 def test_a_password_in_the_connect_url_never_reaches_a_message() -> None:
-    from rollguard.roller.connect import ConnectError, redact
+    from rollguard.roller.connect.client import ConnectError, redact
 
     assert redact("https://admin:s3cret@connect:8083/") == "https://admin:***@connect:8083/"
     assert redact("http://connect:8083") == "http://connect:8083"

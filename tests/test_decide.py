@@ -4,16 +4,6 @@ from __future__ import annotations
 
 import pytest
 
-from rollguard.roller.decide import (
-    AwaitReady,
-    AwaitRecovery,
-    AwaitUnknown,
-    Defer,
-    Fail,
-    Restart,
-    agent_unknown,
-    decide,
-)
 from rollguard.roller.model import (
     AgentReport,
     AgentUnavailable,
@@ -22,6 +12,16 @@ from rollguard.roller.model import (
     PartitionInfo,
     PlatformView,
     Role,
+)
+from rollguard.roller.roll.decide import (
+    AwaitReady,
+    AwaitRecovery,
+    AwaitUnknown,
+    Defer,
+    Fail,
+    Restart,
+    agent_unknown,
+    decide,
 )
 from rollguard.shared.states import BrokerState
 from rollguard.shared.wire import BrokerStateReport, RecoveryProgress

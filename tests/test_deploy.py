@@ -14,14 +14,15 @@ from typing import Any
 import lightkube
 import pytest
 import yaml
-from kube_peer import KubeSim
 from lightkube.core.resource_registry import resource_registry
 
 from rollguard.agent import config as agent_config
 from rollguard.agent.cli import _Parser as AgentParser
+from rollguard.peers.kube import KubeSim
 from rollguard.roller import cli as roller_cli
-from rollguard.roller import connect_cli
-from rollguard.roller.lease import KubernetesLease
+from rollguard.roller.connect import cli as connect_cli
+from rollguard.roller.roll.cli import RollOptions
+from rollguard.roller.roll.lease import KubernetesLease
 from rollguard.shared.settings import resolve
 
 DEPLOY = Path(__file__).resolve().parent.parent / "deploy" / "kubernetes"
@@ -176,8 +177,8 @@ def test_only_the_roller_reaches_the_agents_api() -> None:
 def roller_args(args: list[str]) -> dict[str, Any]:
     parsed = roller_cli.build_parser().parse_args(args)
     if parsed.command == "roll":
-        return resolve(parsed, {}, roller_cli.ROLL_FLAGS, roller_cli.ENV_PREFIX)
-    return resolve(parsed, {}, connect_cli.AUTO_RESTART_FLAGS, roller_cli.ENV_PREFIX)
+        return resolve(parsed, {}, RollOptions.flags(), "ROLLGUARD_")
+    return resolve(parsed, {}, connect_cli.AUTO_RESTART_FLAGS, "ROLLGUARD_")
 
 
 def test_the_roll_job_finds_the_brokers_and_their_agents() -> None:

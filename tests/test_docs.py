@@ -35,10 +35,11 @@ def test_the_readme_shows_exactly_the_two_commands() -> None:
 
 
 def test_every_collect_flag_is_in_the_operations_guide_with_its_default() -> None:
-    from rollguard.roller.cli import AGENT_FLAGS, COLLECT_FLAGS, PLATFORM_FLAGS
+    from rollguard.roller.collect.cli import CollectOptions
+    from rollguard.roller.options import AgentOptions, PlatformOptions
 
-    shared = {f.name for f in (*AGENT_FLAGS, *PLATFORM_FLAGS)} | {"output"}
-    for flag in COLLECT_FLAGS:
+    shared = {f.name for f in (*AgentOptions.flags(), *PlatformOptions.flags())} | {"output"}
+    for flag in CollectOptions.flags():
         if flag.name in shared:
             continue  # the roller's own flags, documented with the roller
         row = next(
@@ -50,7 +51,7 @@ def test_every_collect_flag_is_in_the_operations_guide_with_its_default() -> Non
 
 
 def test_every_connect_flag_is_in_the_operations_guide() -> None:
-    from rollguard.roller.connect_cli import AUTO_RESTART_FLAGS, CONNECT_FLAGS, OFFSETS_FLAGS
+    from rollguard.roller.connect.cli import AUTO_RESTART_FLAGS, CONNECT_FLAGS, OFFSETS_FLAGS
 
     for flag in (*CONNECT_FLAGS, *AUTO_RESTART_FLAGS, *OFFSETS_FLAGS):
         if flag.name.startswith("retry-"):
@@ -72,9 +73,9 @@ def rows(text: str, name: str) -> list[str]:
 
 
 def test_every_roll_flag_is_in_the_operations_guide_with_its_default() -> None:
-    from rollguard.roller.cli import ROLL_FLAGS
+    from rollguard.roller.roll.cli import RollOptions
 
-    for flag in ROLL_FLAGS:
+    for flag in RollOptions.flags():
         if flag.name.startswith("retry-"):
             continue  # the five retry flags are documented together, in the README
         found = rows(OPERATIONS, flag.name)

@@ -1,6 +1,6 @@
-"""One roll per cluster (`rollguard.roller.lease`): a lease file raced for by real processes, expiry
-and takeover with an injected clock, release, renewal; the Kubernetes Lease through real lightkube
-against the Kubernetes API peer, with its resourceVersion conflicts."""
+"""One roll per cluster (`rollguard.roller.roll.lease`): a lease file raced for by real
+processes, expiry and takeover with an injected clock, release, renewal; the Kubernetes Lease
+through real lightkube against the Kubernetes API peer, with its resourceVersion conflicts."""
 
 from __future__ import annotations
 
@@ -18,11 +18,11 @@ from typing import Any
 
 import lightkube
 import pytest
-from kube_peer import KubeSim, SeenRequest
 from lightkube import KubeConfig
 from lightkube.config.models import Cluster, User
 
-from rollguard.roller.lease import (
+from rollguard.peers.kube import KubeSim, SeenRequest
+from rollguard.roller.roll.lease import (
     FileLease,
     KubernetesLease,
     LeaseError,
@@ -59,7 +59,7 @@ def file_lease(tmp_path: Path, holder: str, roll_id: str, clock: Clock, **kw: An
 RACER = """
 import asyncio, json, sys
 from pathlib import Path
-from rollguard.roller.lease import FileLease, LeaseHeld, default_holder
+from rollguard.roller.roll.lease import FileLease, LeaseHeld, default_holder
 lease = FileLease(Path(sys.argv[1]), holder=default_holder(), roll_id=sys.argv[2])
 print("ready", flush=True)
 sys.stdin.readline()  # the start gate: every racer is at this line before any goes on
@@ -131,7 +131,7 @@ def test_a_lease_whose_holder_died_on_this_host_is_taken_over_at_once(
     host = socket.gethostname()
     asyncio.run(file_lease(tmp_path, f"{host}:{dead.pid}", "r1", clock).acquire())
     clock.now += 1  # well within the lease's 30 s
-    with caplog.at_level(logging.WARNING, logger="rollguard.roller.lease"):
+    with caplog.at_level(logging.WARNING, logger="rollguard.roller.roll.lease"):
         asyncio.run(file_lease(tmp_path, f"{host}:{os.getpid()}", "r1", clock).acquire())
     assert "its process is gone" in caplog.text
     # A live holder on this host, and any holder on another host, still hold it.
@@ -181,7 +181,7 @@ def test_an_expired_lease_is_taken_over_and_its_old_holder_has_lost_it(
     asyncio.run(old.acquire())
     clock.now += 30  # renewedAt + duration == now: expired
     new = file_lease(tmp_path, "host:2", "r1", clock)
-    with caplog.at_level(logging.WARNING, logger="rollguard.roller.lease"):
+    with caplog.at_level(logging.WARNING, logger="rollguard.roller.roll.lease"):
         asyncio.run(new.acquire())
     assert "took over the lease of host:1 (roll r1), which stopped renewing it 30s ago" in (
         caplog.text
@@ -543,7 +543,7 @@ def test_an_expired_kubernetes_lease_is_taken_over_and_release_clears_it(
         new = kube_lease(sim, "roller-def:1", "r2", clock)
         await old.acquire()
         clock.now += 31
-        with caplog.at_level(logging.WARNING, logger="rollguard.roller.lease"):
+        with caplog.at_level(logging.WARNING, logger="rollguard.roller.roll.lease"):
             await new.acquire()
         with pytest.raises(LeaseLost, match=r"now held by roller-def:1 \(roll r2\)"):
             await old.renew()

@@ -12,9 +12,9 @@ from time import time
 import pytest
 
 from rollguard.roller.agent_client import AgentClient, Probe
-from rollguard.roller.journal import EventLog
 from rollguard.roller.model import AgentReport, AgentUnavailable, Node, Role
-from rollguard.roller.preflight import preflight, problem
+from rollguard.roller.roll.journal import EventLog
+from rollguard.roller.roll.preflight import preflight, problem
 from rollguard.shared.errors import ConfigError
 from rollguard.shared.retry import RetryPolicy
 from rollguard.shared.states import BrokerState

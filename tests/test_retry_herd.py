@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from herd import WINDOW, peak, run_herd
+from rollguard.peers.herd import WINDOW, peak, run_herd
 
 from helpers import Pki
 

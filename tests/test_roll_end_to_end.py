@@ -15,7 +15,8 @@ from pathlib import Path
 
 import pyarrow.parquet as pq
 import pytest
-from process_cluster import NodePlan, ProcessCluster
+
+from rollguard.peers.cluster import NodePlan, ProcessCluster
 
 from helpers import BIN, Pki, wait_until
 

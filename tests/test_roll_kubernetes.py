@@ -15,8 +15,9 @@ from pathlib import Path
 
 import pytest
 import yaml
-from kafka_peer import KafkaClusterSim, TopicSpec
-from kube_peer import KubeSim
+
+from rollguard.peers.kafka import KafkaClusterSim, TopicSpec
+from rollguard.peers.kube import KubeSim
 
 from helpers import BIN, HttpsPeer, Pki, free_port
 

@@ -17,7 +17,8 @@ from pathlib import Path
 
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from roll_sim import (
+
+from rollguard.peers.sim import (
     SimCluster,
     SimNode,
     SimPartition,
@@ -28,7 +29,6 @@ from roll_sim import (
     run_roll,
     spread_rejoins,
 )
-
 from rollguard.roller.model import Node, Role
 
 POLL = default_settings().poll_interval

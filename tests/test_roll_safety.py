@@ -17,9 +17,10 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from kafka_peer import TopicSpec
-from process_cluster import DEFAULT_TOPICS, ProcessCluster
 from test_roll_end_to_end import events, restarts, roll_command, run, started
+
+from rollguard.peers.cluster import DEFAULT_TOPICS, ProcessCluster
+from rollguard.peers.kafka import TopicSpec
 
 from helpers import BIN, Pki, wait_until
 

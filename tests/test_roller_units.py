@@ -6,9 +6,10 @@ import json
 from pathlib import Path
 
 import pytest
-from kafka_peer import KafkaClusterSim, TopicSpec
 
-from rollguard.roller.journal import (
+from rollguard.peers.kafka import KafkaClusterSim, TopicSpec
+from rollguard.roller.kubernetes import parse_selector
+from rollguard.roller.roll.journal import (
     EventLog,
     FileJournalStore,
     NodeRecord,
@@ -16,13 +17,12 @@ from rollguard.roller.journal import (
     RollRecord,
     RollState,
 )
-from rollguard.roller.kafka_admin import (
+from rollguard.roller.roll.kafka_admin import (
     AdminUnavailable,
     KafkaObserver,
     cluster_view,
     read_client_properties,
 )
-from rollguard.roller.kubernetes import parse_selector
 from rollguard.shared.errors import ConfigError
 
 from helpers import wait_until
@@ -161,8 +161,8 @@ def test_an_unreachable_cluster_is_admin_unavailable() -> None:
 
 
 def test_the_live_table_says_what_each_node_waits_on() -> None:
-    from rollguard.roller.display import DETAIL_WIDTH, LiveTable
     from rollguard.roller.model import Node, Role
+    from rollguard.roller.roll.display import DETAIL_WIDTH, LiveTable
 
     nodes = [Node(i, f"kafka-{i}", frozenset({Role.BROKER})) for i in range(2)]
     table = LiveTable(nodes)

@@ -13,8 +13,8 @@ from rollguard.roller.model import (
     Role,
     VoterInfo,
 )
-from rollguard.roller.progress import RecoveryTracker, Verdict, format_duration
-from rollguard.roller.safety import (
+from rollguard.roller.roll.progress import RecoveryTracker, Verdict, format_duration
+from rollguard.roller.roll.safety import (
     availability_blockers,
     catching_up,
     describe_blockers,
@@ -23,7 +23,7 @@ from rollguard.roller.safety import (
     roll_order,
     voter_caught_up,
 )
-from rollguard.roller.waits import ProgressWait
+from rollguard.roller.roll.waits import ProgressWait
 
 B, C = Role.BROKER, Role.CONTROLLER
 

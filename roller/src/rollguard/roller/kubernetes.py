@@ -17,12 +17,11 @@
   object and the API's own message (a 403 says which permission is missing).
 - Restart: delete the pod; its controller makes a new one with a new UID.
 - Opt-out: the annotation `rollguard.io/skip-restart: "true"`.
-- The roll journal is kept in a ConfigMap `rollguard-roll-<id>`.
+- The roll journal is kept in a ConfigMap `rollguard-roll-<id>` (`rollguard.roller.roll.journal`).
 """
 
 from __future__ import annotations
 
-import json
 import re
 from dataclasses import dataclass
 from typing import Any
@@ -30,11 +29,9 @@ from typing import Any
 import httpx
 from lightkube import ApiError, AsyncClient
 from lightkube import operators as op
-from lightkube.models.meta_v1 import ObjectMeta
 from lightkube.resources.apps_v1 import StatefulSet
-from lightkube.resources.core_v1 import ConfigMap, Pod
+from lightkube.resources.core_v1 import Pod
 
-from rollguard.roller.journal import RollRecord
 from rollguard.roller.model import STUCK_REASONS, Node, PlatformView, Role
 from rollguard.roller.platform import RestartError
 from rollguard.shared.errors import ConfigError, RollguardError
@@ -235,61 +232,3 @@ class KubernetesPlatform:
 
     async def close(self) -> None:
         await self.client.close()
-
-
-class ConfigMapJournalStore:
-    """The roll journal in a ConfigMap, written with its resourceVersion (no lost update)."""
-
-    KEY = "journal.json"
-
-    def __init__(self, client: Any, namespace: str) -> None:
-        self.client = client  # a synchronous lightkube Client
-        self.namespace = namespace
-
-    @staticmethod
-    def name(roll_id: str) -> str:
-        return f"rollguard-roll-{roll_id}"
-
-    def load(self, roll_id: str) -> RollRecord | None:
-        try:
-            cm = self.client.get(ConfigMap, self.name(roll_id), namespace=self.namespace)
-        except ApiError as exc:
-            if exc.status.code == 404:
-                return None
-            raise api_error(f"get configmap {self.name(roll_id)}", exc) from exc
-        except HTTP_ERRORS as exc:
-            raise api_error(f"get configmap {self.name(roll_id)}", exc) from exc
-        try:
-            return RollRecord.from_json(json.loads((cm.data or {})[self.KEY]))
-        except (KeyError, ValueError) as exc:
-            raise ConfigError(
-                f"roll journal in configmap {self.name(roll_id)} cannot be read ({exc})"
-            ) from None
-
-    def save(self, record: RollRecord) -> None:
-        data = {self.KEY: json.dumps(record.to_json(), indent=2)}
-        name = self.name(record.roll_id)
-        try:
-            self._save(name, data)
-        except API_ERRORS as exc:
-            raise api_error(f"save configmap {name}", exc) from exc
-
-    def _save(self, name: str, data: dict[str, str]) -> None:
-        try:
-            cm = self.client.get(ConfigMap, name, namespace=self.namespace)
-        except ApiError as exc:
-            if exc.status.code != 404:
-                raise
-            self.client.create(
-                ConfigMap(
-                    metadata=ObjectMeta(
-                        name=name,
-                        namespace=self.namespace,
-                        labels={"app.kubernetes.io/managed-by": "rollguard"},
-                    ),
-                    data=data,
-                )
-            )
-            return
-        cm.data = data
-        self.client.replace(cm)

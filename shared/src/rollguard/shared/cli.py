@@ -10,10 +10,14 @@ written, and anything else is a usage error that names it and suggests the close
 from __future__ import annotations
 
 import argparse
+import asyncio
 import difflib
 import importlib.metadata
+import os
+import signal
 import sys
-from collections.abc import Callable, Sequence
+import threading
+from collections.abc import Callable, Coroutine, Sequence
 from enum import IntEnum
 from typing import Any, NoReturn, TypeVar
 
@@ -48,6 +52,8 @@ class Parser(argparse.ArgumentParser):
 
     def __init__(self, *args: Any, with_version: bool | None = None, **kwargs: Any) -> None:
         kwargs["allow_abbrev"] = False
+        # Descriptions hold an example command on a line of its own.
+        kwargs.setdefault("formatter_class", argparse.RawDescriptionHelpFormatter)
         super().__init__(*args, **kwargs)
         if self.add_help if with_version is None else with_version:
             self.add_argument(
@@ -129,3 +135,85 @@ def _suggest(parser: argparse.ArgumentParser, extras: Sequence[str]) -> str:
     if len(hints) == 1:
         return f"; did you mean {hints[0][1]}?"
     return "; did you mean " + ", ".join(f"{good} (for {bad})" for bad, good in hints) + "?"
+
+
+# ---- running a command until a signal ----------------------------------------------------
+
+SHUTDOWN_GRACE = 2.0  # seconds a cancelled command has to clean up before the process exits
+
+
+def run_until_signal(
+    main: Coroutine[Any, Any, int],
+    *,
+    on_sigterm: int = ExitCode.INTERRUPTED,
+    interrupted: Callable[[signal.Signals], None] | None = None,
+    grace: float = SHUTDOWN_GRACE,
+) -> int:
+    """Run a command's coroutine on a new event loop until it returns its exit code, or a signal.
+
+    SIGINT (Ctrl-C) and SIGTERM cancel the coroutine, so its `finally` blocks and context
+    managers run (a lease is released, a journal written, clients closed); the exit code is then
+    3 (`ExitCode.INTERRUPTED`) for SIGINT and `on_sigterm` for SIGTERM: 3 for a command whose
+    work was cut short, 0 for a service that SIGTERM is the normal way to stop.
+    `interrupted(signal)` is called once the coroutine has unwound, to say what can be resumed.
+
+    Shutdown is bounded: a coroutine still unwinding after `grace` seconds (one waiting for a
+    thread that is blocked in a socket call, say) is abandoned, and so is everything at a second
+    signal; the process then exits at once with the same code, instead of hanging on threads
+    that the interpreter would otherwise join at exit.
+    """
+    loop = asyncio.new_event_loop()
+    task = loop.create_task(main)
+    received: list[signal.Signals] = []
+
+    def on_signal(signum: signal.Signals) -> None:
+        received.append(signum)
+        if len(received) == 1:
+            task.cancel()
+            loop.call_later(grace, _abandon, received)
+        else:
+            _abandon(received)
+
+    def _abandon(signals: list[signal.Signals]) -> None:
+        code = ExitCode.INTERRUPTED if signals[0] is signal.SIGINT else on_sigterm
+        if interrupted is not None:
+            interrupted(signals[0])
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(int(code))
+
+    for signum in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(signum, on_signal, signum)
+    try:
+        code = int(loop.run_until_complete(task))
+    except asyncio.CancelledError:
+        if not received:
+            raise
+        code = ExitCode.INTERRUPTED if received[0] is signal.SIGINT else on_sigterm
+        if interrupted is not None:
+            interrupted(received[0])
+    finally:
+        for signum in (signal.SIGINT, signal.SIGTERM):
+            loop.remove_signal_handler(signum)
+        _close(loop)
+    if received and any(t.is_alive() and not t.daemon for t in threading.enumerate()[1:]):
+        # A worker thread (asyncio.to_thread) still blocked in a call would be joined at exit
+        # for as long as that call takes: the command is over, so the process ends now.
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(int(code))
+    return int(code)
+
+
+def _close(loop: asyncio.AbstractEventLoop) -> None:
+    """Cancel what is left, close async generators and the loop; executor threads are not
+    joined (one may be blocked in a socket call for minutes)."""
+    try:
+        pending = [t for t in asyncio.all_tasks(loop) if not t.done()]
+        for task in pending:
+            task.cancel()
+        if pending:
+            loop.run_until_complete(asyncio.wait(pending, timeout=SHUTDOWN_GRACE))
+        loop.run_until_complete(loop.shutdown_asyncgens())
+    finally:
+        loop.close()

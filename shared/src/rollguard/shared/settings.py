@@ -20,14 +20,15 @@ HOST:PORT, so every command accepts the same syntax and refuses the same mistake
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import logging
 import re
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, Self
 
 from rollguard.shared.errors import ConfigError
-from rollguard.shared.retry import MAX_INT, RETRY_SETTINGS
+from rollguard.shared.retry import MAX_INT, RETRY_SETTINGS, RetryPolicy, policy_from_settings
 
 logger = logging.getLogger(__name__)
 
@@ -302,17 +303,28 @@ def _given(
 
 
 def resolve(
-    args: argparse.Namespace, environ: Mapping[str, str], flags: Iterable[Flag], prefix: str
+    args: argparse.Namespace,
+    environ: Mapping[str, str],
+    flags: Iterable[Flag],
+    prefix: str,
+    *,
+    legacy_prefix: str | None = None,
 ) -> dict[str, Any]:
     """Every flag's value by name (None when unset and without default); ConfigError if bad.
 
-    A value given under a deprecated name is logged as a warning once it has converted."""
+    A value given under a deprecated name is logged as a warning once it has converted; so is
+    one from a variable under `legacy_prefix` (the prefix a tool's variables had before it got
+    its own), which counts only when the variable under `prefix` is not set."""
     values: dict[str, Any] = {}
     for flag in flags:
         given = _given(flag, lambda name: getattr(args, _dest(name), None), lambda n: f"--{n}")
         if given is None:
             given = _given(flag, lambda name: environ.get(env_name(prefix, name)),
                            lambda name: env_name(prefix, name))  # fmt: skip
+        if given is None and legacy_prefix is not None:
+            old = env_name(legacy_prefix, flag.name)
+            if old in environ:
+                given = _Given(environ[old], old, f"{old} is deprecated; use {flag.env(prefix)}")
         if given is None and flag.default is not None:
             given = _Given(flag.default, f"--{flag.name} (default)", None)
         if given is None:
@@ -327,3 +339,97 @@ def resolve(
         if given.warning is not None:
             logger.warning("%s", given.warning)
     return values
+
+
+# ---- typed options -----------------------------------------------------------------------
+
+_OPTION = "rollguard.option"
+
+
+def option(
+    default: str | None,
+    convert: Callable[[str], Any],
+    help: str,
+    metavar: str = "",
+    *,
+    required: bool = False,
+    switch: bool = False,
+    deprecated: tuple[Deprecated, ...] = (),
+) -> Any:
+    """A field of an `Options` dataclass: the flag `--<field-name>` (`_` as `-`), its variable
+    `<PREFIX><FIELD_NAME>`, its default (in the flag's own syntax, converted like any value:
+    the one place a default is written), converter, help and metavar."""
+    spec = Flag("", default, convert, help, metavar, required, switch, deprecated)
+    return dataclasses.field(metadata={_OPTION: spec})
+
+
+class Options:
+    """The base of a command's typed settings: a frozen, keyword-only dataclass whose fields are
+    declared with `option(...)`. Commands compose them by inheritance (the roll's options are
+    the agent's, the platform's, the retry policy's and its own), and read them with `load`:
+    command line, else environment, else default, converted and checked once."""
+
+    @classmethod
+    def flags(cls) -> tuple[Flag, ...]:
+        return tuple(
+            dataclasses.replace(f.metadata[_OPTION], name=f.name.replace("_", "-"))
+            for f in dataclasses.fields(cls)  # type: ignore[arg-type]
+            if _OPTION in f.metadata
+        )
+
+    @classmethod
+    def add_flags(cls, parser: argparse.ArgumentParser, prefix: str) -> None:
+        add_flags(parser, cls.flags(), prefix)
+
+    @classmethod
+    def load(
+        cls,
+        args: argparse.Namespace,
+        environ: Mapping[str, str],
+        prefix: str,
+        *,
+        legacy_prefix: str | None = None,
+    ) -> Self:
+        values = resolve(args, environ, cls.flags(), prefix, legacy_prefix=legacy_prefix)
+        options = cls(**{_dest(name): value for name, value in values.items()})
+        options.check()
+        return options
+
+    def check(self) -> None:
+        """Checks across options (ConfigError); each class adds its own and calls super()."""
+
+
+def default_of(cls: type[Any], name: str) -> Any:
+    """The default of dataclass `cls`'s field `name`: a library's setting default, which its
+    command-line option then shows in the option's syntax (one place for each default)."""
+    for f in dataclasses.fields(cls):
+        if f.name == name:
+            if f.default is not dataclasses.MISSING:
+                return f.default
+            if f.default_factory is not dataclasses.MISSING:
+                return f.default_factory()
+    raise LookupError(f"{cls.__name__} has no field {name} with a default")
+
+
+def _retry_option(name: str) -> Any:
+    setting = next(s for s in RETRY_SETTINGS if s.name == name)
+    return option(setting.default, _RETRY_CONVERTERS[name], setting.help, "N")
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class RetryOptions(Options):
+    """The retry policy's five options, the same in every network client (`--retry-*`)."""
+
+    retry_max_retries: int = _retry_option("retry-max-retries")
+    retry_initial_backoff_ms: float = _retry_option("retry-initial-backoff-ms")
+    retry_max_backoff_ms: float = _retry_option("retry-max-backoff-ms")
+    retry_backoff_multiplier: float = _retry_option("retry-backoff-multiplier")
+    retry_jitter_factor: float = _retry_option("retry-jitter-factor")
+
+    def retry_policy(self) -> RetryPolicy:
+        """The policy; ConfigError naming the flag when a value is out of its range."""
+        return policy_from_settings({s.name: getattr(self, _dest(s.name)) for s in RETRY_SETTINGS})
+
+    def check(self) -> None:
+        super().check()
+        self.retry_policy()

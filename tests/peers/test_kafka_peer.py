@@ -34,8 +34,9 @@ from kafka.protocol.metadata import (
     MetadataRequest,
 )
 from kafka.protocol.schemas.fields.codecs import Int32
-from kafka_peer import API_VERSIONS, KafkaClusterSim, TopicSpec
-from kafka_peer_model import (
+
+from rollguard.peers.kafka import API_VERSIONS, KafkaClusterSim, TopicSpec
+from rollguard.peers.kafka_model import (
     PREFERRED,
     UNCLEAN,
     ClusterModel,

@@ -11,7 +11,7 @@ from rich.live import Live
 from rich.table import Table
 
 from rollguard.roller.model import Node
-from rollguard.roller.progress import RecoveryTracker, format_duration
+from rollguard.roller.roll.progress import RecoveryTracker, format_duration
 
 logger = logging.getLogger(__name__)
 

@@ -63,7 +63,8 @@ from kafka.protocol.metadata import (
     MetadataResponse,
 )
 from kafka.protocol.schemas.fields.codecs import Int32
-from kafka_peer_model import (
+
+from rollguard.peers.kafka_model import (
     CONSUMER_OFFSETS,
     DEFAULT_CATCH_UP_S,
     DEFAULT_QUORUM_CATCH_UP_S,

@@ -1,5 +1,6 @@
 """Connector auto-restart (Strimzi proposal 055, outside the operator): a watcher of one Kafka
-Connect cluster that restarts failed connectors and tasks with a growing backoff.
+Connect cluster that restarts failed connectors and tasks with a growing backoff, as
+`rollguard.roller.connect.policy` decides.
 
 - A connector is restarted when it or any of its tasks is FAILED, and the whole minutes since
   its last restart are at least `backoff_minutes(count)` = min(count * count + count, 60):
@@ -16,19 +17,30 @@ Connect cluster that restarts failed connectors and tasks with a growing backoff
 
 from __future__ import annotations
 
-import enum
 import json
 import logging
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Protocol
 
-import yaml
 from prometheus_client import CollectorRegistry, Counter
 
-from rollguard.roller.connect import ConnectClient, ConnectError, ConnectorStatus, parse_version
+from rollguard.roller.connect.client import (
+    ConnectClient,
+    ConnectError,
+    ConnectorStatus,
+    parse_version,
+)
+from rollguard.roller.connect.policy import (
+    ConnectorSettings,
+    RestartAction,
+    Tracker,
+    apply,
+    backoff_minutes,
+    next_action,
+)
 from rollguard.shared.errors import ConfigError
 from rollguard.shared.files import atomic_write
 
@@ -36,126 +48,6 @@ logger = logging.getLogger("rollguard.auto-restart")
 
 KIP_745 = (3, 0)  # the first Kafka version whose restart endpoint takes includeTasks/onlyFailed
 STATE_VERSION = 1
-
-
-def backoff_minutes(count: int) -> int:
-    """Minutes to wait after the `count`-th restart before the next one."""
-    return min(count * count + count, 60)
-
-
-@dataclass
-class Tracker:
-    """What the watcher remembers of one connector (epoch seconds)."""
-
-    count: int = 0
-    last_restart: float | None = None
-    healthy_since: float | None = None
-    gave_up: bool = False
-
-
-@dataclass(frozen=True, slots=True)
-class ConnectorSettings:
-    enabled: bool = True
-    max_restarts: int | None = None
-
-
-class Action(enum.Enum):
-    HEALTHY = "healthy"
-    RESTART = "restart"
-    WAIT = "wait"  # failed, inside the backoff
-    GIVE_UP = "give-up"  # failed, maxRestarts reached: said once
-    GAVE_UP = "gave-up"  # failed, already given up: quiet
-    RESET = "reset"
-
-
-def decide(failed: bool, tracker: Tracker, now: float, settings: ConnectorSettings) -> Action:
-    """The policy, pure: what to do with a connector in this state. Updates nothing."""
-    if not failed:
-        if tracker.count == 0 and not tracker.gave_up:
-            return Action.HEALTHY
-        since = tracker.healthy_since if tracker.healthy_since is not None else now
-        if now - since > backoff_minutes(tracker.count) * 60:
-            return Action.RESET
-        return Action.HEALTHY
-    limit = settings.max_restarts
-    if limit is not None and tracker.count >= limit:
-        return Action.GAVE_UP if tracker.gave_up else Action.GIVE_UP
-    if tracker.last_restart is None:
-        return Action.RESTART
-    whole_minutes = int((now - tracker.last_restart) // 60)
-    return Action.RESTART if whole_minutes >= backoff_minutes(tracker.count) else Action.WAIT
-
-
-def apply(action: Action, tracker: Tracker, failed: bool, now: float) -> Tracker:
-    """The tracker after `action` was carried out."""
-    if action is Action.RESET:
-        return Tracker()
-    if action is Action.RESTART:
-        return Tracker(tracker.count + 1, now, None, False)
-    if action is Action.GIVE_UP:
-        return Tracker(tracker.count, tracker.last_restart, None, True)
-    if failed:
-        return Tracker(tracker.count, tracker.last_restart, None, tracker.gave_up)
-    if tracker.count == 0 and not tracker.gave_up:
-        return tracker  # nothing to remember
-    since = tracker.healthy_since if tracker.healthy_since is not None else now
-    return Tracker(tracker.count, tracker.last_restart, since, tracker.gave_up)
-
-
-# ---- settings per connector ---------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class Overrides:
-    default: ConnectorSettings
-    connectors: Mapping[str, ConnectorSettings]
-
-    def __call__(self, name: str) -> ConnectorSettings:
-        return self.connectors.get(name, self.default)
-
-
-def _settings(entry: Any, base: ConnectorSettings, where: str) -> ConnectorSettings:
-    if not isinstance(entry, dict) or set(entry) - {"enabled", "maxRestarts"}:
-        raise ConfigError(f"{where}: expected a mapping with enabled and/or maxRestarts")
-    enabled = entry.get("enabled", base.enabled)
-    limit = entry.get("maxRestarts", base.max_restarts)
-    if not isinstance(enabled, bool):
-        raise ConfigError(f"{where}: enabled must be true or false, got {enabled!r}")
-    if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int) or limit < 0):
-        raise ConfigError(
-            f"{where}: maxRestarts must be a whole number >= 0 or null, got {limit!r}"
-        )
-    return ConnectorSettings(enabled, limit)
-
-
-def load_overrides(path: Path | None, max_restarts: int | None) -> Overrides:
-    """The config file: `{defaults: {maxRestarts: N}, connectors: {NAME: {maxRestarts: N,
-    enabled: false}}}`; --max-restarts is the default when the file sets none."""
-    base = ConnectorSettings(True, max_restarts)
-    if path is None:
-        return Overrides(base, {})
-    try:
-        document = yaml.safe_load(path.read_text()) or {}
-    except OSError as exc:
-        raise ConfigError(f"auto-restart config {path}: {exc.strerror}") from None
-    except yaml.YAMLError as exc:
-        raise ConfigError(f"auto-restart config {path}: not valid YAML ({exc})") from None
-    if not isinstance(document, dict) or set(document) - {"defaults", "connectors"}:
-        raise ConfigError(f"auto-restart config {path}: expected keys defaults and connectors")
-    default = _settings(document.get("defaults", {}), base, f"{path}: defaults")
-    connectors = document.get("connectors", {}) or {}
-    if not isinstance(connectors, dict):
-        raise ConfigError(f"auto-restart config {path}: connectors must be a mapping")
-    return Overrides(
-        default,
-        {
-            str(name): _settings(entry, default, f"{path}: connectors.{name}")
-            for name, entry in connectors.items()
-        },
-    )
-
-
-# ---- state --------------------------------------------------------------------------------
 
 
 class StateStore(Protocol):
@@ -228,7 +120,7 @@ class Metrics:
 @dataclass(frozen=True, slots=True)
 class Event:
     connector: str
-    action: Action
+    action: RestartAction
     detail: str
 
 
@@ -272,9 +164,9 @@ class AutoRestarter:
                 continue
             tracker = self.trackers.get(name, Tracker())
             now = self._clock()
-            action = decide(status.failed, tracker, now, settings)
+            action = next_action(status.failed, tracker, now, settings)
             detail = ""
-            if action is Action.RESTART:
+            if action is RestartAction.RESTART:
                 try:
                     detail = await self._restart(status, kip_745, tracker.count + 1)
                 except ConnectError as exc:
@@ -282,21 +174,21 @@ class AutoRestarter:
                     logger.warning("%s", exc)
                     continue
                 self.metrics.restarts.labels(name).inc()
-            elif action is Action.GIVE_UP:
+            elif action is RestartAction.GIVE_UP:
                 detail = (
                     f"giving up on connector {name}: still failed after {tracker.count} "
                     f"restarts (maxRestarts {settings.max_restarts}); restart it by hand"
                 )
                 logger.error("%s", detail)
                 self.metrics.give_ups.labels(name).inc()
-            elif action is Action.RESET:
+            elif action is RestartAction.RESET:
                 detail = (
                     f"connector {name} has run without failure for more than "
                     f"{backoff_minutes(tracker.count)} min: restart count reset "
                     f"(was {tracker.count})"
                 )
                 logger.warning("%s", detail)
-            elif action is Action.WAIT:
+            elif action is RestartAction.WAIT:
                 assert tracker.last_restart is not None
                 due = tracker.last_restart + backoff_minutes(tracker.count) * 60
                 detail = f"{status.describe()}; next restart in {max(0.0, due - now):.0f}s"
@@ -308,7 +200,7 @@ class AutoRestarter:
                 else:
                     self.trackers[name] = updated
                 changed = True
-            if action is not Action.HEALTHY and action is not Action.GAVE_UP:
+            if action is not RestartAction.HEALTHY and action is not RestartAction.GAVE_UP:
                 events.append(Event(name, action, detail))
         if changed:
             self.store.save(self.trackers)

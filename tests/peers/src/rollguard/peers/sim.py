@@ -39,7 +39,6 @@ from pathlib import Path
 import httpx
 
 from rollguard.roller.agent_client import AgentClient
-from rollguard.roller.journal import EventLog, FileJournalStore
 from rollguard.roller.model import (
     ClusterView,
     Node,
@@ -50,7 +49,8 @@ from rollguard.roller.model import (
     VoterInfo,
 )
 from rollguard.roller.platform import InventoryNode, InventoryPlatform
-from rollguard.roller.roll import Roller, RollFailed, RollSettings
+from rollguard.roller.roll.journal import EventLog, FileJournalStore
+from rollguard.roller.roll.roller import Roller, RollFailed, RollSettings
 from rollguard.shared.retry import RetryPolicy
 from rollguard.shared.states import BrokerState
 from rollguard.shared.wire import format_time

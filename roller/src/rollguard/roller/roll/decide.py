@@ -1,8 +1,8 @@
 """What to do with one node, as a pure function of what was observed (table-tested).
 
-The roll loop (`rollguard.roller.roll`) does the I/O around it: it observes, asks `decide`, carries
-the action out, and asks again at every poll with what it learnt (the platform, the agent's answer,
-how long it has waited). Nothing here imports a network library.
+The roll loop (`rollguard.roller.roll.roller`) does the I/O around it: it observes, asks
+`decide`, carries the action out, and asks again at every poll with what it learnt (the
+platform, the agent's answer, how long it has waited). Nothing here imports a network library.
 
 The rules for a node that is not ready, in order:
 1. stuck (a pod that waiting will not cure): restart it if a new revision is the cure, else fail;
@@ -30,7 +30,7 @@ from rollguard.roller.model import (
     describe_answer,
     is_recovering,
 )
-from rollguard.roller.safety import Blocker, describe_blockers, restart_blockers
+from rollguard.roller.roll.safety import Blocker, describe_blockers, restart_blockers
 
 __all__ = [
     "Action",

@@ -20,6 +20,7 @@ from enum import StrEnum
 from pathlib import Path
 from typing import Any, Protocol
 
+from rollguard.roller.configmap import ConfigMapStore, MissingKey
 from rollguard.shared.errors import ConfigError, RollguardError
 from rollguard.shared.files import atomic_write
 from rollguard.shared.wire import format_time
@@ -184,3 +185,35 @@ class EventLog:
                 self._failing = True
             else:
                 self._failing = False
+
+
+class ConfigMapJournalStore:
+    """The roll journal on Kubernetes: key `journal.json` of ConfigMap `rollguard-roll-<id>`."""
+
+    KEY = "journal.json"
+
+    def __init__(self, client: Any, namespace: str) -> None:
+        self.client = client  # a synchronous lightkube Client
+        self.namespace = namespace
+
+    @staticmethod
+    def name(roll_id: str) -> str:
+        return f"rollguard-roll-{roll_id}"
+
+    def _store(self, roll_id: str) -> ConfigMapStore:
+        return ConfigMapStore(self.client, self.namespace, self.name(roll_id))
+
+    def load(self, roll_id: str) -> RollRecord | None:
+        try:
+            text = self._store(roll_id).read(self.KEY)
+        except MissingKey:
+            return None
+        try:
+            return RollRecord.from_json(json.loads(text))
+        except (KeyError, ValueError) as exc:
+            raise ConfigError(
+                f"roll journal in configmap {self.name(roll_id)} cannot be read ({exc})"
+            ) from None
+
+    def save(self, record: RollRecord) -> None:
+        self._store(record.roll_id).write(self.KEY, json.dumps(record.to_json(), indent=2))

@@ -16,7 +16,8 @@ from typing import Any
 
 import httpx
 import pytest
-from connect_peer import (
+
+from rollguard.peers.connect import (
     DEFAULT_TRACE,
     ConnectSim,
     Restart,

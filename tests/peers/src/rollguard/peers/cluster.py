@@ -27,9 +27,8 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
-from kafka_peer import KafkaClusterSim, TopicSpec
-
-from helpers import Agent, Broker, Pki
+from rollguard.peers.kafka import KafkaClusterSim, TopicSpec
+from rollguard.peers.processes import Agent, Broker, Pki
 
 
 @dataclass

@@ -20,11 +20,10 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from rollguard.peers.processes import LineReader, Pki
 from rollguard.roller.agent_client import AgentClient, AgentReport
 from rollguard.shared.retry import RetryPolicy
 from rollguard.shared.tls import client_context
-
-from helpers import LineReader, Pki
 
 WINDOW = 0.05
 

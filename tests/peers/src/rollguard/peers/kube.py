@@ -68,7 +68,7 @@ from lightkube.config.models import Cluster, User
 from starlette.requests import Request
 from starlette.responses import Response, StreamingResponse
 
-from helpers import wait_until
+from rollguard.peers.processes import wait_until
 
 logger = logging.getLogger(__name__)
 

@@ -10,11 +10,11 @@
     after a restart: the new process (by identity) ready, its log recovery, the quorum caught up
     (controllers), every ISR rejoined (brokers); only then the next node.
 
-Three kinds of waiting are kept apart: transient errors (retried with the shared retry policy by
-each client), waiting until a restart is safe (`rollguard.roller.waits`, by progress), and waiting
-for a broker's log recovery (`rollguard.roller.progress`, by rate and stall). The one rule above all
-others: a broker its agent reports in RECOVERY is never restarted, and a broker whose agent cannot
-be read is unknown, never "not recovering".
+Three kinds of waiting are kept apart: transient errors (retried with the shared retry policy
+by each client), waiting until a restart is safe (`rollguard.roller.roll.waits`, by progress),
+and waiting for a broker's log recovery (`rollguard.roller.roll.progress`, by rate and stall).
+The one rule above all others: a broker its agent reports in RECOVERY is never restarted, and a
+broker whose agent cannot be read is unknown, never "not recovering".
 """
 
 from __future__ import annotations
@@ -28,27 +28,6 @@ from enum import StrEnum
 from typing import Any
 
 from rollguard.roller.agent_client import AgentClient
-from rollguard.roller.decide import (
-    Action,
-    AwaitReady,
-    AwaitRecovery,
-    AwaitUnknown,
-    Defer,
-    Fail,
-    Restart,
-    agent_unknown,
-    decide,
-)
-from rollguard.roller.journal import (
-    EventLog,
-    JournalStore,
-    NodeRecord,
-    NodeStatus,
-    RollRecord,
-    RollState,
-    now_text,
-)
-from rollguard.roller.lease import Lease
 from rollguard.roller.model import (
     AgentAnswer,
     AgentReport,
@@ -59,10 +38,36 @@ from rollguard.roller.model import (
     is_recovering,
 )
 from rollguard.roller.platform import Platform
-from rollguard.roller.preflight import preflight
-from rollguard.roller.progress import RecoveryTracker, Verdict, format_duration
-from rollguard.roller.safety import catching_up, describe_partitions, roll_order, voter_caught_up
-from rollguard.roller.waits import ProgressWait
+from rollguard.roller.roll.decide import (
+    Action,
+    AwaitReady,
+    AwaitRecovery,
+    AwaitUnknown,
+    Defer,
+    Fail,
+    Restart,
+    agent_unknown,
+    decide,
+)
+from rollguard.roller.roll.journal import (
+    EventLog,
+    JournalStore,
+    NodeRecord,
+    NodeStatus,
+    RollRecord,
+    RollState,
+    now_text,
+)
+from rollguard.roller.roll.lease import Lease
+from rollguard.roller.roll.preflight import preflight
+from rollguard.roller.roll.progress import RecoveryTracker, Verdict, format_duration
+from rollguard.roller.roll.safety import (
+    catching_up,
+    describe_partitions,
+    roll_order,
+    voter_caught_up,
+)
+from rollguard.roller.roll.waits import ProgressWait
 from rollguard.shared.errors import RollguardError
 from rollguard.shared.retry import RetryPolicy, retry_async
 

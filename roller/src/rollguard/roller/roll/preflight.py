@@ -15,9 +15,9 @@ import logging
 from collections.abc import Sequence
 
 from rollguard.roller.agent_client import AgentClient, Probe
-from rollguard.roller.decide import agent_unknown
-from rollguard.roller.journal import EventLog
 from rollguard.roller.model import AgentUnavailable, Node, Unavailable
+from rollguard.roller.roll.decide import agent_unknown
+from rollguard.roller.roll.journal import EventLog
 from rollguard.shared.errors import ConfigError
 
 logger = logging.getLogger(__name__)

@@ -67,7 +67,7 @@ import uvicorn
 from starlette.requests import Request
 from starlette.responses import Response
 
-from helpers import Pki, wait_until
+from rollguard.peers.processes import Pki, wait_until
 
 logger = logging.getLogger(__name__)
 

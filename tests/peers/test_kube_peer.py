@@ -20,7 +20,6 @@ from typing import Any
 import httpx
 import lightkube
 import pytest
-from kube_peer import KubeSim, SeenRequest, parse_label_selector
 from lightkube import ApiError, operators
 from lightkube.models.coordination_v1 import LeaseSpec
 from lightkube.models.meta_v1 import ObjectMeta
@@ -28,6 +27,8 @@ from lightkube.resources.apps_v1 import StatefulSet
 from lightkube.resources.coordination_v1 import Lease
 from lightkube.resources.core_v1 import ConfigMap, Pod
 from lightkube.types import PatchType
+
+from rollguard.peers.kube import KubeSim, SeenRequest, parse_label_selector
 
 from helpers import wait_until
 

@@ -26,30 +26,28 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from rollguard.roller.autorestart import (
+from rollguard.roller.configmap import ConfigMapStore, MissingKey
+from rollguard.roller.connect.autorestart import (
     AutoRestarter,
     FileStateStore,
     Metrics,
     StateStore,
-    Tracker,
     decode_state,
     encode_state,
-    load_overrides,
 )
-from rollguard.roller.connect import ConnectAuth, ConnectClient, ConnectError
-from rollguard.roller.offsets import (
+from rollguard.roller.connect.client import ConnectAuth, ConnectClient, ConnectError
+from rollguard.roller.connect.offsets import (
     GENERIC_KEY,
-    ConfigMapStore,
     FolderStore,
     KeyStore,
-    MissingKey,
     OffsetsError,
     alter_offsets,
     list_offsets,
     mm2_key,
     reset_offsets,
 )
-from rollguard.shared.cli import ExitCode
+from rollguard.roller.connect.policy import Tracker, load_overrides
+from rollguard.shared.cli import ExitCode, Parser
 from rollguard.shared.errors import ConfigError
 from rollguard.shared.retry import RETRY_SETTINGS, policy_from_settings
 from rollguard.shared.settings import (
@@ -126,8 +124,10 @@ OFFSETS_FLAGS = (
 )
 
 
-def add_parsers(sub: Any, parser_class: type[argparse.ArgumentParser]) -> None:
+def add_parsers(sub: Any) -> None:
+    parser_class = Parser
     connect = sub.add_parser("connect", help="Kafka Connect: restarts, auto-restart, offsets")
+    connect.set_defaults(run=run)
     actions = connect.add_subparsers(dest="action", required=True, parser_class=parser_class)
     restart = actions.add_parser("restart", help="restart a connector (KIP-745)")
     restart.add_argument("connector_name", metavar="CONNECTOR")
@@ -139,6 +139,7 @@ def add_parsers(sub: Any, parser_class: type[argparse.ArgumentParser]) -> None:
     add_flags(watcher, AUTO_RESTART_FLAGS, ENV_PREFIX)
     _offsets_parsers(actions, parser_class, "offsets of any connector (key offsets.json)")
     mm2 = sub.add_parser("mm2", help="MirrorMaker 2 connector offsets")
+    mm2.set_defaults(run=run)
     mm2_actions = mm2.add_subparsers(dest="action", required=True, parser_class=parser_class)
     _offsets_parsers(mm2_actions, parser_class, "MirrorMaker 2 offsets (key NAME.json, -> as --)")
 

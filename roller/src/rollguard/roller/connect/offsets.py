@@ -20,7 +20,8 @@ import time
 from pathlib import Path
 from typing import Any, Protocol
 
-from rollguard.roller.connect import ConnectClient
+from rollguard.roller.configmap import MissingKey
+from rollguard.roller.connect.client import ConnectClient
 from rollguard.shared.errors import ConfigError, RollguardError
 from rollguard.shared.files import atomic_write
 
@@ -29,10 +30,6 @@ GENERIC_KEY = "offsets.json"
 
 class OffsetsError(RollguardError):
     """An offsets operation refused or failed; the message names the connector and the cause."""
-
-
-class MissingKey(ConfigError):
-    """The folder, file, ConfigMap or key to read does not exist."""
 
 
 def mm2_key(connector: str) -> str:
@@ -77,51 +74,6 @@ class FolderStore:
         except OSError as exc:
             raise ConfigError(f"cannot write {target}: {exc.strerror}") from None
         return str(target)
-
-
-class ConfigMapStore:
-    """A key of a ConfigMap; writing keeps the ConfigMap's other keys (and creates it)."""
-
-    def __init__(self, client: Any, namespace: str, name: str) -> None:
-        self.client = client  # a synchronous lightkube Client
-        self.namespace = namespace
-        self.name = name
-        self.where = f"ConfigMap {namespace}/{name}"
-
-    def read(self, key: str) -> str:
-        from lightkube import ApiError
-        from lightkube.resources.core_v1 import ConfigMap
-
-        try:
-            cm = self.client.get(ConfigMap, self.name, namespace=self.namespace)
-        except ApiError as exc:
-            kind = MissingKey if exc.status.code == 404 else ConfigError
-            raise kind(f"{self.where}: {exc.status.message}") from None
-        data = cm.data or {}
-        if key not in data:
-            keys = ", ".join(sorted(data)) or "none"
-            raise MissingKey(f"{self.where} has no key {key} (its keys: {keys})")
-        return str(data[key])
-
-    def write(self, key: str, text: str) -> str:
-        from lightkube import ApiError
-        from lightkube.models.meta_v1 import ObjectMeta
-        from lightkube.resources.core_v1 import ConfigMap
-
-        try:
-            try:
-                cm = self.client.get(ConfigMap, self.name, namespace=self.namespace)
-            except ApiError as exc:
-                if exc.status.code != 404:
-                    raise
-                meta = ObjectMeta(name=self.name, namespace=self.namespace)
-                self.client.create(ConfigMap(metadata=meta, data={key: text}))
-            else:
-                cm.data = {**(cm.data or {}), key: text}
-                self.client.replace(cm)  # with its resourceVersion: no lost update
-        except ApiError as exc:
-            raise ConfigError(f"{self.where}: {exc.status.message}") from None
-        return f"{self.where} key {key}"
 
 
 def parse_offsets(text: str, where: str) -> Any:

@@ -1,0 +1,12 @@
+"""The collector: agents' recovery timelines and the roller's events into a Parquet dataset."""
+
+from rollguard.roller.collect.collector import (
+    EVENTS_SCHEMA,
+    TIMELINE_SCHEMA,
+    CollectResult,
+    Dataset,
+    State,
+    collect,
+)
+
+__all__ = ["EVENTS_SCHEMA", "TIMELINE_SCHEMA", "CollectResult", "Dataset", "State", "collect"]

@@ -1,0 +1,16 @@
+"""rollguard's test peers: real servers that speak the protocols of the systems rollguard talks
+to, so that tests, benchmarks and the demo run the product's own code paths.
+
+- `rollguard.peers.kafka` (+ `kafka_model`): a Kafka-protocol responder built on kafka-python's
+  own structures: Metadata, DescribeCluster, DescribeQuorum, DescribeConfigs,
+  ListPartitionReassignments, ElectLeaders; brokers that restart fenced and rejoin their ISRs
+  over time, internal topics, controller-only voters, racks.
+- `rollguard.peers.kube`: the Kubernetes API paths and JSON the roller uses (pods, ConfigMaps,
+  Leases), with RBAC refusals.
+- `rollguard.peers.connect`: Kafka Connect's REST API with its versions' semantics.
+- `rollguard.peers.processes`: the Java test broker (Kafka's MBeans over remote JMX), the agent
+  as a process, a PKI.
+- `rollguard.peers.cluster`: a simulated cluster of real processes (the demo's and the
+  end-to-end tests'); `rollguard.peers.sim`: the roll on a virtual clock; `rollguard.peers.herd`:
+  many clients against one server.
+"""

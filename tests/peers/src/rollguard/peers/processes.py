@@ -1,0 +1,282 @@
+"""Real processes for tests, benchmarks and the demo: the Java test broker, the agent, a PKI.
+
+Used from a checkout (editable install): the test broker's source and classes are found
+relative to the repository (`tests/broker`, `build/testbroker`).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TypeVar
+
+from rollguard.certs.pki import issue, make_ca, write_pair
+
+# tests/peers/src/rollguard/peers/processes.py -> the repository
+ROOT = Path(__file__).resolve().parents[5]
+BROKER_SOURCE = ROOT / "tests" / "broker" / "TestBroker.java"
+BROKER_CLASSES = ROOT / "build" / "testbroker"
+BIN = Path(sys.executable).parent
+
+T = TypeVar("T")
+
+
+def wait_until(
+    probe: Callable[[], T | None], timeout: float, interval: float = 0.05, what: str = "condition"
+) -> T:
+    """Poll `probe` until it returns something truthy; fail the test at the deadline."""
+    deadline = time.monotonic() + timeout
+    last: T | None = None
+    while time.monotonic() < deadline:
+        last = probe()
+        if last:
+            return last
+        time.sleep(interval)
+    raise AssertionError(f"timed out after {timeout}s waiting for {what}; last value: {last!r}")
+
+
+def build_broker() -> Path:
+    """Compile the test broker if its classes are missing or older than its source."""
+    target = BROKER_CLASSES / "TestBroker.class"
+    if not target.exists() or target.stat().st_mtime < BROKER_SOURCE.stat().st_mtime:
+        BROKER_CLASSES.mkdir(parents=True, exist_ok=True)
+        subprocess.run(
+            ["javac", "--release", "17", "-d", str(BROKER_CLASSES), str(BROKER_SOURCE)],
+            check=True,
+        )
+    return BROKER_CLASSES
+
+
+class LineReader:
+    """Collects a process's output lines on a thread, so tests can wait for one with a deadline."""
+
+    def __init__(self, stream) -> None:  # type: ignore[no-untyped-def]
+        self.lines: list[str] = []
+        self._lock = threading.Lock()
+        self._thread = threading.Thread(target=self._pump, args=(stream,), daemon=True)
+        self._thread.start()
+
+    def _pump(self, stream) -> None:  # type: ignore[no-untyped-def]
+        for raw in iter(stream.readline, ""):
+            with self._lock:
+                self.lines.append(raw.rstrip("\n"))
+        stream.close()
+
+    def text(self) -> str:
+        with self._lock:
+            return "\n".join(self.lines)
+
+    def wait_for(self, pattern: str, timeout: float = 20) -> re.Match[str]:
+        regex = re.compile(pattern)
+
+        def probe() -> re.Match[str] | None:
+            with self._lock:
+                for line in self.lines:
+                    match = regex.search(line)
+                    if match:
+                        return match
+            return None
+
+        return wait_until(probe, timeout, what=f"a line matching {pattern!r}")
+
+
+class Broker:
+    """The Java test broker: Kafka's MBeans over remote JMX on 127.0.0.1."""
+
+    def __init__(self, *flags: str, port: int = 0) -> None:
+        classes = build_broker()
+        # The JVM starts between these two moments (wall clock, seconds): what the agent reports
+        # as the broker's start time must lie between them.
+        self.launched_at = time.time()
+        self.process = subprocess.Popen(
+            [
+                "java",
+                "-Xmx64m",
+                "-XX:+UseSerialGC",
+                "-cp",
+                str(classes),
+                "TestBroker",
+                "--port",
+                str(port),
+                *flags,
+            ],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+        )
+        self.output = LineReader(self.process.stdout)
+        match = self.output.wait_for(r"JMX_PORT=(\d+) JMX_URL=(\S+)")
+        self.ready_at = time.time()
+        self.port = int(match.group(1))
+        self.url = match.group(2)
+        self.address = f"127.0.0.1:{self.port}"
+
+    def stop(self) -> None:
+        if self.process.poll() is None:
+            self.process.kill()
+            self.process.wait(10)
+
+    def __enter__(self) -> Broker:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+
+@dataclass(frozen=True)
+class Pki:
+    """Paths of a CA, an agent (server) certificate and a roller (client) certificate."""
+
+    ca: Path
+    server_cert: Path
+    server_key: Path
+    client_cert: Path
+    client_key: Path
+
+    def client_flags(self) -> list[str]:
+        """How rollguard (and curl) are told to present the roller's certificate."""
+        return [
+            "--cert",
+            str(self.client_cert),
+            "--key",
+            str(self.client_key),
+            "--cacert",
+            str(self.ca),
+        ]
+
+
+class Agent:
+    """`rollguard-agent` as a real process on ephemeral ports."""
+
+    def __init__(
+        self,
+        pki: Pki,
+        jmx: str,
+        *extra: str,
+        env: dict[str, str] | None = None,
+        interval: str = "0.3",
+        running_interval: str = "0.5",
+        timeout: str = "4",
+    ) -> None:
+        self.pki = pki
+        command = [
+            str(BIN / "rollguard-agent"),
+            "--listen",
+            "127.0.0.1:0",
+            "--probe-listen",
+            "127.0.0.1:0",
+            "--tls-cert",
+            str(pki.server_cert),
+            "--tls-key",
+            str(pki.server_key),
+            "--tls-ca",
+            str(pki.ca),
+            "--jmx",
+            jmx,
+            "--sample-interval",
+            interval,
+            "--running-interval",
+            running_interval,
+            "--sample-timeout",
+            timeout,
+            *extra,
+        ]
+        self.process = subprocess.Popen(
+            command,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+            env={**os.environ, **(env or {})},
+        )
+        self.output = LineReader(self.process.stdout)
+        match = self.output.wait_for(
+            r"API listening on https://([\d.]+):(\d+).*http://[\d.]+:(\d+)"
+        )
+        self.api = f"https://127.0.0.1:{match.group(2)}"
+        self.probe = f"http://127.0.0.1:{match.group(3)}"
+
+    def state(self, path: str = "/v1/broker-state", **kwargs: object) -> Curl:
+        return curl(self.api + path, self.pki, **kwargs)  # type: ignore[arg-type]
+
+    def stop(self, sig: int = signal.SIGTERM) -> int:
+        if self.process.poll() is None:
+            self.process.send_signal(sig)
+            try:
+                self.process.wait(10)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait()
+        return self.process.returncode
+
+    def __enter__(self) -> Agent:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+        if exc[0] is not None:
+            print("agent output:\n" + self.output.text())
+
+
+@dataclass(frozen=True)
+class Curl:
+    returncode: int
+    status: int
+    body: str
+    seconds: float
+
+    def json(self) -> object:
+        import json
+
+        return json.loads(self.body)
+
+
+def curl(
+    url: str,
+    pki: Pki | None = None,
+    *,
+    cert: Path | None = None,
+    key: Path | None = None,
+    ca: Path | None = None,
+    method: str = "GET",
+    no_client_cert: bool = False,
+    extra: Sequence[str] = (),
+) -> Curl:
+    """curl as people run it: `curl --cert --key --cacert`; status 0 when no HTTP answer."""
+    command = ["curl", "-s", "-S", "--max-time", "10", "-X", method, "-w", "\n%{http_code}"]
+    if pki is not None:
+        ca = ca or pki.ca
+        if not no_client_cert:
+            cert, key = cert or pki.client_cert, key or pki.client_key
+    if ca is not None:
+        command += ["--cacert", str(ca)]
+    if cert is not None and key is not None:
+        command += ["--cert", str(cert), "--key", str(key)]
+    started = time.monotonic()
+    done = subprocess.run([*command, *extra, url], capture_output=True, text=True, timeout=30)
+    body, _, status = done.stdout.rpartition("\n")
+    return Curl(done.returncode, int(status or 0), body, time.monotonic() - started)
+
+
+def make_pki(folder: Path, name: str = "rollguard test CA") -> Pki:
+    ca = make_ca(name)
+    server = issue(ca, "agent", server=True, dns=["localhost"], ips=["127.0.0.1"])
+    client = issue(ca, "roller", server=False)
+    folder.mkdir(parents=True, exist_ok=True)
+    write_pair(ca, folder / "ca.crt", folder / "ca.key", force=True)
+    write_pair(server, folder / "agent.crt", folder / "agent.key", force=True)
+    write_pair(client, folder / "roller.crt", folder / "roller.key", force=True)
+    return Pki(
+        folder / "ca.crt",
+        folder / "agent.crt",
+        folder / "agent.key",
+        folder / "roller.crt",
+        folder / "roller.key",
+    )
