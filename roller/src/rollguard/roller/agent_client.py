@@ -83,7 +83,7 @@ class AgentClient:
     def __init__(
         self,
         tls: ssl.SSLContext,
-        policy: RetryPolicy,
+        policy: RetryPolicy | None = None,
         *,
         stats: RetryStats | None = None,
         timeout: float = 5.0,
@@ -93,7 +93,7 @@ class AgentClient:
     ) -> None:
         # httpx drops a cert= tuple given beside a CA path: the context carries both.
         self._http = httpx.AsyncClient(verify=tls, timeout=timeout, transport=transport)
-        self.policy = policy
+        self.policy = policy or RetryPolicy()
         self.stats = stats or RetryStats()
         self._sleep = sleep
         self._uniform = uniform
