@@ -91,7 +91,8 @@ def test_nothing_is_overwritten_without_force(
         (["issue-client", "roller", "--days", "\u0663"], "--days: '\u0663' is not a whole number"),
         (["issue-client", "roller", "--day", "3"], "--day 3; did you mean --days?"),
         (["issue-client", "roller", "--rsa-bits", "\u0662048"], "--rsa-bits: '\u0662048' is not"),
-        (["issue-client", "roller", "--ca-cert", "/nonexistent/ca.crt"], "init-ca"),
+        (["issue-client", "roller", "--cacert", "/nonexistent/ca.crt"], "init-ca"),
+        (["issue-client", "roller", "--cacert", "a", "--ca-cert", "b"], "--cacert or --ca-cert"),
         (["show", "/nonexistent.crt"], "no such file"),
         (["frobnicate"], "invalid choice"),
     ],
@@ -116,9 +117,21 @@ def test_a_ca_key_that_does_not_match_is_refused(
 ) -> None:
     run(capsys, "init-ca", "--dir", str(tmp_path / "a"))
     run(capsys, "init-ca", "--dir", str(tmp_path / "b"))
-    code, _, err = run(capsys, "issue-client", "x", "--ca-cert", str(tmp_path / "a/ca.crt"),
-                       "--ca-key", str(tmp_path / "b/ca.key"), "--dir", str(tmp_path))  # fmt: skip
+    code, _, err = run(capsys, "issue-client", "x", "--cacert", str(tmp_path / "a/ca.crt"),
+                       "--cakey", str(tmp_path / "b/ca.key"), "--dir", str(tmp_path))  # fmt: skip
     assert code == 2 and "does not belong" in err
+
+
+def test_the_old_ca_flag_names_still_work_with_a_warning(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    run(capsys, "init-ca", "--dir", str(tmp_path / "ca"))
+    code, _, err = run(capsys, "issue-client", "x", "--ca-cert", str(tmp_path / "ca/ca.crt"),
+                       "--ca-key", str(tmp_path / "ca/ca.key"), "--dir", str(tmp_path))  # fmt: skip
+    assert code == 0, err
+    assert "--ca-cert is deprecated; use --cacert" in err
+    assert "--ca-key is deprecated; use --cakey" in err
+    assert (tmp_path / "x.crt").exists()
 
 
 def test_console_script_is_installed(tmp_path: Path) -> None:
@@ -126,3 +139,15 @@ def test_console_script_is_installed(tmp_path: Path) -> None:
                           capture_output=True, text=True)  # fmt: skip
     assert done.returncode == 0, done.stderr
     assert (tmp_path / "ca.crt").exists()
+
+
+def test_output_json_for_issue_and_show(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    import json
+
+    code, out, _ = run(capsys, "init-ca", "--dir", str(tmp_path), "--output", "json")
+    assert code == 0
+    written = json.loads(out)
+    assert written == {"certificate": str(tmp_path / "ca.crt"), "key": str(tmp_path / "ca.key")}
+    code, out, _ = run(capsys, "show", written["certificate"], "--output", "json")
+    shown = json.loads(out)
+    assert code == 0 and shown["subject"] == "CN=rollguard CA" and shown["CA"] == "yes"

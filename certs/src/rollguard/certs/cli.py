@@ -12,9 +12,11 @@ Files land in `--dir` as NAME.crt and NAME.key (the CA as ca.crt and ca.key). Ex
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 from rollguard.certs.describe import describe
 from rollguard.certs.pki import KeyType, issue, load_ca, make_ca, new_key, write_pair
@@ -27,11 +29,20 @@ EXIT_USAGE = ExitCode.USAGE
 MAX_DAYS = 36500  # a hundred years; X.509 dates end in 9999
 
 
+OUTPUT_ARGS = ("--output",)
+OUTPUT_KWARGS: dict[str, Any] = {
+    "choices": ["text", "json"],
+    "default": "text",
+    "help": "text, or json (one object a line)",
+}
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = Parser(prog="rollguard-certs", description=__doc__.split("\n")[0])
     common = Parser(add_help=False)
     common.add_argument("--dir", type=Path, default=Path(), help="PKI folder (default: .)")
     common.add_argument("--force", action="store_true", help="overwrite existing files")
+    common.add_argument(*OUTPUT_ARGS, **OUTPUT_KWARGS)
     common.add_argument(
         "--key-type",
         choices=[k.value for k in KeyType],
@@ -54,31 +65,41 @@ def build_parser() -> argparse.ArgumentParser:
     for command, what in (("issue-server", "an agent"), ("issue-client", "a roller")):
         leaf = sub.add_parser(command, parents=[common], help=f"a certificate for {what}")
         leaf.add_argument("name", help="common name, and the base of the file names")
-        leaf.add_argument("--ca-cert", type=Path, help="CA certificate (default: DIR/ca.crt)")
-        leaf.add_argument("--ca-key", type=Path, help="CA key (default: DIR/ca.key)")
+        # --cacert as in every rollguard command (and curl); --ca-cert before 0.2.
+        leaf.add_argument("--cacert", type=Path, help="CA certificate (default: DIR/ca.crt)")
+        leaf.add_argument("--cakey", type=Path, help="CA key (default: DIR/ca.key)")
+        leaf.add_renamed("--ca-cert", "--cacert")
+        leaf.add_renamed("--ca-key", "--cakey")
         leaf.add_argument("--dns", action="append", default=[], help="DNS SAN (repeatable)")
         leaf.add_argument("--ip", action="append", default=[], help="IP SAN (repeatable)")
 
     show = sub.add_parser("show", help="describe certificates")
     show.add_argument("files", nargs="+", type=Path)
+    show.add_argument(*OUTPUT_ARGS, **OUTPUT_KWARGS)
     return parser
 
 
 def run(args: argparse.Namespace) -> None:
     if args.command == "show":
         for index, path in enumerate(args.files):
-            if index:
+            if index and args.output == "text":
                 print()
             for number, certificate in enumerate(read_certificates(path, "certificate")):
+                lines = describe(certificate)
+                if args.output == "json":
+                    fields = dict(line.split(":", 1) for line in lines)
+                    entry = {k.strip(): v.strip() for k, v in fields.items()}
+                    print(json.dumps({"file": str(path), "index": number, **entry}))
+                    continue
                 print(f"{path}" + (f" [{number}]" if number else "") + ":")
-                print("\n".join("  " + line for line in describe(certificate)))
+                print("\n".join("  " + line for line in lines))
         return
     key = new_key(KeyType(args.key_type), args.rsa_bits)
     if args.command == "init-ca":
         issued = make_ca(args.name, days=3650 if args.days is None else args.days, key=key)
         cert_path, key_path = args.dir / "ca.crt", args.dir / "ca.key"
     else:
-        ca = load_ca(args.ca_cert or args.dir / "ca.crt", args.ca_key or args.dir / "ca.key")
+        ca = load_ca(args.cacert or args.dir / "ca.crt", args.cakey or args.dir / "ca.key")
         server = args.command == "issue-server"
         if not server and (args.dns or args.ip):
             # Nothing checks SANs of a client certificate; refusing avoids a false sense of scope.
@@ -94,7 +115,10 @@ def run(args: argparse.Namespace) -> None:
         )
         cert_path, key_path = args.dir / f"{args.name}.crt", args.dir / f"{args.name}.key"
     write_pair(issued, cert_path, key_path, force=args.force)
-    print(f"wrote {cert_path} and {key_path} (key mode 0600)")
+    if args.output == "json":
+        print(json.dumps({"certificate": str(cert_path), "key": str(key_path)}))
+    else:
+        print(f"wrote {cert_path} and {key_path} (key mode 0600)")
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -55,6 +55,7 @@ class Parser(argparse.ArgumentParser):
         # Descriptions hold an example command on a line of its own.
         kwargs.setdefault("formatter_class", argparse.RawDescriptionHelpFormatter)
         super().__init__(*args, **kwargs)
+        self._renamed: list[tuple[str, str, str, str]] = []  # old flag, its dest, new flag, dest
         if self.add_help if with_version is None else with_version:
             self.add_argument(
                 "--version",
@@ -62,6 +63,25 @@ class Parser(argparse.ArgumentParser):
                 version=f"%(prog)s {version()}",
                 help="print the version and exit",
             )
+
+    def add_renamed(self, old: str, new: str) -> None:
+        """Keep `old` working as a hidden alias of the already added option `new`: a value given
+        under the old name is used with a warning on stderr; giving both is a usage error."""
+        action = next(a for a in self._actions if new in a.option_strings)
+        old_dest = "_renamed_" + old.lstrip("-").replace("-", "_")
+        kind: Any = action.type if action.type is not None else str
+        self.add_argument(old, dest=old_dest, type=kind, help=argparse.SUPPRESS)
+        self._renamed.append((old, old_dest, new, action.dest))
+
+    def _apply_renamed(self, parsed: argparse.Namespace) -> None:
+        for old, old_dest, new, dest in self._renamed:
+            value = getattr(parsed, old_dest, None)
+            if value is None:
+                continue
+            if getattr(parsed, dest, None) is not None:
+                self.error(f"give {new} or {old}, not both")
+            setattr(parsed, dest, value)
+            print(f"{self.prog}: warning: {old} is deprecated; use {new}", file=sys.stderr)
 
     def _get_option_tuples(self, option_string: str) -> list[Any]:
         # argparse's only source of prefix matches. Short options keep argparse's handling
@@ -81,6 +101,9 @@ class Parser(argparse.ArgumentParser):
         if extras:
             chosen = _chosen_parser(self, parsed)
             chosen.error(f"unrecognized arguments: {' '.join(extras)}{_suggest(chosen, extras)}")
+        for parser in _parser_chain(self, parsed):
+            if isinstance(parser, Parser):
+                parser._apply_renamed(parsed)
         return parsed
 
     def error(self, message: str) -> NoReturn:
@@ -101,15 +124,21 @@ def argument_type(convert: Callable[[str], T]) -> Callable[[str], T]:
     return typed
 
 
-def _chosen_parser(parser: argparse.ArgumentParser, parsed: argparse.Namespace) -> Any:
-    """The innermost sub-command's parser: the one whose flags an unknown flag was meant for."""
-    current: Any = parser
+def _parser_chain(parser: argparse.ArgumentParser, parsed: argparse.Namespace) -> list[Any]:
+    """The parsers of the command line, outermost first: the top one and each sub-command's."""
+    chain: list[Any] = [parser]
     while True:
+        current = chain[-1]
         sub = next((a for a in current._actions if isinstance(a, argparse._SubParsersAction)), None)
         name = getattr(parsed, sub.dest, None) if sub is not None else None
         if sub is None or name not in sub.choices:
-            return current
-        current = sub.choices[name]
+            return chain
+        chain.append(sub.choices[name])
+
+
+def _chosen_parser(parser: argparse.ArgumentParser, parsed: argparse.Namespace) -> Any:
+    """The innermost sub-command's parser: the one whose flags an unknown flag was meant for."""
+    return _parser_chain(parser, parsed)[-1]
 
 
 def _suggest(parser: argparse.ArgumentParser, extras: Sequence[str]) -> str:
