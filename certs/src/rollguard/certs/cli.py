@@ -59,11 +59,28 @@ def build_parser() -> argparse.ArgumentParser:
     )
     sub = parser.add_subparsers(dest="command", required=True, parser_class=Parser)
 
-    ca = sub.add_parser("init-ca", parents=[common], help="create ca.crt and ca.key")
+    ca = sub.add_parser(
+        "init-ca",
+        parents=[common],
+        help="create ca.crt and ca.key",
+        description="Create a CA: DIR/ca.crt and DIR/ca.key (mode 0600). Example:\n"
+        "  rollguard-certs init-ca --dir pki --name 'prod rollguard CA'",
+    )
     ca.add_argument("--name", default="rollguard CA", help="the CA's common name")
 
+    examples = {
+        "issue-server": "rollguard-certs issue-server --dir pki kafka-0 "
+        "--dns kafka-0.kafka.prod.svc --ip 10.0.0.7",
+        "issue-client": "rollguard-certs issue-client --dir pki roller",
+    }
     for command, what in (("issue-server", "an agent"), ("issue-client", "a roller")):
-        leaf = sub.add_parser(command, parents=[common], help=f"a certificate for {what}")
+        leaf = sub.add_parser(
+            command,
+            parents=[common],
+            help=f"a certificate for {what}",
+            description=f"Issue a certificate for {what}, signed by the CA: DIR/NAME.crt and "
+            f"DIR/NAME.key (mode 0600). Example:\n  {examples[command]}",
+        )
         leaf.add_argument("name", help="common name, and the base of the file names")
         # --cacert as in every rollguard command (and curl); --ca-cert before 0.2.
         leaf.add_argument("--cacert", type=Path, help="CA certificate (default: DIR/ca.crt)")
@@ -73,7 +90,12 @@ def build_parser() -> argparse.ArgumentParser:
         leaf.add_argument("--dns", action="append", default=[], help="DNS SAN (repeatable)")
         leaf.add_argument("--ip", action="append", default=[], help="IP SAN (repeatable)")
 
-    show = sub.add_parser("show", help="describe certificates")
+    show = sub.add_parser(
+        "show",
+        help="describe certificates",
+        description="Describe certificates: subject, SANs, usages, validity. Example:\n"
+        "  rollguard-certs show pki/kafka-0.crt --output json",
+    )
     show.add_argument("files", nargs="+", type=Path)
     show.add_argument(*OUTPUT_ARGS, **OUTPUT_KWARGS)
     return parser

@@ -41,6 +41,20 @@ def version() -> str:
         return "unknown (not installed)"
 
 
+class _Formatter(argparse.HelpFormatter):
+    """Descriptions wrapped as prose, except lines indented by two spaces: an example command
+    stays on a line of its own, whole."""
+
+    def _fill_text(self, text: str, width: int, indent: str) -> str:
+        out = []
+        for line in text.splitlines():
+            if line.startswith("  "):
+                out.append(indent + line)
+            else:
+                out.append(super()._fill_text(line, width, indent))
+        return "\n".join(out)
+
+
 class Parser(argparse.ArgumentParser):
     """argparse without prefix matching, with one-line errors (exit 2) and "did you mean".
 
@@ -52,8 +66,7 @@ class Parser(argparse.ArgumentParser):
 
     def __init__(self, *args: Any, with_version: bool | None = None, **kwargs: Any) -> None:
         kwargs["allow_abbrev"] = False
-        # Descriptions hold an example command on a line of its own.
-        kwargs.setdefault("formatter_class", argparse.RawDescriptionHelpFormatter)
+        kwargs.setdefault("formatter_class", _Formatter)
         super().__init__(*args, **kwargs)
         self._renamed: list[tuple[str, str, str, str]] = []  # old flag, its dest, new flag, dest
         if self.add_help if with_version is None else with_version:
