@@ -27,6 +27,7 @@ COMPONENTS = {
     ),
     "roller": ("rollguard_roller", {"rollguard = rollguard.roller.cli:main"}, set()),
     "certs": ("rollguard_certs", {"rollguard-certs = rollguard.certs.cli:main"}, set()),
+    "tests/peers": ("rollguard_peers", set(), set()),
     "spark": (
         "rollguard_spark",
         {"rollguard-report = rollguard.spark.job:main"},
@@ -36,7 +37,7 @@ COMPONENTS = {
 
 
 def build_wheel(component: str, tmp_path: Path) -> Path:
-    source = tmp_path / "src" / component
+    source = tmp_path / "src" / component.replace("/", "-")
     shutil.copytree(
         ROOT / component,
         source,
@@ -66,10 +67,12 @@ def test_each_wheel_holds_only_its_own_portion_of_the_namespace(tmp_path: Path) 
             )
         assert dist_info.startswith(f"{distribution}-")
         code = {n for n in names if not n.startswith(f"{dist_info}/")}
-        strays = sorted(n for n in code if not n.startswith(f"rollguard/{component}/"))
-        assert not strays, f"{component}'s wheel installs files outside rollguard/{component}/"
-        assert f"rollguard/{component}/__init__.py" in code
+        package = component.rsplit("/", 1)[-1]
+        strays = sorted(n for n in code if not n.startswith(f"rollguard/{package}/"))
+        assert not strays, f"{component}'s wheel installs files outside rollguard/{package}/"
+        assert f"rollguard/{package}/__init__.py" in code
         assert "rollguard/__init__.py" not in code
         assert data <= code, f"{component}'s wheel lacks {sorted(data - code)}"
+        assert f"rollguard/{package}/py.typed" in code, f"{component}'s wheel is not typed"
         found = {line.replace(" ", "") for line in entry_points.splitlines() if "=" in line}
         assert found == {line.replace(" ", "") for line in scripts}
