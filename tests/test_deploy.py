@@ -215,7 +215,7 @@ def test_the_rollers_account_may_do_what_a_roll_does_and_no_more() -> None:
         for resource in rule["resources"]
     }
     assert granted == {
-        ("", "pods"): {"get", "list", "watch", "delete"},
+        ("", "pods"): {"get", "list", "delete"},
         ("apps", "statefulsets"): {"get"},
         ("", "configmaps"): {"get", "create", "update"},
         ("coordination.k8s.io", "leases"): {"get", "create", "update"},  # one roll at a time

@@ -5,8 +5,11 @@ to, so that tests, benchmarks and the demo run the product's own code paths.
   own structures: Metadata, DescribeCluster, DescribeQuorum, DescribeConfigs,
   ListPartitionReassignments, ElectLeaders; brokers that restart fenced and rejoin their ISRs
   over time, internal topics, controller-only voters, racks.
-- `rollguard.peers.kube`: the Kubernetes API paths and JSON the roller uses (pods, ConfigMaps,
-  Leases), with RBAC refusals.
+- `rollguard.peers.kube` (+ `kube_api`, `kube_objects`, `kube_model`, `kube_pods`,
+  `kube_lifecycle`): the Kubernetes API paths and JSON the roller uses, and only those (pods
+  get/list/delete, StatefulSets get, ConfigMaps and Leases get/create/update), with
+  resourceVersion conflicts, RBAC refusals and pods' lifecycle timings; anything else is
+  answered 405/415/400 as an API server would.
 - `rollguard.peers.connect`: Kafka Connect's REST API with its versions' semantics.
 - `rollguard.peers.processes`: the Java test broker (Kafka's MBeans over remote JMX), the agent
   as a process, a PKI.
