@@ -20,8 +20,8 @@ from rollguard.agent.readings import (
     SampleError,
 )
 from rollguard.agent.sampler import Sampler
+from rollguard.agent.timeline_store import TimelineStore
 from rollguard.shared.retry import RetryPolicy
-from rollguard.shared.timeline import TimelineJournal
 
 
 def recovering() -> list[MBeanValue]:
@@ -166,8 +166,8 @@ def test_the_fast_path_answers_exactly_as_the_starlette_route(results: list) -> 
     assert fast.status_code == (503 if isinstance(results[0], SampleError) else 200)
 
 
-def timeline_call(journal: TimelineJournal, query: str) -> httpx.Response:
-    app = create_api_app(sampled(broker("3")), journal)
+def timeline_call(store: TimelineStore, query: str) -> httpx.Response:
+    app = create_api_app(sampled(broker("3")), store)
 
     async def go() -> httpx.Response:
         transport = httpx.ASGITransport(app=app)
@@ -197,7 +197,7 @@ def timeline_call(journal: TimelineJournal, query: str) -> httpx.Response:
 def test_timeline_parameters_are_ascii_digits_in_range_or_400_naming_them(
     tmp_path: Path, query: str, name: str
 ) -> None:
-    response = timeline_call(TimelineJournal(tmp_path), query)
+    response = timeline_call(TimelineStore(tmp_path), query)
     assert response.status_code == 400
     body = response.json()
     assert body["error"] == "bad-parameter"
@@ -206,10 +206,10 @@ def test_timeline_parameters_are_ascii_digits_in_range_or_400_naming_them(
 
 
 def test_timeline_parameters_in_range_are_served(tmp_path: Path) -> None:
-    journal = TimelineJournal(tmp_path)
+    store = TimelineStore(tmp_path)
     for ts in (1, 2, 3):
-        journal.append("n", "b", ts, 3, None, None)
-    response = timeline_call(journal, f"after={2**63 - 1}&limit=10000")
+        store.append("n", "b", ts, 3, None, None)
+    response = timeline_call(store, f"after={2**63 - 1}&limit=10000")
     assert response.status_code == 200 and response.json()["records"] == []
-    response = timeline_call(journal, "after=0000000000000000001&limit=1")  # 19 characters
+    response = timeline_call(store, "after=0000000000000000001&limit=1")  # 19 characters
     assert [r["seq"] for r in response.json()["records"]] == [2]

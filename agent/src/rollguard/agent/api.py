@@ -23,7 +23,8 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 
 from rollguard.agent.metrics import CONTENT_TYPE, AgentMetrics
 from rollguard.agent.sampler import Sample, Sampler, Unavailable
-from rollguard.shared.timeline import MAX_LIMIT, TIMELINE_PATH, TimelineJournal
+from rollguard.agent.timeline_store import TimelineStore
+from rollguard.shared.timeline import MAX_LIMIT, TIMELINE_PATH
 from rollguard.shared.wire import BROKER_STATE_PATH
 
 JSON = "application/json"
@@ -115,7 +116,7 @@ def _messages(current: Sample | Unavailable) -> tuple[dict[str, object], dict[st
     return start, {"type": "http.response.body", "body": current.body}
 
 
-def create_api_app(sampler: Sampler, timeline: TimelineJournal | None = None) -> ASGIApp:
+def create_api_app(sampler: Sampler, timeline: TimelineStore | None = None) -> ASGIApp:
     async def broker_state(request: Request) -> Response:
         current = sampler.current()
         if isinstance(current, Sample):

@@ -38,11 +38,11 @@ from rollguard.agent.readings import QUERIES
 from rollguard.agent.readyfile import ReadyFile
 from rollguard.agent.refusals import Refusals
 from rollguard.agent.sampler import JmxBackend, Sampler
-from rollguard.agent.timeline import TimelineRecorder
+from rollguard.agent.timeline_recorder import TimelineRecorder
+from rollguard.agent.timeline_store import TimelineStore
 from rollguard.agent.tls_gate import CERTIFICATE_REASONS, AlertingSSLObject, TlsPort
 from rollguard.agent.tls_reload import ReloadingServerContext
 from rollguard.shared.errors import ConfigError
-from rollguard.shared.timeline import TimelineJournal
 
 logger = logging.getLogger(__name__)
 
@@ -169,10 +169,10 @@ async def serve(settings: AgentSettings) -> None:
         sslobject_class=AlertingSSLObject,
         on_reload=lambda ok: reloads.labels(result="ok" if ok else "error").inc(),
     )
-    journal = None
+    store = None
     if settings.data_dir is not None:
         try:
-            journal = TimelineJournal(
+            store = TimelineStore(
                 settings.data_dir,
                 segment_bytes=settings.timeline_segment_bytes,
                 retention_seconds=settings.timeline_retention_seconds,
@@ -180,7 +180,7 @@ async def serve(settings: AgentSettings) -> None:
         except OSError as exc:
             raise ConfigError(f"--data-dir {settings.data_dir}: {exc.strerror}") from None
         recorder = TimelineRecorder(
-            journal,
+            store,
             settings.node_id,
             heartbeat=settings.heartbeat_interval,
             boot_id=boot_id,
@@ -217,7 +217,7 @@ async def serve(settings: AgentSettings) -> None:
         handshake_timeout=settings.handshake_timeout,
         refusals=refusals,
     )
-    api = _uvicorn(create_api_app(sampler, journal), gate.protocol_class(), settings.api_http)
+    api = _uvicorn(create_api_app(sampler, store), gate.protocol_class(), settings.api_http)
     probe = _uvicorn(
         create_probe_app(sampler, metrics), bound_protocol(probe_port), settings.probe_http
     )
@@ -269,7 +269,7 @@ async def serve(settings: AgentSettings) -> None:
     await asyncio.gather(*servers, return_exceptions=True)
     stopper.cancel()
     await backend.close()
-    if journal is not None:
+    if store is not None:
         await recorder.close()
     if ready_file is not None:
         ready_file.clear()
