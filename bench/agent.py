@@ -42,8 +42,9 @@ sys.path.insert(0, str(ROOT / "tests"))
 
 from conftest import make_pki  # noqa: E402
 
-from rollguard.agent.jmx import JmxQueryBackend  # noqa: E402
-from rollguard.agent.jmx_persistent import PersistentJmxBackend, prepare  # noqa: E402
+from rollguard.agent.jmx_jmxquery import JmxQueryBackend  # noqa: E402
+from rollguard.agent.jmx_persistent import PersistentJmxBackend  # noqa: E402
+from rollguard.agent.jvm import reader_classpath  # noqa: E402
 from rollguard.agent.readings import QUERIES  # noqa: E402
 
 from helpers import Agent, Broker, wait_until  # noqa: E402
@@ -116,7 +117,9 @@ def jmx_cost(backend_name: str, url: str, rounds: int, warmup: int) -> dict[str,
     async def measure() -> None:
         nonlocal python_cpu, jvm_cpu, rss, start_cpu
         if backend_name == "persistent":
-            backend: Any = PersistentJmxBackend(url, classpath=prepare("java"), queries=QUERIES)
+            backend: Any = PersistentJmxBackend(
+                url, classpath=reader_classpath("java"), queries=QUERIES
+            )
         else:
             backend = JmxQueryBackend(url, queries=QUERIES)
         try:

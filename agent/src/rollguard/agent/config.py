@@ -11,14 +11,14 @@ from __future__ import annotations
 
 import argparse
 import resource
-import shutil
 import socket
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
 from rollguard.agent.connections import HttpLimits
-from rollguard.agent.jmx import JmxCredentials, read_credentials, service_url
+from rollguard.agent.jmx import BACKENDS, JmxCredentials, read_credentials, service_url
+from rollguard.agent.jvm import find_java
 from rollguard.agent.sampler import SamplerSettings
 from rollguard.shared.errors import ConfigError
 from rollguard.shared.retry import RETRY_SETTINGS, RetryPolicy, policy_from_settings
@@ -161,7 +161,7 @@ FLAGS = (
     Flag(
         "jmx-backend",
         "persistent",
-        choice("persistent", "jmxquery"),
+        choice(*BACKENDS),
         "persistent (one JVM and one JMX connection held open) or jmxquery (a JVM per round)",
         "NAME",
     ),
@@ -313,7 +313,7 @@ def load(args: argparse.Namespace, environ: Mapping[str, str]) -> AgentSettings:
     retry = policy_from_settings({s.name: values[s.name] for s in RETRY_SETTINGS})
     http = HttpLimits(values["header-timeout"], values["idle-timeout"], values["max-header-bytes"])
     java = values["java"]
-    if shutil.which(java) is None:
+    if find_java(java) is None:
         raise ConfigError(f"--java: {java!r} is not an executable on PATH")
     credentials = None
     if values["jmx-credentials-file"] is not None:

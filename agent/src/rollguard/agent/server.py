@@ -30,14 +30,12 @@ from rollguard.agent.api import create_api_app, create_probe_app
 from rollguard.agent.config import Address, AgentSettings, raise_file_limit
 from rollguard.agent.connections import ConnectionLimiter, HttpLimits, Port, Stage
 from rollguard.agent.http_protocol import bound_protocol
-from rollguard.agent.jmx import JmxQueryBackend
-from rollguard.agent.jmx_persistent import PersistentJmxBackend, prepare
+from rollguard.agent.jmx import open_backend
 from rollguard.agent.memory import MemoryTrimmer
 from rollguard.agent.metrics import AgentMetrics
-from rollguard.agent.readings import QUERIES
 from rollguard.agent.readyfile import ReadyFile
 from rollguard.agent.refusals import Refusals
-from rollguard.agent.sampler import JmxBackend, Sampler
+from rollguard.agent.sampler import Sampler
 from rollguard.agent.timeline_recorder import TimelineRecorder
 from rollguard.agent.timeline_store import TimelineStore
 from rollguard.agent.tls_gate import CERTIFICATE_REASONS, AlertingSSLObject, TlsPort
@@ -118,44 +116,15 @@ def _port(
     return Port(name, ConnectionLimiter(limit, on_drop=dropped), limits, dropped)
 
 
-def _warn_about_secrets(settings: AgentSettings) -> None:
-    if settings.jmx_backend == "jmxquery" and settings.jmx_credentials is not None:
-        logger.warning(
-            "--jmx-backend jmxquery: jmxquery's JMX reader takes the password only as a "
-            "command-line argument (-p), which other processes on this host can read (ps, "
-            "/proc/PID/cmdline) for the quarter of a second each round's JVM runs; the "
-            "persistent backend (the default) gives it to its JVM on stdin"
-        )
-
-
-async def _jmx_backend(settings: AgentSettings) -> JmxBackend:
-    if settings.jmx_backend == "jmxquery":
-        return JmxQueryBackend(
-            settings.jmx_url,
-            credentials=settings.jmx_credentials,
-            java=settings.java,
-            queries=QUERIES,
-        )
-    try:
-        classpath = await asyncio.to_thread(prepare, settings.java)
-    except RuntimeError as exc:
-        raise ConfigError(
-            f"--jmx-backend persistent: {exc} (--jmx-backend jmxquery needs no compiler)"
-        ) from None
-    return PersistentJmxBackend(
-        settings.jmx_url,
-        classpath=classpath,
-        credentials=settings.jmx_credentials,
-        java=settings.java,
-        queries=QUERIES,
-    )
-
-
 async def serve(settings: AgentSettings) -> None:
     """Run the agent until SIGTERM or SIGINT. Raises ConfigError before serving anything."""
     raise_file_limit(settings)
-    _warn_about_secrets(settings)
-    backend = await _jmx_backend(settings)
+    backend = await open_backend(
+        settings.jmx_backend,
+        settings.jmx_url,
+        credentials=settings.jmx_credentials,
+        java=settings.java,
+    )
     # One id per start of the agent: in every report (agentBootId) and every timeline record.
     boot_id = uuid.uuid4().hex
     sampler = Sampler(backend, settings.sampler, retry=settings.retry, boot_id=boot_id)
