@@ -73,6 +73,11 @@ def test_persistent_on_a_runtime_that_cannot_compile_is_a_config_error_naming_jm
     assert message.endswith("(--jmx-backend jmxquery needs no compiler)")
 
 
+def test_an_unknown_backend_name_is_refused() -> None:
+    with pytest.raises(ValueError, match="unknown JMX backend 'jpype'"):
+        asyncio.run(open_backend("jpype", URL, credentials=None, java="java"))
+
+
 def test_find_java_takes_names_on_path_and_paths_to_executables(tmp_path: Path) -> None:
     assert find_java("java") is not None
     assert find_java(str(tmp_path / "no-such-java")) is None

@@ -97,6 +97,8 @@ async def open_backend(
     from rollguard.agent.jmx_jmxquery import JmxQueryBackend
     from rollguard.agent.jmx_persistent import PersistentJmxBackend
 
+    if kind not in BACKENDS:  # the flag's parser allows only these: a caller's mistake
+        raise ValueError(f"unknown JMX backend {kind!r}, expected one of {', '.join(BACKENDS)}")
     if kind == "jmxquery":
         if credentials is not None:
             logger.warning(
