@@ -41,7 +41,11 @@ def state_of(agent: Agent) -> dict[str, object] | None:
 def test_curl_follows_a_broker_through_starting_recovery_and_running(
     pki: Pki, jmx_backend: str
 ) -> None:
+    # The agent is sampling before the broker starts, so STARTING (1.5 s) is seen however long
+    # the agent itself takes to start on a busy machine.
+    port = free_port()
     with (
+        Agent(pki, f"127.0.0.1:{port}") as agent,
         Broker(
             "--starting-ms",
             "1500",
@@ -55,8 +59,8 @@ def test_curl_follows_a_broker_through_starting_recovery_and_running(
             "10",
             "--segments",
             "50",
-        ) as broker,
-        Agent(pki, broker.address) as agent,
+            port=port,
+        ),
     ):
         assert f"({jmx_backend})" in agent.output.text()  # the backend this run is about
         seen: list[dict[str, object]] = []

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import json
 import os
@@ -20,7 +21,7 @@ import pytest
 from rollguard.agent.timeline_store import TimelineStore
 from rollguard.shared.timeline import Gap, Page, segment_name, segment_seq
 
-from helpers import Agent, Broker, Pki, wait_until
+from helpers import Agent, Broker, Pki, free_port, wait_until
 
 
 def test_records_get_increasing_seqs_that_continue_after_reopening(tmp_path: Path) -> None:
@@ -133,37 +134,44 @@ def running(agent: Agent) -> bool:
 def test_the_agent_records_a_recovery_and_serves_it_with_a_cursor(pki: Pki, tmp_path: Path) -> None:
     data = tmp_path / "data"
     flags = ("--starting-ms", "1000", "--recovery-ms", "3000", "--dirs", "2", "--threads", "2")
-    with Broker(*flags) as broker:
-        args = ("--data-dir", str(data), "--node-id", "kafka-7")
-        with Agent(pki, broker.address, *args) as agent:
-            wait_until(lambda: running(agent), timeout=30, what="RUNNING")
-            body = agent.state("/v1/recovery-timeline?after=0").json()
-            assert isinstance(body, dict)
-            records = body["records"]
-            states = [r["brokerState"] for r in records]
-            assert states[0] == 1 and 2 in states and states[-1] == 3
-            recovering = [
-                r
-                for r in records
-                if r["brokerState"] == 2 and r["remainingSegmentsToRecover"] is not None
-            ]
-            assert recovering and recovering[0]["remainingSegmentsToRecover"] > 100
-            assert {r["nodeId"] for r in records} == {"kafka-7"}
-            # one id per agent start, the same in the timeline and in every report
-            assert {r["bootId"] for r in records} == {agent.state().json()["agentBootId"]}  # type: ignore[index]
-            assert [r["seq"] for r in records] == list(range(1, len(records) + 1))
-            last = body["next"]
-            assert last == records[-1]["seq"] == body["latest"]
-            page = agent.state(f"/v1/recovery-timeline?after={last - 1}&limit=1").json()
-            assert [r["seq"] for r in page["records"]] == [last]  # type: ignore[index]
-            for bad in ("after=-1", "after=x", "limit=0", "limit=10001"):
-                answer = agent.state(f"/v1/recovery-timeline?{bad}")
-                assert answer.status == 400 and answer.json()["error"] == "bad-parameter"  # type: ignore[index]
+    args = ("--data-dir", str(data), "--node-id", "kafka-7")
+    # The agent is sampling before the broker starts (null states: no JMX yet), so STARTING is
+    # recorded however long the agent itself takes to start on a busy machine.
+    port = free_port()
+    with contextlib.ExitStack() as stack:
+        agent = stack.enter_context(Agent(pki, f"127.0.0.1:{port}", *args))
+        broker = stack.enter_context(Broker(*flags, port=port))
+        wait_until(lambda: running(agent), timeout=30, what="RUNNING")
+        body = agent.state("/v1/recovery-timeline?after=0").json()
+        assert isinstance(body, dict)
+        records = body["records"]
+        states = [r["brokerState"] for r in records]
+        known = [state for state in states if state is not None]
+        assert states == [None] * (len(states) - len(known)) + known  # no JMX, then the broker
+        assert known[0] == 1 and 2 in known and known[-1] == 3
+        recovering = [
+            r
+            for r in records
+            if r["brokerState"] == 2 and r["remainingSegmentsToRecover"] is not None
+        ]
+        assert recovering and recovering[0]["remainingSegmentsToRecover"] > 100
+        assert {r["nodeId"] for r in records} == {"kafka-7"}
+        # one id per agent start, the same in the timeline and in every report
+        assert {r["bootId"] for r in records} == {agent.state().json()["agentBootId"]}  # type: ignore[index]
+        assert [r["seq"] for r in records] == list(range(1, len(records) + 1))
+        last = body["next"]
+        assert last == records[-1]["seq"] == body["latest"]
+        page = agent.state(f"/v1/recovery-timeline?after={last - 1}&limit=1").json()
+        assert [r["seq"] for r in page["records"]] == [last]  # type: ignore[index]
+        for bad in ("after=-1", "after=x", "limit=0", "limit=10001"):
+            answer = agent.state(f"/v1/recovery-timeline?{bad}")
+            assert answer.status == 400 and answer.json()["error"] == "bad-parameter"  # type: ignore[index]
+        agent.stop()
         # a new agent start continues the sequence under a new bootId
-        with Agent(pki, broker.address, *args) as agent:
+        with Agent(pki, broker.address, *args) as again:
 
             def next_boot() -> list[dict[str, object]] | None:
-                answer = agent.state(f"/v1/recovery-timeline?after={last}")
+                answer = again.state(f"/v1/recovery-timeline?after={last}")
                 records = answer.json()["records"] if answer.status == 200 else []  # type: ignore[index]
                 return records or None
 
