@@ -37,15 +37,13 @@ import time
 from pathlib import Path
 from typing import Any
 
+from rollguard.agent.jmx_jmxquery import JmxQueryBackend
+from rollguard.agent.jmx_persistent import PersistentJmxBackend
+from rollguard.agent.jvm import reader_classpath
+from rollguard.agent.readings import QUERIES
+from rollguard.peers.processes import Agent, Broker, make_pki, wait_until
+
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT / "tests"))
-
-from rollguard.agent.jmx import JmxQueryBackend  # noqa: E402
-from rollguard.agent.jmx_persistent import PersistentJmxBackend, prepare  # noqa: E402
-from rollguard.agent.readings import QUERIES  # noqa: E402
-from rollguard.peers.processes import make_pki  # noqa: E402
-
-from helpers import Agent, Broker, wait_until  # noqa: E402
 
 TICKS = os.sysconf("SC_CLK_TCK")
 
@@ -115,7 +113,9 @@ def jmx_cost(backend_name: str, url: str, rounds: int, warmup: int) -> dict[str,
     async def measure() -> None:
         nonlocal python_cpu, jvm_cpu, rss, start_cpu
         if backend_name == "persistent":
-            backend: Any = PersistentJmxBackend(url, classpath=prepare("java"), queries=QUERIES)
+            backend: Any = PersistentJmxBackend(
+                url, classpath=reader_classpath("java"), queries=QUERIES
+            )
         else:
             backend = JmxQueryBackend(url, queries=QUERIES)
         try:

@@ -22,15 +22,11 @@ import argparse
 import json
 import resource
 import statistics
-import sys
 import time
 from pathlib import Path
 from typing import Any
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT / "tests"))
-
-from test_agent_limits import (  # noqa: E402
+from rollguard.peers.flood import (
     KeepAlive,
     api_connections,
     flood_result,
@@ -43,10 +39,9 @@ from test_agent_limits import (  # noqa: E402
     select_ready,
     start_flood,
 )
+from rollguard.peers.processes import Agent, Broker, Pki, make_pki, wait_until
 
-from rollguard.peers.processes import make_pki  # noqa: E402
-
-from helpers import Agent, Broker, Pki, wait_until  # noqa: E402
+ROOT = Path(__file__).resolve().parent.parent
 
 MB = 2**20
 

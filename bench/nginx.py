@@ -277,9 +277,7 @@ http {{
 
 
 def _self_test() -> int:
-    root = Path(__file__).resolve().parent.parent
-    sys.path.insert(0, str(root / "tests"))
-    from conftest import make_pki
+    from rollguard.peers.processes import make_pki
 
     failures = 0
 

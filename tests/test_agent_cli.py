@@ -15,8 +15,8 @@ from helpers import BIN, Agent, Broker, Pki, free_port, wait_until
 def start(
     pki: Pki, *args: str, env: dict[str, str] | None = None
 ) -> subprocess.CompletedProcess[str]:
-    command = [str(BIN / "rollguard-agent"), "--tls-cert", str(pki.server_cert),
-               "--tls-key", str(pki.server_key), "--tls-ca", str(pki.ca),
+    command = [str(BIN / "rollguard-agent"), "--cert", str(pki.server_cert),
+               "--key", str(pki.server_key), "--cacert", str(pki.ca),
                "--listen", "127.0.0.1:0", "--probe-listen", "127.0.0.1:0", *args]  # fmt: skip
     clean = {k: v for k, v in os.environ.items() if not k.startswith("ROLLGUARD_AGENT_")}
     return subprocess.run(command, capture_output=True, text=True, timeout=30,
@@ -36,7 +36,7 @@ def start(
         (["--jmx-backend", "jpype"], {}, "--jmx-backend: 'jpype' is not one of persistent"),
         (["--event-loop", "trio"], {}, "--event-loop: 'trio' is not uvloop or asyncio"),
         (["--jmx-credentials-file", "/no/such/file"], {}, "--jmx-credentials-file /no/such/file"),
-        (["--tls-cert", "/no/such.crt"], {}, "certificate /no/such.crt: no such file"),
+        (["--cert", "/no/such.crt"], {}, "certificate /no/such.crt: no such file"),
         (["--log-level", "loud"], {}, "--log-level: 'loud' is not one of"),
         (["--listen", "256.0.0.1:8443"], {}, "--listen 256.0.0.1:8443: cannot"),
         (["--retry-jitter-factor", "2"], {}, "--retry-jitter-factor 2 must be in [0, 1]"),
@@ -54,7 +54,7 @@ def start(
         ([], {"ROLLGUARD_AGENT_HEADER_TIMEOUT": "nan"}, "HEADER_TIMEOUT: 'nan' is not a duration"),
         (["--idle-timeout", "2h"], {}, "--idle-timeout: '2h' is out of range"),
         (["--max-header-bytes", "100"], {}, "--max-header-bytes: '100' is not a whole number"),
-        (["--timeline-retention-hours", "inf"], {}, "'inf' is not a number of hours"),
+        (["--timeline-retention", "inf"], {}, "'inf' is not a duration"),
         (
             ["--timeline-segment-bytes", "\u0661\u0660\u0662\u0664"],
             {},
@@ -69,7 +69,7 @@ def start(
             "--retry-max-retries: '\u0665' is not a whole number",
         ),
         (["--node-id", ""], {}, "--node-id: '' is not a node name"),
-        (["--tls-crl", "/no/such.crl"], {}, "CRL file /no/such.crl: no such file"),
+        (["--crl", "/no/such.crl"], {}, "CRL file /no/such.crl: no such file"),
     ],
 )
 def test_bad_settings_exit_2_with_one_line_naming_them(
@@ -83,19 +83,19 @@ def test_bad_settings_exit_2_with_one_line_naming_them(
 
 
 def test_a_key_of_another_certificate_is_named(pki: Pki, other_pki: Pki) -> None:
-    done = start(pki, "--tls-key", str(other_pki.server_key))
+    done = start(pki, "--key", str(other_pki.server_key))
     assert done.returncode == 2
     assert f"private key {other_pki.server_key} does not belong to certificate" in done.stderr
 
 
 def test_an_unreadable_ca_is_named(pki: Pki, tmp_path: Path) -> None:
-    done = start(pki, "--tls-ca", str(tmp_path))
+    done = start(pki, "--cacert", str(tmp_path))
     assert done.returncode == 2 and f"CA bundle {tmp_path}: is a directory" in done.stderr
 
 
 def test_required_tls_files_are_asked_for() -> None:
     done = subprocess.run([str(BIN / "rollguard-agent")], capture_output=True, text=True)
-    assert done.returncode == 2 and "--tls-cert is required" in done.stderr
+    assert done.returncode == 2 and "--cert is required" in done.stderr
 
 
 def test_a_port_in_use_exits_2_and_leaves_nothing_listening(pki: Pki) -> None:
@@ -142,3 +142,30 @@ def test_jmxquery_with_a_password_warns_once_and_names_the_persistent_backend(
     assert text.count("jmxquery's JMX reader takes the password only as a command-line") == 1
     assert "the persistent backend (the default) gives it to its JVM on stdin" in text
     assert "s3cret" not in text
+
+
+def test_the_pre_0_2_flag_and_variable_names_still_work_with_a_warning(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    from rollguard.agent import config
+    from rollguard.shared.cli import Parser
+
+    parser = config.build_parser(Parser(prog="rollguard-agent"))
+    args = parser.parse_args(
+        ["--tls-cert", "c.pem", "--tls-key", "k.pem", "--timeline-retention-hours", "24"]
+    )
+    with caplog.at_level("WARNING"):
+        settings = config.load(args, {"ROLLGUARD_AGENT_TLS_CA": "ca.pem"})
+    assert (settings.tls_cert, settings.tls_key, settings.tls_ca) == (
+        Path("c.pem"),
+        Path("k.pem"),
+        Path("ca.pem"),
+    )
+    assert settings.timeline_retention_seconds == 24 * 3600
+    warnings = caplog.text
+    assert "--tls-cert is deprecated; use --cert c.pem" in warnings
+    assert "ROLLGUARD_AGENT_TLS_CA is deprecated; use ROLLGUARD_AGENT_CACERT=ca.pem" in warnings
+    assert "--timeline-retention-hours is deprecated; use --timeline-retention 24h" in warnings
+    both = parser.parse_args(["--cert", "a.pem", "--tls-cert", "b.pem"])
+    with pytest.raises(config.ConfigError, match="give --cert or --tls-cert, not both"):
+        config.load(both, {})

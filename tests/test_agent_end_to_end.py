@@ -41,7 +41,11 @@ def state_of(agent: Agent) -> dict[str, object] | None:
 def test_curl_follows_a_broker_through_starting_recovery_and_running(
     pki: Pki, jmx_backend: str
 ) -> None:
+    # The agent is sampling before the broker starts, so STARTING (1.5 s) is seen however long
+    # the agent itself takes to start on a busy machine.
+    port = free_port()
     with (
+        Agent(pki, f"127.0.0.1:{port}") as agent,
         Broker(
             "--starting-ms",
             "1500",
@@ -55,8 +59,8 @@ def test_curl_follows_a_broker_through_starting_recovery_and_running(
             "10",
             "--segments",
             "50",
-        ) as broker,
-        Agent(pki, broker.address) as agent,
+            port=port,
+        ),
     ):
         assert f"({jmx_backend})" in agent.output.text()  # the backend this run is about
         seen: list[dict[str, object]] = []
@@ -327,8 +331,11 @@ def test_ready_file_follows_readiness_and_is_removed_on_stop(pki: Pki, tmp_path:
             agent.stop()
 
 
-def test_sigterm_stops_the_agent_within_5_seconds_and_removes_the_ready_file(
-    pki: Pki, tmp_path: Path
+@pytest.mark.parametrize(
+    ("signum", "expected"), [(signal.SIGTERM, 0), (signal.SIGINT, 3)], ids=["SIGTERM", "SIGINT"]
+)
+def test_a_signal_stops_the_agent_within_seconds_and_removes_the_ready_file(
+    pki: Pki, tmp_path: Path, signum: signal.Signals, expected: int
 ) -> None:
     ready = tmp_path / "ready"
     silent = SilentJmxPort()  # a JMX round is hanging when SIGTERM arrives
@@ -344,9 +351,9 @@ def test_sigterm_stops_the_agent_within_5_seconds_and_removes_the_ready_file(
         )
         wait_until(lambda: silent.accepted, timeout=10, what="a JMX round in flight")
         started = time.monotonic()
-        code = agent.stop(signal.SIGTERM)
-        assert time.monotonic() - started < 5
-        assert code == 0
+        code = agent.stop(signum)
+        assert time.monotonic() - started < 3
+        assert code == expected  # SIGTERM is how Kubernetes stops it: a clean exit
         assert not ready.exists()
         assert "stopped" in agent.output.text()
     finally:
@@ -365,7 +372,7 @@ def test_rotated_certificates_are_used_without_a_restart(
     )
     with (
         Broker("--state", "3") as broker,
-        Agent(mounted, broker.address, "--tls-reload-interval", "0.2") as agent,
+        Agent(mounted, broker.address, "--cert-reload-interval", "0.2") as agent,
     ):
         wait_until(lambda: state_of(agent), timeout=20, what="a first 200")
         # rotate everything to the other CA, as a replaced Kubernetes secret would

@@ -263,7 +263,7 @@ def test_no_session_outlives_a_rotation_of_the_client_ca(
     )
     certificate = ("-cert", str(pki.client_cert), "-key", str(pki.client_key))
     tls13, tls12 = tmp_path / "tls13.session", tmp_path / "tls12.session"
-    with Agent(mounted, broker.address, "--tls-reload-interval", "0.2s") as agent:
+    with Agent(mounted, broker.address, "--cert-reload-interval", "0.2s") as agent:
         wait_until(lambda: agent.state().status == 200, timeout=20, what="a first 200")
         # TLS 1.3: no ticket is issued, so there is nothing to resume
         first = s_client(agent, pki.ca, "-tls1_3", *certificate, "-sess_out", str(tls13), "-msg")
@@ -300,9 +300,7 @@ def test_a_revoked_certificate_is_refused_and_a_new_crl_is_applied_without_a_res
     late = issued_by(pki, "revoked-late", tmp_path)
     crl = tmp_path / "crl.pem"
     write_crl(authority, [early[2]], crl)
-    with Agent(
-        pki, broker.address, "--tls-crl", str(crl), "--tls-reload-interval", "0.2s"
-    ) as agent:
+    with Agent(pki, broker.address, "--crl", str(crl), "--cert-reload-interval", "0.2s") as agent:
         wait_until(lambda: agent.state().status == 200, timeout=20, what="a first 200")
         for version in (TLS13, TLS12):
             assert "alert certificate revoked" in attempt(
@@ -338,10 +336,10 @@ def test_crl_files_that_would_lock_clients_out_are_refused_at_start(
         ([str(tmp_path / "garbage.pem")], "CRL file", "no PEM CRL in it"),
         ([str(tmp_path / "theirs.pem")], "is not signed by a CA in", ""),
         ([str(tmp_path / "expired.pem")], "expired at", "every certificate it covers"),
-        ([str(tmp_path / "ours.pem"), "--tls-ca", str(both)], "has no CRL of CA", "some other CA"),
+        ([str(tmp_path / "ours.pem"), "--cacert", str(both)], "has no CRL of CA", "some other CA"),
     ]
     for (crl, *more), message, detail in cases:
-        done = start(pki, "--tls-crl", crl, *more)
+        done = start(pki, "--crl", crl, *more)
         assert done.returncode == 2, done.stderr
         assert message in done.stderr and detail in done.stderr
         assert len(done.stderr.strip().splitlines()) == 1 and "Traceback" not in done.stderr

@@ -20,8 +20,8 @@ from rollguard.agent.readings import (
     SampleError,
 )
 from rollguard.agent.sampler import Sampler
+from rollguard.agent.timeline_store import TimelineStore
 from rollguard.shared.retry import RetryPolicy
-from rollguard.shared.timeline import TimelineJournal
 
 
 def recovering() -> list[MBeanValue]:
@@ -65,11 +65,6 @@ def test_broker_state_in_recovery_sums_and_has_the_sample_time() -> None:
     assert body["brokerState"] == 2
     assert body["recovery"] == {"remainingLogsToRecover": 9, "remainingSegmentsToRecover": 42}
     assert body["sampledAt"].endswith("Z")
-
-
-def test_head_is_answered_like_get_without_a_body() -> None:
-    response = call(sampled(broker("3")), "HEAD", "/v1/broker-state")
-    assert response.status_code == 200 and response.content == b""
 
 
 @pytest.mark.parametrize("path", ["/v5/broker-state", "/v1/nope", "/", "/v1/broker-state/x"])
@@ -138,36 +133,115 @@ def test_error_bodies_are_json_objects() -> None:
         assert set(json.loads(body)) == {"error", "message"}
 
 
-@pytest.mark.parametrize(
-    "results",
-    [
-        [broker("3")],
-        [recovering()],
-        [SampleError(FailureReason.JMX_TIMEOUT, "hung")],
-    ],
-    ids=["running", "recovery", "unavailable"],
-)
-def test_the_fast_path_answers_exactly_as_the_starlette_route(results: list) -> None:  # type: ignore[type-arg]
-    from rollguard.agent.api import BrokerStateFastPath
+# The wire contract (docs/architecture.md, rollguard.shared.wire): the keys a report may carry,
+# and the headers every answer of `/v1/broker-state` has.
+REPORT_KEYS = {"brokerState", "recovery", "sampledAt", "brokerStartedAt", "agentBootId"}
+HEADERS = {"content-type": "application/json", "cache-control": "no-store"}
 
-    sampler = sampled(*results)
-    app = create_api_app(sampler)
-    assert isinstance(app, BrokerStateFastPath)
 
-    async def get(asgi: object) -> httpx.Response:
-        transport = httpx.ASGITransport(app=asgi)  # type: ignore[arg-type]
+def request(app: object, method: str, path: str = "/v1/broker-state") -> httpx.Response:
+    async def go() -> httpx.Response:
+        transport = httpx.ASGITransport(app=app)  # type: ignore[arg-type]
         async with httpx.AsyncClient(transport=transport, base_url="https://agent") as client:
-            return await client.get("/v1/broker-state")
+            return await client.request(method, path)
 
-    fast, routed = asyncio.run(get(app)), asyncio.run(get(app.app))
-    assert fast.status_code == routed.status_code
-    assert sorted(fast.headers.items()) == sorted(routed.headers.items())
-    assert fast.content == routed.content
-    assert fast.status_code == (503 if isinstance(results[0], SampleError) else 200)
+    return asyncio.run(go())
 
 
-def timeline_call(journal: TimelineJournal, query: str) -> httpx.Response:
-    app = create_api_app(sampled(broker("3")), journal)
+def entries(sampler: Sampler) -> dict[str, object]:
+    """The API app, and the router behind it (which routes the path to the same endpoint)."""
+    app = create_api_app(sampler)
+    return {"api": app, "router": app.router}
+
+
+@pytest.mark.parametrize("entry", ["api", "router"])
+@pytest.mark.parametrize(
+    ("results", "state"), [([broker("3")], 3), ([recovering()], 2)], ids=["running", "recovery"]
+)
+def test_a_sample_is_200_with_the_contracts_keys_and_headers(
+    results: list[list[MBeanValue]], state: int, entry: str
+) -> None:
+    response = request(entries(sampled(*results))[entry], "GET")
+    assert response.status_code == 200
+    assert dict(response.headers) == {**HEADERS, "content-length": str(len(response.content))}
+    body = response.json()
+    assert body["brokerState"] == state and set(body) <= REPORT_KEYS
+    assert ("recovery" in body) == (state == 2)
+    if state == 2:
+        assert set(body["recovery"]) == {"remainingLogsToRecover", "remainingSegmentsToRecover"}
+
+
+@pytest.mark.parametrize("entry", ["api", "router"])
+def test_no_usable_sample_is_503_with_a_reason_and_retry_after(entry: str) -> None:
+    failing = sampled(SampleError(FailureReason.JMX_UNREACHABLE, "refused"))
+    response = request(entries(failing)[entry], "GET")
+    assert response.status_code == 503
+    assert dict(response.headers) == {
+        **HEADERS,
+        "content-length": str(len(response.content)),
+        "retry-after": "1",
+    }
+    assert response.json() == {"error": "jmx-unreachable", "message": "refused"}
+
+
+@pytest.mark.parametrize("entry", ["api", "router"])
+@pytest.mark.parametrize(
+    "results", [[broker("3")], [SampleError(FailureReason.JMX_TIMEOUT, "hung")]], ids=["200", "503"]
+)
+def test_head_has_the_status_and_headers_of_get_and_no_body(
+    results: list[list[MBeanValue] | SampleError], entry: str
+) -> None:
+    app = entries(sampled(*results))[entry]
+    get, head = request(app, "GET"), request(app, "HEAD")
+    assert head.status_code == get.status_code
+    assert dict(head.headers) == dict(get.headers)  # content-length: the GET body's
+    assert head.content == b"" and get.content != b""
+    # httpx (like uvicorn) drops a HEAD body itself: the app must not send one either
+    assert [m.get("body") for m in asgi_messages(app, "HEAD")] == [None, b""]
+
+
+def asgi_messages(app: object, method: str) -> list[dict[str, object]]:
+    """What `app` sends for `method /v1/broker-state`, message by message."""
+    scope = {
+        "type": "http",
+        "http_version": "1.1",
+        "scheme": "https",
+        "method": method,
+        "path": "/v1/broker-state",
+        "root_path": "",
+        "query_string": b"",
+        "headers": [],
+    }
+    sent: list[dict[str, object]] = []
+
+    async def receive() -> dict[str, object]:
+        return {"type": "http.request", "body": b"", "more_body": False}
+
+    async def send(message: dict[str, object]) -> None:
+        sent.append(message)
+
+    asyncio.run(app(scope, receive, send))  # type: ignore[operator]
+    return sent
+
+
+def test_each_request_gets_the_latest_sample_and_a_stale_one_is_refused() -> None:
+    clock = Clock()
+    sampler = Sampler(
+        Scripted(broker("3"), recovering()), SETTINGS, retry=RetryPolicy(max_retries=0), clock=clock
+    )
+    app = create_api_app(sampler)
+    asyncio.run(sampler.sample_once())
+    assert request(app, "GET").json()["brokerState"] == 3
+    asyncio.run(sampler.sample_once())
+    assert request(app, "GET").json()["brokerState"] == 2
+    clock.now += SETTINGS.max_age + 1
+    stale = request(app, "GET")
+    assert stale.status_code == 503 and stale.json()["error"] == "stale-sample"
+    assert stale.headers["content-length"] == str(len(stale.content))
+
+
+def timeline_call(store: TimelineStore, query: str) -> httpx.Response:
+    app = create_api_app(sampled(broker("3")), store)
 
     async def go() -> httpx.Response:
         transport = httpx.ASGITransport(app=app)
@@ -197,7 +271,7 @@ def timeline_call(journal: TimelineJournal, query: str) -> httpx.Response:
 def test_timeline_parameters_are_ascii_digits_in_range_or_400_naming_them(
     tmp_path: Path, query: str, name: str
 ) -> None:
-    response = timeline_call(TimelineJournal(tmp_path), query)
+    response = timeline_call(TimelineStore(tmp_path), query)
     assert response.status_code == 400
     body = response.json()
     assert body["error"] == "bad-parameter"
@@ -206,10 +280,10 @@ def test_timeline_parameters_are_ascii_digits_in_range_or_400_naming_them(
 
 
 def test_timeline_parameters_in_range_are_served(tmp_path: Path) -> None:
-    journal = TimelineJournal(tmp_path)
+    store = TimelineStore(tmp_path)
     for ts in (1, 2, 3):
-        journal.append("n", "b", ts, 3, None, None)
-    response = timeline_call(journal, f"after={2**63 - 1}&limit=10000")
+        store.append("n", "b", ts, 3, None, None)
+    response = timeline_call(store, f"after={2**63 - 1}&limit=10000")
     assert response.status_code == 200 and response.json()["records"] == []
-    response = timeline_call(journal, "after=0000000000000000001&limit=1")  # 19 characters
+    response = timeline_call(store, "after=0000000000000000001&limit=1")  # 19 characters
     assert [r["seq"] for r in response.json()["records"]] == [2]

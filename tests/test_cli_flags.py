@@ -16,7 +16,6 @@ from typing import Any
 
 import pytest
 
-from rollguard.agent import cli as agent_cli
 from rollguard.agent import config as agent_config
 from rollguard.certs import cli as certs_cli
 from rollguard.roller import cli as roller_cli
@@ -32,7 +31,7 @@ from helpers import BIN, Pki
 
 ARABIC_INDIC_60 = "\u0666\u0660"
 DUMMY_TLS = ["--cert", "c.pem", "--key", "k.pem", "--cacert", "ca.pem"]
-AGENT_TLS = ["--tls-cert", "c.pem", "--tls-key", "k.pem", "--tls-ca", "ca.pem"]
+AGENT_TLS = ["--cert", "c.pem", "--key", "k.pem", "--cacert", "ca.pem"]
 
 # Each command, with just enough flags that a bad one is the first thing it refuses.
 COMMANDS: dict[str, list[str]] = {
@@ -91,7 +90,7 @@ def refused(done: subprocess.CompletedProcess[str], *texts: str) -> None:
         ("auto-restart", ["--interva", "5"], "--interval"),
         ("mm2 offsets", ["--to-configma", "a/b"], "--to-configmap"),
         ("agent", ["--sample-interva", "1"], "--sample-interval"),
-        ("agent", ["--tls-reload=5"], "--tls-reload-interval"),
+        ("agent", ["--cert-reload=5"], "--cert-reload-interval"),
         ("certs", ["--day", "3"], "--days"),
     ],
 )
@@ -120,7 +119,7 @@ def parsers(parser: argparse.ArgumentParser) -> Iterator[argparse.ArgumentParser
 ALL_PARSERS = [
     *parsers(roller_cli.build_parser()),
     *parsers(certs_cli.build_parser()),
-    agent_config.build_parser(agent_cli._Parser(prog="rollguard-agent")),
+    agent_config.build_parser(Parser(prog="rollguard-agent")),
 ]
 
 

@@ -17,12 +17,12 @@ import yaml
 from lightkube.core.resource_registry import resource_registry
 
 from rollguard.agent import config as agent_config
-from rollguard.agent.cli import _Parser as AgentParser
 from rollguard.peers.kube import KubeSim
 from rollguard.roller import cli as roller_cli
 from rollguard.roller.connect import cli as connect_cli
 from rollguard.roller.roll.cli import RollOptions
 from rollguard.roller.roll.lease import KubernetesLease
+from rollguard.shared.cli import Parser as AgentParser
 from rollguard.shared.settings import resolve
 
 DEPLOY = Path(__file__).resolve().parent.parent / "deploy" / "kubernetes"

@@ -6,7 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from rollguard.agent.jmx import parse_output, read_credentials, service_url
+from rollguard.agent.jmx import read_credentials, service_url
+from rollguard.agent.jmx_jmxquery import parse_output
 from rollguard.agent.readings import FailureReason, SampleError
 
 URL = "service:jmx:rmi:///jndi/rmi://127.0.0.1:9999/jmxrmi"

@@ -11,7 +11,8 @@ from pathlib import Path
 import pytest
 
 from rollguard.agent.jmx import JmxCredentials, service_url
-from rollguard.agent.jmx_persistent import PersistentJmxBackend, parse_answer, prepare
+from rollguard.agent.jmx_persistent import PersistentJmxBackend, parse_answer
+from rollguard.agent.jvm import reader_classpath
 from rollguard.agent.readings import QUERIES, FailureReason, SampleError, interpret
 
 from helpers import Broker, SilentJmxPort, free_port
@@ -21,7 +22,7 @@ URL = "service:jmx:rmi:///jndi/rmi://127.0.0.1:9999/jmxrmi"
 
 @pytest.fixture(scope="module")
 def classpath(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return prepare("java", tmp_path_factory.mktemp("cache"))
+    return reader_classpath("java", tmp_path_factory.mktemp("cache"))
 
 
 def backend(address: str, classpath: Path, **kwargs: object) -> PersistentJmxBackend:
@@ -41,17 +42,17 @@ def sum_of(values: list) -> tuple[int, object]:  # type: ignore[type-arg]
 
 
 def test_compiled_once_into_the_cache_and_reused(tmp_path: Path) -> None:
-    first = prepare("java", tmp_path)
+    first = reader_classpath("java", tmp_path)
     compiled = first / "RollguardJmx.class"
     stamp = compiled.stat().st_mtime_ns
-    assert prepare("java", tmp_path) == first
+    assert reader_classpath("java", tmp_path) == first
     assert compiled.stat().st_mtime_ns == stamp
     assert [p.name for p in tmp_path.iterdir()] == [first.name]  # no staging folder left
 
 
 def test_a_runtime_that_cannot_compile_is_named(tmp_path: Path) -> None:
     with pytest.raises(RuntimeError, match="cannot compile the JMX reader with 'false'"):
-        prepare("false", tmp_path)
+        reader_classpath("false", tmp_path)
 
 
 def test_every_gauge_of_every_dir_and_thread_in_one_jvm(classpath: Path) -> None:

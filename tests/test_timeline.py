@@ -1,7 +1,8 @@
-"""The recovery timeline: the journal on disk, kill -9, rotation, expiry, the agent's endpoint."""
+"""The recovery timeline: the store on disk, kill -9, rotation, expiry, the agent's endpoint."""
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import json
 import os
@@ -17,16 +18,17 @@ from typing import Any
 
 import pytest
 
-from rollguard.shared.timeline import Gap, Page, TimelineJournal
+from rollguard.agent.timeline_store import TimelineStore
+from rollguard.shared.timeline import Gap, Page, segment_name, segment_seq
 
-from helpers import Agent, Broker, Pki, wait_until
+from helpers import Agent, Broker, Pki, free_port, wait_until
 
 
 def test_records_get_increasing_seqs_that_continue_after_reopening(tmp_path: Path) -> None:
-    journal = TimelineJournal(tmp_path)
-    assert journal.append("kafka-0", "boot1", 1000, 1, None, None).seq == 1
-    assert journal.append("kafka-0", "boot1", 2000, 2, 5, 50).seq == 2
-    again = TimelineJournal(tmp_path)
+    store = TimelineStore(tmp_path)
+    assert store.append("kafka-0", "boot1", 1000, 1, None, None).seq == 1
+    assert store.append("kafka-0", "boot1", 2000, 2, 5, 50).seq == 2
+    again = TimelineStore(tmp_path)
     assert again.append("kafka-0", "boot2", 3000, 3, None, None).seq == 3
     page = again.read(0, 10)
     assert [(r.seq, r.boot_id, r.broker_state) for r in page.records] == [
@@ -39,27 +41,27 @@ def test_records_get_increasing_seqs_that_continue_after_reopening(tmp_path: Pat
 
 
 def test_a_torn_last_line_is_cut_and_nothing_acknowledged_is_lost(tmp_path: Path) -> None:
-    journal = TimelineJournal(tmp_path)
+    store = TimelineStore(tmp_path)
     for i in range(5):
-        journal.append("n", "b", i, 2, 10 - i, 100 - i)
-    ((_, path),) = journal.segments()
+        store.append("n", "b", i, 2, 10 - i, 100 - i)
+    ((_, path),) = store.segments()
     with path.open("ab") as handle:
         handle.write(b'{"nodeId":"n","bootId":"b","seq":6,"ts":')  # kill -9 mid-write
-    reopened = TimelineJournal(tmp_path)
+    reopened = TimelineStore(tmp_path)
     assert reopened.last_seq == 5
     assert path.read_bytes().endswith(b"}\n")
     assert reopened.append("n", "b2", 9, 3, None, None).seq == 6
 
 
 def test_pages_follow_the_cursor_across_rotated_segments(tmp_path: Path) -> None:
-    journal = TimelineJournal(tmp_path, segment_bytes=400)
+    store = TimelineStore(tmp_path, segment_bytes=400)
     now = int(time.time() * 1000)
     for i in range(1, 31):
-        journal.append("n", "b", now + i, 2, i, i)
-    assert len(journal.segments()) > 3
+        store.append("n", "b", now + i, 2, i, i)
+    assert len(store.segments()) > 3
     seen, cursor = [], 0
     while True:
-        page = journal.read(cursor, 7)
+        page = store.read(cursor, 7)
         if not page.records:
             break
         seen += [r.seq for r in page.records]
@@ -67,18 +69,27 @@ def test_pages_follow_the_cursor_across_rotated_segments(tmp_path: Path) -> None
     assert seen == list(range(1, 31))
 
 
+def test_segment_names_carry_their_first_seq_and_nothing_else_counts(tmp_path: Path) -> None:
+    assert segment_name(42) == "timeline-00000000000000000042.jsonl"
+    assert segment_seq(segment_name(42)) == 42
+    for name in ("timeline-.jsonl", "timeline-12x.jsonl", "timeline-1.json", "other-1.jsonl"):
+        assert segment_seq(name) is None
+    store = TimelineStore(tmp_path)
+    store.append("n", "b", 1, 3, None, None)
+    (tmp_path / "timeline-notes.jsonl").write_text("not a segment\n")
+    assert [first for first, _ in store.segments()] == [1]
+
+
 def test_old_segments_expire_whole_and_a_reader_behind_them_is_told(tmp_path: Path) -> None:
     now = [1_000_000.0]
-    journal = TimelineJournal(
-        tmp_path, segment_bytes=300, retention_seconds=3600, clock=lambda: now[0]
-    )
+    store = TimelineStore(tmp_path, segment_bytes=300, retention_seconds=3600, clock=lambda: now[0])
     for _ in range(10):  # ten records written long ago
-        journal.append("n", "b", int((now[0] - 7200) * 1000), 3, None, None)
+        store.append("n", "b", int((now[0] - 7200) * 1000), 3, None, None)
     for _ in range(10):
-        journal.append("n", "b", int(now[0] * 1000), 3, None, None)
-    earliest = journal.segments()[0][0]
+        store.append("n", "b", int(now[0] * 1000), 3, None, None)
+    earliest = store.segments()[0][0]
     assert earliest > 1, "old segments were not expired"
-    page = journal.read(0, 100)
+    page = store.read(0, 100)
     assert page.expired == (1, earliest - 1)
     assert page.records[0].seq == earliest and page.records[-1].seq == 20
 
@@ -87,12 +98,12 @@ WRITER = """
 import sys
 import time
 from pathlib import Path
-from rollguard.shared.timeline import TimelineJournal
-journal = TimelineJournal(Path(sys.argv[1]), segment_bytes=2000)
+from rollguard.agent.timeline_store import TimelineStore
+store = TimelineStore(Path(sys.argv[1]), segment_bytes=2000)
 i = 0
 while True:
     i += 1
-    record = journal.append("n", sys.argv[2], int(time.time() * 1000), 2, i, i)
+    record = store.append("n", sys.argv[2], int(time.time() * 1000), 2, i, i)
     print(record.seq, flush=True)  # acknowledged: fsynced before this line
 """
 
@@ -109,7 +120,7 @@ def test_kill_9_during_writes_loses_nothing_acknowledged(tmp_path: Path) -> None
         writer.send_signal(signal.SIGKILL)
         writer.wait()
         writer.stdout.close()
-        page = TimelineJournal(tmp_path).read(0, 100_000)
+        page = TimelineStore(tmp_path).read(0, 100_000)
         seqs = [r.seq for r in page.records]
         assert seqs == list(range(1, len(seqs) + 1)), "seq must be gapless and increasing"
         assert seqs[-1] >= acknowledged
@@ -123,37 +134,44 @@ def running(agent: Agent) -> bool:
 def test_the_agent_records_a_recovery_and_serves_it_with_a_cursor(pki: Pki, tmp_path: Path) -> None:
     data = tmp_path / "data"
     flags = ("--starting-ms", "1000", "--recovery-ms", "3000", "--dirs", "2", "--threads", "2")
-    with Broker(*flags) as broker:
-        args = ("--data-dir", str(data), "--node-id", "kafka-7")
-        with Agent(pki, broker.address, *args) as agent:
-            wait_until(lambda: running(agent), timeout=30, what="RUNNING")
-            body = agent.state("/v1/recovery-timeline?after=0").json()
-            assert isinstance(body, dict)
-            records = body["records"]
-            states = [r["brokerState"] for r in records]
-            assert states[0] == 1 and 2 in states and states[-1] == 3
-            recovering = [
-                r
-                for r in records
-                if r["brokerState"] == 2 and r["remainingSegmentsToRecover"] is not None
-            ]
-            assert recovering and recovering[0]["remainingSegmentsToRecover"] > 100
-            assert {r["nodeId"] for r in records} == {"kafka-7"}
-            # one id per agent start, the same in the timeline and in every report
-            assert {r["bootId"] for r in records} == {agent.state().json()["agentBootId"]}  # type: ignore[index]
-            assert [r["seq"] for r in records] == list(range(1, len(records) + 1))
-            last = body["next"]
-            assert last == records[-1]["seq"] == body["latest"]
-            page = agent.state(f"/v1/recovery-timeline?after={last - 1}&limit=1").json()
-            assert [r["seq"] for r in page["records"]] == [last]  # type: ignore[index]
-            for bad in ("after=-1", "after=x", "limit=0", "limit=10001"):
-                answer = agent.state(f"/v1/recovery-timeline?{bad}")
-                assert answer.status == 400 and answer.json()["error"] == "bad-parameter"  # type: ignore[index]
+    args = ("--data-dir", str(data), "--node-id", "kafka-7")
+    # The agent is sampling before the broker starts (null states: no JMX yet), so STARTING is
+    # recorded however long the agent itself takes to start on a busy machine.
+    port = free_port()
+    with contextlib.ExitStack() as stack:
+        agent = stack.enter_context(Agent(pki, f"127.0.0.1:{port}", *args))
+        broker = stack.enter_context(Broker(*flags, port=port))
+        wait_until(lambda: running(agent), timeout=30, what="RUNNING")
+        body = agent.state("/v1/recovery-timeline?after=0").json()
+        assert isinstance(body, dict)
+        records = body["records"]
+        states = [r["brokerState"] for r in records]
+        known = [state for state in states if state is not None]
+        assert states == [None] * (len(states) - len(known)) + known  # no JMX, then the broker
+        assert known[0] == 1 and 2 in known and known[-1] == 3
+        recovering = [
+            r
+            for r in records
+            if r["brokerState"] == 2 and r["remainingSegmentsToRecover"] is not None
+        ]
+        assert recovering and recovering[0]["remainingSegmentsToRecover"] > 100
+        assert {r["nodeId"] for r in records} == {"kafka-7"}
+        # one id per agent start, the same in the timeline and in every report
+        assert {r["bootId"] for r in records} == {agent.state().json()["agentBootId"]}  # type: ignore[index]
+        assert [r["seq"] for r in records] == list(range(1, len(records) + 1))
+        last = body["next"]
+        assert last == records[-1]["seq"] == body["latest"]
+        page = agent.state(f"/v1/recovery-timeline?after={last - 1}&limit=1").json()
+        assert [r["seq"] for r in page["records"]] == [last]  # type: ignore[index]
+        for bad in ("after=-1", "after=x", "limit=0", "limit=10001"):
+            answer = agent.state(f"/v1/recovery-timeline?{bad}")
+            assert answer.status == 400 and answer.json()["error"] == "bad-parameter"  # type: ignore[index]
+        agent.stop()
         # a new agent start continues the sequence under a new bootId
-        with Agent(pki, broker.address, *args) as agent:
+        with Agent(pki, broker.address, *args) as again:
 
             def next_boot() -> list[dict[str, object]] | None:
-                answer = agent.state(f"/v1/recovery-timeline?after={last}")
+                answer = again.state(f"/v1/recovery-timeline?after={last}")
                 records = answer.json()["records"] if answer.status == 200 else []  # type: ignore[index]
                 return records or None
 
@@ -175,11 +193,11 @@ def test_an_unusable_data_dir_exits_2(pki: Pki, tmp_path: Path) -> None:
     done = subprocess.run(
         [
             str(Path(sys.executable).parent / "rollguard-agent"),
-            "--tls-cert",
+            "--cert",
             str(pki.server_cert),
-            "--tls-key",
+            "--key",
             str(pki.server_key),
-            "--tls-ca",
+            "--cacert",
             str(pki.ca),
             "--listen",
             "127.0.0.1:0",
@@ -200,7 +218,7 @@ def test_an_unusable_data_dir_exits_2(pki: Pki, tmp_path: Path) -> None:
 
 
 def lines_of(folder: Path) -> list[bytes]:
-    """The journal's lines as they are on disk (opening a journal would repair them)."""
+    """The store's lines as they are on disk (opening a store would repair them)."""
     return [line for path in sorted(folder.glob("timeline-*.jsonl"))
             for line in path.read_bytes().splitlines(True)]  # fmt: skip
 
@@ -208,9 +226,9 @@ def lines_of(folder: Path) -> list[bytes]:
 def test_a_partial_write_is_cut_and_its_records_become_a_gap_marker(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    journal = TimelineJournal(tmp_path)
+    store = TimelineStore(tmp_path)
     for i in range(1, 4):
-        journal.append("n", "b", 1000 * i, 2, 10 - i, 100 - i)
+        store.append("n", "b", 1000 * i, 2, 10 - i, 100 - i)
     before = lines_of(tmp_path)
     real_write = os.write
 
@@ -220,19 +238,19 @@ def test_a_partial_write_is_cut_and_its_records_become_a_gap_marker(
     monkeypatch.setattr(os, "write", half)
     for ts in (4000, 5000):
         with pytest.raises(OSError) as failed:
-            journal.append("n", "b", ts, 2, 6, 60)
+            store.append("n", "b", ts, 2, 6, 60)
         assert failed.value.errno == errno.ENOSPC
     monkeypatch.undo()
     # the torn halves were cut: what was acknowledged is there, byte for byte, and nothing else
-    assert lines_of(tmp_path) == before and journal.last_seq == 3
-    page = journal.read(0, 100)
+    assert lines_of(tmp_path) == before and store.last_seq == 3
+    page = store.read(0, 100)
     assert page.unwritten == Gap(4000, 5000, 2)
     assert page.to_wire()["unwritten"] == {"fromTs": 4000, "toTs": 5000, "records": 2}
     assert [r.seq for r in page.records] == [1, 2, 3]
 
-    record = journal.append("n", "b", 6000, 3, None, None)  # space is back
+    record = store.append("n", "b", 6000, 3, None, None)  # space is back
     assert record.seq == 5
-    page = TimelineJournal(tmp_path).read(0, 100)  # as a restarted agent would serve it
+    page = TimelineStore(tmp_path).read(0, 100)  # as a restarted agent would serve it
     marker = page.records[3]
     assert (marker.seq, marker.ts, marker.broker_state) == (4, 4000, None)
     assert marker.unwritten == Gap(4000, 5000, 2)
@@ -244,8 +262,8 @@ def test_a_partial_write_is_cut_and_its_records_become_a_gap_marker(
 def test_bytes_a_failed_write_could_not_cut_are_cut_before_the_next_record(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    journal = TimelineJournal(tmp_path)
-    journal.append("n", "b", 1000, 3, None, None)
+    store = TimelineStore(tmp_path)
+    store.append("n", "b", 1000, 3, None, None)
     real_write = os.write
 
     def broken_truncate(fd: int, size: int) -> None:
@@ -254,10 +272,10 @@ def test_bytes_a_failed_write_could_not_cut_are_cut_before_the_next_record(
     monkeypatch.setattr(os, "write", lambda fd, data: real_write(fd, data[:7]))
     monkeypatch.setattr(os, "ftruncate", broken_truncate)
     with pytest.raises(OSError):
-        journal.append("n", "b", 2000, 3, None, None)
+        store.append("n", "b", 2000, 3, None, None)
     monkeypatch.undo()
     assert lines_of(tmp_path)[-1] == b'{"nodeI'  # still there: the disk refused the cut too
-    journal.append("n", "b", 3000, 3, None, None)
+    store.append("n", "b", 3000, 3, None, None)
     records = [json.loads(line) for line in lines_of(tmp_path)]  # every line is whole
     assert [(r["seq"], r["ts"], "unwritten" in r) for r in records] == [
         (1, 1000, False), (2, 2000, True), (3, 3000, False)

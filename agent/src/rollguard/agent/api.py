@@ -1,11 +1,14 @@
 """The agent's HTTP surface: the mutual-TLS API and the plain-HTTP probe port.
 
 Handlers only read what the sampler has already rendered; nothing on the request path touches
-JMX, formats JSON for a sample, or allocates more than a response.
+JMX, formats JSON for a sample, or allocates more than a response. `/v1/broker-state`, the
+request rollers repeat, is answered by `BrokerStateEndpoint` alone, with messages prepared once
+per sample; `ApiApp` hands it GET and HEAD before Starlette's routing runs.
 
-    API (mTLS)    GET /v1/broker-state   200 report | 503 {"error": reason, "message": ...}
-    probe (HTTP)  GET /v1/ready          204 ready | 503 {"error": ..., "message": ...}
-                  GET /metrics           Prometheus text format
+    API (mTLS)    GET /v1/broker-state       200 report | 503 {"error": reason, "message": ...}
+                  GET /v1/recovery-timeline  200 page | 400 bad-parameter | 404 no-timeline
+    probe (HTTP)  GET /v1/ready              204 ready | 503 {"error": ..., "message": ...}
+                  GET /metrics               Prometheus text format
     both          unknown path or version 404, other methods 405, with a JSON body
 """
 
@@ -19,15 +22,18 @@ from starlette.exceptions import HTTPException
 from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
-from starlette.types import ASGIApp, Receive, Scope, Send
+from starlette.types import Receive, Scope, Send
 
 from rollguard.agent.metrics import CONTENT_TYPE, AgentMetrics
 from rollguard.agent.sampler import Sample, Sampler, Unavailable
-from rollguard.shared.timeline import MAX_LIMIT, TIMELINE_PATH, TimelineJournal
+from rollguard.agent.timeline_store import TimelineStore
+from rollguard.shared.timeline import MAX_LIMIT, TIMELINE_PATH
 from rollguard.shared.wire import BROKER_STATE_PATH
 
 JSON = "application/json"
 NO_STORE = {"cache-control": "no-store"}
+_READS = frozenset({"GET", "HEAD"})  # the methods `/v1/broker-state` answers
+_NO_BODY: dict[str, object] = {"type": "http.response.body", "body": b""}  # HEAD's
 
 
 def _error(
@@ -71,37 +77,35 @@ def _int_param(request: Request, name: str, default: int, low: int, high: int) -
     return int(raw)
 
 
-class BrokerStateFastPath:
-    """`GET /v1/broker-state` answered straight from the ASGI scope, everything else by the app.
+class BrokerStateEndpoint:
+    """`GET /v1/broker-state` (and HEAD): the one place its status, headers and body come from.
 
-    The route Starlette would run costs a Request, a Response and the middleware stack on every
-    call; this path costs a dict lookup and two sends of bytes prepared when the sample was
-    taken. Same status, headers and body as the Starlette route (the contract tests check both:
-    HEAD still goes through Starlette).
+    The messages are built once per sample (`_messages`) and sent as they are: a request costs
+    the sampler's staleness check, an identity comparison and two sends. An ASGI app rather than
+    a Starlette endpoint, so that no Request or Response is built per call.
     """
 
-    def __init__(self, app: ASGIApp, sampler: Sampler) -> None:
-        self.app = app
+    def __init__(self, sampler: Sampler) -> None:
         self.sampler = sampler
         self._rendered: tuple[object, dict[str, object], dict[str, object]] | None = None
 
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if (
-            scope["type"] != "http"
-            or scope["method"] != "GET"
-            or scope["path"] != BROKER_STATE_PATH
-        ):
-            await self.app(scope, receive, send)
-            return
+    def messages(self, method: str) -> tuple[dict[str, object], dict[str, object]]:
+        """The response start and body messages for a GET or a HEAD."""
         current = self.sampler.current()
         rendered = self._rendered
         if rendered is None or rendered[0] is not current:
             rendered = self._rendered = (current, *_messages(current))
-        await send(rendered[1])
-        await send(rendered[2])
+        return rendered[1], rendered[2] if method == "GET" else _NO_BODY
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        start, body = self.messages(scope["method"])
+        await send(start)
+        await send(body)
 
 
 def _messages(current: Sample | Unavailable) -> tuple[dict[str, object], dict[str, object]]:
+    """The answer to `current` as its two ASGI messages: 200 with the report, or 503 with the
+    reason and `retry-after: 1`; JSON, never cached."""
     headers = [
         (b"content-length", str(len(current.body)).encode()),
         (b"content-type", JSON.encode()),
@@ -115,13 +119,34 @@ def _messages(current: Sample | Unavailable) -> tuple[dict[str, object], dict[st
     return start, {"type": "http.response.body", "body": current.body}
 
 
-def create_api_app(sampler: Sampler, timeline: TimelineJournal | None = None) -> ASGIApp:
-    async def broker_state(request: Request) -> Response:
-        current = sampler.current()
-        if isinstance(current, Sample):
-            return Response(current.body, 200, NO_STORE, JSON)
-        return Response(current.body, 503, {**NO_STORE, "retry-after": "1"}, JSON)
+class ApiApp:
+    """The API port's app: GET and HEAD of `/v1/broker-state` go straight to its endpoint,
+    everything else to the Starlette app.
 
+    The Starlette app routes the same path to the same endpoint object, for what only a router
+    knows: 405 with `Allow` for other methods, and the path in the 404 message. Skipping it for
+    the one hot request saves its middleware stack and route matching on every call.
+    """
+
+    def __init__(self, router: Starlette, broker_state: BrokerStateEndpoint) -> None:
+        self.router = router
+        self.broker_state = broker_state
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if (
+            scope["type"] == "http"
+            and scope["path"] == BROKER_STATE_PATH
+            and scope["method"] in _READS
+        ):
+            # The endpoint's own messages, sent here: one coroutine fewer per request.
+            start, body = self.broker_state.messages(scope["method"])
+            await send(start)
+            await send(body)
+        else:
+            await self.router(scope, receive, send)
+
+
+def create_api_app(sampler: Sampler, timeline: TimelineStore | None = None) -> ApiApp:
     async def recovery_timeline(request: Request) -> Response:
         if timeline is None:
             return _error(404, "no-timeline", "this agent keeps no timeline (no --data-dir)")
@@ -133,14 +158,15 @@ def create_api_app(sampler: Sampler, timeline: TimelineJournal | None = None) ->
         page = await asyncio.to_thread(timeline.read, after, limit)
         return Response(json.dumps(page.to_wire()).encode(), 200, NO_STORE, JSON)
 
-    app = Starlette(
+    broker_state = BrokerStateEndpoint(sampler)
+    router = Starlette(
         routes=[
             Route(BROKER_STATE_PATH, broker_state, methods=["GET"]),
             Route(TIMELINE_PATH, recovery_timeline, methods=["GET"]),
         ],
         exception_handlers={HTTPException: _http_error},
     )
-    return BrokerStateFastPath(app, sampler)
+    return ApiApp(router, broker_state)
 
 
 def create_probe_app(sampler: Sampler, metrics: AgentMetrics) -> Starlette:

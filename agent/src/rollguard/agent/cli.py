@@ -1,7 +1,8 @@
 """`rollguard-agent`: the sidecar's command line.
 
-Exit codes: 0 stopped by SIGTERM/SIGINT; 2 a bad flag, variable or file (one line on stderr
-names it, nothing is left listening); 1 an unexpected failure while serving.
+Exit codes: 0 stopped by SIGTERM (how Kubernetes stops a container); 3 stopped by SIGINT
+(Ctrl-C); 2 a bad flag, variable or file (one line on stderr names it, nothing is left
+listening); 1 an unexpected failure while serving.
 """
 
 from __future__ import annotations
@@ -15,15 +16,8 @@ from collections.abc import Callable, Mapping, Sequence
 
 from rollguard.agent import config
 from rollguard.agent.server import AgentCrashed, serve
-from rollguard.shared.cli import Parser
+from rollguard.shared.cli import ExitCode, Parser, run_until_signal
 from rollguard.shared.errors import ConfigError
-
-EXIT_CONFIG = 2
-
-
-class _Parser(Parser):
-    def error(self, message: str) -> None:  # type: ignore[override]
-        self.exit(EXIT_CONFIG, f"rollguard-agent: {message} (see --help)\n")
 
 
 class JsonFormatter(logging.Formatter):
@@ -63,9 +57,11 @@ def _loop_factory(name: str) -> Callable[[], asyncio.AbstractEventLoop]:
 
 def main(argv: Sequence[str] | None = None, environ: Mapping[str, str] | None = None) -> int:
     parser = config.build_parser(
-        _Parser(
+        Parser(
             prog="rollguard-agent",
-            description="Reports a Kafka broker's state and log recovery over mutual TLS.",
+            description="Reports a Kafka broker's state and log recovery over mutual TLS. "
+            "Example:\n  rollguard-agent --cert kafka-0.crt --key kafka-0.key --cacert ca.crt "
+            "--jmx 127.0.0.1:9999 --data-dir /var/lib/rollguard",
         )
     )
     args = parser.parse_args(argv)
@@ -73,18 +69,25 @@ def main(argv: Sequence[str] | None = None, environ: Mapping[str, str] | None = 
         settings = config.load(args, os.environ if environ is None else environ)
     except ConfigError as exc:
         print(f"rollguard-agent: {exc}", file=sys.stderr)
-        return EXIT_CONFIG
+        return ExitCode.USAGE
     configure_logging(settings.log_level, settings.log_format)
     try:
-        with asyncio.Runner(loop_factory=_loop_factory(settings.event_loop)) as runner:
-            runner.run(serve(settings))
+        return run_until_signal(
+            _serve(settings),
+            on_sigterm=ExitCode.OK,
+            loop_factory=_loop_factory(settings.event_loop),
+        )
     except ConfigError as exc:
         print(f"rollguard-agent: {exc}", file=sys.stderr)
-        return EXIT_CONFIG
+        return ExitCode.USAGE
     except AgentCrashed as exc:
         print(f"rollguard-agent: stopped because a component failed: {exc}", file=sys.stderr)
-        return 1
-    return 0
+        return ExitCode.FAILED
+
+
+async def _serve(settings: config.AgentSettings) -> int:
+    await serve(settings)
+    return ExitCode.OK
 
 
 if __name__ == "__main__":

@@ -11,14 +11,14 @@ from __future__ import annotations
 
 import argparse
 import resource
-import shutil
 import socket
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
 from rollguard.agent.connections import HttpLimits
-from rollguard.agent.jmx import JmxCredentials, read_credentials, service_url
+from rollguard.agent.jmx import BACKENDS, JmxCredentials, read_credentials, service_url
+from rollguard.agent.jvm import find_java
 from rollguard.agent.sampler import SamplerSettings
 from rollguard.shared.errors import ConfigError
 from rollguard.shared.retry import RETRY_SETTINGS, RetryPolicy, policy_from_settings
@@ -30,7 +30,6 @@ from rollguard.shared.settings import (
     duration_between,
     integer,
     listen_address,
-    number_between,
     resolve,
     retry_flags,
 )
@@ -108,41 +107,62 @@ def _event_loop(text: str) -> str:
     return text
 
 
+def _same(text: str) -> str:
+    return text
+
+
+def _hours(text: str) -> str:
+    """--timeline-retention-hours N (before 0.2) as --timeline-retention Nh."""
+    return f"{text.strip()}h"
+
+
 FLAGS = (
     Flag("listen", "0.0.0.0:8443", parse_address, "HOST:PORT of the mutual-TLS API", "HOST:PORT"),
+    # --cert, --key and --cacert: the names every rollguard command (and curl) uses; the agent
+    # called them --tls-cert, --tls-key and --tls-ca before 0.2 (still accepted, with a warning).
     Flag(
-        "tls-cert",
+        "cert",
         None,
         Path,
         "PEM certificate the API presents (the broker's own will do)",
         "PATH",
         required=True,
+        deprecated=(("tls-cert", _same),),
     ),
     Flag(
-        "tls-key", None, Path, "PEM private key of --tls-cert (unencrypted)", "PATH", required=True
+        "key",
+        None,
+        Path,
+        "PEM private key of --cert (unencrypted)",
+        "PATH",
+        required=True,
+        deprecated=(("tls-key", _same),),
     ),
     Flag(
-        "tls-ca",
+        "cacert",
         None,
         Path,
         "PEM CA bundle that client certificates must chain to",
         "PATH",
         required=True,
+        deprecated=(("tls-ca", _same),),
     ),
     Flag(
-        "tls-crl",
+        "crl",
         None,
         Path,
-        "PEM file with the CRL of every CA in --tls-ca; revoked client certificates are "
+        "PEM file with the CRL of every CA in --cacert; revoked client certificates are "
         "refused (checked on every handshake, reloaded like the other TLS files)",
         "PATH",
+        deprecated=(("tls-crl", _same),),
     ),
     Flag(
-        "tls-reload-interval",
-        "10",
+        "cert-reload-interval",
+        "10s",
         duration,
-        "seconds between checks of the TLS files for changes",
-        "SECONDS",
+        "time between checks of the TLS files for changes",
+        "DURATION",
+        deprecated=(("tls-reload-interval", _same),),
     ),
     Flag(
         "jmx",
@@ -161,7 +181,7 @@ FLAGS = (
     Flag(
         "jmx-backend",
         "persistent",
-        choice("persistent", "jmxquery"),
+        choice(*BACKENDS),
         "persistent (one JVM and one JMX connection held open) or jmxquery (a JVM per round)",
         "NAME",
     ),
@@ -175,25 +195,25 @@ FLAGS = (
     ),
     Flag(
         "sample-interval",
-        "1",
+        "1s",
         duration,
-        "seconds between JMX rounds while the broker is not RUNNING",
-        "SECONDS",
+        "time between JMX rounds while the broker is not RUNNING",
+        "DURATION",
     ),
     Flag(
         "running-interval",
-        "10",
+        "10s",
         duration,
-        "seconds between JMX rounds while the broker is RUNNING",
-        "SECONDS",
+        "time between JMX rounds while the broker is RUNNING",
+        "DURATION",
     ),
-    Flag("sample-timeout", "5", duration, "hard time limit of one JMX round", "SECONDS"),
+    Flag("sample-timeout", "5s", duration, "hard time limit of one JMX round", "DURATION"),
     Flag(
         "max-sample-age",
-        "30",
+        "30s",
         duration,
         "a sample older than this is not served (503 stale-sample)",
-        "SECONDS",
+        "DURATION",
     ),
     Flag(
         "probe-listen",
@@ -267,10 +287,10 @@ FLAGS = (
     ),
     Flag(
         "heartbeat-interval",
-        "300",
+        "5m",
         duration,
-        "seconds between timeline records while nothing changes",
-        "SECONDS",
+        "time between timeline records while nothing changes",
+        "DURATION",
     ),
     Flag(
         "timeline-segment-bytes",
@@ -280,11 +300,12 @@ FLAGS = (
         "BYTES",
     ),
     Flag(
-        "timeline-retention-hours",
-        "168",
-        number_between(0.01, 87600, "hours"),
+        "timeline-retention",
+        "7d",
+        duration_between("36s", "3650d"),
         "timeline segments older than this are deleted",
-        "HOURS",
+        "DURATION",
+        deprecated=(("timeline-retention-hours", _hours),),
     ),
     *retry_flags(),
 )
@@ -313,7 +334,7 @@ def load(args: argparse.Namespace, environ: Mapping[str, str]) -> AgentSettings:
     retry = policy_from_settings({s.name: values[s.name] for s in RETRY_SETTINGS})
     http = HttpLimits(values["header-timeout"], values["idle-timeout"], values["max-header-bytes"])
     java = values["java"]
-    if shutil.which(java) is None:
+    if find_java(java) is None:
         raise ConfigError(f"--java: {java!r} is not an executable on PATH")
     credentials = None
     if values["jmx-credentials-file"] is not None:
@@ -326,10 +347,10 @@ def load(args: argparse.Namespace, environ: Mapping[str, str]) -> AgentSettings:
             raise ConfigError(f"--jmx-credentials-file {path}: {exc}") from None
     return AgentSettings(
         listen=values["listen"],
-        tls_cert=values["tls-cert"],
-        tls_key=values["tls-key"],
-        tls_ca=values["tls-ca"],
-        tls_reload_interval=values["tls-reload-interval"],
+        tls_cert=values["cert"],
+        tls_key=values["key"],
+        tls_ca=values["cacert"],
+        tls_reload_interval=values["cert-reload-interval"],
         jmx_url=values["jmx"],
         jmx_credentials=credentials,
         jmx_backend=values["jmx-backend"],
@@ -345,8 +366,8 @@ def load(args: argparse.Namespace, environ: Mapping[str, str]) -> AgentSettings:
         node_id=values["node-id"] or socket.gethostname(),
         heartbeat_interval=values["heartbeat-interval"],
         timeline_segment_bytes=values["timeline-segment-bytes"],
-        timeline_retention_seconds=values["timeline-retention-hours"] * 3600,
-        tls_crl=values["tls-crl"],
+        timeline_retention_seconds=values["timeline-retention"],
+        tls_crl=values["crl"],
         max_connections=values["max-connections"],
         probe_max_connections=values["probe-max-connections"],
         handshake_timeout=values["handshake-timeout"],

@@ -1,8 +1,8 @@
 """The persistent JMX backend: one JVM for the agent's life, one JMX connection held open.
 
 jmxquery starts a JVM for every round, about 250 ms of CPU each. This backend starts one small
-JVM (`agent/java/RollguardJmx.java`) that keeps a remote JMX connection open and answers a
-`read` line on its stdin with one JSON line: well under a millisecond of CPU per round.
+JVM (`java/RollguardJmx.java`, beside this module) that keeps a remote JMX connection open and
+answers a `read` line on its stdin with one JSON line: well under a millisecond of CPU per round.
 
 It keeps what the jmxquery backend guarantees:
 - the same hard time limit: a read that outlasts it kills the JVM's whole process group (a hung
@@ -11,34 +11,27 @@ It keeps what the jmxquery backend guarantees:
 - reconnection: a connection broken by a broker restart is opened again within the same read.
 And one better: the JMX password reaches the JVM on its stdin, never on a command line.
 
-The JVM runs the reader compiled once into a cache folder (`prepare()`), by the Java runtime's
-own compiler module (`java -m jdk.compiler/...`), so a JRE with jdk.compiler is enough and no JDK
-tools are needed; a `RollguardJmx.class` shipped beside the source (container images compile it
-at build time) is used as it is.
+The JVM runs the reader compiled once into a cache folder (`rollguard.agent.jvm.reader_classpath`);
+`python -m rollguard.agent.jmx_persistent` compiles it beside its source instead (container
+images do this at build time).
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-import hashlib
 import json
 import logging
-import os
-import shutil
-import subprocess
-import tempfile
 from collections import deque
 from collections.abc import Sequence
 from pathlib import Path
 
-from rollguard.agent.jmx import JmxCredentials, start_jvm, stop_jvm, timed_out
+from rollguard.agent.jmx import JmxCredentials, timed_out
+from rollguard.agent.jvm import READER_CLASS, READER_SOURCE, compile_reader, start_jvm, stop_jvm
 from rollguard.agent.readings import FailureReason, MBeanValue, Query, SampleError
 
 logger = logging.getLogger(__name__)
 
-SOURCE = Path(__file__).with_name("java") / "RollguardJmx.java"
-MAIN_CLASS = "RollguardJmx"
 # A long-lived JVM that reads a handful of MBeans a second: the client compiler only, a serial
 # collector, small heap, stacks and code cache, no perf-data file. About 48 MB resident
 # (docs/benchmarks.md).
@@ -53,76 +46,10 @@ JVM_OPTIONS = (
     "-XX:-UsePerfData",
     "-Xrs",
 )
-COMPILE_TIMEOUT = 120.0
 _ERRORS = {
     "connection-error": FailureReason.JMX_UNREACHABLE,
     "auth-failed": FailureReason.JMX_AUTH_FAILED,
 }
-
-
-def cache_dir() -> Path:
-    """Where the compiled reader is kept: $XDG_CACHE_HOME/rollguard or ~/.cache/rollguard."""
-    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
-    return Path(base) / "rollguard"
-
-
-def prepare(java: str, cache: Path | None = None) -> Path:
-    """The class path of the compiled reader, compiling it first if no build of this source is
-    there yet. Raises RuntimeError naming the cause (no compiler module, unwritable cache)."""
-    if SOURCE.with_suffix(".class").is_file():
-        return SOURCE.parent
-    digest = hashlib.sha256(SOURCE.read_bytes()).hexdigest()[:16]
-    cache = cache or cache_dir()
-    target = cache / f"jmx-reader-{digest}"
-    if (target / f"{MAIN_CLASS}.class").is_file():
-        return target
-    try:
-        cache.mkdir(parents=True, exist_ok=True)
-        staging = Path(tempfile.mkdtemp(prefix=".compiling-", dir=cache))
-    except OSError as exc:
-        raise RuntimeError(f"cannot write the JMX reader's cache {cache}: {exc.strerror}") from None
-    try:
-        compile_reader(java, staging)
-        try:
-            staging.rename(target)  # atomic; another agent may have won the race: fine
-        except OSError:
-            if not (target / f"{MAIN_CLASS}.class").is_file():
-                raise
-        return target
-    finally:
-        shutil.rmtree(staging, ignore_errors=True)
-
-
-def compile_reader(java: str, folder: Path) -> None:
-    """Compile the reader into `folder` with the runtime's jdk.compiler module (container
-    images run this at build time, with `folder` = the source's own folder)."""
-    command = [
-        java,
-        "-XX:TieredStopAtLevel=1",
-        "-XX:+UseSerialGC",
-        "-m",
-        "jdk.compiler/com.sun.tools.javac.Main",
-        "-nowarn",
-        "-d",
-        str(folder),
-        str(SOURCE),
-    ]
-    try:
-        done = subprocess.run(
-            command, capture_output=True, text=True, timeout=COMPILE_TIMEOUT, check=False
-        )
-    except FileNotFoundError:
-        raise RuntimeError(f"{java!r} not found") from None
-    except subprocess.TimeoutExpired:
-        raise RuntimeError(
-            f"compiling the JMX reader took more than {COMPILE_TIMEOUT:g}s"
-        ) from None
-    if done.returncode != 0:
-        last = (done.stderr.strip().splitlines() or ["no output"])[-1]
-        raise RuntimeError(
-            f"cannot compile the JMX reader with {java!r} (it needs the jdk.compiler module): "
-            f"{last[:300]}"
-        )
 
 
 class PersistentJmxBackend:
@@ -155,7 +82,7 @@ class PersistentJmxBackend:
             *JVM_OPTIONS,
             "-cp",
             str(self._classpath),
-            MAIN_CLASS,
+            READER_CLASS,
             self.url,
             *(part for query in self._queries for part in query),
         ]
@@ -259,4 +186,4 @@ def parse_answer(answer: object, url: str) -> list[MBeanValue]:
 
 
 if __name__ == "__main__":  # python -m rollguard.agent.jmx_persistent: compile beside the source
-    compile_reader("java", SOURCE.parent)
+    compile_reader("java", READER_SOURCE.parent)

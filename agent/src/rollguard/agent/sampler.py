@@ -15,22 +15,14 @@ import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Protocol
 
-from rollguard.agent.readings import FailureReason, MBeanValue, SampleError, interpret
+from rollguard.agent.jmx import JmxBackend
+from rollguard.agent.readings import FailureReason, SampleError, interpret
 from rollguard.shared.retry import RetryPolicy, RetryStats, retry_async
 from rollguard.shared.states import BrokerState
 from rollguard.shared.wire import BrokerStateReport
 
 logger = logging.getLogger(__name__)
-
-
-class JmxBackend(Protocol):
-    name: str
-
-    async def read(self, timeout: float) -> list[MBeanValue]: ...
-
-    async def close(self) -> None: ...
 
 
 @dataclass(frozen=True, slots=True)

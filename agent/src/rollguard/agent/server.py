@@ -2,8 +2,9 @@
 
 Everything that can fail because of the user's input is done before anything serves: TLS files
 are loaded and both ports are bound first, so a bad setting exits 2 with nothing left
-listening. SIGTERM and SIGINT stop the servers gracefully (bounded), cancel the sampler (which
-kills a JMX round in flight) and remove the ready file.
+listening. SIGTERM and SIGINT (through `rollguard.shared.cli.run_until_signal`, which cancels
+`serve`) stop the servers gracefully, cancel the sampler (which kills a JMX round in flight) and
+remove the ready file; the process exits 0 after SIGTERM, 3 after SIGINT, within 2 s.
 
 Each port has its own connection limit and HTTP bounds (`connections.py`), so a flood of one
 cannot take the other down: `/v1/ready` and `/metrics` answer while the API port is saturated.
@@ -17,7 +18,6 @@ import contextlib
 import errno
 import gc
 import logging
-import signal
 import socket
 import time
 import uuid
@@ -30,19 +30,17 @@ from rollguard.agent.api import create_api_app, create_probe_app
 from rollguard.agent.config import Address, AgentSettings, raise_file_limit
 from rollguard.agent.connections import ConnectionLimiter, HttpLimits, Port, Stage
 from rollguard.agent.http_protocol import bound_protocol
-from rollguard.agent.jmx import JmxQueryBackend
-from rollguard.agent.jmx_persistent import PersistentJmxBackend, prepare
+from rollguard.agent.jmx import open_backend
 from rollguard.agent.memory import MemoryTrimmer
 from rollguard.agent.metrics import AgentMetrics
-from rollguard.agent.readings import QUERIES
 from rollguard.agent.readyfile import ReadyFile
 from rollguard.agent.refusals import Refusals
-from rollguard.agent.sampler import JmxBackend, Sampler
-from rollguard.agent.timeline import TimelineRecorder
+from rollguard.agent.sampler import Sampler
+from rollguard.agent.timeline_recorder import TimelineRecorder
+from rollguard.agent.timeline_store import TimelineStore
 from rollguard.agent.tls_gate import CERTIFICATE_REASONS, AlertingSSLObject, TlsPort
 from rollguard.agent.tls_reload import ReloadingServerContext
 from rollguard.shared.errors import ConfigError
-from rollguard.shared.timeline import TimelineJournal
 
 logger = logging.getLogger(__name__)
 
@@ -118,44 +116,15 @@ def _port(
     return Port(name, ConnectionLimiter(limit, on_drop=dropped), limits, dropped)
 
 
-def _warn_about_secrets(settings: AgentSettings) -> None:
-    if settings.jmx_backend == "jmxquery" and settings.jmx_credentials is not None:
-        logger.warning(
-            "--jmx-backend jmxquery: jmxquery's JMX reader takes the password only as a "
-            "command-line argument (-p), which other processes on this host can read (ps, "
-            "/proc/PID/cmdline) for the quarter of a second each round's JVM runs; the "
-            "persistent backend (the default) gives it to its JVM on stdin"
-        )
-
-
-async def _jmx_backend(settings: AgentSettings) -> JmxBackend:
-    if settings.jmx_backend == "jmxquery":
-        return JmxQueryBackend(
-            settings.jmx_url,
-            credentials=settings.jmx_credentials,
-            java=settings.java,
-            queries=QUERIES,
-        )
-    try:
-        classpath = await asyncio.to_thread(prepare, settings.java)
-    except RuntimeError as exc:
-        raise ConfigError(
-            f"--jmx-backend persistent: {exc} (--jmx-backend jmxquery needs no compiler)"
-        ) from None
-    return PersistentJmxBackend(
-        settings.jmx_url,
-        classpath=classpath,
-        credentials=settings.jmx_credentials,
-        java=settings.java,
-        queries=QUERIES,
-    )
-
-
 async def serve(settings: AgentSettings) -> None:
     """Run the agent until SIGTERM or SIGINT. Raises ConfigError before serving anything."""
     raise_file_limit(settings)
-    _warn_about_secrets(settings)
-    backend = await _jmx_backend(settings)
+    backend = await open_backend(
+        settings.jmx_backend,
+        settings.jmx_url,
+        credentials=settings.jmx_credentials,
+        java=settings.java,
+    )
     # One id per start of the agent: in every report (agentBootId) and every timeline record.
     boot_id = uuid.uuid4().hex
     sampler = Sampler(backend, settings.sampler, retry=settings.retry, boot_id=boot_id)
@@ -169,10 +138,10 @@ async def serve(settings: AgentSettings) -> None:
         sslobject_class=AlertingSSLObject,
         on_reload=lambda ok: reloads.labels(result="ok" if ok else "error").inc(),
     )
-    journal = None
+    store = None
     if settings.data_dir is not None:
         try:
-            journal = TimelineJournal(
+            store = TimelineStore(
                 settings.data_dir,
                 segment_bytes=settings.timeline_segment_bytes,
                 retention_seconds=settings.timeline_retention_seconds,
@@ -180,7 +149,7 @@ async def serve(settings: AgentSettings) -> None:
         except OSError as exc:
             raise ConfigError(f"--data-dir {settings.data_dir}: {exc.strerror}") from None
         recorder = TimelineRecorder(
-            journal,
+            store,
             settings.node_id,
             heartbeat=settings.heartbeat_interval,
             boot_id=boot_id,
@@ -217,15 +186,10 @@ async def serve(settings: AgentSettings) -> None:
         handshake_timeout=settings.handshake_timeout,
         refusals=refusals,
     )
-    api = _uvicorn(create_api_app(sampler, journal), gate.protocol_class(), settings.api_http)
+    api = _uvicorn(create_api_app(sampler, store), gate.protocol_class(), settings.api_http)
     probe = _uvicorn(
         create_probe_app(sampler, metrics), bound_protocol(probe_port), settings.probe_http
     )
-
-    loop = asyncio.get_running_loop()
-    stop = asyncio.Event()
-    for signum in (signal.SIGTERM, signal.SIGINT):
-        loop.add_signal_handler(signum, stop.set)
 
     background = [
         asyncio.create_task(sampler.run(), name="sampler"),
@@ -247,11 +211,16 @@ async def serve(settings: AgentSettings) -> None:
     # that full collections (which pause every request in flight) stay short.
     gc.collect()
     gc.freeze()
-    stopper = asyncio.create_task(stop.wait())
-    done, _ = await asyncio.wait(
-        [stopper, *servers, *background], return_when=asyncio.FIRST_COMPLETED
-    )
-    failed = [task for task in done if task is not stopper]
+    # SIGTERM or SIGINT cancels this coroutine (rollguard.shared.cli.run_until_signal): the
+    # stop below runs either way, and the cancel goes on once it is done.
+    stopping = asyncio.current_task()
+    done: set[asyncio.Task[Any]] = set()
+    try:
+        done, _ = await asyncio.wait([*servers, *background], return_when=asyncio.FIRST_COMPLETED)
+    except asyncio.CancelledError:
+        if stopping is not None:
+            stopping.uncancel()  # let the graceful stop's own awaits run
+    failed = list(done)
     for task in failed:
         # A server or background task never ends on its own: that is a bug, not a stop.
         logger.error(
@@ -267,9 +236,8 @@ async def serve(settings: AgentSettings) -> None:
         task.cancel()
     await asyncio.gather(*background, return_exceptions=True)
     await asyncio.gather(*servers, return_exceptions=True)
-    stopper.cancel()
     await backend.close()
-    if journal is not None:
+    if store is not None:
         await recorder.close()
     if ready_file is not None:
         ready_file.clear()

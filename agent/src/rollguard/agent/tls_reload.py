@@ -1,6 +1,6 @@
 """Serving TLS from files that may be replaced while the agent runs (rotated Kubernetes secrets).
 
-A watcher polls the files (certificate, key, CA bundle and, with `--tls-crl`, the CRLs) and builds a
+A watcher polls the files (certificate, key, CA bundle and, with `--crl`, the CRLs) and builds a
 new `ssl.SSLContext` when their contents change; every handshake starts on the newest one (`TlsGate`
 asks for `current`). A context keeps its own TLS 1.2 session cache, and issues no tickets
 (`rollguard.shared.tls`), so no session made before a rotation is resumed after it: a client whose

@@ -190,6 +190,7 @@ def run_until_signal(
     on_sigterm: int = ExitCode.INTERRUPTED,
     interrupted: Callable[[signal.Signals], None] | None = None,
     grace: float = SHUTDOWN_GRACE,
+    loop_factory: Callable[[], asyncio.AbstractEventLoop] = asyncio.new_event_loop,
 ) -> int:
     """Run a command's coroutine on a new event loop until it returns its exit code, or a signal.
 
@@ -204,7 +205,7 @@ def run_until_signal(
     signal; the process then exits at once with the same code, instead of hanging on threads
     that the interpreter would otherwise join at exit.
     """
-    loop = asyncio.new_event_loop()
+    loop = loop_factory()
     task = loop.create_task(main)
     received: list[signal.Signals] = []
 
@@ -227,17 +228,22 @@ def run_until_signal(
     for signum in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(signum, on_signal, signum)
     try:
-        code = int(loop.run_until_complete(task))
-    except asyncio.CancelledError:
-        if not received:
-            raise
-        code = ExitCode.INTERRUPTED if received[0] is signal.SIGINT else on_sigterm
-        if interrupted is not None:
-            interrupted(received[0])
+        try:
+            code = int(loop.run_until_complete(task))
+        except asyncio.CancelledError:
+            if not received:
+                raise
+            code = int(ExitCode.INTERRUPTED)
     finally:
         for signum in (signal.SIGINT, signal.SIGTERM):
             loop.remove_signal_handler(signum)
         _close(loop)
+    if received:
+        # A command that stops gracefully may return rather than let the cancel through: the
+        # signal decides the exit code either way.
+        code = ExitCode.INTERRUPTED if received[0] is signal.SIGINT else on_sigterm
+        if interrupted is not None:
+            interrupted(received[0])
     if received and any(t.is_alive() and not t.daemon for t in threading.enumerate()[1:]):
         # A worker thread (asyncio.to_thread) still blocked in a call would be joined at exit
         # for as long as that call takes: the command is over, so the process ends now.

@@ -148,7 +148,7 @@ def positive_seconds(text: str) -> float:
 
 def number_between(low: float, high: float, unit: str) -> Callable[[str], float]:
     """A finite decimal number of `unit` in [low, high], for flags whose name gives the unit
-    (`--timeline-retention-hours`)."""
+    (`--timeline-retention`)."""
 
     def convert(text: str) -> float:
         value = decimal(text.strip(), f"number of {unit}")

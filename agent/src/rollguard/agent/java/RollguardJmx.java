@@ -18,7 +18,7 @@ import javax.management.remote.JMXServiceURL;
 
 /**
  * rollguard's persistent JMX reader: one JVM for the agent's whole life, one JMX connection held
- * open between reads (the `persistent` backend of agent/jmx.py).
+ * open between reads (the `persistent` backend, rollguard.agent.jmx_persistent).
  *
  * <pre>java RollguardJmx SERVICE_URL PATTERN ATTRIBUTE [PATTERN ATTRIBUTE]...</pre>
  *

@@ -1,4 +1,4 @@
-"""The agent's side of the recovery timeline: what to record, and when.
+"""What goes into the recovery timeline, and when; `rollguard.agent.timeline_store` writes it.
 
 A record is appended when the broker state or a recovery counter changes, when the agent loses
 or regains its samples, on the first sample of every agent start (a new boot), and as a
@@ -6,10 +6,10 @@ heartbeat every `--heartbeat-interval` seconds while nothing changes. Writes (ea
 on one worker thread, in order, so the event loop never waits for the disk.
 
 A write that fails (a full disk) is counted (`rollguard_timeline_write_errors_total`) and the
-journal serves the records it lost as a gap (`rollguard.shared.timeline`); `/v1/broker-state` does
-not depend on the disk and keeps serving. The log gets one line when writes start failing and one
-when they work again, not one per record. While they fail, every round tries again, so writing
-resumes within a round of space coming back.
+store serves the records it lost as a gap (`rollguard.shared.timeline.Gap`); `/v1/broker-state`
+does not depend on the disk and keeps serving. The log gets one line when writes start failing
+and one when they work again, not one per record. While they fail, every round tries again, so
+writing resumes within a round of space coming back.
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 
 from rollguard.agent.sampler import Sample, Unavailable
-from rollguard.shared.timeline import TimelineJournal
+from rollguard.agent.timeline_store import TimelineStore
 
 logger = logging.getLogger(__name__)
 
@@ -39,9 +39,11 @@ def _values(outcome: Sample | Unavailable) -> tuple[int | None, int | None, int 
 
 
 class TimelineRecorder:
+    """A sampler listener that turns outcomes into records and queues them for the store."""
+
     def __init__(
         self,
-        journal: TimelineJournal,
+        store: TimelineStore,
         node_id: str,
         *,
         heartbeat: float = 300.0,
@@ -49,7 +51,7 @@ class TimelineRecorder:
         boot_id: str | None = None,
         on_write_error: Callable[[], None] = lambda: None,
     ) -> None:
-        self.journal = journal
+        self.store = store
         self.node_id = node_id
         self.boot_id = boot_id or uuid.uuid4().hex
         self.heartbeat = heartbeat
@@ -75,7 +77,7 @@ class TimelineRecorder:
 
     def _write(self, ts: int, values: tuple[int | None, int | None, int | None]) -> None:
         try:
-            self.journal.append(self.node_id, self.boot_id, ts, *values)
+            self.store.append(self.node_id, self.boot_id, ts, *values)
         except OSError as exc:
             self.errors += 1
             self._failed_since_ok += 1
@@ -85,7 +87,7 @@ class TimelineRecorder:
                 logger.error(
                     "cannot write the recovery timeline in %s: %s; the records it loses are "
                     "served as a gap, and writing resumes when it works again",
-                    self.journal.folder,
+                    self.store.folder,
                     exc.strerror or exc,
                 )
             return
@@ -94,7 +96,7 @@ class TimelineRecorder:
             logger.warning(
                 "the recovery timeline in %s is written again; %d records were lost and are "
                 "marked as a gap",
-                self.journal.folder,
+                self.store.folder,
                 self._failed_since_ok,
             )
             self._failed_since_ok = 0
