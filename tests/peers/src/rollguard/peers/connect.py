@@ -40,6 +40,10 @@ Not simulated: creating, reconfiguring and deleting connectors, plugins, loggers
 internal endpoints (501), validation of MirrorMaker 2 offset shapes. Malformed request JSON gets
 500 with the parser's message, as Jackson's errors do in Connect, but not Jackson's wording.
 
+Test controls beyond Connect: `WORKER_VERSIONS` names a worker of each API generation (2.8,
+3.4, 3.5, current); `answer_next` puts a raw answer in front of the next requests, as a reverse
+proxy does (nginx's 502 page by default); `SilentServer` accepts requests and never answers.
+
 State changes that take time are due times checked on every request and every control call (no
 background thread); the clock is injectable.
 """
@@ -49,6 +53,7 @@ from __future__ import annotations
 import asyncio
 import base64
 import binascii
+import contextlib
 import copy
 import json
 import logging
@@ -1052,10 +1057,8 @@ class SilentServer:
 
     def __exit__(self, *exc: object) -> None:
         self._closed = True
-        try:
+        with contextlib.suppress(OSError):
             self._sock.shutdown(socket.SHUT_RDWR)  # wakes the blocked accept()
-        except OSError:
-            pass
         self._sock.close()
         with self._lock:
             for conn in self._open:
