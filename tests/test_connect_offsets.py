@@ -244,7 +244,10 @@ def test_dry_run_prints_the_diff_and_changes_nothing(
     )
     assert lines[1].startswith('+ {"cluster":"east","partition":0,"topic":"refunds"}')
     assert lines[2] == "0 unchanged, 1 not in the file (kept as they are)"
-    assert "dry run: connector" in lines[3] and "it would need --stop; nothing was sent" in lines[3]
+    assert (
+        f"connector {MM2}: dry run: it is RUNNING" in lines[3]
+        and "it would need --stop; nothing was sent" in lines[3]
+    )
     reset = cli("mm2", "offsets", "reset", "--connector", MM2, "--stop", "--dry-run",
                 "--output", "json", "--connect-url", connect.url)  # fmt: skip
     assert reset.code == 0, reset.err

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from rollguard.peers.connect import SilentServer, mirror_source_offset
+from rollguard.peers.connect import ConnectSim, SilentServer, State, mirror_source_offset
 from rollguard.peers.processes import wait_until
 
 from helpers import BIN
@@ -94,3 +94,26 @@ def test_a_signal_ends_the_command_at_once_with_its_exit_code(
         assert "stopped; counts are kept in" in stderr
     else:
         assert f"rollguard: interrupted by {signum.name}" in stderr
+
+
+def test_an_interrupted_offsets_change_puts_the_connector_back(tmp_path: Path) -> None:
+    with ConnectSim(stop_delay=60) as sim:  # the stop never finishes while the test runs
+        sim.add_mirror_maker()
+        folder = folder_with_offsets(tmp_path)
+        process = subprocess.Popen(
+            [str(BIN / "rollguard"), "mm2", "offsets", "alter", "--connector", MM2, "--from",
+             str(folder), "--stop", "--connect-url", sim.url],
+            stderr=subprocess.PIPE, text=True, env={"PATH": "/usr/bin:/bin"},
+        )  # fmt: skip
+        try:
+            wait_until(lambda: sim.calls("PUT", f"/connectors/{MM2}/stop"), timeout=30,
+                       what="the stop")  # fmt: skip
+            process.send_signal(signal.SIGINT)
+            _, stderr = process.communicate(timeout=10)
+        finally:
+            if process.poll() is None:
+                process.kill()
+                process.communicate()
+        assert process.returncode == 3, stderr
+        assert f"connector {MM2} was resumed as it was before (now RUNNING)" in stderr
+        assert sim.state(MM2) is State.RUNNING and not sim.calls("PATCH")

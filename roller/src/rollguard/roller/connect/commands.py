@@ -128,7 +128,8 @@ def status(args: argparse.Namespace, options: ConnectOptions, environ: Mapping[s
                 print(json.dumps({**s.to_json(), "failed": s.failed}), flush=True)
         else:
             print("\n".join(table(statuses)) if statuses else "no connectors", flush=True)
-        summary = f"{len(statuses)} connectors, {len(failed)} with something FAILED"
+        plural = "" if len(statuses) == 1 else "s"
+        summary = f"{len(statuses)} connector{plural}, {len(failed)} with something FAILED"
         print(summary + (f": {', '.join(failed)}" if failed else ""), file=sys.stderr)
         return ExitCode.FAILED if failed else ExitCode.OK
 

@@ -196,7 +196,7 @@ async def _modify(
             say(line)
         how = "" if stopped else ("; --stop would stop it first" if change.stop else
                                   "; it would need --stop")  # fmt: skip
-        return f"dry run: connector {connector} is {status.state}{how}; nothing was sent"
+        return f"dry run: it is {status.state}{how}; nothing was sent"
     if stopped:
         return await send()  # not stopped by us: nothing to put back
     previous = "PAUSED" if status.state == "PAUSED" else "RUNNING"
