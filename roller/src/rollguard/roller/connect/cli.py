@@ -39,12 +39,10 @@ from rollguard.roller.connect.options import (
     WaitOptions,
 )
 from rollguard.shared.cli import ExitCode, Parser, run_until_signal
-from rollguard.shared.errors import ConfigError
 from rollguard.shared.settings import Options
 
-__all__ = ["PASSWORD_ENV", "add_parsers", "run"]
+__all__ = ["PASSWORD_ENV", "add_parsers"]
 
-EXIT_FAILED, EXIT_CONFIG, EXIT_INTERRUPTED = ExitCode.FAILED, ExitCode.USAGE, ExitCode.INTERRUPTED
 EXIT_NOT_FOUND, EXIT_CONFLICT = commands.EXIT_NOT_FOUND, commands.EXIT_CONFLICT
 
 # The flag tables, for the tests and docs that check every flag.
@@ -200,11 +198,3 @@ def auto_restart(args: argparse.Namespace, environ: Mapping[str, str]) -> int:
         commands.watch_logger.info("stopped; counts are kept in %s", where)
 
     return run_until_signal(watch, on_sigterm=ExitCode.OK, interrupted=interrupted)
-
-
-def run(args: argparse.Namespace, environ: Mapping[str, str]) -> int:
-    """Kept for callers of the old entry point: dispatch to the sub-command's own function."""
-    command = getattr(args, "run", None)
-    if command is None or command is run:
-        raise ConfigError("no connect or mm2 sub-command given")
-    return int(command(args, environ))
