@@ -5,13 +5,18 @@ not Connect's JSON, --output json, and the ROLLGUARD_CONNECT_ variables."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 from pathlib import Path
+from typing import Any, cast
 
+import pytest
 from test_connect_support import FAST_RETRIES, Cli, changes, cli, connect, rollguard  # noqa: F401
 
 from rollguard.peers.connect import PROXY_PAGE, ConnectSim, State
 from rollguard.roller.connect import cli as connect_cli
+from rollguard.roller.connect.client import ConnectorStatus
+from rollguard.roller.connect.operations import WaitTimeout, is_stopped, wait_for
 
 
 def test_status_is_a_table_or_json_and_exit_1_when_anything_failed(
@@ -172,3 +177,30 @@ def test_every_sub_command_has_an_example() -> None:
             current = sub.choices[word]  # type: ignore[index]
         assert "Example:\n  rollguard " in (current.description or ""), argv
     assert json.dumps([f.name for f in connect_cli.OFFSETS_FLAGS]).count('"from"') == 1
+
+
+def test_waiting_polls_on_the_injected_clock_and_stops_at_the_deadline() -> None:
+    """wait_for's timing, exact and without sleeping: a stop that shows STOPPED at the 3rd read,
+    and one that never does (a 1 s deadline, 0.25 s polls: 5 reads, then WaitTimeout)."""
+
+    class Fake:
+        def __init__(self, states: list[str]) -> None:
+            self.states, self.reads, self.now = states, 0, 0.0
+
+        async def status(self, name: str) -> ConnectorStatus:
+            self.reads += 1
+            return ConnectorStatus(name, self.states[min(self.reads, len(self.states)) - 1])
+
+        async def sleep(self, seconds: float) -> None:
+            self.now += seconds
+
+    def wait(fake: Fake) -> ConnectorStatus:
+        return asyncio.run(wait_for(cast(Any, fake), "c", is_stopped, "STOPPED", timeout=1.0,
+                                    clock=lambda: fake.now, sleep=fake.sleep))  # fmt: skip
+
+    soon = Fake(["RUNNING", "RUNNING", "STOPPED"])
+    assert wait(soon).state == "STOPPED" and soon.reads == 3 and soon.now == 0.5
+    never = Fake(["RUNNING"])
+    with pytest.raises(WaitTimeout, match="connector c is not STOPPED after 1s: c: connector RUN"):
+        wait(never)
+    assert never.reads == 5 and never.now == 1.0
