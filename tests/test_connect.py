@@ -266,7 +266,7 @@ def test_connect_restart_prints_states_or_says_restarted(connect: ConnectSim) ->
     assert "restart accepted (HTTP 202)" in done.stdout
     assert "task 1     RESTARTING" in done.stdout and "task 0     RUNNING" in done.stdout
     plain = rollguard(*base, "sink")
-    assert plain.returncode == 0 and "connector sink restarted (HTTP 204" in plain.stdout
+    assert plain.returncode == 0 and "connector sink: restarted (HTTP 204" in plain.stdout
 
 
 def test_connect_restart_404_and_409_have_their_own_exit_codes(connect: ConnectSim) -> None:

@@ -19,9 +19,12 @@ import pytest
 
 from rollguard.peers.connect import (
     DEFAULT_TRACE,
+    PROXY_PAGE,
+    WORKER_VERSIONS,
     ConnectSim,
     Restart,
     SeenRequest,
+    SilentServer,
     State,
     mirror_checkpoint_offset,
     mirror_heartbeat_offset,
@@ -384,6 +387,77 @@ def test_connect_3_5_stops_and_reads_offsets_but_cannot_alter_them() -> None:
         for method in ("PATCH", "DELETE"):
             answer = client.request(method, "/connectors/orders/offsets", json={"offsets": []})
             assert answer.json() == error(405, "HTTP 405 Method Not Allowed")
+
+
+# What each generation of worker answers, as (method, path suffix, params) -> status, for a
+# RUNNING connector with one FAILED task. 204 for a restart with parameters is the old worker
+# ignoring them; 404/405 are paths or methods the version does not have.
+GENERATIONS = {
+    "2.8": {"restart-failed": 204, "stop": 404, "get-offsets": 404, "patch-offsets": 404},
+    "3.4": {"restart-failed": 202, "stop": 404, "get-offsets": 404, "patch-offsets": 404},
+    "3.5": {"restart-failed": 202, "stop": 204, "get-offsets": 200, "patch-offsets": 405},
+    "current": {"restart-failed": 202, "stop": 204, "get-offsets": 200, "patch-offsets": 400},
+}
+
+
+@pytest.mark.parametrize("generation", sorted(WORKER_VERSIONS))
+def test_each_worker_generation_has_its_versions_endpoints(generation: str) -> None:
+    version = WORKER_VERSIONS[generation]
+    with ConnectSim(version=version) as sim, httpx.Client(base_url=sim.url) as client:
+        sim.add_connector("orders", tasks=1, task_states=["FAILED"])
+        assert client.get("/").json()["version"] == version
+        seen = {
+            "restart-failed": client.post(
+                "/connectors/orders/restart", params=RESTART_FAILED
+            ).status_code,
+            "get-offsets": client.get("/connectors/orders/offsets").status_code,
+            # not stopped yet: the current worker refuses with 400, the 3.5 one has no PATCH
+            "patch-offsets": client.patch(
+                "/connectors/orders/offsets",
+                json={"offsets": [{"partition": {"a": 1}, "offset": None}]},
+            ).status_code,
+            "task-restart": client.post("/connectors/orders/tasks/0/restart").status_code,
+            "stop": client.put("/connectors/orders/stop").status_code,
+        }
+        # restarting one task works on every generation
+        assert seen == {**GENERATIONS[generation], "task-restart": 204}
+        # every generation lists with ?expand=status and resumes
+        expanded = client.get("/connectors", params={"expand": "status"}).json()
+        assert set(expanded) == {"orders"}
+        assert client.put("/connectors/orders/resume").status_code == 202
+
+
+def test_a_stop_then_a_pause_brings_the_tasks_back_paused(sim: ConnectSim) -> None:
+    sim.add_connector("orders", tasks=2)
+    with httpx.Client(base_url=sim.url) as client:
+        assert client.put("/connectors/orders/stop").status_code == 204
+        assert client.get("/connectors/orders/status").json()["tasks"] == []
+        assert client.put("/connectors/orders/pause").status_code == 202
+        assert task_states(client, "orders") == ["PAUSED", "PAUSED"]
+        assert sim.state("orders") is State.PAUSED
+
+
+def test_canned_answers_stand_in_for_a_proxy_then_connect_answers_again(
+    sim: ConnectSim, client: httpx.Client
+) -> None:
+    sim.add_connector("orders")
+    sim.answer_next(2)
+    first = client.get("/connectors/orders/status")
+    assert first.status_code == 502 and first.text == PROXY_PAGE
+    assert first.headers["content-type"].startswith("text/html")
+    assert client.put("/connectors/orders/stop").status_code == 502
+    assert sim.state("orders") is State.RUNNING  # the proxy's answer changed nothing
+    sim.answer_next(1, status=200, body="[]", content_type="application/json")
+    assert client.get("/connectors/orders/status").json() == []
+    assert client.get("/connectors/orders/status").json()["name"] == "orders"
+    assert [r.status for r in sim.requests] == [502, 502, 200, 200]
+
+
+def test_the_silent_server_reads_requests_and_never_answers() -> None:
+    with SilentServer() as silent:
+        with httpx.Client(timeout=0.3) as client, pytest.raises(httpx.ReadTimeout):
+            client.get(f"{silent.url}/connectors")
+        assert silent.received > 0
 
 
 def test_setting_the_version_changes_the_api_at_once(sim: ConnectSim, client: httpx.Client) -> None:

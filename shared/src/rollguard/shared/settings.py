@@ -48,9 +48,12 @@ class Flag:
     required: bool = False
     switch: bool = False  # `--name` alone means "true"; the variable takes true/false/1/0/yes/no
     deprecated: tuple[Deprecated, ...] = ()
+    # The variable's name after the prefix, when it is not the flag's name: a tool whose prefix
+    # repeats the flag's first word (ROLLGUARD_CONNECT_ and --connect-url) says it once.
+    variable: str | None = None
 
     def env(self, prefix: str) -> str:
-        return env_name(prefix, self.name)
+        return prefix + self.variable if self.variable else env_name(prefix, self.name)
 
 
 def env_name(prefix: str, name: str) -> str:
@@ -272,6 +275,16 @@ def add_flags(parser: argparse.ArgumentParser, flags: Iterable[Flag], prefix: st
             parser.add_argument(f"--{old}", dest=_dest(old), help=argparse.SUPPRESS)
 
 
+def _variable(flag: Flag, prefix: str) -> Callable[[str], str]:
+    """The variable of `flag` or of one of its deprecated names."""
+    return lambda name: flag.env(prefix) if name == flag.name else env_name(prefix, name)
+
+
+def _lookup(environ: Mapping[str, str], flag: Flag, prefix: str) -> Callable[[str], str | None]:
+    variable = _variable(flag, prefix)
+    return lambda name: environ.get(variable(name))
+
+
 class _Given(NamedTuple):
     text: str
     source: str  # the flag or variable it came from, for messages
@@ -319,8 +332,7 @@ def resolve(
     for flag in flags:
         given = _given(flag, lambda name: getattr(args, _dest(name), None), lambda n: f"--{n}")
         if given is None:
-            given = _given(flag, lambda name: environ.get(env_name(prefix, name)),
-                           lambda name: env_name(prefix, name))  # fmt: skip
+            given = _given(flag, _lookup(environ, flag, prefix), _variable(flag, prefix))
         if given is None and legacy_prefix is not None:
             old = env_name(legacy_prefix, flag.name)
             if old in environ:
@@ -355,11 +367,13 @@ def option(
     required: bool = False,
     switch: bool = False,
     deprecated: tuple[Deprecated, ...] = (),
+    variable: str | None = None,
 ) -> Any:
-    """A field of an `Options` dataclass: the flag `--<field-name>` (`_` as `-`), its variable
-    `<PREFIX><FIELD_NAME>`, its default (in the flag's own syntax, converted like any value:
-    the one place a default is written), converter, help and metavar."""
-    spec = Flag("", default, convert, help, metavar, required, switch, deprecated)
+    """A field of an `Options` dataclass: the flag `--<field-name>` (`_` as `-`; a trailing `_`,
+    as in `from_`, dropped), its variable `<PREFIX><FIELD_NAME>` (or `<PREFIX><variable>`), its
+    default (in the flag's own syntax, converted like any value: the one place a default is
+    written), converter, help and metavar."""
+    spec = Flag("", default, convert, help, metavar, required, switch, deprecated, variable)
     return dataclasses.field(metadata={_OPTION: spec})
 
 
@@ -372,7 +386,7 @@ class Options:
     @classmethod
     def flags(cls) -> tuple[Flag, ...]:
         return tuple(
-            dataclasses.replace(f.metadata[_OPTION], name=f.name.replace("_", "-"))
+            dataclasses.replace(f.metadata[_OPTION], name=_flag_name(f.name))
             for f in dataclasses.fields(cls)  # type: ignore[arg-type]
             if _OPTION in f.metadata
         )
@@ -391,12 +405,18 @@ class Options:
         legacy_prefix: str | None = None,
     ) -> Self:
         values = resolve(args, environ, cls.flags(), prefix, legacy_prefix=legacy_prefix)
-        options = cls(**{_dest(name): value for name, value in values.items()})
+        fields = {_flag_name(f.name): f.name for f in dataclasses.fields(cls)}  # type: ignore[arg-type]
+        options = cls(**{fields[name]: value for name, value in values.items()})
         options.check()
         return options
 
     def check(self) -> None:
         """Checks across options (ConfigError); each class adds its own and calls super()."""
+
+
+def _flag_name(field: str) -> str:
+    """`operation_timeout` -> `operation-timeout`; `from_` (a keyword's field) -> `from`."""
+    return field.removesuffix("_").replace("_", "-")
 
 
 def default_of(cls: type[Any], name: str) -> Any:

@@ -23,16 +23,12 @@ import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Protocol
+from typing import Any, Protocol
 
 from prometheus_client import CollectorRegistry, Counter
 
-from rollguard.roller.connect.client import (
-    ConnectClient,
-    ConnectError,
-    ConnectorStatus,
-    parse_version,
-)
+from rollguard.roller.configmap import ConfigMapStore, MissingKey
+from rollguard.roller.connect.client import ConnectClient, ConnectError, ConnectorStatus
 from rollguard.roller.connect.policy import (
     ConnectorSettings,
     RestartAction,
@@ -41,12 +37,13 @@ from rollguard.roller.connect.policy import (
     backoff_minutes,
     next_action,
 )
+from rollguard.roller.connect.versions import RESTART_PARAMS_SINCE, parse_version
 from rollguard.shared.errors import ConfigError
 from rollguard.shared.files import atomic_write
 
 logger = logging.getLogger("rollguard.auto-restart")
 
-KIP_745 = (3, 0)  # the first Kafka version whose restart endpoint takes includeTasks/onlyFailed
+KIP_745 = RESTART_PARAMS_SINCE  # the first version whose restart takes includeTasks/onlyFailed
 STATE_VERSION = 1
 
 
@@ -89,6 +86,25 @@ class FileStateStore:
 
     def save(self, trackers: dict[str, Tracker]) -> None:
         atomic_write(self.path, encode_state(trackers).encode())
+
+
+class ConfigMapStateStore:
+    """The counts in key `auto-restart.json` of a ConfigMap (its other keys are kept)."""
+
+    KEY = "auto-restart.json"
+
+    def __init__(self, client: Any, namespace: str, name: str) -> None:
+        self.keys = ConfigMapStore(client, namespace, name)
+
+    def load(self) -> dict[str, Tracker]:
+        try:
+            text = self.keys.read(self.KEY)
+        except MissingKey:
+            return {}
+        return decode_state(text, f"{self.keys.where} key {self.KEY}")
+
+    def save(self, trackers: dict[str, Tracker]) -> None:
+        self.keys.write(self.KEY, encode_state(trackers))
 
 
 # ---- the watcher --------------------------------------------------------------------------

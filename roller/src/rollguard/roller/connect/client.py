@@ -1,8 +1,11 @@
 """A client for Kafka Connect's REST API (httpx): TLS, mutual TLS, basic auth, and the shared
 retry policy for transport errors and 409 (Connect answers 409 while its workers rebalance).
 
-Every failure is a `ConnectError` naming the connector (when there is one), the HTTP status and
-Connect's own message; nothing is retried that asking again cannot fix.
+Every failure is a `ConnectError` naming the connector (when there is one), the request's URL,
+the HTTP status and Connect's own message, on one line; nothing is retried that asking again
+cannot fix. An answer that is not the JSON Connect sends (a proxy's HTML error page, a body of
+another shape) is such an error too, never a traceback: it is translated here, at the one
+boundary, and the commands and the watcher only see `ConnectError`.
 """
 
 from __future__ import annotations
@@ -14,16 +17,21 @@ import re
 import ssl
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 from urllib.parse import quote, urlsplit, urlunsplit
 
 import httpx
 
 from rollguard.roller.agent_client import TRANSPORT_ERRORS, describe_transport_error
+from rollguard.roller.connect.versions import parse_version
 from rollguard.shared.errors import RollguardError
 from rollguard.shared.retry import RetryPolicy, RetryStats, retry_async
 
+__all__ = ["ConnectClient", "ConnectError", "ConnectorStatus", "TaskState", "parse_version"]
+
 OPERATION = "connect-rest"
+T = TypeVar("T")
+SETTLING = frozenset({"RESTARTING", "UNASSIGNED"})  # states on the way to another one
 
 
 class ConnectError(RollguardError):
@@ -64,8 +72,14 @@ class ConnectorStatus:
     def failed_tasks(self) -> list[int]:
         return [t.id for t in self.tasks if t.state == "FAILED"]
 
+    @property
+    def settled(self) -> bool:
+        """Nothing is RESTARTING or UNASSIGNED (on its way to another state)."""
+        return self.state not in SETTLING and all(t.state not in SETTLING for t in self.tasks)
+
     @classmethod
     def from_json(cls, body: Any) -> ConnectorStatus:
+        """The status body; ValueError when it is not one (the client names the URL)."""
         try:
             connector = body["connector"]
             tasks = tuple(
@@ -75,7 +89,7 @@ class ConnectorStatus:
                     str(t.get("worker_id", "")),
                     str(t.get("trace", "")),
                 )
-                for t in body.get("tasks", [])
+                for t in body.get("tasks") or []
             )
             return cls(
                 str(body["name"]),
@@ -85,12 +99,24 @@ class ConnectorStatus:
                 tasks,
                 str(body.get("type", "")),
             )
-        except (KeyError, TypeError, ValueError) as exc:
-            raise ConnectError(f"Connect sent a status this client cannot read: {exc!r}") from None
+        except (KeyError, TypeError, ValueError, AttributeError) as exc:
+            raise ValueError(f"not a connector status ({type(exc).__name__}: {exc})") from None
 
     def describe(self) -> str:
         tasks = ", ".join(f"task {t.id} {t.state}" for t in self.tasks) or "no tasks"
         return f"{self.name}: connector {self.state}, {tasks}"
+
+    def to_json(self) -> dict[str, Any]:
+        def instance(state: str, worker: str, trace: str) -> dict[str, Any]:
+            out = {"state": state, "worker_id": worker}
+            return {**out, "trace": trace} if trace else out
+
+        return {
+            "name": self.name,
+            "type": self.type,
+            "connector": instance(self.state, self.worker, self.trace),
+            "tasks": [{"id": t.id, **instance(t.state, t.worker, t.trace)} for t in self.tasks],
+        }
 
 
 @dataclass(frozen=True, slots=True)
@@ -106,14 +132,6 @@ class RestartOutcome:
 class ConnectAuth:
     user: str | None = None
     password: str | None = field(default=None, repr=False)  # never printed
-
-
-VERSION = re.compile(r"(\d+)\.(\d+)")
-
-
-def parse_version(text: str) -> tuple[int, int]:
-    match = VERSION.match(text)
-    return (int(match.group(1)), int(match.group(2))) if match else (0, 0)
 
 
 def redact(url: str) -> str:
@@ -169,18 +187,30 @@ class ConnectClient:
 
     # ---- the API --------------------------------------------------------------------------
     async def version(self) -> str:
-        body = (await self._call("GET", "/")).json()
-        return str(body.get("version", "")) if isinstance(body, dict) else ""
+        """The worker's Kafka version (`GET /`), e.g. "3.6.1"."""
+        return str(await self._read("GET", "/", None, lambda body: body["version"]))
 
     async def connectors(self) -> list[str]:
-        body = (await self._call("GET", "/connectors")).json()
-        if not isinstance(body, list):
-            raise ConnectError("Connect's connector list is not a list")
-        return sorted(str(name) for name in body)
+        def names(body: Any) -> list[str]:
+            if not isinstance(body, list):
+                raise ValueError("not a list of connector names")
+            return sorted(str(name) for name in body)
+
+        return await self._read("GET", "/connectors", None, names)
+
+    async def statuses(self) -> list[ConnectorStatus]:
+        """Every connector's status in one call (`?expand=status`, Kafka 2.3 and later)."""
+
+        def parse(body: Any) -> list[ConnectorStatus]:
+            if not isinstance(body, dict):
+                raise ValueError("not an object of connectors")
+            return [ConnectorStatus.from_json(body[name]["status"]) for name in sorted(body)]
+
+        return await self._read("GET", "/connectors", None, parse, params={"expand": "status"})
 
     async def status(self, connector: str) -> ConnectorStatus:
-        response = await self._call("GET", f"/connectors/{_name(connector)}/status", connector)
-        return ConnectorStatus.from_json(response.json())
+        path = f"/connectors/{_name(connector)}/status"
+        return await self._read("GET", path, connector, ConnectorStatus.from_json)
 
     async def restart(
         self, connector: str, *, include_tasks: bool = False, only_failed: bool = False
@@ -190,19 +220,31 @@ class ConnectClient:
         path = f"/connectors/{_name(connector)}/restart"
         response = await self._call("POST", path, connector, params=params)
         if response.status_code == 202:
-            return RestartOutcome(202, ConnectorStatus.from_json(response.json()))
+            states = _parsed(response, connector, ConnectorStatus.from_json)
+            return RestartOutcome(202, states)
         return RestartOutcome(response.status_code)
 
     async def restart_task(self, connector: str, task: int) -> None:
         await self._call("POST", f"/connectors/{_name(connector)}/tasks/{task}/restart", connector)
 
     async def stop(self, connector: str) -> None:
+        """KIP-875 (3.5): asynchronous; the status shows STOPPED a little later."""
         await self._call("PUT", f"/connectors/{_name(connector)}/stop", connector)
 
+    async def pause(self, connector: str) -> None:
+        await self._call("PUT", f"/connectors/{_name(connector)}/pause", connector)
+
+    async def resume(self, connector: str) -> None:
+        await self._call("PUT", f"/connectors/{_name(connector)}/resume", connector)
+
     async def offsets(self, connector: str) -> Any:
-        return (
-            await self._call("GET", f"/connectors/{_name(connector)}/offsets", connector)
-        ).json()
+        def body_of(body: Any) -> Any:
+            if not isinstance(body, dict) or not isinstance(body.get("offsets"), list):
+                raise ValueError('not an object with an "offsets" list')
+            return body
+
+        path = f"/connectors/{_name(connector)}/offsets"
+        return await self._read("GET", path, connector, body_of)
 
     async def alter_offsets(self, connector: str, body: Any) -> str:
         path = f"/connectors/{_name(connector)}/offsets"
@@ -213,6 +255,18 @@ class ConnectClient:
         return _message(await self._call("DELETE", path, connector))
 
     # ---- plumbing -------------------------------------------------------------------------
+    async def _read(
+        self,
+        method: str,
+        path: str,
+        connector: str | None,
+        parse: Callable[[Any], T],
+        *,
+        params: dict[str, str] | None = None,
+    ) -> T:
+        response = await self._call(method, path, connector, params=params)
+        return _parsed(response, connector, parse)
+
     async def _call(
         self,
         method: str,
@@ -248,7 +302,8 @@ class ConnectClient:
             ) from None
         if response.status_code >= 400:
             raise ConnectError(
-                f"{about}{method} {path}: HTTP {response.status_code}: {_error_text(response)}",
+                f"{about}{method} {_shown(response)}: HTTP {response.status_code}: "
+                f"{_error_text(response)}",
                 response.status_code,
                 connector,
             )
@@ -264,20 +319,57 @@ def _flag(value: bool) -> str:
     return "true" if value else "false"
 
 
+def _shown(response: httpx.Response) -> str:
+    return redact(str(response.request.url))
+
+
+def _one_line(text: str, limit: int = 200) -> str:
+    line = re.sub(r"\s+", " ", text).strip()
+    return line if len(line) <= limit else line[: limit - 3] + "..."
+
+
+def _parsed(response: httpx.Response, connector: str | None, parse: Callable[[Any], T]) -> T:
+    """`parse(json body)`; a ConnectError naming the URL and HTTP status when the body is not
+    JSON or not of the expected shape (a proxy's page, another service on the port)."""
+    about = f"connector {connector}: " if connector else ""
+    where = f"{response.request.method} {_shown(response)}: HTTP {response.status_code}"
+    try:
+        body = json.loads(response.content)
+    except ValueError:
+        kind = response.headers.get("content-type", "no content type")
+        sample = _one_line(response.text, 80) or "an empty body"
+        raise ConnectError(
+            f"{about}{where}: the answer is not JSON ({kind}): {sample}",
+            response.status_code,
+            connector,
+        ) from None
+    try:
+        return parse(body)
+    except (ValueError, KeyError, TypeError) as exc:
+        raise ConnectError(
+            f"{about}{where}: an answer this client cannot read: {_one_line(str(exc), 120)}",
+            response.status_code,
+            connector,
+        ) from None
+
+
 def _message(response: httpx.Response) -> str:
     try:
-        body = response.json()
+        body = json.loads(response.content)
     except ValueError:
-        return response.text[:300]
-    return str(body.get("message", "")) if isinstance(body, dict) else str(body)[:300]
+        return _one_line(response.text)
+    return _one_line(str(body.get("message", "")) if isinstance(body, dict) else str(body))
 
 
 def _error_text(response: httpx.Response) -> str:
-    """Connect's `message` when it sent its JSON error shape; its text otherwise (401 is plain)."""
+    """Connect's `message` when it sent its JSON error shape; its text on one line otherwise
+    (401 is plain text; a proxy's 502 is HTML)."""
     try:
         body = json.loads(response.content)
         if isinstance(body, dict) and "message" in body:
-            return str(body["message"])
+            return _one_line(str(body["message"]), 300)
     except ValueError:
-        pass
-    return response.text.strip()[:300] or response.reason_phrase
+        kind = response.headers.get("content-type", "")
+        if "html" in kind:
+            return f"the answer is not JSON ({kind}): {_one_line(response.text, 80)}"
+    return _one_line(response.text, 300) or response.reason_phrase

@@ -1,5 +1,5 @@
 """Connector offsets (KIP-875; Strimzi proposal 083 for MirrorMaker 2): list them into a folder
-or a ConfigMap, edit them there, alter them from it, or reset them.
+or a ConfigMap, edit them there, alter them from it, or reset them; nothing half done.
 
 A MirrorMaker 2 connector's offsets live under the key `<name>.json` with `->` written `--`
 (ConfigMap keys cannot hold `>`): `east->west.MirrorSourceConnector` is
@@ -7,29 +7,44 @@ A MirrorMaker 2 connector's offsets live under the key `<name>.json` with `->` w
 is Connect's `GET /connectors/{c}/offsets` body, pretty-printed, which is also the body that
 `PATCH` takes, so list, edit, alter is a round trip.
 
-Alter and reset need the connector STOPPED (Connect refuses otherwise); `--stop` stops it first
-and waits. Everything that can be checked is checked before anything changes: the key exists,
-its JSON parses, the connector exists and is (or has become) STOPPED.
+The order of an alter or a reset, each step only if the one before succeeded:
+1. the file is read and checked (`shapes`), with no request sent: a bad file is exit 2;
+2. the worker's version (`GET /`): too old is exit 2 naming the version needed;
+3. the connector's status: not STOPPED and no `--stop` is exit 1, nothing changed;
+4. with `--stop`: PUT stop, then poll until STOPPED (Connect's stop is asynchronous, and
+   PATCH/DELETE are refused with 400 until the tasks are gone), within `--stop-timeout`;
+5. PATCH or DELETE.
+A failure after step 4 (or an interruption) puts the connector back as it was, RUNNING or
+PAUSED, unless `--leave-stopped`; the message says which state it is in. `--dry-run` stops after
+step 3 and prints what would change, from the current `GET offsets`.
 """
 
 from __future__ import annotations
 
 import asyncio
 import json
-import time
+import logging
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
 from rollguard.roller.configmap import MissingKey
-from rollguard.roller.connect.client import ConnectClient
+from rollguard.roller.connect.client import ConnectClient, ConnectError
+from rollguard.roller.connect.operations import is_stopped, wait_for
+from rollguard.roller.connect.versions import MODIFY_OFFSETS_SINCE, STOP_SINCE, require
 from rollguard.shared.errors import ConfigError, RollguardError
 from rollguard.shared.files import atomic_write
 
 GENERIC_KEY = "offsets.json"
+RESTORE_ON_INTERRUPT = 1.5  # seconds to put a connector back when interrupted (grace is 2 s)
+
+logger = logging.getLogger(__name__)
 
 
 class OffsetsError(RollguardError):
-    """An offsets operation refused or failed; the message names the connector and the cause."""
+    """An offsets operation refused or failed; the message names the connector, the cause and
+    the state the connector is left in."""
 
 
 def mm2_key(connector: str) -> str:
@@ -64,8 +79,8 @@ class FolderStore:
             return target.read_text()
         except FileNotFoundError:
             raise MissingKey(f"no offsets file {target} (key {key})") from None
-        except OSError as exc:
-            raise ConfigError(f"cannot read {target}: {exc.strerror}") from None
+        except (OSError, UnicodeDecodeError) as exc:
+            raise ConfigError(f"cannot read {target}: {getattr(exc, 'strerror', exc)}") from None
 
     def write(self, key: str, text: str) -> str:
         target = self.path / key
@@ -76,63 +91,163 @@ class FolderStore:
         return str(target)
 
 
-def parse_offsets(text: str, where: str) -> Any:
-    """The JSON of an offsets key; ConfigError with line and column when it is not JSON."""
-    try:
-        return json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise ConfigError(
-            f"{where} is not valid JSON: {exc.msg} at line {exc.lineno} column {exc.colno}"
-        ) from None
-
-
 async def list_offsets(client: ConnectClient, connector: str, store: KeyStore, key: str) -> str:
+    require(await client.version(), STOP_SINCE, "reading offsets (GET .../offsets)")
     body = await client.offsets(connector)
     return store.write(key, json.dumps(body, indent=2) + "\n")
 
 
-async def ensure_stopped(
-    client: ConnectClient, connector: str, *, stop: bool, timeout: float, poll: float = 0.5
-) -> None:
-    status = await client.status(connector)
-    if status.state == "STOPPED":
-        return
-    if not stop:
-        raise OffsetsError(
-            f"connector {connector} is {status.state}, not STOPPED: Connect changes offsets only "
-            "of a stopped connector; stop it first (--stop does that, or PUT "
-            f"/connectors/{connector}/stop). Nothing was changed"
-        )
-    await client.stop(connector)
-    deadline = time.monotonic() + timeout
-    while True:
-        status = await client.status(connector)
-        if status.state == "STOPPED":
-            return
-        if time.monotonic() >= deadline:
-            raise OffsetsError(
-                f"connector {connector} was asked to stop but is {status.state} after "
-                f"{timeout:g}s; offsets were not changed"
-            )
-        await asyncio.sleep(poll)
+# ---- the dry run ----------------------------------------------------------------------------
+
+
+def _key(partition: Any) -> str:
+    return json.dumps(partition, sort_keys=True, separators=(",", ":"))
+
+
+def diff(current: list[dict[str, Any]], wanted: list[dict[str, Any]] | None) -> list[str]:
+    """What writing `wanted` (None: a reset) would change in `current`, one line a partition:
+    `~` changed, `+` new, `-` removed; then a count of what stays as it is."""
+    now = {_key(e.get("partition")): e.get("offset") for e in current}
+    lines, same = [], 0
+    if wanted is None:
+        return [f"- {k}  {_key(v)} -> (none)" for k, v in sorted(now.items())] or [
+            "(no offsets: nothing to reset)"
+        ]
+    for entry in wanted:
+        key, offset = _key(entry["partition"]), entry["offset"]
+        if key not in now:
+            lines.append(f"+ {key}  (none) -> {_key(offset)}" if offset is not None
+                         else f"  {key}  (none) -> (none): nothing to remove")  # fmt: skip
+        elif offset is None:
+            lines.append(f"- {key}  {_key(now[key])} -> (none)")
+        elif now[key] == offset:
+            same += 1
+        else:
+            lines.append(f"~ {key}  {_key(now[key])} -> {_key(offset)}")
+    untouched = len(now) - sum(1 for e in wanted if _key(e["partition"]) in now)
+    lines.append(f"{same} unchanged, {untouched} not in the file (kept as they are)")
+    return lines
+
+
+# ---- alter and reset ------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class Change:
+    """How to carry out an alter or a reset: the flags that shape steps 3 to 5."""
+
+    stop: bool = False
+    leave_stopped: bool = False
+    resume: bool = False  # after success, too: put the connector back as it was
+    dry_run: bool = False
+    stop_timeout: float = 60.0
 
 
 async def alter_offsets(
     client: ConnectClient,
     connector: str,
-    store: KeyStore,
-    key: str,
+    entries: list[dict[str, Any]],
+    change: Change,
     *,
-    stop: bool,
-    timeout: float,
+    say: Callable[[str], None] = print,
 ) -> str:
-    body = parse_offsets(store.read(key), f"{store.where} key {key}")
-    await ensure_stopped(client, connector, stop=stop, timeout=timeout)
-    return await client.alter_offsets(connector, body)
+    """PATCH the checked `entries` (see the module docstring for the order)."""
+    what = "altering offsets (PATCH .../offsets)"
+    return await _modify(
+        client, connector, what, change, say,
+        lambda: client.alter_offsets(connector, {"offsets": entries}), entries,
+    )  # fmt: skip
 
 
 async def reset_offsets(
-    client: ConnectClient, connector: str, *, stop: bool, timeout: float
+    client: ConnectClient,
+    connector: str,
+    change: Change,
+    *,
+    say: Callable[[str], None] = print,
 ) -> str:
-    await ensure_stopped(client, connector, stop=stop, timeout=timeout)
-    return await client.reset_offsets(connector)
+    what = "resetting offsets (DELETE .../offsets)"
+    return await _modify(
+        client, connector, what, change, say, lambda: client.reset_offsets(connector), None
+    )
+
+
+async def _modify(
+    client: ConnectClient,
+    connector: str,
+    what: str,
+    change: Change,
+    say: Callable[[str], None],
+    send: Callable[[], Awaitable[str]],
+    entries: list[dict[str, Any]] | None,
+) -> str:
+    require(await client.version(), MODIFY_OFFSETS_SINCE, what)
+    status = await client.status(connector)
+    stopped = is_stopped(status)
+    if not stopped and not change.stop and not change.dry_run:
+        raise OffsetsError(
+            f"connector {connector} is {status.state}, not STOPPED: Connect changes offsets only "
+            "of a stopped connector; stop it first (--stop does that, or `rollguard connect "
+            f"stop {connector}`). Nothing was changed"
+        )
+    if change.dry_run:
+        current = (await client.offsets(connector))["offsets"]
+        for line in diff(current, entries):
+            say(line)
+        how = "" if stopped else ("; --stop would stop it first" if change.stop else
+                                  "; it would need --stop")  # fmt: skip
+        return f"dry run: it is {status.state}{how}; nothing was sent"
+    if stopped:
+        return await send()  # not stopped by us: nothing to put back
+    previous = "PAUSED" if status.state == "PAUSED" else "RUNNING"
+    await client.stop(connector)
+    try:
+        await wait_for(client, connector, is_stopped, "STOPPED", timeout=change.stop_timeout)
+        message = await send()
+    except asyncio.CancelledError:
+        if not change.leave_stopped:
+            await _restore_quickly(client, connector, previous)
+        raise
+    except RollguardError as exc:
+        if change.leave_stopped:
+            left = f"connector {connector} is left STOPPED (--leave-stopped)"
+        else:
+            left = await _restore(client, connector, previous)
+        text = f"{exc}; {left}"
+        if isinstance(exc, ConnectError):
+            raise ConnectError(text, exc.status, exc.connector) from None
+        raise OffsetsError(text) from None
+    if change.resume:
+        return f"{message}; {await _restore(client, connector, previous)}"
+    return (
+        f"{message}; connector {connector} is STOPPED (it was {status.state}): resume it with "
+        f"`rollguard connect resume {connector}`"
+    )
+
+
+async def _restore(client: ConnectClient, connector: str, previous: str) -> str:
+    """Put a connector rollguard stopped back to `previous` (RUNNING or PAUSED); what happened."""
+    try:
+        if previous == "PAUSED":
+            await client.pause(connector)
+        else:
+            await client.resume(connector)
+        state = (await client.status(connector)).state
+    except ConnectError as exc:
+        return (
+            f"putting connector {connector} back to {previous} failed ({exc}): it is STOPPED; "
+            f"resume it with `rollguard connect resume {connector}`"
+        )
+    verb = "paused" if previous == "PAUSED" else "resumed"
+    return f"connector {connector} was {verb} as it was before (now {state})"
+
+
+async def _restore_quickly(client: ConnectClient, connector: str, previous: str) -> None:
+    try:
+        text = await asyncio.wait_for(_restore(client, connector, previous), RESTORE_ON_INTERRUPT)
+    except TimeoutError:
+        text = (
+            f"connector {connector} may be left STOPPED (no answer while interrupted); resume "
+            f"it with `rollguard connect resume {connector}`"
+        )
+    logger.warning("interrupted: %s", text)

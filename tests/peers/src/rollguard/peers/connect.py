@@ -40,6 +40,10 @@ Not simulated: creating, reconfiguring and deleting connectors, plugins, loggers
 internal endpoints (501), validation of MirrorMaker 2 offset shapes. Malformed request JSON gets
 500 with the parser's message, as Jackson's errors do in Connect, but not Jackson's wording.
 
+Test controls beyond Connect: `WORKER_VERSIONS` names a worker of each API generation (2.8,
+3.4, 3.5, current); `answer_next` puts a raw answer in front of the next requests, as a reverse
+proxy does (nginx's 502 page by default); `SilentServer` accepts requests and never answers.
+
 State changes that take time are due times checked on every request and every control call (no
 background thread); the clock is injectable.
 """
@@ -49,6 +53,7 @@ from __future__ import annotations
 import asyncio
 import base64
 import binascii
+import contextlib
 import copy
 import json
 import logging
@@ -107,6 +112,18 @@ NOT_STOPPED = (
 RESTART_PARAMS_SINCE = (3, 0)  # KIP-745
 STOP_SINCE = (3, 5)  # KIP-875: PUT stop, GET offsets
 MODIFY_OFFSETS_SINCE = (3, 6)  # KIP-875: PATCH and DELETE offsets
+
+# The workers tests run against, one per API generation: restart parameters ignored (2.8),
+# KIP-745 without stop or offsets (3.4), stop and offset reads without offset changes (3.5),
+# everything (current).
+WORKER_VERSIONS = {"2.8": "2.8.2", "3.4": "3.4.1", "3.5": "3.5.2", "current": "3.9.1"}
+
+# What a reverse proxy in front of Connect answers when the worker is down.
+PROXY_PAGE = (
+    "<html>\r\n<head><title>502 Bad Gateway</title></head>\r\n<body>\r\n"
+    "<center><h1>502 Bad Gateway</h1></center>\r\n<hr><center>nginx</center>\r\n"
+    "</body>\r\n</html>\r\n"
+)
 
 # (route, method) pairs served by a herder request: these can time out (500) ...
 HERDER_CALLS = frozenset(
@@ -183,6 +200,12 @@ class _Connector:
     stop_due: float | None = None
     # (task or None) -> [restarts left to fail (None: all), trace]
     fail_next: dict[int | None, list[Any]] = field(default_factory=dict)
+
+
+class _Canned(NamedTuple):
+    status: int
+    body: str
+    content_type: str
 
 
 class _Fail(Exception):
@@ -270,6 +293,7 @@ class ConnectSim:
         self._rebalance: int | None = 0  # 409s left; None: until end_rebalance()
         self._timeouts = 0
         self._timeout_after = 0.0
+        self._canned: list[_Canned] = []
         self._server: uvicorn.Server | None = None
         self._sock: socket.socket | None = None
         self._thread: threading.Thread | None = None
@@ -493,6 +517,20 @@ class ConnectSim:
             self._timeouts = requests
             self._timeout_after = after
 
+    def answer_next(
+        self,
+        requests: int = 1,
+        *,
+        status: int = 502,
+        body: str = PROXY_PAGE,
+        content_type: str = "text/html",
+    ) -> None:
+        """Answer the next `requests` requests (any path) with this raw answer instead of
+        Connect's, as a proxy in front of it would (default: nginx's 502 page), or with a body
+        of the wrong shape (`status=200, body="[]", content_type="application/json"`)."""
+        with self._lock:
+            self._canned.extend([_Canned(status, body, content_type)] * requests)
+
     def set_delays(self, *, restart: float | None = None, stop: float | None = None) -> None:
         """Change `restart_delay` and/or `stop_delay` for restarts and stops from now on."""
         with self._lock:
@@ -671,6 +709,13 @@ class ConnectSim:
         except ValueError:
             parsed = None
         delay = 0.0
+        if self._canned:
+            canned = self._canned.pop(0)
+            response = Response(canned.body, canned.status, media_type=canned.content_type)
+            self._requests.append(
+                SeenRequest(method, path, raw_path, dict(query), parsed, canned.status)
+            )
+            return 0.0, response
         try:
             self._advance()
             # Jersey matches the resource first: an unknown path or method never reaches the
@@ -881,13 +926,15 @@ class ConnectSim:
 
     def _pause_or_resume(self, c: _Connector, action: str) -> None:
         c.stop_due = None
+        was_stopped = c.target == "STOPPED"
         if action == "pause":
             c.target = "PAUSED"
             for instance in [c.connector, *c.tasks]:
                 if instance.state in (State.RUNNING, State.STOPPED):
                     instance.state = State.PAUSED
+            if was_stopped:  # the task configs come back, paused
+                c.tasks = [self._instance(State.PAUSED, i + 1) for i in range(c.tasks_max)]
             return
-        was_stopped = c.target == "STOPPED"
         c.target = "STARTED"
         for instance in [c.connector, *c.tasks]:
             if instance.state in (State.PAUSED, State.STOPPED):
@@ -960,3 +1007,60 @@ def _json(code: int, obj: Any) -> Response:
         return Response(status_code=code)
     body = json.dumps(obj, separators=(",", ":")).encode()
     return Response(body, status_code=code, media_type="application/json")
+
+
+class SilentServer:
+    """A TCP server on 127.0.0.1 that accepts connections, reads what is sent, and never
+    answers: a hung Connect worker or a proxy holding requests. `received` counts the bytes
+    read, so a test can wait until a client's request is in flight."""
+
+    def __init__(self) -> None:
+        self._sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        self._sock.bind(("127.0.0.1", 0))
+        self._sock.listen(16)
+        self.url = f"http://127.0.0.1:{self._sock.getsockname()[1]}"
+        self._lock = threading.Lock()
+        self._received = 0
+        self._open: list[socket.socket] = []
+        self._closed = False
+        self._thread = threading.Thread(target=self._accept, name="silent-server", daemon=True)
+
+    @property
+    def received(self) -> int:
+        with self._lock:
+            return self._received
+
+    def _accept(self) -> None:
+        while not self._closed:
+            try:
+                conn, _ = self._sock.accept()
+            except OSError:
+                return
+            with self._lock:
+                self._open.append(conn)
+            threading.Thread(target=self._read, args=(conn,), daemon=True).start()
+
+    def _read(self, conn: socket.socket) -> None:
+        while True:
+            try:
+                data = conn.recv(65536)
+            except OSError:
+                return
+            if not data:
+                return
+            with self._lock:
+                self._received += len(data)
+
+    def __enter__(self) -> SilentServer:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._closed = True
+        with contextlib.suppress(OSError):
+            self._sock.shutdown(socket.SHUT_RDWR)  # wakes the blocked accept()
+        self._sock.close()
+        with self._lock:
+            for conn in self._open:
+                conn.close()
+        self._thread.join(5)
