@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import importlib.metadata
 import os
+import re
 import subprocess
 from collections.abc import Iterator
 from pathlib import Path
@@ -16,6 +17,7 @@ from typing import Any
 
 import pytest
 
+from rollguard.agent import cli as agent_cli
 from rollguard.agent import config as agent_config
 from rollguard.certs import cli as certs_cli
 from rollguard.roller import cli as roller_cli
@@ -121,6 +123,27 @@ ALL_PARSERS = [
     *parsers(certs_cli.build_parser()),
     agent_config.build_parser(Parser(prog="rollguard-agent")),
 ]
+
+
+def leaves(parser: argparse.ArgumentParser) -> list[argparse.ArgumentParser]:
+    return [p for p in parsers(parser) if p._subparsers is None]
+
+
+LEAVES = [
+    *leaves(roller_cli.build_parser()),
+    *leaves(certs_cli.build_parser()),
+    agent_cli.build_parser(),
+]
+
+
+@pytest.mark.parametrize("parser", LEAVES, ids=lambda p: p.prog)
+def test_every_command_has_a_description_with_an_example_and_a_version(
+    parser: argparse.ArgumentParser,
+) -> None:
+    text = parser.format_help()
+    program = parser.prog.split()[0]
+    assert re.search(rf"Example:\n  {re.escape(program)} ", text), text
+    assert "--version" in text
 
 
 @pytest.mark.parametrize("parser", ALL_PARSERS, ids=lambda p: p.prog)

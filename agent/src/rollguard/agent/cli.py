@@ -55,16 +55,19 @@ def _loop_factory(name: str) -> Callable[[], asyncio.AbstractEventLoop]:
     return asyncio.new_event_loop
 
 
-def main(argv: Sequence[str] | None = None, environ: Mapping[str, str] | None = None) -> int:
-    parser = config.build_parser(
-        Parser(
-            prog="rollguard-agent",
-            description="Reports a Kafka broker's state and log recovery over mutual TLS. "
-            "Example:\n  rollguard-agent --cert kafka-0.crt --key kafka-0.key --cacert ca.crt "
-            "--jmx 127.0.0.1:9999 --data-dir /var/lib/rollguard",
-        )
+def build_parser() -> Parser:
+    parser = Parser(
+        prog="rollguard-agent",
+        description="Reports a Kafka broker's state and log recovery over mutual TLS. "
+        "Example:\n  rollguard-agent --cert kafka-0.crt --key kafka-0.key --cacert ca.crt "
+        "--jmx 127.0.0.1:9999 --data-dir /var/lib/rollguard",
     )
-    args = parser.parse_args(argv)
+    config.build_parser(parser)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None, environ: Mapping[str, str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
     try:
         settings = config.load(args, os.environ if environ is None else environ)
     except ConfigError as exc:
