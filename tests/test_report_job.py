@@ -121,7 +121,8 @@ def check_outputs(out: Path) -> dict[str, Any]:
     for name in ("nodes", "clusters", "eta", "eta_summary", "daily", "rolls", "roll_phases"):
         assert pq.read_table(out / name).num_rows > 0
     rolls = pq.read_table(out / "rolls").to_pylist()
-    assert [(r["rollId"], r["outcome"]) for r in rolls] == [("r2", "completed"), ("r1", "unfinished"), ("r1", "unfinished")]  # fmt: skip
+    outcomes = [(r["rollId"], r["outcome"]) for r in rolls]
+    assert outcomes == [("r2", "completed"), ("r1", "unfinished"), ("r1", "unfinished")]
     assert rolls[0]["durationSeconds"] == 41.0 and rolls[0]["nodeSeconds"] == 28.0 + 9.0
     phases = [
         (p["node"], p["phase"], p["seconds"])

@@ -12,6 +12,8 @@ import matplotlib
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt
+from matplotlib.artist import Artist
+from matplotlib.lines import Line2D
 from matplotlib.patches import Patch
 
 RATE_NODES = 30
@@ -78,12 +80,10 @@ def roll_timeline(
     axes.set_xlabel("minutes since the roll's first event")
     axes.set_ylim(-0.7, len(shown) - 0.3)
     axes.set_xlim(left=min(0.0, axes.get_xlim()[0]))
-    handles = [Patch(color=PHASE_COLOURS.get(p, "#999999"), label=p) for p in used]
+    handles: list[Artist] = [Patch(color=PHASE_COLOURS.get(p, "#999999"), label=p) for p in used]
     if episodes:
         handles.append(Patch(color=EPISODE_COLOUR, label="recovery (agent's timeline)"))
-    handles.append(
-        plt.Line2D([], [], marker="|", color="black", linestyle="", label="restart command")
-    )
+    handles.append(Line2D([], [], marker="|", color="black", linestyle="", label="restart command"))
     axes.legend(handles=handles, fontsize="small", loc="upper left", bbox_to_anchor=(1.01, 1.0))
     axes.grid(axis="x", alpha=0.3)
     return png(figure)
@@ -136,7 +136,7 @@ def daily(rows: Sequence[dict[str, Any]]) -> str:
             days, [r["maxSeconds"] / 60 for r in mine], "^", color=colour, label=f"{cluster} max"
         )
     if clusters:
-        axes.legend(fontsize="small", ncol=min(3, len(clusters)), loc="upper left")
+        axes.legend(fontsize="small", loc="upper left", bbox_to_anchor=(1.01, 1.0))
     axes.set_xlabel("day of the recovery's start (UTC, month-day)")
     axes.set_ylabel("recovery duration (minutes)")
     axes.set_title("Completed recoveries per day")

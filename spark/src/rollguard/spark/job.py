@@ -7,7 +7,8 @@ written by `rollguard collect`.
 Local mode (`local[*]`) by default; under spark-submit the master is spark-submit's. Outputs in
 --out: Parquet tables episodes/, nodes/, clusters/, eta/, eta_summary/, daily/, rolls/,
 roll_phases/; summary.json; expectations.json (rollguard.shared.expectations' format, for the
-roller); report.html (charts as embedded PNGs). Exit codes: 0 done, 1 the job failed, 2 bad flags or no dataset.
+roller); report.html (charts as embedded PNGs). Exit codes: 0 done, 1 the job failed, 2 bad
+flags or no dataset.
 """
 
 from __future__ import annotations

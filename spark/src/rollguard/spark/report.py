@@ -32,7 +32,7 @@ body { font-family: system-ui, sans-serif; margin: 1.5em auto; max-width: 1240px
 .scroll { overflow-x: auto; max-width: 100%; }
 table { border-collapse: collapse; margin: 0.5em 0 1.5em; font-size: 0.9em; }
 th, td { border-bottom: 1px solid #ddd; padding: 0.25em 0.7em; text-align: right;
-         white-space: nowrap; }
+         white-space: nowrap; line-height: 1.4; }
 th { background: #f3f3f3; } td.t, th.t { text-align: left; }
 td.why { white-space: normal; text-align: left; min-width: 20em; }
 img { max-width: 100%; height: auto; display: block; }
@@ -45,9 +45,11 @@ def duration(seconds: float | None) -> str:
     """`58m 12s`, `3h 05m`, `2d 4h`, `12.5s`: whole units a person reads at a glance."""
     if seconds is None:
         return "-"
-    if seconds < 60:
-        return f"{seconds:.1f}s" if seconds < 10 else f"{seconds:.0f}s"
+    if seconds < 9.95:
+        return f"{seconds:.1f}s"
     total = round(seconds)
+    if total < 60:
+        return f"{total}s"
     days, rest = divmod(total, 86400)
     hours, rest = divmod(rest, 3600)
     minutes, secs = divmod(rest, 60)
@@ -169,7 +171,7 @@ def _roll_section(
         f"<strong>{duration(roll['durationSeconds'])}</strong> from first to last event, "
         f"against <strong>{duration(roll['nodeSeconds'])}</strong> of its "
         f"{roll['restarted']} restarted nodes' own times (restart to ready, summed); "
-        f"{roll['recoveryWaits']} nodes waited for in log recovery.</p>"
+        f"nodes waited for in log recovery: {roll['recoveryWaits']}.</p>"
     )
     parts = [
         f'<section class="roll" id="{anchor("roll", cluster, roll_id)}">',
