@@ -9,7 +9,8 @@ after the one pass over each node's records ordered by (journal, seq) that numbe
 within-episode steps run over windows partitioned by episode, and the per-episode values are taken
 with arg_min/arg_max instead of structs. Returned tables: episodes (the eta structs flattened into
 `eta25.sampleTs`, `eta25.predicted`, ...), nodes, clusters, eta, eta_summary, daily, rolls and
-roll_phases (rollguard.spark.trends and .rolls); each a list of row dicts in key order. Used by bench/report.py, which compares it with Spark.
+roll_phases (rollguard.spark.trends and .rolls); each a list of row dicts in key order. Used by
+bench/report.py, which compares it with Spark.
 """
 
 from __future__ import annotations

@@ -21,8 +21,8 @@ import pytest
 
 pytest.importorskip("matplotlib", reason="matplotlib is part of the spark component")
 
-from rollguard.shared.expectations import Expectations, node_expectation  # noqa: E402
-from rollguard.spark.report import duration, when, write_report  # noqa: E402
+from rollguard.shared.expectations import Expectations, node_expectation
+from rollguard.spark.report import duration, when, write_report
 
 WIDTH = 1280
 T0 = 1_790_000_000_000
@@ -44,7 +44,8 @@ CHECK = """<script>
     var wrapped = [];
     document.querySelectorAll("td.t").forEach(function (cell) {
       var style = getComputedStyle(cell);
-      var inner = cell.clientHeight - parseFloat(style.paddingTop) - parseFloat(style.paddingBottom);
+      var padding = parseFloat(style.paddingTop) + parseFloat(style.paddingBottom);
+      var inner = cell.clientHeight - padding;
       var line = parseFloat(style.lineHeight) || 1.2 * parseFloat(style.fontSize);
       if (inner > 1.5 * line) { wrapped.push(cell.textContent); }
     });
@@ -116,9 +117,10 @@ def tables() -> dict[str, list[dict[str, Any]]]:
     roll_start = T0 + 9 * 86_400_000 - 60_000
 
     def phase(node: str, run: int, name: str, start: float, end: float, why: str = "") -> Any:
+        at, until = roll_start + int(start * 1000), roll_start + int(end * 1000)
         return {"cluster": "production-eu-west-1", "rollId": "roll-2026-11-23", "node": node,
-                "run": run, "phase": name, "reason": why, "start": roll_start + int(start * 1000),
-                "end": roll_start + int(end * 1000), "seconds": end - start, "events": 1}  # fmt: skip
+                "run": run, "phase": name, "reason": why, "start": at, "end": until,
+                "seconds": end - start, "events": 1}  # fmt: skip
 
     phases = [
         phase(nodes[0], 1, "restart", 0, 30),
