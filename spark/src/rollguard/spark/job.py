@@ -143,8 +143,6 @@ class Result:
 
 
 def run(spark: Any, dataset: Path, out: Path, clusters: Sequence[str] | None = None) -> Result:
-    from pyspark.sql import functions as F
-
     from rollguard.spark import episodes as ep
     from rollguard.spark import rolls as rl
     from rollguard.spark import trends
@@ -162,17 +160,19 @@ def run(spark: Any, dataset: Path, out: Path, clusters: Sequence[str] | None = N
         events = spark.createDataFrame([], ep.EVENTS_SCHEMA)
 
     out.mkdir(parents=True, exist_ok=True)
-    frames = {
-        "episodes": episodes.orderBy("cluster", "node", "episode"),
-        "nodes": nodes.orderBy("cluster", "node"),
-        "clusters": per_cluster.orderBy("cluster"),
-        "eta": eta.orderBy("cluster", "node", "episode", "progressPercent"),
-        "eta_summary": eta_summary.orderBy("cluster", "progressPercent"),
-        "daily": trends.daily(episodes).orderBy("cluster", "day"),
-        "rolls": rl.rolls(events).orderBy(F.col("start").desc(), "cluster", "rollId"),
-        "roll_phases": rl.phases(events).orderBy("cluster", "rollId", "node", "run"),
+    # Each table sorted by the driver (pyarrow), not by Spark: a Spark sort is one more job
+    # (the sample for its range partitioning) per table, for a few thousand rows.
+    frames: dict[str, tuple[Any, list[str | tuple[str, str]]]] = {
+        "episodes": (episodes, ["cluster", "node", "episode"]),
+        "nodes": (nodes, ["cluster", "node"]),
+        "clusters": (per_cluster, ["cluster"]),
+        "eta": (eta, ["cluster", "node", "episode", "progressPercent"]),
+        "eta_summary": (eta_summary, ["cluster", "progressPercent"]),
+        "daily": (trends.daily(episodes), ["cluster", "day"]),
+        "rolls": (rl.rolls(events), [("start", "descending"), "cluster", "rollId"]),
+        "roll_phases": (rl.phases(events), ["cluster", "rollId", "node", "run"]),
     }
-    rows = {name: _write_table(frame, out / name) for name, frame in frames.items()}
+    rows = {name: _write_table(frame, keys, out / name) for name, (frame, keys) in frames.items()}
 
     links = link_episodes(rows["roll_phases"], rows["episodes"])
     curves = _curves(timeline, rows["episodes"], links)
@@ -197,13 +197,16 @@ def run(spark: Any, dataset: Path, out: Path, clusters: Sequence[str] | None = N
     return Result(summary, report)
 
 
-def _write_table(frame: Any, folder: Path) -> list[dict[str, Any]]:
-    """The frame as one Parquet file in `folder` (replaced), and its rows. Each table is
-    small (per episode or less) and the report needs its rows anyway: one Spark job through
-    Arrow, where a Spark write and a collect would be two."""
+def _write_table(
+    frame: Any, keys: Sequence[str | tuple[str, str]], folder: Path
+) -> list[dict[str, Any]]:
+    """The frame sorted by `keys` as one Parquet file in `folder` (replaced), and its rows.
+    Each table is small (per episode or less) and the report needs its rows anyway: one Spark
+    job through Arrow, where a Spark write and a collect would be two."""
     import pyarrow.parquet as pq
 
-    table = frame.toArrow()
+    order = [(k, "ascending") if isinstance(k, str) else k for k in keys]
+    table = frame.toArrow().sort_by(order)
     if folder.exists():
         shutil.rmtree(folder)
     folder.mkdir(parents=True)

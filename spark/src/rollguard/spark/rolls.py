@@ -5,7 +5,7 @@ and `wait-ready` once per new reason, `restart`, `wait-recovery` at every poll w
 for a log recovery, `catch-up` when the count of partitions out of the ISR changes, `ready` at
 the end) and `roll-completed` / `roll-failed` / `roll-interrupted` without a node. It writes no
 event when a recovery or a readiness wait ends, so a phase is taken to last from its event to
-the node's next phase event (definitions below, docs/architecture.md says the same for people).
+the node's next phase event (definitions below; docs/operations.md, The report, for people).
 
 Definitions (bench/report_duckdb.py computes the same independently):
 - phase events: a node's events in PHASES; a node's events in a roll are ordered by
