@@ -18,6 +18,7 @@ from matplotlib.patches import Patch
 
 RATE_NODES = 30
 TIMELINE_NODES = 40  # nodes drawn in a roll's timeline; the table lists them all
+PER_NODE_COLOURS = 10  # the scatter colours each node when there are at most this many
 
 # One colour per phase, the same in every roll's chart and legend.
 PHASE_COLOURS = {
@@ -55,13 +56,19 @@ def roll_timeline(
             order.append(p["node"])
     shown = order[:TIMELINE_NODES]
     row = {node: i for i, node in enumerate(reversed(shown))}
+    span = max((p["end"] for p in phases), default=start) - start
+    unit, size = ("seconds", 1000) if span < 180_000 else ("minutes", 60_000)
+
+    def at(ms: float) -> float:
+        return ms / size
+
     figure, axes = plt.subplots(figsize=(8, max(1.8, 0.45 * len(shown) + 1.2)))
     used: dict[str, None] = {}
     for p in phases:
         if p["node"] not in row:
             continue
-        left = _minutes(p["start"] - start)
-        width = max(_minutes(p["end"] - p["start"]), 0.004)
+        left = at(p["start"] - start)
+        width = max(at(p["end"] - p["start"]), span / size / 400)
         colour = PHASE_COLOURS.get(p["phase"], "#999999")
         axes.broken_barh([(left, width)], (row[p["node"]] - 0.3, 0.45), color=colour)
         used[p["phase"]] = None
@@ -72,12 +79,12 @@ def roll_timeline(
             continue
         end = e["end"] if e["end"] is not None else e["lastSeen"]
         axes.broken_barh(
-            [(_minutes(e["start"] - start), max(_minutes(end - e["start"]), 0.004))],
+            [(at(e["start"] - start), max(at(end - e["start"]), span / size / 400))],
             (row[e["node"]] + 0.2, 0.12),
             color=EPISODE_COLOUR,
         )
     axes.set_yticks(list(row.values()), list(row))
-    axes.set_xlabel("minutes since the roll's first event")
+    axes.set_xlabel(f"{unit} since the roll's first event")
     axes.set_ylim(-0.7, len(shown) - 0.3)
     axes.set_xlim(left=min(0.0, axes.get_xlim()[0]))
     handles: list[Artist] = [Patch(color=PHASE_COLOURS.get(p, "#999999"), label=p) for p in used]
@@ -146,21 +153,31 @@ def daily(rows: Sequence[dict[str, Any]]) -> str:
 
 def scatter(episodes: Sequence[dict[str, Any]], slow: set[tuple[str, str]]) -> str:
     """Duration against segments at start: a node with more data lies on the others' line
-    further right, a slow node above it."""
+    further right, a slow node above it. A colour per node when there are few, else the
+    flagged nodes against the rest."""
     figure, axes = plt.subplots(figsize=(8, 3.6))
-    groups: dict[bool, tuple[list[float], list[float]]] = {False: ([], []), True: ([], [])}
-    for e in episodes:
-        if e["outcome"] == "completed" and e["segmentsAtStart"] and e["durationSeconds"]:
-            xs, ys = groups[(e["cluster"], e["node"]) in slow]
-            xs.append(e["segmentsAtStart"])
-            ys.append(e["durationSeconds"] / 60)
-    axes.scatter(*groups[False], s=8, alpha=0.5, color="#4a7ebb", label="episodes of other nodes")
-    if groups[True][0]:
-        axes.scatter(*groups[True], s=14, color="#d9534f", label="episodes of nodes flagged slow")
-    if groups[False][0] or groups[True][0]:
+    points = [
+        e
+        for e in episodes
+        if e["outcome"] == "completed" and e["segmentsAtStart"] and e["durationSeconds"]
+    ]
+    names = sorted({(e["cluster"], e["node"]) for e in points})
+    groups: dict[str, tuple[list[float], list[float]]] = {}
+    for e in points:
+        key = (e["cluster"], e["node"])
+        if len(names) <= PER_NODE_COLOURS:
+            label = f"{key[0]}/{key[1]}" + (" (flagged slow)" if key in slow else "")
+        else:
+            label = "nodes flagged slow" if key in slow else "other nodes"
+        xs, ys = groups.setdefault(label, ([], []))
+        xs.append(e["segmentsAtStart"])
+        ys.append(e["durationSeconds"] / 60)
+    for label, (xs, ys) in sorted(groups.items()):
+        axes.scatter(xs, ys, s=10, alpha=0.7, label=label)
+    if groups:
         axes.set_xscale("log")
         axes.set_yscale("log")
-        axes.legend(fontsize="small")
+        axes.legend(fontsize="small", loc="upper left", bbox_to_anchor=(1.01, 1.0))
     axes.set_xlabel("segments to recover at the start (log scale)")
     axes.set_ylabel("recovery duration (minutes, log scale)")
     axes.set_title("Duration against data to recover, completed recoveries")

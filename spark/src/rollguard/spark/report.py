@@ -31,10 +31,10 @@ body { font-family: system-ui, sans-serif; margin: 1.5em auto; max-width: 1240px
        padding: 0 16px; color: #222; box-sizing: border-box; }
 .scroll { overflow-x: auto; max-width: 100%; }
 table { border-collapse: collapse; margin: 0.5em 0 1.5em; font-size: 0.9em; }
-th, td { border-bottom: 1px solid #ddd; padding: 0.25em 0.7em; text-align: right;
+th, td { border-bottom: 1px solid #ddd; padding: 0.25em 0.5em; text-align: right;
          white-space: nowrap; line-height: 1.4; }
 th { background: #f3f3f3; } td.t, th.t { text-align: left; }
-td.why { white-space: normal; text-align: left; min-width: 20em; }
+td.why { white-space: normal; text-align: left; min-width: 12em; }
 img { max-width: 100%; height: auto; display: block; }
 .note { color: #666; font-size: 0.9em; } .flag { color: #b52b27; font-weight: 600; }
 section.roll { border-top: 2px solid #4a7ebb; margin-top: 1.5em; }
@@ -143,7 +143,7 @@ def _roll_section(
             if key not in n["episodes"]:
                 n["episodes"].append(key)
     rows = []
-    for n in nodes.values():
+    for n in sorted(nodes.values(), key=lambda n: (n.get("restart") is None, n.get("restart"))):
         totals: dict[str, float] = {}
         for p in n["phases"]:
             totals[p["phase"]] = totals.get(p["phase"], 0.0) + p["seconds"]
@@ -165,6 +165,7 @@ def _roll_section(
                 "episodes": links_html or "-",
             }
         )
+    seen = {p["phase"] for p in phases}
     summary = (
         f"<p>{html.escape(cluster)} · started {when(roll['start'])}, last event "
         f"{when(roll['end'])} · outcome <strong>{html.escape(roll['outcome'])}</strong> · "
@@ -187,8 +188,8 @@ def _roll_section(
                 ("node", "node", "t"),
                 ("restart", "restart (UTC)", "ts"),
                 ("own", "own time", "d"),
-                *((f"p:{phase}", phase, "d") for phase in charts.PHASE_COLOURS),
-                ("why", "deferred because", "w"),
+                *((f"p:{phase}", phase, "d") for phase in charts.PHASE_COLOURS if phase in seen),
+                *((("why", "deferred because", "w"),) if any(r["why"] for r in rows) else ()),
                 ("episodes", "recovery episodes waited for (curve)", "h"),
             ],
         ),
@@ -303,7 +304,8 @@ def _trends(rows: dict[str, list[Row]]) -> list[str]:
         "<h2>Trends and diagnosis</h2>",
         _img(charts.daily(rows["daily"]), "recovery duration per cluster and day"),
         _img(charts.scatter(rows["episodes"], slow), "duration against segments at start"),
-        f"<p>Nodes flagged slow: <span class='flag'>{html.escape(flagged)}</span>. "
+        f"<p>Nodes flagged slow: <span class='{'flag' if slow else ''}'>"
+        f"{html.escape(flagged)}</span>. "
         "<span class='note'>A node is flagged when its median rate is below half its "
         "cluster's (the median of its nodes' median rates), judged only with at least 5 "
         "rated episodes: a slow disk, not more data.</span></p>",
@@ -317,9 +319,9 @@ def _trends(rows: dict[str, list[Row]]) -> list[str]:
                 ("p50Seconds", "p50", "d"),
                 ("p90Seconds", "p90", "d"),
                 ("maxSeconds", "max", "d"),
-                ("meanRate", "mean segments/s", "n"),
-                ("medianRate", "median segments/s", "n"),
-                ("clusterRate", "cluster's segments/s", "n"),
+                ("meanRate", "mean seg/s", "n"),
+                ("medianRate", "median seg/s", "n"),
+                ("clusterRate", "cluster seg/s", "n"),
                 ("longestStallSeconds", "longest stall", "d"),
                 ("slow", "slow", "n"),
             ],
@@ -352,7 +354,7 @@ def write_report(
         f"<style>{STYLE}</style></head><body>",
         "<h1>Rolls and log recovery report</h1>",
         f"<p class='note'>{summary['records']:,} timeline records, {summary['episodes']:,} "
-        f"recovery episodes, {summary['rolls']:,} rolls; generated "
+        f"recovery episodes, rolls: {summary['rolls']:,}; generated "
         f"{html.escape(summary['generatedAt'])} from {html.escape(summary['dataset'])}. "
         "Times are UTC.</p>",
     ]
