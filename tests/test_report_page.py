@@ -44,10 +44,10 @@ CHECK = """<script>
     var wrapped = [];
     document.querySelectorAll("td.t").forEach(function (cell) {
       var style = getComputedStyle(cell);
-      var padding = parseFloat(style.paddingTop) + parseFloat(style.paddingBottom);
-      var inner = cell.clientHeight - padding;
+      var range = document.createRange();  // the text's own box: one line high, or more
+      range.selectNodeContents(cell);
       var line = parseFloat(style.lineHeight) || 1.2 * parseFloat(style.fontSize);
-      if (inner > 1.5 * line) { wrapped.push(cell.textContent); }
+      if (range.getBoundingClientRect().height > 1.5 * line) { wrapped.push(cell.textContent); }
     });
     var out = document.createElement("pre");
     out.id = "rollguard-check";
