@@ -65,25 +65,17 @@ def chromium() -> str:
     if found:
         return found
     if os.geteuid() != 0 or not shutil.which("apt-get"):
-        pytest.skip("chromium is not installed and cannot be (not root, or no apt-get)")
-    for command in (["apt-get", "install", "-y", "chromium"], ["apt-get", "update"]):
-        done = subprocess.run(command, capture_output=True, text=True, timeout=600, check=False)
-        if shutil.which("chromium"):
-            return str(shutil.which("chromium"))
-        if command[1] == "install" and done.returncode == 0:
-            break
-    done = subprocess.run(
-        ["apt-get", "install", "-y", "chromium"],
-        capture_output=True,
-        text=True,
-        timeout=600,
-        check=False,
-    )
-    found = shutil.which("chromium")
-    if not found:
-        last = (done.stderr.strip().splitlines() or ["no output"])[-1]
-        pytest.skip(f"chromium could not be installed with apt-get: {last}")
-    return found
+        pytest.skip("chromium is not installed and cannot be here (not root, or no apt-get)")
+    done = None
+    install = ["apt-get", "install", "-y", "chromium"]
+    for commands in ([install], [["apt-get", "update"], install]):  # then with fresh lists
+        for command in commands:
+            done = subprocess.run(command, capture_output=True, text=True, timeout=240, check=False)
+        found = shutil.which("chromium")
+        if found:
+            return found
+    last = (done.stderr.strip().splitlines() if done else []) or ["no output"]
+    pytest.skip(f"chromium could not be installed with apt-get: {last[-1]}")
 
 
 def episode(node: str, n: int, start: int, seconds: float, segments: int) -> dict[str, Any]:
