@@ -64,16 +64,22 @@ def roll_timeline(
 
     figure, axes = plt.subplots(figsize=(8, max(1.8, 0.45 * len(shown) + 1.2)))
     used: dict[str, None] = {}
+    bars: dict[tuple[str, str], list[tuple[float, float]]] = {}  # one artist per node and phase
+    restarts: tuple[list[float], list[float]] = ([], [])
     for p in phases:
         if p["node"] not in row:
             continue
         left = at(p["start"] - start)
         width = max(at(p["end"] - p["start"]), span / size / 400)
-        colour = PHASE_COLOURS.get(p["phase"], "#999999")
-        axes.broken_barh([(left, width)], (row[p["node"]] - 0.3, 0.45), color=colour)
+        bars.setdefault((p["node"], p["phase"]), []).append((left, width))
         used[p["phase"]] = None
         if p["phase"] == "restart":
-            axes.plot([left], [row[p["node"]] - 0.08], marker="|", color="black", markersize=14)
+            restarts[0].append(left)
+            restarts[1].append(row[p["node"]] - 0.08)
+    for (node, phase), spans in bars.items():
+        colour = PHASE_COLOURS.get(phase, "#999999")
+        axes.broken_barh(spans, (row[node] - 0.3, 0.45), color=colour)
+    axes.plot(*restarts, marker="|", color="black", markersize=14, linestyle="")
     for e in episodes:
         if e["node"] not in row:
             continue

@@ -147,6 +147,7 @@ def run(spark: Any, dataset: Path, out: Path, clusters: Sequence[str] | None = N
     from rollguard.spark import rolls as rl
     from rollguard.spark import trends
     from rollguard.spark.report import write_report
+    from rollguard.spark.report_rolls import ROLLS_CHARTED
 
     started = time.monotonic()
     inputs = find_inputs(dataset)
@@ -174,7 +175,10 @@ def run(spark: Any, dataset: Path, out: Path, clusters: Sequence[str] | None = N
     }
     rows = {name: _write_table(frame, keys, out / name) for name, (frame, keys) in frames.items()}
 
-    links = link_episodes(rows["roll_phases"], rows["episodes"])
+    # Only the rolls the report draws link to curves: their episodes are the ones rescanned.
+    charted = {(r["cluster"], r["rollId"]) for r in rows["rolls"][:ROLLS_CHARTED]}
+    drawn = [p for p in rows["roll_phases"] if (p["cluster"], p["rollId"]) in charted]
+    links = link_episodes(drawn, rows["episodes"])
     curves = _curves(timeline, rows["episodes"], links)
     records = timeline.count()
     summary = {
