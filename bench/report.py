@@ -66,6 +66,9 @@ KEYS = {
     "clusters": ("cluster",),
     "eta": ("cluster", "node", "episode", "progressPercent"),
     "eta_summary": ("cluster", "progressPercent"),
+    "daily": ("cluster", "day"),
+    "rolls": ("cluster", "rollId"),
+    "roll_phases": ("cluster", "rollId", "node", "run"),
 }
 
 Tables = dict[str, list[dict[str, Any]]]
@@ -644,6 +647,10 @@ CHECK_EVENTS: list[tuple[float, str, str, str | None, str]] = [
     (405, "kafka-a", "r6", "kafka-2", "wait-recovery"),
     (3, "kafka-b", "r7", "kafka-0", "wait-recovery"),
     (460, "kafka-b", "r7", "kafka-0", "restart"),  # kafka-0 of the other cluster
+    (845, "kafka-a", "r2", "kafka-0", "ready"),  # rolls: a phase ended by `ready`
+    (846, "kafka-a", "r2", None, "roll-failed"),
+    (846, "kafka-a", "r2", None, "roll-completed"),  # same time: the greater action name wins
+    (501, "kafka-a", "r1", "kafka-0", "defer"),  # the same reason: one deferral
 ]
 # (cluster, node, episode) -> outcome, start, end, firstSeq, lastSeq, records, missingRecords,
 # longestStallSeconds, logsAtStart, segmentsAtStart, meanRate, rollerRestarts, skippedRestarts,

@@ -8,8 +8,9 @@ The same definitions as rollguard.spark.episodes (its module docstring), written
 after the one pass over each node's records ordered by (journal, seq) that numbers the episodes, the
 within-episode steps run over windows partitioned by episode, and the per-episode values are taken
 with arg_min/arg_max instead of structs. Returned tables: episodes (the eta structs flattened into
-`eta25.sampleTs`, `eta25.predicted`, ...), nodes, clusters, eta, eta_summary; each a list of row
-dicts in key order. Used by bench/report.py, which compares it with Spark.
+`eta25.sampleTs`, `eta25.predicted`, ...), nodes, clusters, eta, eta_summary, daily, rolls and
+roll_phases (rollguard.spark.trends and .rolls); each a list of row dicts in key order. Used by
+bench/report.py, which compares it with Spark.
 """
 
 from __future__ import annotations
@@ -21,6 +22,18 @@ import duckdb
 
 FRACTIONS = (25, 50, 75)
 SLOWEST = 3
+MIN_EPISODES = 5  # rollguard.shared.expectations.MIN_EPISODES
+SLOW_FACTOR = 2.0  # rollguard.spark.trends.SLOW_FACTOR
+# action -> phase, as rollguard.spark.rolls.PHASES
+PHASES = {
+    "defer": "deferred",
+    "wait-ready": "readiness wait",
+    "restart": "restart",
+    "wait-recovery": "log recovery",
+    "catch-up": "ISR catch-up",
+    "skip": "skipped",
+    "ready": "ready",
+}
 
 _EPISODE_ROWS = """
 CREATE TEMP TABLE episode_rows AS
@@ -185,17 +198,130 @@ SELECT *, 0::BIGINT AS rollerRestarts, 0::BIGINT AS skippedRestarts
 FROM episodes ORDER BY cluster, node, episode
 """
 
-_NODES = """
+_NODES = f"""
 CREATE TEMP TABLE nodes AS
-SELECT cluster, node,
-    count(*) AS episodes,
-    count(*) FILTER (WHERE outcome = 'completed') AS completed,
-    quantile_cont(durationSeconds, 0.5) FILTER (WHERE outcome = 'completed') AS p50Seconds,
-    max(durationSeconds) FILTER (WHERE outcome = 'completed') AS maxSeconds,
-    avg(meanRate) AS meanRate,
-    max(longestStallSeconds) AS longestStallSeconds
+WITH per_node AS (
+    SELECT cluster, node,
+        count(*) AS episodes,
+        count(*) FILTER (WHERE outcome = 'completed') AS completed,
+        quantile_cont(durationSeconds, 0.5) FILTER (WHERE outcome = 'completed') AS p50Seconds,
+        quantile_cont(durationSeconds, 0.9) FILTER (WHERE outcome = 'completed') AS p90Seconds,
+        quantile_cont(durationSeconds, 0.99) FILTER (WHERE outcome = 'completed') AS p99Seconds,
+        max(durationSeconds) FILTER (WHERE outcome = 'completed') AS maxSeconds,
+        avg(meanRate) AS meanRate,
+        count(meanRate) AS ratedEpisodes,
+        quantile_cont(meanRate, 0.5) AS medianRate,
+        max(longestStallSeconds) AS longestStallSeconds
+    FROM episodes
+    GROUP BY cluster, node
+),
+judged AS (
+    SELECT *,
+        quantile_cont(CASE WHEN ratedEpisodes >= {MIN_EPISODES} THEN medianRate END, 0.5)
+            OVER (PARTITION BY cluster) AS clusterRate
+    FROM per_node
+)
+SELECT *,
+    coalesce(ratedEpisodes >= {MIN_EPISODES} AND medianRate < clusterRate / {SLOW_FACTOR}, false)
+        AS slow
+FROM judged
+"""
+
+_DAILY = """
+SELECT cluster, strftime(epoch_ms(start), '%Y-%m-%d') AS day,
+    count(*) AS completed,
+    quantile_cont(durationSeconds, 0.5) AS p50Seconds,
+    quantile_cont(durationSeconds, 0.9) AS p90Seconds,
+    max(durationSeconds) AS maxSeconds
 FROM episodes
-GROUP BY cluster, node
+WHERE outcome = 'completed'
+GROUP BY ALL
+ORDER BY cluster, day
+"""
+
+_PHASE_OF = "\n".join(f"WHEN '{action}' THEN '{phase}'" for action, phase in PHASES.items())
+
+_EVENTS = """
+CREATE TEMP TABLE events AS
+SELECT ts, rollId, node, action, reason, cluster FROM read_parquet(?, hive_partitioning = true)
+"""
+
+_ROLLS = """
+WITH per_node AS (
+    SELECT cluster, rollId, node,
+        min(ts) FILTER (WHERE action = 'restart') AS restartTs,
+        max(ts) FILTER (WHERE action = 'ready') AS readyTs,
+        bool_or(action = 'wait-recovery') AS waited
+    FROM events WHERE node IS NOT NULL
+    GROUP BY ALL
+),
+node_totals AS (
+    SELECT cluster, rollId,
+        count(restartTs) AS restarted,
+        sum(CASE WHEN readyTs >= restartTs THEN readyTs - restartTs END)::DOUBLE / 1000
+            AS nodeSeconds,
+        count(*) FILTER (WHERE waited) AS recoveryWaits
+    FROM per_node
+    GROUP BY ALL
+),
+per_roll AS (
+    SELECT cluster, rollId, min(ts) AS start, max(ts) AS "end",
+        max(struct_pack(ts := ts, action := action)) FILTER (
+            WHERE node IS NULL
+            AND action IN ('roll-completed', 'roll-failed', 'roll-interrupted')
+        ) AS lastOutcome
+    FROM events
+    GROUP BY ALL
+)
+SELECT r.cluster, r.rollId, r.start, r."end",
+    coalesce(regexp_replace(r.lastOutcome.action, '^roll-', ''), 'unfinished') AS outcome,
+    (r."end" - r.start)::DOUBLE / 1000 AS durationSeconds,
+    coalesce(n.restarted, 0) AS restarted,
+    n.nodeSeconds,
+    coalesce(n.recoveryWaits, 0) AS recoveryWaits
+FROM per_roll r LEFT JOIN node_totals n USING (cluster, rollId)
+ORDER BY r.start DESC, r.cluster, r.rollId
+"""
+
+_PHASES = f"""
+WITH marked AS (
+    SELECT cluster, rollId, node, ts, action, reason,
+        CASE action {_PHASE_OF} END AS phase,
+        CASE WHEN action IN ('defer', 'wait-ready', 'skip') THEN coalesce(reason, '') ELSE ''
+            END AS why
+    FROM events
+    WHERE node IS NOT NULL AND action IN ({", ".join(f"'{a}'" for a in PHASES)})
+),
+neighbours AS (
+    SELECT *,
+        lead(ts) OVER w AS next,
+        coalesce(lag(phase) OVER w <> phase OR lag(why) OVER w <> why, true) AS change
+    FROM marked
+    WINDOW w AS (PARTITION BY cluster, rollId, node ORDER BY ts, action, reason NULLS FIRST)
+),
+runs AS (
+    SELECT *,
+        sum(change::BIGINT) OVER (
+            PARTITION BY cluster, rollId, node ORDER BY ts, action, reason NULLS FIRST
+            ROWS UNBOUNDED PRECEDING
+        )::BIGINT AS run
+    FROM neighbours
+),
+grouped AS (
+    SELECT cluster, rollId, node, run,
+        any_value(phase) AS phase,
+        any_value(why) AS reason,
+        min(ts) AS start,
+        max(coalesce(next, ts)) AS "end",
+        count(*) AS events
+    FROM runs
+    GROUP BY ALL
+)
+SELECT cluster, rollId, node, run, phase, reason, start, "end",
+    ("end" - start)::DOUBLE / 1000 AS seconds, events
+FROM grouped
+WHERE phase <> 'ready'
+ORDER BY cluster, rollId, node, run
 """
 
 _CLUSTERS = f"""
@@ -270,8 +396,10 @@ def compute(dataset: Path) -> dict[str, list[dict[str, Any]]]:
         con.execute(_EPISODE_STEPS)
         con.execute(_AGGREGATE)
         con.execute(_EPISODES)
-        if events.is_dir() and any(events.rglob("*.parquet")):
+        has_events = events.is_dir() and any(events.rglob("*.parquet"))
+        if has_events:
             episodes = _rows(con, _ROLLER, str(events / "**" / "*.parquet"))
+            con.execute(_EVENTS, [str(events / "**" / "*.parquet")])
         else:
             episodes = _rows(con, _NO_ROLLER)
         con.execute(_NODES)
@@ -282,4 +410,7 @@ def compute(dataset: Path) -> dict[str, list[dict[str, Any]]]:
             "clusters": _rows(con, _CLUSTERS),
             "eta": _rows(con, "SELECT * FROM eta ORDER BY cluster, node, episode, progressPercent"),
             "eta_summary": _rows(con, _ETA_SUMMARY),
+            "daily": _rows(con, _DAILY),
+            "rolls": _rows(con, _ROLLS) if has_events else [],
+            "roll_phases": _rows(con, _PHASES) if has_events else [],
         }

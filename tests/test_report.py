@@ -15,6 +15,7 @@ from pyspark.sql import DataFrame, SparkSession  # noqa: E402
 from pyspark.testing import assertDataFrameEqual  # noqa: E402
 
 from rollguard.spark import episodes as ep  # noqa: E402
+from rollguard.spark import rolls, trends  # noqa: E402
 
 R = 2  # RECOVERY
 Rec = tuple[Any, ...]
@@ -259,3 +260,82 @@ def test_journal_numbers_keep_a_restarted_journal_apart(spark: SparkSession) -> 
     got = ep.episodes(timeline(spark, "a", old + new)).select("bootId", "outcome", "end")
     want = [("b1", "interrupted", 1000), ("b9", "completed", 52000)]
     assertDataFrameEqual(got, spark.createDataFrame(want, got.schema))
+
+
+def test_a_node_is_slow_below_half_its_clusters_median_rate(spark: SparkSession) -> None:
+    # (node, rated episodes, median rate): the cluster's rate is the median of the judged
+    # nodes' rates (100, 90, 110, 30) = 95; n5 has too few episodes to be judged either way.
+    nodes = [("n1", 5, 100.0), ("n2", 9, 90.0), ("n3", 5, 110.0), ("n4", 7, 30.0), ("n5", 4, 1.0)]
+    frame = spark.createDataFrame(
+        [("c", n, k, r) for n, k, r in nodes] + [("d", "m1", 5, 10.0)],
+        "cluster string, node string, ratedEpisodes long, medianRate double",
+    )
+    got = trends.diagnose(frame).select("node", "clusterRate", "slow")
+    want = [(n, 95.0, n == "n4") for n, _, _ in nodes] + [("m1", 10.0, False)]
+    assertDataFrameEqual(got, spark.createDataFrame(want, got.schema))
+
+
+def test_daily_durations_per_cluster_and_utc_day_of_the_start(spark: SparkSession) -> None:
+    day = 86_400_000
+    rows = [
+        ("c", day - 1, "completed", 10.0),  # 1970-01-01T23:59:59.999Z
+        ("c", day - 1, "completed", 30.0),
+        ("c", day, "completed", 100.0),
+        ("c", day, "interrupted", 999.0),  # not a completed recovery
+    ]
+    frame = spark.createDataFrame(
+        rows, "cluster string, start long, outcome string, durationSeconds double"
+    )
+    got = trends.daily(frame)
+    want = [("c", "1970-01-01", 2, 20.0, 28.0, 30.0), ("c", "1970-01-02", 1, 100.0, 100.0, 100.0)]
+    assertDataFrameEqual(got, spark.createDataFrame(want, got.schema))
+
+
+def roller(
+    spark: SparkSession, rows: list[tuple[int, str | None, str, str]], roll: str = "r"
+) -> DataFrame:
+    data = [(ts * 1000, roll, node, action, why, "c", "d") for ts, node, action, why in rows]
+    return spark.createDataFrame(data, ep.EVENTS_SCHEMA)
+
+
+def test_roll_phases_from_the_rollers_events(spark: SparkSession) -> None:
+    events = roller(
+        spark,
+        [
+            (0, None, "roll-start", ""),
+            (1, "b", "defer", "min ISR"),
+            (2, "a", "wait-recovery", "progressing"),  # recovering before its restart
+            (4, "a", "wait-recovery", "progressing"),
+            (5, "a", "observe-agent", "RUNNING"),  # not a phase event
+            (6, "a", "restart", "rolling"),
+            (7, "b", "defer", "min ISR"),  # the same reason: the same deferral
+            (8, "b", "defer", "a is catching up"),
+            (9, "a", "catch-up", "2 partitions"),
+            (9, "a", "catch-up", "1 partition"),  # reasons of other phases do not split them
+            (12, "a", "ready", "in sync"),
+            (13, "b", "restart", "rolling"),
+            (20, "b", "ready", "in sync"),
+            (21, None, "roll-completed", ""),
+        ],
+    )
+    got = rolls.phases(events).select("node", "run", "phase", "reason", "start", "end", "events")
+    want = [
+        ("a", 1, "log recovery", "", 2000, 6000, 2),
+        ("a", 2, "restart", "", 6000, 9000, 1),
+        ("a", 3, "ISR catch-up", "", 9000, 12000, 2),
+        ("b", 1, "deferred", "min ISR", 1000, 8000, 2),
+        ("b", 2, "deferred", "a is catching up", 8000, 13000, 1),
+        ("b", 3, "restart", "", 13000, 20000, 1),
+    ]
+    assertDataFrameEqual(got, spark.createDataFrame(want, got.schema))
+    summary = rolls.rolls(events).select(
+        "start", "end", "outcome", "durationSeconds", "restarted", "nodeSeconds", "recoveryWaits"
+    )
+    want_roll = [(0, 21000, "completed", 21.0, 2, 6.0 + 7.0, 1)]
+    assertDataFrameEqual(summary, spark.createDataFrame(want_roll, summary.schema))
+
+
+def test_a_roll_without_an_outcome_event_is_unfinished(spark: SparkSession) -> None:
+    events = roller(spark, [(0, "a", "restart", ""), (5, "a", "wait-recovery", "")], "r9")
+    got = rolls.rolls(events).select("rollId", "outcome", "restarted", "nodeSeconds")
+    assertDataFrameEqual(got, spark.createDataFrame([("r9", "unfinished", 1, None)], got.schema))

@@ -60,6 +60,28 @@ def _row(
     }
 
 
+def roll_events(roll: str, t: int) -> list[dict[str, Any]]:
+    """A roll of east-kafka-0 (into its second, 20 s recovery) and east-kafka-1 (deferred
+    first), as the roller writes it."""
+
+    def event(seconds: float, node: str | None, action: str, reason: str = "") -> dict[str, Any]:
+        return {"ts": t + int(seconds * 1000), "rollId": roll, "node": node, "action": action,
+                "reason": reason}  # fmt: skip
+
+    k0, k1 = "east-kafka-0", "east-kafka-1"
+    return [
+        event(0, None, "roll-start"),
+        event(1, k1, "defer", "east-kafka-0 is not in the ISR of 3 partitions"),
+        event(2, k0, "restart", "rolling"),
+        *(event(5 + s, k0, "wait-recovery", "progressing") for s in range(0, 22, 2)),
+        event(28, k0, "catch-up", "catching up: 2 partitions not yet in sync"),
+        event(30, k0, "ready", "restarted, ready and in sync"),
+        event(31, k1, "restart", "rolling"),
+        event(40, k1, "ready", "restarted, ready and in sync"),
+        event(41, None, "roll-completed"),
+    ]
+
+
 @pytest.fixture(scope="module")
 def dataset(tmp_path_factory: pytest.TempPathFactory) -> Path:
     root = tmp_path_factory.mktemp("dataset")
@@ -81,6 +103,8 @@ def dataset(tmp_path_factory: pytest.TempPathFactory) -> Path:
                 "reason": "progressing",
             }
         ]
+        if cluster == "east":
+            events += roll_events("r2", T0 + 86_400_000 - 5000)
         Dataset(root, cluster).commit(State(), rows, events)
     return root
 
@@ -93,12 +117,33 @@ def check_outputs(out: Path) -> dict[str, Any]:
     assert clusters["east"]["completed"] == 6 and clusters["east"]["running"] == 1
     assert clusters["east"]["maxSeconds"] == 60.0  # first RECOVERY record to RUNNING
     assert clusters["west"]["slowestNodes"][0] == "west-kafka-1"
-    assert sum(e["skippedRestarts"] for e in episodes) == 2  # one roll waited, in each cluster
-    for name in ("nodes", "clusters", "eta", "eta_summary"):
+    assert sum(e["skippedRestarts"] for e in episodes) == 3  # r1 in each cluster, r2 in east
+    for name in ("nodes", "clusters", "eta", "eta_summary", "daily", "rolls", "roll_phases"):
         assert pq.read_table(out / name).num_rows > 0
+    rolls = pq.read_table(out / "rolls").to_pylist()
+    outcomes = [(r["rollId"], r["outcome"]) for r in rolls]
+    assert outcomes == [("r2", "completed"), ("r1", "unfinished"), ("r1", "unfinished")]
+    assert rolls[0]["durationSeconds"] == 41.0 and rolls[0]["nodeSeconds"] == 28.0 + 9.0
+    phases = [
+        (p["node"], p["phase"], p["seconds"])
+        for p in pq.read_table(out / "roll_phases").to_pylist()
+        if p["rollId"] == "r2"
+    ]
+    assert phases == [
+        ("east-kafka-0", "restart", 3.0),
+        ("east-kafka-0", "log recovery", 23.0),
+        ("east-kafka-0", "ISR catch-up", 2.0),
+        ("east-kafka-1", "deferred", 30.0),
+        ("east-kafka-1", "restart", 9.0),
+    ]
+    expected = json.loads((out / "expectations.json").read_text())
+    assert expected["version"] == 1 and len(expected["nodes"]) == 7
+    assert not any(n["enoughHistory"] for n in expected["nodes"])  # 2 episodes each
     html = (out / "report.html").read_text()
+    assert html.index("Roll r2") < html.index("Expectations for the next roll")
+    assert 'href="#curves-east-r2"' in html and 'id="curves-east-r2"' in html
     images = re.findall(r'src="data:image/png;base64,([^"]+)"', html)
-    assert len(images) == 3
+    assert len(images) == 3 + 3 + 2 + 3  # 3 rolls: 3 timelines, 2 with curves (+ 5 others)
     for data in images:
         picture = Image.open(io.BytesIO(base64.b64decode(data)))
         picture.load()  # decodes every pixel

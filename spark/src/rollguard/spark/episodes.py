@@ -281,13 +281,19 @@ def eta_accuracy(episodes: DataFrame) -> DataFrame:
 
 
 def node_summary(episodes: DataFrame) -> DataFrame:
+    """Per node: durations of its completed episodes, rates of every episode that has one."""
     done = F.col("outcome") == "completed"
+    duration = F.when(done, F.col("durationSeconds"))
     return episodes.groupBy("cluster", "node").agg(
         F.count("*").alias("episodes"),
         F.count(F.when(done, True)).alias("completed"),
-        F.percentile(F.when(done, F.col("durationSeconds")), 0.5).alias("p50Seconds"),
-        F.max(F.when(done, F.col("durationSeconds"))).alias("maxSeconds"),
+        F.percentile(duration, 0.5).alias("p50Seconds"),
+        F.percentile(duration, 0.9).alias("p90Seconds"),
+        F.percentile(duration, 0.99).alias("p99Seconds"),
+        F.max(duration).alias("maxSeconds"),
         F.avg("meanRate").alias("meanRate"),
+        F.count("meanRate").alias("ratedEpisodes"),
+        F.percentile("meanRate", 0.5).alias("medianRate"),
         F.max("longestStallSeconds").alias("longestStallSeconds"),
     )
 

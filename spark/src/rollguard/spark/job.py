@@ -5,8 +5,10 @@ written by `rollguard collect`.
     spark-submit --master spark://host:7077 spark/src/rollguard/spark/job.py --dataset DIR --out DIR
 
 Local mode (`local[*]`) by default; under spark-submit the master is spark-submit's. Outputs in
---out: Parquet tables episodes/, nodes/, clusters/, eta/; summary.json; report.html (charts as
-embedded PNGs). Exit codes: 0 done, 1 the job failed, 2 bad flags or no dataset.
+--out: Parquet tables episodes/, nodes/, clusters/, eta/, eta_summary/, daily/, rolls/,
+roll_phases/; summary.json; expectations.json (rollguard.shared.expectations' format, for the
+roller); report.html (charts as embedded PNGs). Exit codes: 0 done, 1 the job failed, 2 bad
+flags or no dataset.
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ import argparse
 import json
 import operator
 import os
+import shutil
 import sys
 import time
 from collections.abc import Sequence
@@ -29,6 +32,7 @@ if __package__ in (None, ""):  # run as a file by spark-submit: make the namespa
     sys.path[:0] = [str(p) for p in (_SRC, _SRC.parent.parent / "shared" / "src") if p.is_dir()]
 
 from rollguard.shared.cli import ExitCode, Parser, argument_type
+from rollguard.shared.expectations import MIN_EPISODES, Expectations, node_expectation
 from rollguard.shared.settings import integer
 
 EXIT_FAILED = ExitCode.FAILED
@@ -140,63 +144,144 @@ class Result:
 
 def run(spark: Any, dataset: Path, out: Path, clusters: Sequence[str] | None = None) -> Result:
     from rollguard.spark import episodes as ep
+    from rollguard.spark import rolls as rl
+    from rollguard.spark import trends
     from rollguard.spark.report import write_report
+    from rollguard.spark.report_rolls import ROLLS_CHARTED
 
     started = time.monotonic()
     inputs = find_inputs(dataset)
     timeline, events = read_inputs(spark, inputs, clusters)
     episodes = ep.episodes(timeline, events).cache()
-    nodes = ep.node_summary(episodes).cache()
+    nodes = trends.diagnose(ep.node_summary(episodes)).cache()
     per_cluster = ep.cluster_summary(episodes, nodes)
     eta = ep.eta_accuracy(episodes).cache()
     eta_summary = ep.eta_summary(eta)
+    if events is None:
+        events = spark.createDataFrame([], ep.EVENTS_SCHEMA)
 
     out.mkdir(parents=True, exist_ok=True)
-    tables = {
-        "episodes": episodes.orderBy("cluster", "node", "episode"),
-        "nodes": nodes.orderBy("cluster", "node"),
-        "clusters": per_cluster.orderBy("cluster"),
-        "eta": eta.orderBy("cluster", "node", "episode", "progressPercent"),
-        "eta_summary": eta_summary.orderBy("cluster", "progressPercent"),
+    # Each table sorted by the driver (pyarrow), not by Spark: a Spark sort is one more job
+    # (the sample for its range partitioning) per table, for a few thousand rows.
+    frames: dict[str, tuple[Any, list[str | tuple[str, str]]]] = {
+        "episodes": (episodes, ["cluster", "node", "episode"]),
+        "nodes": (nodes, ["cluster", "node"]),
+        "clusters": (per_cluster, ["cluster"]),
+        "eta": (eta, ["cluster", "node", "episode", "progressPercent"]),
+        "eta_summary": (eta_summary, ["cluster", "progressPercent"]),
+        "daily": (trends.daily(episodes), ["cluster", "day"]),
+        "rolls": (rl.rolls(events), [("start", "descending"), "cluster", "rollId"]),
+        "roll_phases": (rl.phases(events), ["cluster", "rollId", "node", "run"]),
     }
-    for name, frame in tables.items():
-        frame.coalesce(1).write.mode("overwrite").parquet(str((out / name).resolve()))
+    rows = {name: _write_table(frame, keys, out / name) for name, (frame, keys) in frames.items()}
 
-    episode_rows = [r.asDict(recursive=True) for r in tables["episodes"].collect()]
-    cluster_rows = [r.asDict(recursive=True) for r in tables["clusters"].collect()]
-    node_rows = [r.asDict(recursive=True) for r in tables["nodes"].collect()]
-    eta_rows = [r.asDict(recursive=True) for r in tables["eta_summary"].collect()]
-    curves = _curves(timeline, episode_rows)
+    # Only the rolls the report draws link to curves: their episodes are the ones rescanned.
+    charted = {(r["cluster"], r["rollId"]) for r in rows["rolls"][:ROLLS_CHARTED]}
+    drawn = [p for p in rows["roll_phases"] if (p["cluster"], p["rollId"]) in charted]
+    links = link_episodes(drawn, rows["episodes"])
+    curves = _curves(timeline, rows["episodes"], links)
     records = timeline.count()
     summary = {
         "generatedAt": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
         "dataset": str(dataset),
         "records": records,
-        "episodes": len(episode_rows),
-        "clusters": [_plain(c) for c in cluster_rows],
-        "etaAccuracy": [_plain(r) for r in eta_rows],
+        "episodes": len(rows["episodes"]),
+        "rolls": len(rows["rolls"]),
+        "clusters": [_plain(c) for c in rows["clusters"]],
+        "etaAccuracy": [_plain(r) for r in rows["eta_summary"]],
         "seconds": round(time.monotonic() - started, 3),
     }
     (out / "summary.json").write_text(json.dumps(summary, indent=2) + "\n")
+    expected = expectations_of(rows["nodes"], summary["generatedAt"])
+    (out / "expectations.json").write_text(json.dumps(expected.to_json(), indent=2) + "\n")
     report = out / "report.html"
-    write_report(report, summary, episode_rows, node_rows, eta_rows, curves)
+    write_report(report, summary, rows, links, curves, expected)
     for frame in (episodes, nodes, eta):
         frame.unpersist()
     return Result(summary, report)
 
 
+def _write_table(
+    frame: Any, keys: Sequence[str | tuple[str, str]], folder: Path
+) -> list[dict[str, Any]]:
+    """The frame sorted by `keys` as one Parquet file in `folder` (replaced), and its rows.
+    Each table is small (per episode or less) and the report needs its rows anyway: one Spark
+    job through Arrow, where a Spark write and a collect would be two."""
+    import pyarrow.parquet as pq
+
+    order = [(k, "ascending") if isinstance(k, str) else k for k in keys]
+    table = frame.toArrow().sort_by(order)
+    if folder.exists():
+        shutil.rmtree(folder)
+    folder.mkdir(parents=True)
+    pq.write_table(table, folder / "part-00000.parquet", compression="zstd")
+    rows: list[dict[str, Any]] = table.to_pylist()
+    return rows
+
+
+def expectations_of(nodes: list[dict[str, Any]], generated_at: str) -> Expectations:
+    """expectations.json: the nodes table's figures in rollguard.shared.expectations' format."""
+    entries = tuple(
+        node_expectation(
+            n["cluster"],
+            n["node"],
+            episodes=n["completed"],
+            p50=n["p50Seconds"],
+            p90=n["p90Seconds"],
+            p99=n["p99Seconds"],
+            rated_episodes=n["ratedEpisodes"],
+            rate=n["medianRate"],
+        )
+        for n in nodes
+    )
+    return Expectations(generated_at, MIN_EPISODES, entries)
+
+
+EpisodeKey = tuple[str, str, int]
+PhaseKey = tuple[str, str, str, int]
+
+
+def link_episodes(
+    phases: list[dict[str, Any]], episodes: list[dict[str, Any]]
+) -> dict[PhaseKey, list[EpisodeKey]]:
+    """Each log-recovery phase of a roll -> the node's recovery episodes that overlap it."""
+    by_node: dict[tuple[str, str], list[dict[str, Any]]] = {}
+    for e in episodes:
+        by_node.setdefault((e["cluster"], e["node"]), []).append(e)
+    links: dict[PhaseKey, list[EpisodeKey]] = {}
+    for p in phases:
+        if p["phase"] != "log recovery":
+            continue
+        found = [
+            (e["cluster"], e["node"], e["episode"])
+            for e in by_node.get((p["cluster"], p["node"]), [])
+            if e["start"] <= p["end"] and (e["end"] or e["lastSeen"]) >= p["start"]
+        ]
+        links[p["cluster"], p["rollId"], p["node"], p["run"]] = found
+    return links
+
+
 SLOWEST_CURVES = 5
+LINKED_CURVES = 20  # curves of episodes waited for by the latest rolls, at most
 
 
-def _curves(timeline: Any, episode_rows: list[dict[str, Any]]) -> dict[str, list[tuple[int, int]]]:
-    """Remaining segments over time of the slowest episodes: a plain filtered scan."""
+def _curves(
+    timeline: Any,
+    episode_rows: list[dict[str, Any]],
+    links: dict[PhaseKey, list[EpisodeKey]],
+) -> dict[EpisodeKey, list[tuple[int, int]]]:
+    """Remaining segments over time of the slowest episodes and of those rolls waited for:
+    one plain filtered scan."""
     from pyspark.sql import functions as F
 
     slow = sorted(
         (e for e in episode_rows if e["elapsedSeconds"] is not None),
         key=lambda e: -e["elapsedSeconds"],
     )[:SLOWEST_CURVES]
-    if not slow:
+    by_key = {(e["cluster"], e["node"], e["episode"]): e for e in episode_rows}
+    linked = list(dict.fromkeys(k for keys in links.values() for k in keys))[:LINKED_CURVES]
+    wanted = list({**{k: by_key[k] for k in linked}, **{_key(e): e for e in slow}}.values())
+    if not wanted:
         return {}
     condition = reduce(
         operator.or_,
@@ -205,7 +290,7 @@ def _curves(timeline: Any, episode_rows: list[dict[str, Any]]) -> dict[str, list
             & (F.col("node") == e["node"])
             & (F.col("journal") == e["journal"])
             & F.col("seq").between(e["firstSeq"], e["lastSeq"])
-            for e in slow
+            for e in wanted
         ),
     )
     rows = (
@@ -213,17 +298,20 @@ def _curves(timeline: Any, episode_rows: list[dict[str, Any]]) -> dict[str, list
         .select("cluster", "node", "journal", "seq", "ts", "remainingSegmentsToRecover")
         .collect()
     )
-    curves: dict[str, list[tuple[int, int]]] = {}
-    for e in slow:
-        label = f"{e['cluster']}/{e['node']} #{e['episode']}"
+    curves: dict[EpisodeKey, list[tuple[int, int]]] = {}
+    for e in wanted:
         points = sorted(
             (r["seq"], r["ts"] - e["start"], r["remainingSegmentsToRecover"])
             for r in rows
             if (r["cluster"], r["node"], r["journal"]) == (e["cluster"], e["node"], e["journal"])
             and e["firstSeq"] <= r["seq"] <= e["lastSeq"]
         )
-        curves[label] = [(t, s) for _, t, s in points]
+        curves[_key(e)] = [(t, s) for _, t, s in points]
     return curves
+
+
+def _key(e: dict[str, Any]) -> EpisodeKey:
+    return (e["cluster"], e["node"], e["episode"])
 
 
 def _plain(row: dict[str, Any]) -> dict[str, Any]:

@@ -1,142 +1,135 @@
-"""report.html: the job's figures for people, one self-contained file (charts as embedded PNGs)."""
+"""report.html: the job's figures for people, one self-contained file (charts as embedded PNGs).
+
+What a platform team comes for first: the rolls (the latest at the top: what waited on what,
+for how long), then what to expect of the next one, then trends and per-node diagnosis, then
+the recovery figures behind them. Durations read `58m 12s`, times are UTC ISO 8601, names never
+wrap, and the page fits 1280 px (wide tables scroll inside their own box).
+"""
 
 from __future__ import annotations
 
-import base64
 import html
-import io
-from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
 
-import matplotlib
+from rollguard.shared.expectations import Expectations
+from rollguard.spark import charts, report_rolls
+from rollguard.spark.page import Row, duration, img, table, when
+from rollguard.spark.report_rolls import EpisodeKey, PhaseKey
 
-matplotlib.use("Agg")
-import matplotlib.pyplot as plt
+__all__ = ["duration", "when", "write_report"]
 
 TOP_EPISODES = 25
-RATE_NODES = 30
 
 STYLE = """
-body { font-family: system-ui, sans-serif; margin: 2em auto; max-width: 70em; color: #222; }
+body { font-family: system-ui, sans-serif; margin: 1.5em auto; max-width: 1240px;
+       padding: 0 16px; color: #222; box-sizing: border-box; }
+.scroll { overflow-x: auto; max-width: 100%; }
 table { border-collapse: collapse; margin: 0.5em 0 1.5em; font-size: 0.9em; }
-th, td { border-bottom: 1px solid #ddd; padding: 0.25em 0.7em; text-align: right; }
+th, td { border-bottom: 1px solid #ddd; padding: 0.25em 0.5em; text-align: right;
+         white-space: nowrap; line-height: 1.4; }
 th { background: #f3f3f3; } td.t, th.t { text-align: left; }
-img { max-width: 100%; } .note { color: #666; font-size: 0.9em; }
+td.why { white-space: normal; text-align: left; min-width: 12em; }
+img { max-width: 100%; height: auto; display: block; }
+.note { color: #666; font-size: 0.9em; } .flag { color: #b52b27; font-weight: 600; }
+section.roll { border-top: 2px solid #4a7ebb; margin-top: 1.5em; }
 """
 
 
-def _png(figure: Any) -> str:
-    buffer = io.BytesIO()
-    figure.savefig(buffer, format="png", dpi=100, bbox_inches="tight")
-    plt.close(figure)
-    return base64.b64encode(buffer.getvalue()).decode()
+# ---- the page --------------------------------------------------------------------------------
 
 
-def _img(png: str, alt: str) -> str:
-    return f'<img alt="{html.escape(alt)}" src="data:image/png;base64,{png}">'
-
-
-def duration_chart(episodes: list[dict[str, Any]]) -> str:
-    figure, axes = plt.subplots(figsize=(8, 3.5))
-    by_cluster: dict[str, list[float]] = {}
-    for e in episodes:
-        if e["outcome"] == "completed":
-            by_cluster.setdefault(e["cluster"], []).append(e["durationSeconds"] / 60)
-    if by_cluster:
-        count = sum(len(v) for v in by_cluster.values())
-        bins = min(40, max(8, count // 3))
-        axes.hist(list(by_cluster.values()), bins=bins, label=list(by_cluster), stacked=True)
-        axes.legend()
-    axes.set_xlabel("recovery duration (minutes)")
-    axes.set_ylabel("completed episodes")
-    axes.set_title("Duration of completed recoveries")
-    return _png(figure)
-
-
-def curves_chart(curves: dict[str, list[tuple[int, int]]]) -> str:
-    figure, axes = plt.subplots(figsize=(8, 3.5))
-    for label, points in curves.items():
-        axes.plot([t / 60000 for t, _ in points], [s for _, s in points], label=label)
-    if curves:
-        axes.legend(fontsize="small")
-    axes.set_xlabel("minutes since the episode started")
-    axes.set_ylabel("remaining segments")
-    axes.set_title("Remaining segments over time, slowest episodes")
-    return _png(figure)
-
-
-def rate_chart(nodes: list[dict[str, Any]]) -> str:
-    rated = sorted((n for n in nodes if n["meanRate"] is not None), key=lambda n: n["meanRate"])[
-        :RATE_NODES
+def _expectations(expected: Expectations) -> list[str]:
+    rows = [
+        {
+            **n.to_json(),
+            "history": "" if n.enough_history else "not enough history",
+        }
+        for n in expected.nodes
     ]
-    figure, axes = plt.subplots(figsize=(8, max(2.5, 0.25 * len(rated) + 1)))
-    axes.barh([f"{n['cluster']}/{n['node']}" for n in rated], [n["meanRate"] for n in rated])
-    axes.set_xlabel("mean recovery rate (segments per second)")
-    axes.set_title(f"Recovery rate per node (the {RATE_NODES} slowest)")
-    axes.tick_params(axis="y", labelsize="small")
-    return _png(figure)
+    return [
+        "<h2>Expectations for the next roll</h2>",
+        f"<p class='note'>Per node, from its completed recoveries (written to "
+        f"expectations.json for the roller). Fewer than {expected.min_episodes} episodes: "
+        "not enough history, the roller keeps its fixed budget.</p>",
+        table(
+            rows,
+            [
+                ("cluster", "cluster", "t"),
+                ("node", "node", "t"),
+                ("episodes", "episodes", "n"),
+                ("p50Seconds", "p50", "d"),
+                ("p90Seconds", "p90", "d"),
+                ("p99Seconds", "p99", "d"),
+                ("ratedEpisodes", "rated episodes", "n"),
+                ("segmentsPerSecond", "typical segments/s", "n"),
+                ("history", "", "t"),
+            ],
+        ),
+    ]
 
 
-def _cell(value: Any) -> str:
-    if value is None:
-        return "-"
-    if isinstance(value, float):
-        return f"{value:,.1f}"
-    if isinstance(value, list):
-        return html.escape(", ".join(map(str, value)))
-    return html.escape(str(value))
-
-
-def _table(rows: list[dict[str, Any]], columns: list[tuple[str, str]]) -> str:
-    text = {"cluster", "node", "outcome", "slowestNodes", "bootId", "start"}
-    head = "".join(
-        f'<th class="{"t" if key in text else ""}">{html.escape(title)}</th>'
-        for key, title in columns
-    )
-    body = "".join(
-        "<tr>"
-        + "".join(
-            f'<td class="{"t" if key in text else ""}">{_cell(row.get(key))}</td>'
-            for key, _ in columns
-        )
-        + "</tr>"
-        for row in rows
-    )
-    return f"<table><tr>{head}</tr>{body}</table>"
-
-
-def _when(ms: int | None) -> str:
-    if ms is None:
-        return "-"
-    return datetime.fromtimestamp(ms / 1000, UTC).strftime("%Y-%m-%d %H:%M:%S")
+def _trends(rows: dict[str, list[Row]]) -> list[str]:
+    nodes = rows["nodes"]
+    slow = {(n["cluster"], n["node"]) for n in nodes if n["slow"]}
+    flagged = ", ".join(f"{c}/{n}" for c, n in sorted(slow)) or "none"
+    shown = sorted(nodes, key=lambda n: (not n["slow"], -(n["p90Seconds"] or 0)))
+    return [
+        "<h2>Trends and diagnosis</h2>",
+        img(charts.daily(rows["daily"]), "recovery duration per cluster and day"),
+        img(charts.scatter(rows["episodes"], slow), "duration against segments at start"),
+        f"<p>Nodes flagged slow: <span class='{'flag' if slow else ''}'>"
+        f"{html.escape(flagged)}</span>. "
+        "<span class='note'>A node is flagged when its median rate is below half its "
+        "cluster's (the median of its nodes' median rates), judged only with at least 5 "
+        "rated episodes: a slow disk, not more data.</span></p>",
+        table(
+            shown,
+            [
+                ("cluster", "cluster", "t"),
+                ("node", "node", "t"),
+                ("episodes", "episodes", "n"),
+                ("completed", "completed", "n"),
+                ("p50Seconds", "p50", "d"),
+                ("p90Seconds", "p90", "d"),
+                ("maxSeconds", "max", "d"),
+                ("meanRate", "mean seg/s", "n"),
+                ("medianRate", "median seg/s", "n"),
+                ("clusterRate", "cluster seg/s", "n"),
+                ("longestStallSeconds", "longest stall", "d"),
+                ("slow", "slow", "n"),
+            ],
+        ),
+        img(charts.rates(nodes), "recovery rate per node"),
+    ]
 
 
 def write_report(
     path: Path,
-    summary: dict[str, Any],
-    episodes: list[dict[str, Any]],
-    nodes: list[dict[str, Any]],
-    eta: list[dict[str, Any]],
-    curves: dict[str, list[tuple[int, int]]],
+    summary: Row,
+    rows: dict[str, list[Row]],
+    links: dict[PhaseKey, list[EpisodeKey]],
+    curves: dict[EpisodeKey, list[tuple[int, int]]],
+    expected: Expectations,
 ) -> None:
+    episodes = rows["episodes"]
     slowest = sorted(episodes, key=lambda e: -(e["elapsedSeconds"] or 0))[:TOP_EPISODES]
-    rows = [{**e, "start": _when(e["start"])} for e in slowest]
     eta = [
-        {**r, "medianAbsRelativeError": f"{100 * r['medianAbsRelativeError']:.1f} %"}
+        {**r, "error": f"{100 * r['medianAbsRelativeError']:.1f} %"}
         if r["medianAbsRelativeError"] is not None
         else r
-        for r in eta
+        for r in rows["eta_summary"]
     ]
     unfinished = [e for e in episodes if e["outcome"] == "running"]
     parts = [
-        "<!doctype html><html><head><meta charset='utf-8'>",
+        "<!doctype html><html lang='en'><head><meta charset='utf-8'>",
+        "<meta name='viewport' content='width=device-width, initial-scale=1'>",
         "<title>rollguard recovery report</title>",
         f"<style>{STYLE}</style></head><body>",
-        "<h1>Log recovery report</h1>",
+        "<h1>Rolls and log recovery report</h1>",
         f"<p class='note'>{summary['records']:,} timeline records, {summary['episodes']:,} "
-        f"recovery episodes; generated {html.escape(summary['generatedAt'])} from "
-        f"{html.escape(summary['dataset'])}.</p>",
+        f"recovery episodes, rolls: {summary['rolls']:,}; generated "
+        f"{html.escape(summary['generatedAt'])} from {html.escape(summary['dataset'])}. "
+        "Times are UTC.</p>",
     ]
     if unfinished:
         parts.append(
@@ -144,57 +137,66 @@ def write_report(
             + html.escape(", ".join(f"{e['cluster']}/{e['node']}" for e in unfinished[:20]))
             + "</p>"
         )
+    parts += report_rolls.section(rows, links, curves)
+    parts += _expectations(expected)
+    parts += _trends(rows)
+    slowest_curves = {
+        report_rolls.episode_label(k): v
+        for k, v in curves.items()
+        if k in {(e["cluster"], e["node"], e["episode"]) for e in slowest[:5]}
+    }
     parts += [
         "<h2>Clusters</h2>",
-        _table(
+        table(
             summary["clusters"],
             [
-                ("cluster", "cluster"),
-                ("episodes", "episodes"),
-                ("completed", "completed"),
-                ("interrupted", "interrupted"),
-                ("running", "still running"),
-                ("p50Seconds", "p50 s"),
-                ("p90Seconds", "p90 s"),
-                ("p99Seconds", "p99 s"),
-                ("maxSeconds", "max s"),
-                ("slowestNodes", "slowest nodes"),
+                ("cluster", "cluster", "t"),
+                ("episodes", "episodes", "n"),
+                ("completed", "completed", "n"),
+                ("interrupted", "interrupted", "n"),
+                ("running", "still running", "n"),
+                ("p50Seconds", "p50", "d"),
+                ("p90Seconds", "p90", "d"),
+                ("p99Seconds", "p99", "d"),
+                ("maxSeconds", "max", "d"),
+                ("slowestNodes", "slowest nodes", "t"),
             ],
         ),
-        _img(duration_chart(episodes), "duration distribution"),
+        img(charts.durations(episodes), "duration distribution"),
         "<h2>Slowest episodes</h2>",
-        _table(
-            rows,
+        table(
+            slowest,
             [
-                ("cluster", "cluster"),
-                ("node", "node"),
-                ("start", "start (UTC)"),
-                ("outcome", "outcome"),
-                ("elapsedSeconds", "duration s"),
-                ("logsAtStart", "logs"),
-                ("segmentsAtStart", "segments"),
-                ("meanRate", "segments/s"),
-                ("longestStallSeconds", "longest stall s"),
-                ("rollerRestarts", "roller restarts"),
-                ("skippedRestarts", "rolls that waited"),
-                ("missingRecords", "missing records"),
+                ("cluster", "cluster", "t"),
+                ("node", "node", "t"),
+                ("start", "start (UTC)", "ts"),
+                ("outcome", "outcome", "t"),
+                ("elapsedSeconds", "duration", "d"),
+                ("logsAtStart", "logs", "n"),
+                ("segmentsAtStart", "segments", "n"),
+                ("meanRate", "segments/s", "n"),
+                ("longestStallSeconds", "longest stall", "d"),
+                ("rollerRestarts", "roller restarts", "n"),
+                ("skippedRestarts", "rolls that waited", "n"),
+                ("missingRecords", "missing records", "n"),
             ],
         ),
-        _img(curves_chart(curves), "remaining segments of the slowest episodes"),
-        "<h2>Recovery rate per node</h2>",
-        _img(rate_chart(nodes), "recovery rate per node"),
+        img(
+            charts.curves(slowest_curves, "Remaining segments over time, slowest episodes"),
+            "remaining segments of the slowest episodes",
+        ),
         "<h2>ETA accuracy</h2>",
         "<p class='note'>The finish predicted from the mean rate so far, when 25, 50 and 75 % "
         "of the segments were recovered, against the actual finish (completed episodes). "
         "Relative error: error / duration.</p>",
-        _table(
+        table(
             eta,
             [
-                ("cluster", "cluster"),
-                ("progressPercent", "at progress %"),
-                ("episodes", "episodes"),
-                ("medianAbsRelativeError", "median |relative error|"),
-                ("medianErrorSeconds", "median error s"),
+                ("cluster", "cluster", "t"),
+                ("progressPercent", "at progress %", "n"),
+                ("episodes", "episodes", "n"),
+                ("error", "median |relative error|", "t"),
+                ("medianErrorSeconds", "median error (s)", "n"),
             ],
         ),
         "<p class='note'>Episodes are ordered by each agent's sequence numbers, not by clocks. "

@@ -1,0 +1,212 @@
+"""The report's charts, as PNG bytes in base64: each with its units on the axes and a legend
+for every colour, sized to fit a 1280 px page (8 inches at 100 dpi is 800 px)."""
+
+from __future__ import annotations
+
+import base64
+import io
+from collections.abc import Sequence
+from typing import Any
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt
+from matplotlib.artist import Artist
+from matplotlib.lines import Line2D
+from matplotlib.patches import Patch
+
+RATE_NODES = 30
+TIMELINE_NODES = 40  # nodes drawn in a roll's timeline; the table lists them all
+PER_NODE_COLOURS = 10  # the scatter colours each node when there are at most this many
+
+# One colour per phase, the same in every roll's chart and legend.
+PHASE_COLOURS = {
+    "deferred": "#c9c9c9",
+    "readiness wait": "#f2b134",
+    "restart": "#4a7ebb",
+    "log recovery": "#d9534f",
+    "ISR catch-up": "#5cb85c",
+    "skipped": "#eeeeee",
+}
+EPISODE_COLOUR = "#7a1f1c"
+
+
+def png(figure: Any) -> str:
+    buffer = io.BytesIO()
+    figure.savefig(buffer, format="png", dpi=100, bbox_inches="tight")
+    plt.close(figure)
+    return base64.b64encode(buffer.getvalue()).decode()
+
+
+def _minutes(ms: float) -> float:
+    return ms / 60000
+
+
+def roll_timeline(
+    start: int,
+    phases: Sequence[dict[str, Any]],
+    episodes: Sequence[dict[str, Any]],
+) -> str:
+    """Each node of a roll on its own line: its phases as coloured bars, and under them the
+    recovery episodes its agent recorded (the roller only sees a recovery while it waits)."""
+    order: list[str] = []
+    for p in sorted(phases, key=lambda p: p["start"]):
+        if p["node"] not in order:
+            order.append(p["node"])
+    shown = order[:TIMELINE_NODES]
+    row = {node: i for i, node in enumerate(reversed(shown))}
+    span = max((p["end"] for p in phases), default=start) - start
+    unit, size = ("seconds", 1000) if span < 180_000 else ("minutes", 60_000)
+
+    def at(ms: float) -> float:
+        return ms / size
+
+    figure, axes = plt.subplots(figsize=(8, max(1.8, 0.45 * len(shown) + 1.2)))
+    used: dict[str, None] = {}
+    bars: dict[tuple[str, str], list[tuple[float, float]]] = {}  # one artist per node and phase
+    restarts: tuple[list[float], list[float]] = ([], [])
+    for p in phases:
+        if p["node"] not in row:
+            continue
+        left = at(p["start"] - start)
+        width = max(at(p["end"] - p["start"]), span / size / 400)
+        bars.setdefault((p["node"], p["phase"]), []).append((left, width))
+        used[p["phase"]] = None
+        if p["phase"] == "restart":
+            restarts[0].append(left)
+            restarts[1].append(row[p["node"]] - 0.08)
+    for (node, phase), spans in bars.items():
+        colour = PHASE_COLOURS.get(phase, "#999999")
+        axes.broken_barh(spans, (row[node] - 0.3, 0.45), color=colour)
+    axes.plot(*restarts, marker="|", color="black", markersize=14, linestyle="")
+    for e in episodes:
+        if e["node"] not in row:
+            continue
+        end = e["end"] if e["end"] is not None else e["lastSeen"]
+        axes.broken_barh(
+            [(at(e["start"] - start), max(at(end - e["start"]), span / size / 400))],
+            (row[e["node"]] + 0.2, 0.12),
+            color=EPISODE_COLOUR,
+        )
+    axes.set_yticks(list(row.values()), list(row))
+    axes.set_xlabel(f"{unit} since the roll's first event")
+    axes.set_ylim(-0.7, len(shown) - 0.3)
+    axes.set_xlim(left=min(0.0, axes.get_xlim()[0]))
+    handles: list[Artist] = [Patch(color=PHASE_COLOURS.get(p, "#999999"), label=p) for p in used]
+    if episodes:
+        handles.append(Patch(color=EPISODE_COLOUR, label="recovery (agent's timeline)"))
+    handles.append(Line2D([], [], marker="|", color="black", linestyle="", label="restart command"))
+    axes.legend(handles=handles, fontsize="small", loc="upper left", bbox_to_anchor=(1.01, 1.0))
+    axes.grid(axis="x", alpha=0.3)
+    return png(figure)
+
+
+def curves(
+    curves: dict[str, list[tuple[int, int]]], title: str = "Remaining segments over time"
+) -> str:
+    figure, axes = plt.subplots(figsize=(8, 3.2))
+    for label, points in curves.items():
+        axes.plot([_minutes(t) for t, _ in points], [s for _, s in points], label=label)
+    if curves:
+        axes.legend(fontsize="small")
+    axes.set_xlabel("minutes since the episode started")
+    axes.set_ylabel("remaining segments")
+    axes.set_title(title)
+    return png(figure)
+
+
+def durations(episodes: Sequence[dict[str, Any]]) -> str:
+    figure, axes = plt.subplots(figsize=(8, 3.2))
+    by_cluster: dict[str, list[float]] = {}
+    for e in episodes:
+        if e["outcome"] == "completed":
+            by_cluster.setdefault(e["cluster"], []).append(e["durationSeconds"] / 60)
+    if by_cluster:
+        count = sum(len(v) for v in by_cluster.values())
+        bins = min(40, max(8, count // 3))
+        axes.hist(list(by_cluster.values()), bins=bins, label=list(by_cluster), stacked=True)
+        axes.legend(title="cluster", fontsize="small")
+    axes.set_xlabel("recovery duration (minutes)")
+    axes.set_ylabel("completed episodes")
+    axes.set_title("Duration of completed recoveries")
+    return png(figure)
+
+
+def daily(rows: Sequence[dict[str, Any]]) -> str:
+    """Per cluster and day: p50 and p90 as lines, the maximum as points."""
+    figure, axes = plt.subplots(figsize=(8, 3.2))
+    clusters = sorted({r["cluster"] for r in rows})
+    for i, cluster in enumerate(clusters):
+        mine = [r for r in rows if r["cluster"] == cluster]
+        days = [r["day"][5:] for r in mine]  # MM-DD: the year is in the table
+        colour = f"C{i % 10}"
+        axes.plot(days, [r["p50Seconds"] / 60 for r in mine], color=colour, label=f"{cluster} p50")
+        axes.plot(
+            days, [r["p90Seconds"] / 60 for r in mine], "--", color=colour, label=f"{cluster} p90"
+        )
+        axes.plot(
+            days, [r["maxSeconds"] / 60 for r in mine], "^", color=colour, label=f"{cluster} max"
+        )
+    if clusters:
+        axes.legend(fontsize="small", loc="upper left", bbox_to_anchor=(1.01, 1.0))
+    axes.set_xlabel("day of the recovery's start (UTC, month-day)")
+    axes.set_ylabel("recovery duration (minutes)")
+    axes.set_title("Completed recoveries per day")
+    axes.tick_params(axis="x", labelsize="small", rotation=45)
+    return png(figure)
+
+
+def scatter(episodes: Sequence[dict[str, Any]], slow: set[tuple[str, str]]) -> str:
+    """Duration against segments at start: a node with more data lies on the others' line
+    further right, a slow node above it. A colour per node when there are few, else the
+    flagged nodes against the rest."""
+    figure, axes = plt.subplots(figsize=(8, 3.6))
+    points = [
+        e
+        for e in episodes
+        if e["outcome"] == "completed" and e["segmentsAtStart"] and e["durationSeconds"]
+    ]
+    names = sorted({(e["cluster"], e["node"]) for e in points})
+    groups: dict[str, tuple[list[float], list[float]]] = {}
+    for e in points:
+        key = (e["cluster"], e["node"])
+        if len(names) <= PER_NODE_COLOURS:
+            label = f"{key[0]}/{key[1]}" + (" (flagged slow)" if key in slow else "")
+        else:
+            label = "nodes flagged slow" if key in slow else "other nodes"
+        xs, ys = groups.setdefault(label, ([], []))
+        xs.append(e["segmentsAtStart"])
+        ys.append(e["durationSeconds"] / 60)
+    for label, (xs, ys) in sorted(groups.items()):
+        axes.scatter(xs, ys, s=10, alpha=0.7, label=label)
+    if groups:
+        axes.set_xscale("log")
+        axes.set_yscale("log")
+        axes.legend(fontsize="small", loc="upper left", bbox_to_anchor=(1.01, 1.0))
+    axes.set_xlabel("segments to recover at the start (log scale)")
+    axes.set_ylabel("recovery duration (minutes, log scale)")
+    axes.set_title("Duration against data to recover, completed recoveries")
+    return png(figure)
+
+
+def rates(nodes: Sequence[dict[str, Any]]) -> str:
+    rated = sorted(
+        (n for n in nodes if n["medianRate"] is not None), key=lambda n: n["medianRate"]
+    )[:RATE_NODES]
+    figure, axes = plt.subplots(figsize=(8, max(2.5, 0.25 * len(rated) + 1)))
+    colours = ["#d9534f" if n["slow"] else "#4a7ebb" for n in rated]
+    axes.barh([f"{n['cluster']}/{n['node']}" for n in rated], [n["medianRate"] for n in rated],
+              color=colours)  # fmt: skip
+    axes.set_xlabel("median recovery rate (segments per second)")
+    axes.set_title(f"Recovery rate per node (the {RATE_NODES} slowest)")
+    axes.tick_params(axis="y", labelsize="small")
+    axes.legend(
+        handles=[
+            Patch(color="#d9534f", label="flagged slow"),
+            Patch(color="#4a7ebb", label="not flagged"),
+        ],
+        fontsize="small",
+        loc="lower right",
+    )
+    return png(figure)
