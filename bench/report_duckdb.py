@@ -243,7 +243,8 @@ _PHASE_OF = "\n".join(f"WHEN '{action}' THEN '{phase}'" for action, phase in PHA
 
 _EVENTS = """
 CREATE TEMP TABLE events AS
-SELECT ts, rollId, node, action, reason, cluster FROM read_parquet(?, hive_partitioning = true)
+SELECT ts, rollId, node, action, reason, seconds, cluster
+FROM read_parquet(?, hive_partitioning = true, union_by_name = true)
 """
 
 _ROLLS = """
@@ -269,7 +270,9 @@ per_roll AS (
         max(struct_pack(ts := ts, action := action)) FILTER (
             WHERE node IS NULL
             AND action IN ('roll-completed', 'roll-failed', 'roll-interrupted')
-        ) AS lastOutcome
+        ) AS lastOutcome,
+        max(seconds) FILTER (WHERE node IS NULL AND action = 'roll-predicted')
+            AS predictedSeconds
     FROM events
     GROUP BY ALL
 )
@@ -278,7 +281,8 @@ SELECT r.cluster, r.rollId, r.start, r."end",
     (r."end" - r.start)::DOUBLE / 1000 AS durationSeconds,
     coalesce(n.restarted, 0) AS restarted,
     n.nodeSeconds,
-    coalesce(n.recoveryWaits, 0) AS recoveryWaits
+    coalesce(n.recoveryWaits, 0) AS recoveryWaits,
+    r.predictedSeconds
 FROM per_roll r LEFT JOIN node_totals n USING (cluster, rollId)
 ORDER BY r.start DESC, r.cluster, r.rollId
 """

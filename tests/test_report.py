@@ -48,7 +48,7 @@ def timeline(spark: SparkSession, node: str, rows: list[Rec], cluster: str = "c"
 
 
 def events(spark: SparkSession, rows: list[tuple[int, str, str | None, str]]) -> DataFrame:
-    data = [(ts, roll, node, action, "", "c", "d") for ts, roll, node, action in rows]
+    data = [(ts, roll, node, action, "", None, "c", "d") for ts, roll, node, action in rows]
     return spark.createDataFrame(data, ep.EVENTS_SCHEMA)
 
 
@@ -291,10 +291,12 @@ def test_daily_durations_per_cluster_and_utc_day_of_the_start(spark: SparkSessio
     assertDataFrameEqual(got, spark.createDataFrame(want, got.schema))
 
 
-def roller(
-    spark: SparkSession, rows: list[tuple[int, str | None, str, str]], roll: str = "r"
-) -> DataFrame:
-    data = [(ts * 1000, roll, node, action, why, "c", "d") for ts, node, action, why in rows]
+def roller(spark: SparkSession, rows: list[tuple[Any, ...]], roll: str = "r") -> DataFrame:
+    data = [
+        (ts * 1000, roll, node, action, why, seconds, "c", "d")
+        for ts, node, action, why, *figure in rows
+        for seconds in [figure[0] if figure else None]
+    ]
     return spark.createDataFrame(data, ep.EVENTS_SCHEMA)
 
 
@@ -303,6 +305,7 @@ def test_roll_phases_from_the_rollers_events(spark: SparkSession) -> None:
         spark,
         [
             (0, None, "roll-start", ""),
+            (0, None, "roll-predicted", "", 30.0),
             (1, "b", "defer", "min ISR"),
             (2, "a", "wait-recovery", "progressing"),  # recovering before its restart
             (4, "a", "wait-recovery", "progressing"),
@@ -329,9 +332,16 @@ def test_roll_phases_from_the_rollers_events(spark: SparkSession) -> None:
     ]
     assertDataFrameEqual(got, spark.createDataFrame(want, got.schema))
     summary = rolls.rolls(events).select(
-        "start", "end", "outcome", "durationSeconds", "restarted", "nodeSeconds", "recoveryWaits"
+        "start",
+        "end",
+        "outcome",
+        "durationSeconds",
+        "restarted",
+        "nodeSeconds",
+        "recoveryWaits",
+        "predictedSeconds",
     )
-    want_roll = [(0, 21000, "completed", 21.0, 2, 6.0 + 7.0, 1)]
+    want_roll = [(0, 21000, "completed", 21.0, 2, 6.0 + 7.0, 1, 30.0)]
     assertDataFrameEqual(summary, spark.createDataFrame(want_roll, summary.schema))
 
 

@@ -31,6 +31,7 @@ from __future__ import annotations
 from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
 from pyspark.sql.types import (
+    DoubleType,
     IntegerType,
     LongType,
     StringType,
@@ -65,6 +66,7 @@ EVENTS_SCHEMA = StructType(
         StructField("node", StringType(), True),
         StructField("action", StringType(), False),
         StructField("reason", StringType(), True),
+        StructField("seconds", DoubleType(), True),  # roll-predicted / roll-completed
         StructField("cluster", StringType(), False),
         StructField("date", StringType(), False),
     ]

@@ -69,7 +69,14 @@ def _roll_section(
         f"<strong>{duration(roll['durationSeconds'])}</strong> from first to last event, "
         f"against <strong>{duration(roll['nodeSeconds'])}</strong> of its "
         f"{roll['restarted']} restarted nodes' own times (restart to ready, summed); "
-        f"nodes waited for in log recovery: {roll['recoveryWaits']}.</p>"
+        f"nodes waited for in log recovery: {roll['recoveryWaits']}."
+        + (
+            f" Predicted before it started (expectations.json): "
+            f"<strong>{duration(roll['predictedSeconds'])}</strong>."
+            if roll.get("predictedSeconds") is not None
+            else ""
+        )
+        + "</p>"
     )
     parts = [
         f'<section class="roll" id="{anchor("roll", cluster, roll_id)}">',

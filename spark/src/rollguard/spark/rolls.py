@@ -101,7 +101,9 @@ def phases(events: DataFrame) -> DataFrame:
 
 def rolls(events: DataFrame) -> DataFrame:
     """One row per roll: cluster, rollId, start, end, outcome, durationSeconds, restarted,
-    nodeSeconds (the sum of its nodes' own times), recoveryWaits (nodes waited for)."""
+    nodeSeconds (the sum of its nodes' own times), recoveryWaits (nodes waited for),
+    predictedSeconds (what the roller predicted from expectations.json before it started, its
+    `roll-predicted` event; null without one)."""
     per_node = (
         events.filter(F.col("node").isNotNull())
         .groupBy("cluster", "rollId", "node")
@@ -132,8 +134,14 @@ def rolls(events: DataFrame) -> DataFrame:
             F.struct("ts", "action"),
         )
     )
+    predicted = F.max(
+        F.when(F.col("node").isNull() & (F.col("action") == "roll-predicted"), F.col("seconds"))
+    )
     per_roll = events.groupBy("cluster", "rollId").agg(
-        F.min("ts").alias("start"), F.max("ts").alias("end"), last.alias("_last")
+        F.min("ts").alias("start"),
+        F.max("ts").alias("end"),
+        last.alias("_last"),
+        predicted.alias("predictedSeconds"),
     )
     return per_roll.join(per_node, ["cluster", "rollId"], "left").select(
         "cluster",
@@ -147,4 +155,5 @@ def rolls(events: DataFrame) -> DataFrame:
         F.coalesce("restarted", F.lit(0).cast("long")).alias("restarted"),
         "nodeSeconds",
         F.coalesce("recoveryWaits", F.lit(0).cast("long")).alias("recoveryWaits"),
+        "predictedSeconds",
     )

@@ -26,6 +26,7 @@ from __future__ import annotations
 import asyncio
 import fcntl
 import json
+import math
 import os
 import shutil
 import time
@@ -69,6 +70,9 @@ EVENTS_SCHEMA = pa.schema(
         pa.field("node", pa.string()),
         pa.field("action", pa.string(), nullable=False),
         pa.field("reason", pa.string()),
+        # a figure some events carry: `roll-predicted` the predicted roll, `roll-completed` the
+        # actual one (seconds); null for the others and in datasets collected before it
+        pa.field("seconds", pa.float64()),
     ]
 )
 
@@ -361,7 +365,14 @@ def _event_row(entry: dict[str, Any]) -> dict[str, Any]:
         "node": None if node is None else str(node),
         "action": str(entry["action"]),
         "reason": str(entry.get("reason", "")),
+        "seconds": _number(entry.get("seconds")),
     }
+
+
+def _number(value: Any) -> float | None:
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return None
+    return float(value) if math.isfinite(value) else None
 
 
 # ---- one run ------------------------------------------------------------------------------
