@@ -183,11 +183,11 @@ def next_batch(
     if by_rack:
         racks = sorted({placement.rack(n) or "" for n in allowed})
         orders = []
-        for rack in racks:
-            mine = [n for n in allowed if (placement.rack(n) or "") == rack]
-            others = [n for n in allowed if (placement.rack(n) or "") != rack]
-            orders.append((rack or None, mine + others))
-    grown = []
+        for name in racks:
+            mine = [n for n in allowed if (placement.rack(n) or "") == name]
+            others = [n for n in allowed if (placement.rack(n) or "") != name]
+            orders.append((name or None, mine + others))
+    grown: list[tuple[list[Node], str | None, int]] = []
     for rack, order in orders:
         members = _grow(placement, order, max_size)
         in_rack = sum(1 for m in members if placement.rack(m) == rack) if rack else 0
