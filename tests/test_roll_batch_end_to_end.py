@@ -12,11 +12,12 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from test_roll_end_to_end import events, roll_command, run
+
 from rollguard.peers.cluster import NodePlan, ProcessCluster
 from rollguard.peers.kafka import TopicSpec
 
 from helpers import Pki
-from test_roll_end_to_end import events, roll_command, run
 
 RACKS = {i: "abc"[i % 3] for i in range(6)}
 TOPICS = {"orders": TopicSpec(partitions=6, replication_factor=3, min_insync_replicas=2)}
@@ -44,9 +45,7 @@ def six_in_three_racks(pki: Pki, folder: Path) -> ProcessCluster:
     )
 
 
-def test_six_brokers_in_three_racks_roll_in_three_batches_of_two(
-    pki: Pki, tmp_path: Path
-) -> None:
+def test_six_brokers_in_three_racks_roll_in_three_batches_of_two(pki: Pki, tmp_path: Path) -> None:
     with six_in_three_racks(pki, tmp_path) as cluster:
         # The controller is left out: this test is about the brokers' batches.
         command = roll_command(cluster, pki, tmp_path, "--skip", "kafka-6")

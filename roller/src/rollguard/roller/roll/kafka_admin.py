@@ -298,6 +298,7 @@ class KafkaObserver:
             # Preferred (0). A partition already led by its preferred replica is not an error.
             self._client().elect_leaders(0, wanted)
         except Exception as exc:  # the library's boundary: whatever it raises
+            self.close()  # a stale connection (a restarted controller): reconnect next time
             text = str(exc) if isinstance(exc, KafkaError | OSError) else repr(exc)
             raise AdminUnavailable(f"ElectLeaders at {self.bootstrap}: {text}") from exc
 
