@@ -5,12 +5,11 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from test_cli_flags import COMMANDS, refused, roll_values, run
 
 from rollguard.roller.model import Node, Role
 from rollguard.roller.roll.cli import RollOptions
 from rollguard.roller.roll.roller import PlanEntry, RollSettings
-
-from test_cli_flags import COMMANDS, refused, roll_values, run
 
 
 @pytest.mark.parametrize(
