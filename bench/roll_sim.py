@@ -308,7 +308,7 @@ def batch_roll(cluster: SimCluster, choose: Chooser, max_size: int, poll: float)
 
 
 def batch_cluster(seed: int, nodes: int, placement: str) -> SimCluster:
-    return rack_cluster(
+    cluster = rack_cluster(
         random.Random(seed),
         VirtualClock(),
         nodes,
@@ -321,6 +321,8 @@ def batch_cluster(seed: int, nodes: int, placement: str) -> SimCluster:
         catch_up=(10.0, 300.0),
         controllers=0,
     )
+    cluster.track_earliest = False
+    return cluster
 
 
 def planning_time(seed: int) -> dict[str, float]:

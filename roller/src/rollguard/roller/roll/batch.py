@@ -124,17 +124,23 @@ class _Growing:
 
 
 def _grow(placement: Placement, order: Sequence[Node], max_size: int) -> list[Node]:
-    """First fit in `order`: each broker joins when no partition would break. A first member
-    that has no room to share (its own partitions cannot spare it in a batch) restarts alone."""
+    """First fit in `order`: each broker joins when it may restart alone (today's rule) and no
+    partition would break. A first member that has no room to share (its own partitions cannot
+    spare it in a batch) restarts alone. Today's rule is checked lazily: a serial plan of a
+    large cluster needs only the first broker that passes it."""
     growing = _Growing(placement)
-    first = order[0]
+    first = next((n for n in order if not placement.alone_blockers(n.node_id)), None)
+    if first is None:
+        return []
     if max_size == 1 or growing.conflict(first.node_id) is not None:
         return [first]
     growing.add(first)
-    for node in order[1:]:
+    for node in order:
         if len(growing.members) >= max_size:
             break
-        if growing.conflict(node.node_id) is None:
+        if node is first or growing.conflict(node.node_id) is not None:
+            continue
+        if not placement.alone_blockers(node.node_id):
             growing.add(node)
     return growing.members
 
@@ -166,32 +172,34 @@ def next_batch(
         return BatchPlan(None, tuple(Held(n, why, (blocker,)) for n in nodes))
     placement = placement or Placement(cluster)
     held: list[Held] = []
-    allowed: list[Node] = []
+    candidates: list[Node] = []
     for node in sorted(nodes, key=lambda n: n.node_id):
         if node.is_controller:
             held.append(Held(node, CONTROLLER_ALONE))
         elif ready is not None and node.node_id not in ready:
             held.append(Held(node, NOT_READY_ALONE))
-        elif blockers := placement.alone_blockers(node.node_id):
-            held.append(Held(node, describe_blockers(blockers), tuple(blockers)))
         else:
-            allowed.append(node)
-    if not allowed:
-        return BatchPlan(None, tuple(held))
+            candidates.append(node)
     by_rack = rack_aware if rack_aware is not None else bool(placement.racks)
-    orders: list[tuple[str | None, list[Node]]] = [(None, allowed)]
+    orders: list[tuple[str | None, list[Node]]] = [(None, candidates)]
     if by_rack:
-        racks = sorted({placement.rack(n) or "" for n in allowed})
+        racks = sorted({placement.rack(n) or "" for n in candidates})
         orders = []
         for name in racks:
-            mine = [n for n in allowed if (placement.rack(n) or "") == name]
-            others = [n for n in allowed if (placement.rack(n) or "") != name]
+            mine = [n for n in candidates if (placement.rack(n) or "") == name]
+            others = [n for n in candidates if (placement.rack(n) or "") != name]
             orders.append((name or None, mine + others))
     grown: list[tuple[list[Node], str | None, int]] = []
     for rack, order in orders:
         members = _grow(placement, order, max_size)
-        in_rack = sum(1 for m in members if placement.rack(m) == rack) if rack else 0
-        grown.append((members, rack, in_rack))
+        if members:
+            in_rack = sum(1 for m in members if placement.rack(m) == rack) if rack else 0
+            grown.append((members, rack, in_rack))
+    if not grown:  # every candidate was checked alone, and none may restart
+        for node in candidates:
+            blockers = placement.alone_blockers(node.node_id)
+            held.append(Held(node, describe_blockers(blockers), tuple(blockers)))
+        return BatchPlan(None, tuple(sorted(held, key=lambda h: h.node.node_id)))
     # Largest first, then the most members of one rack, then node order.
     members, seed_rack, in_rack = min(
         grown, key=lambda g: (-len(g[0]), -g[2], sorted(m.node_id for m in g[0]))
@@ -199,11 +207,18 @@ def next_batch(
     members = sorted(members, key=lambda n: n.node_id)
     one_rack = seed_rack if seed_rack is not None and in_rack == len(members) else None
     batch = Batch(tuple(members), one_rack, _why(placement, members, one_rack, by_rack, max_size))
+    chosen = {m.node_id for m in members}
+    rest = [n for n in candidates if n.node_id not in chosen]
     if explain:
+        allowed = []
+        for node in rest:
+            if blockers := placement.alone_blockers(node.node_id):
+                held.append(Held(node, describe_blockers(blockers), tuple(blockers)))
+            else:
+                allowed.append(node)
         held += _held_back(placement, members, allowed, max_size)
-    else:  # the roll reads only the blockers; `plan` and the tests read the rest
-        chosen = {m.node_id for m in members}
-        held += [Held(n, "in a later batch") for n in allowed if n.node_id not in chosen]
+    else:  # the roll reads blockers only when nothing may restart; `plan` reads the rest
+        held += [Held(n, "in a later batch") for n in rest]
     return BatchPlan(batch, tuple(sorted(held, key=lambda h: h.node.node_id)))
 
 
