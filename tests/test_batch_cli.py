@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+import asyncio
+import random
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
 from test_cli_flags import COMMANDS, refused, roll_values, run
 
+from rollguard.peers.sim import VirtualClock, default_settings, make_roller, rack_cluster
 from rollguard.roller.model import Node, Role
 from rollguard.roller.roll.cli import RollOptions
 from rollguard.roller.roll.roller import PlanEntry, RollSettings
@@ -63,3 +67,30 @@ def test_a_plan_entry_shows_its_batch_and_rack() -> None:
     serial = PlanEntry(node, "restart", "restart")
     assert "batch" not in serial.to_json()
     assert serial.text() == "restart: restart"
+
+
+def test_plan_lists_the_batches_with_rack_and_reason_and_the_held_back(tmp_path: Path) -> None:
+    cluster = rack_cluster(random.Random(4), VirtualClock(), 6, racks=3, min_isr=(2, 2))
+    # A partition of brokers 1 and 4 (rack b) at min ISR: both are held back, with the reason.
+    lagging = next(i for i, p in enumerate(cluster.partitions) if p.replicas[-1] not in (1, 4)
+                   and {1, 4} & set(p.replicas[:-1]))  # fmt: skip
+    cluster.by_id[cluster.partitions[lagging].replicas[-1]].rejoin[lagging] = 1e9
+    roller = make_roller(
+        cluster, tmp_path, replace(default_settings(), max_batch_size=2, rack_aware=True)
+    )
+
+    async def plan() -> list[PlanEntry]:
+        try:
+            return await roller.plan()
+        finally:
+            await roller.agents.aclose()
+
+    entries = asyncio.run(plan())
+    texts = {e.node.name: e.text() for e in entries}
+    assert texts["controller-6"].startswith("restart")  # controllers: alone, as before
+    batched = [e for e in entries if e.batch is not None]
+    assert batched and all(e.rack is not None for e in batched)
+    assert texts[batched[0].node.name].startswith(f"batch 1, rack {batched[0].rack}: restart:")
+    held = [e for e in entries if e.action == "defer"]
+    assert held and all("min.insync.replicas" in e.reason for e in held)
+    assert all(e.to_json()["action"] in ("restart", "defer") for e in entries)
