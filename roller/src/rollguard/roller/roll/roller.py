@@ -133,7 +133,7 @@ class PlanEntry:
     """One line of `rollguard plan`: what a roll would do with a node now, and why."""
 
     node: Node
-    action: str  # restart, force-restart, defer, wait, fail, skip, later
+    action: str  # restart, force-restart, defer, wait, fail, skip
     reason: str
     batch: int | None = None  # with --max-batch-size above 1: the batch it would restart in
     rack: str | None = None  # the batch's one rack, when it has one
