@@ -20,7 +20,8 @@ Preferences, in order, so that a plan is deterministic and explainable:
    is a preference, never trusted: each candidate batch is grown from one rack's brokers first
    and every member passes the per-partition check, so a random placement gets small or mixed
    batches instead of unsafe ones;
-2. the largest safe batch (fewer batches, a shorter roll);
+2. the largest safe batch (fewer batches, a shorter roll): candidates are grown first fit in
+   node order and in busiest-first order (most partitions hosted first), and the largest wins;
 3. node order.
 Controllers and combined nodes are never batched: the roll loop restarts them one at a time
 after the quorum check, the active controller last; not-ready brokers are waited for alone,
@@ -181,14 +182,27 @@ def next_batch(
         else:
             candidates.append(node)
     by_rack = rack_aware if rack_aware is not None else bool(placement.racks)
-    orders: list[tuple[str | None, list[Node]]] = [(None, candidates)]
+
+    # Each candidate batch is grown from one order: node order, and again with the most
+    # constrained brokers (most partitions) first, which are the hardest to place later:
+    # taking them while there is room leaves fewer, fuller batches for the end, as graph
+    # colouring's largest-degree-first does. By rack: one rack's brokers before the others'.
+    def busiest_first(group: list[Node]) -> list[Node]:
+        return sorted(group, key=lambda n: (-len(placement.hosted.get(n.node_id, ())), n.node_id))
+
+    groups: list[tuple[str | None, list[Node], list[Node]]] = [(None, candidates, [])]
     if by_rack:
         racks = sorted({placement.rack(n) or "" for n in candidates})
-        orders = []
-        for name in racks:
-            mine = [n for n in candidates if (placement.rack(n) or "") == name]
-            others = [n for n in candidates if (placement.rack(n) or "") != name]
-            orders.append((name or None, mine + others))
+        groups = [
+            (
+                name or None,
+                [n for n in candidates if (placement.rack(n) or "") == name],
+                [n for n in candidates if (placement.rack(n) or "") != name],
+            )
+            for name in racks
+        ]
+    orders = [(rack, mine + others) for rack, mine, others in groups]
+    orders += [(rack, busiest_first(mine) + busiest_first(others)) for rack, mine, others in groups]
     grown: list[tuple[list[Node], str | None, int]] = []
     for rack, order in orders:
         members = _grow(placement, order, max_size)

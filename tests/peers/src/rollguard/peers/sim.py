@@ -493,7 +493,7 @@ def rack_cluster(
     distinct racks while there are racks enough, as Kafka's rack-aware placer does) or
     `random`; replication drawn from `replication`, min ISR from `min_isr` (default 1..RF-1,
     at least 1). `lagging`: the share of partitions whose last replica is out of sync at the
-    start (a lagging follower: the ISR is short until that broker's next restart)."""
+    start (a lagging follower: the ISR is short until it catches up, 1 to 10 minutes in)."""
     names = [chr(ord("a") + r) for r in range(racks)] if racks else []
     rack_of = {i: names[i % racks] for i in range(size)} if racks else {}
     by_rack: dict[str, list[int]] = {}
@@ -546,9 +546,12 @@ def rack_cluster(
     cluster = SimCluster(nodes, partitions, clock, rack_of)
     spread_rejoins(cluster, rng)
     for index, p in enumerate(partitions):
-        if len(p.replicas) > 1 and rng.random() < lagging:
-            # Its last replica rejoins only after its current run is long over: lagging now.
-            cluster.by_id[p.replicas[-1]].rejoin[index] = 1e9
+        sim = cluster.by_id[p.replicas[-1]]
+        if len(p.replicas) > 1 and rng.random() < lagging and sim.catch_up_seconds > 0:
+            # Its last replica is behind when the roll starts and catches up 1 to 10 minutes
+            # into it (its run started a day ago: the fraction of its catch-up time says when).
+            moment = rng.uniform(60, 600) - sim.running_at
+            sim.rejoin[index] = moment / sim.catch_up_seconds
     return cluster
 
 
