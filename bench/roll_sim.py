@@ -1,7 +1,14 @@
-"""Roll 100 simulated nodes on a virtual clock: rollguard against a naive roller.
+"""Roll simulated clusters on a virtual clock: rollguard against a naive roller, and batches.
 
     .venv/bin/python bench/roll_sim.py [--nodes 100] [--scenarios 5] [--seed 1] [--poll 10]
-                                       [--recovering-at-start 0.2]
+                                       [--recovering-at-start 0.2] [--part all|serial|batches]
+                                       [--batch-nodes 100,300,1000] [--batch-scenarios 2]
+
+The batch part (`--part batches`, see `batch_benchmark`): clusters of 100, 300 and 1,000 brokers
+in 3 racks, replication 3 and min.insync.replicas 2, placed rack-aware or at random, rolled on
+the virtual clock by rollguard's planner (`rollguard.roller.roll.batch`) at batch sizes 1 (the
+serial roll), 3, 10 and unlimited, and by Strimzi's "Kafka Roller 2.0" greedy algorithm at the
+same limits; each batch waits until its members are back in every ISR (the next poll after).
 
 Each scenario is a random cluster (tests/roll_sim.py): restart times 20-120 s, a fifth of the
 brokers already in log recovery at the start and a fifth going into recovery when restarted
@@ -26,16 +33,27 @@ from __future__ import annotations
 
 import json
 import logging
+import math
 import random
 import statistics
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from rollguard.peers.sim import SimCluster, VirtualClock, default_settings, random_cluster, run_roll
+from rollguard.peers.sim import (
+    SimCluster,
+    VirtualClock,
+    default_settings,
+    rack_cluster,
+    random_cluster,
+    run_roll,
+)
+from rollguard.roller.model import Node
+from rollguard.roller.roll.batch import Placement, next_batch, plan_batches
 from rollguard.roller.roll.roller import RollSettings
 from rollguard.shared.cli import Parser, argument_type
 from rollguard.shared.settings import duration_between, integer, number_between
@@ -173,8 +191,28 @@ def main() -> int:
         default=0.2,
         help="the share of brokers in log recovery when the roll starts",
     )
+    parser.add_argument(
+        "--part",
+        choices=("all", "serial", "batches"),
+        default="all",
+        help="serial: rollguard against the naive roller; batches: batch sizes and greedy",
+    )
+    parser.add_argument("--batch-nodes", default="100,300,1000", help="cluster sizes, batches")
+    parser.add_argument(
+        "--batch-scenarios", type=argument_type(integer(1, 100)), default=2, help="per size"
+    )
     args = parser.parse_args()
     logging.disable(logging.WARNING)  # the roller's own log lines: thousands per roll
+    ok = True
+    if args.part in ("all", "serial"):
+        ok = serial_part(args)
+    if args.part in ("all", "batches"):
+        sizes = [integer(1, 100_000)(n) for n in args.batch_nodes.split(",")]
+        ok = batch_benchmark(sizes, args.batch_scenarios, args.seed, args.poll) and ok
+    return 0 if ok else 1
+
+
+def serial_part(args: Any) -> bool:
     settings = replace(default_settings(), poll_interval=args.poll)
     rows = [
         run_scenario(args.seed + index, args.nodes, args.recovering_at_start, settings)
@@ -199,7 +237,176 @@ def main() -> int:
         values = [r["rollguard"][key] for r in rows]
         shown = ", ".join(f"{v:.2%}" for v in values)
         print(f"rollguard {key:22} median {statistics.median(values):>8.2%}  all [{shown}]")
-    return 0 if all(r["rollguard"]["outcome"] == "completed" for r in rows) else 1
+    return all(r["rollguard"]["outcome"] == "completed" for r in rows)
+
+
+# ---- batches ---------------------------------------------------------------------------------
+
+UNLIMITED = 0  # a batch size: no limit
+
+
+def greedy_batch(pending: list[Node], placement: Placement, max_size: int) -> list[Node]:
+    """Strimzi's "Kafka Roller 2.0" (proposal PR #103, PoC #11020), from its description: the
+    brokers that would break min ISR alone are dropped; the rest are grouped first fit, in node
+    order, into cells whose members share no partition; cells are cut to the size limit and the
+    largest is restarted. Racks are not used."""
+    cells: list[tuple[list[Node], set[int]]] = []
+    for node in pending:
+        if placement.alone_blockers(node.node_id):
+            continue
+        hosted = set(placement.hosted.get(node.node_id, ()))
+        for members, used in cells:
+            if not used & hosted:
+                members.append(node)
+                used |= hosted
+                break
+        else:
+            cells.append(([node], hosted))
+    if not cells:
+        return []
+    cut = [members[:max_size] if max_size else members for members, _ in cells]
+    return max(cut, key=len)
+
+
+def rollguard_batch(pending: list[Node], placement: Placement, max_size: int) -> list[Node]:
+    plan = next_batch(
+        pending,
+        placement.cluster,
+        max_size=max_size or len(pending),
+        placement=placement,
+        explain=False,
+    )
+    return list(plan.batch.members) if plan.batch is not None else []
+
+
+Chooser = Callable[[list[Node], Placement, int], list[Node]]
+
+
+def batch_roll(cluster: SimCluster, choose: Chooser, max_size: int, poll: float) -> int:
+    """Roll every broker in batches on the virtual clock: observe, choose, restart the batch,
+    and observe again at the first poll after its last member is back in sync. The number of
+    batches; the restarts' harm is counted by the simulation (`cluster.violations`)."""
+    clock = cluster.clock
+    pending = sorted((s.node for s in cluster.nodes.values()), key=lambda n: n.node_id)
+    batches = 0
+    while pending:
+        ready = [n for n in pending if cluster.by_id[n.node_id].ready(clock.now)]
+        members = choose(ready, Placement(cluster.cluster_view()), max_size) if ready else []
+        if not members:
+            clock.now += poll
+            if clock.now > 10 * 86400:
+                raise RuntimeError(f"no batch possible for 10 days: {len(pending)} left")
+            continue
+        for member in members:
+            cluster.restart_now(member.name)
+        batches += 1
+        chosen = {m.node_id for m in members}
+        pending = [n for n in pending if n.node_id not in chosen]
+        synced = max(cluster.nodes[m.name].synced_at() for m in members)
+        clock.now += math.ceil((synced - clock.now) / poll) * poll
+    return batches
+
+
+def batch_cluster(seed: int, nodes: int, placement: str) -> SimCluster:
+    cluster = rack_cluster(
+        random.Random(seed),
+        VirtualClock(),
+        nodes,
+        racks=3,
+        placement=placement,
+        partitions_per_broker=20,
+        replication=(3, 3),
+        min_isr=(2, 2),
+        recovery_on_restart=0.1,
+        catch_up=(10.0, 300.0),
+        controllers=0,
+    )
+    cluster.track_earliest = False
+    return cluster
+
+
+def planning_time(seed: int) -> dict[str, float]:
+    """One batch, and a whole plan, for 1,000 brokers in 3 racks and 100,000 partitions."""
+    cluster = rack_cluster(
+        random.Random(seed), VirtualClock(), 1000, racks=3, partitions_per_broker=100,
+        replication=(3, 3), min_isr=(2, 2), controllers=0,
+    )  # fmt: skip
+    view = cluster.cluster_view()
+    nodes = sorted((s.node for s in cluster.nodes.values()), key=lambda n: n.node_id)
+    figures = {}
+    for name, size in (("batch_of_10", 10), ("batch_unlimited", 1000)):
+        started = time.perf_counter()
+        next_batch(nodes, view, max_size=size)
+        figures[name] = time.perf_counter() - started
+    started = time.perf_counter()
+    batches, _ = plan_batches(nodes, view, max_size=1000)
+    figures["whole_plan_unlimited"] = time.perf_counter() - started
+    figures["batches_unlimited"] = len(batches)
+    return figures
+
+
+def batch_benchmark(sizes: list[int], scenarios: int, seed: int, poll: float) -> bool:
+    limits = (1, 3, 10, UNLIMITED)
+    rows = []
+    for nodes in sizes:
+        for placement in ("rack_aware", "random"):
+            for index in range(scenarios):
+                for who, choose in (("rollguard", rollguard_batch), ("greedy", greedy_batch)):
+                    for limit in limits:
+                        if who == "greedy" and limit == 1:
+                            continue  # the same serial roll
+                        cluster = batch_cluster(seed + index, nodes, placement)
+                        started = time.perf_counter()
+                        count = batch_roll(cluster, choose, limit, poll)
+                        rows.append({
+                            "nodes": nodes, "placement": placement, "seed": seed + index,
+                            "who": who, "limit": limit or "unlimited", "batches": count,
+                            "roll_s": cluster.clock.now, **counts(cluster),
+                            "wall_s": round(time.perf_counter() - started, 1),
+                        })  # fmt: skip
+                        print(json.dumps(rows[-1]), flush=True)
+    print(f"\npoll {poll:g} s, {scenarios} scenarios per size and placement (medians)")
+    print("| brokers | placement | roller | limit | batches | roll time | vs serial | "
+          "below min ISR | offline |")  # fmt: skip
+    print("|---|---|---|---|---|---|---|---|---|")
+    ok = True
+    for nodes in sizes:
+        for placement in ("rack_aware", "random"):
+            mine = [r for r in rows if r["nodes"] == nodes and r["placement"] == placement]
+            serial = statistics.median(
+                r["roll_s"] for r in mine if r["who"] == "rollguard" and r["limit"] == 1
+            )
+            for who in ("rollguard", "greedy"):
+                for limit in limits:
+                    group = [r for r in mine if r["who"] == who and r["limit"] == (limit or
+                             "unlimited")]  # fmt: skip
+                    if not group:
+                        continue
+                    roll_s = statistics.median(r["roll_s"] for r in group)
+                    print(
+                        f"| {nodes} | {placement} | {who} | {limit or 'unlimited'} | "
+                        f"{statistics.median(r['batches'] for r in group):g} | "
+                        f"{roll_s:,.0f} s | {roll_s / serial:.3f} | "
+                        f"{sum(r['below_min_isr'] for r in group)} | "
+                        f"{sum(r['offline'] for r in group)} |"
+                    )
+                    ok = ok and all(r["below_min_isr"] == r["offline"] == 0 for r in group
+                                    if r["who"] == "rollguard")  # fmt: skip
+            for limit in limits[1:]:
+                for a, b in zip(
+                    (r for r in mine if r["who"] == "rollguard" and r["limit"] == (limit or
+                     "unlimited")),
+                    (r for r in mine if r["who"] == "greedy" and r["limit"] == (limit or
+                     "unlimited")),
+                    strict=True,
+                ):  # fmt: skip
+                    if a["batches"] > b["batches"]:
+                        print(f"more batches than greedy: {a} {b}")
+    figures = planning_time(seed)
+    print("planning, 1,000 brokers and 100,000 partitions: " + ", ".join(
+        f"{k} {v:.2f} s" if isinstance(v, float) else f"{k} {v}" for k, v in figures.items()
+    ))  # fmt: skip
+    return ok
 
 
 if __name__ == "__main__":

@@ -79,6 +79,9 @@ class PartitionInfo:
     isr: tuple[int, ...]
     min_isr: int
     internal: bool = False  # __consumer_offsets, __transaction_state...: they count the same
+    # The current leader (-1 in Kafka's answer is None here: no leader, or not reported). Only
+    # the preferred leader election after a batch reads it; no safety rule does.
+    leader: int | None = None
 
     @property
     def name(self) -> str:
@@ -126,6 +129,12 @@ class ClusterView:
     reassignments: tuple[Reassignment, ...] = ()
     # controller.quorum.fetch.timeout.ms as the cluster has it (DescribeConfigs).
     quorum_fetch_timeout_ms: int = DEFAULT_QUORUM_FETCH_TIMEOUT_MS
+    # broker.rack of each broker that reports one (DescribeCluster), as (node id, rack) pairs
+    # in node order; empty when no broker does. Batches prefer one rack, never trust it.
+    racks: tuple[tuple[int, str], ...] = ()
+
+    def rack_of(self) -> dict[int, str]:
+        return dict(self.racks)
 
 
 # ---- what an agent said ----------------------------------------------------------------------

@@ -65,6 +65,7 @@ from rollguard.shared.settings import (
     default_of,
     duration_between,
     format_duration,
+    integer,
     milliseconds_to_duration,
     option,
     servers,
@@ -79,6 +80,11 @@ def _roll_id(text: str) -> str:
 
 def _on_agent_unreachable(text: str) -> OnAgentUnreachable:
     return OnAgentUnreachable(choice(*(o.value for o in OnAgentUnreachable))(text))
+
+
+def _rack_aware(text: str) -> bool | None:
+    """auto (None: on when brokers report racks), or true/false."""
+    return None if text.strip().lower() == "auto" else boolean(text)
 
 
 def _default(name: str) -> str:
@@ -168,6 +174,24 @@ class RollOptions(AgentOptions, OutputOptions, PlatformOptions):
         "on Kubernetes, restart pods that are already up to date too (a switch)",
         switch=True,
     )
+    max_batch_size: int = option(
+        "1",
+        integer(1, 100_000),
+        "restart up to N brokers at once when no partition can spare fewer (1: one at a time)",
+        "N",
+    )
+    rack_aware: bool | None = option(
+        "auto",
+        _rack_aware,
+        "batches of one rack first (auto: when brokers report racks; false: ignore racks)",
+        "auto|true|false",
+    )
+    elect_preferred_leaders: bool = option(
+        "true",
+        boolean,
+        "after each batch, elect the preferred leaders of its brokers' partitions",
+        "true|false",
+    )
     roll_id: str | None = option(
         None, _roll_id, "id of a new roll (default: time and random)", "ID"
     )
@@ -188,6 +212,9 @@ class RollOptions(AgentOptions, OutputOptions, PlatformOptions):
             only=self.only,
             skip=self.skip,
             all_nodes=self.all,
+            max_batch_size=self.max_batch_size,
+            rack_aware=self.rack_aware,
+            elect_preferred_leaders=self.elect_preferred_leaders,
         )
 
 
@@ -355,6 +382,7 @@ async def _run(command: str, options: RollOptions, stats: RetryStats, roll_id: s
                 policy=options.retry_policy(),
                 lease=None if command == "plan" else lease,
                 on_progress=_progress(display, options.output),
+                elect_leaders=kafka.elect_preferred,
             )
             if command == "plan":
                 try:

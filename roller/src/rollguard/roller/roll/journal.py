@@ -54,6 +54,9 @@ class NodeRecord:
     at: str
     instance: str | None = None  # pod UID before the restart, to tell if it happened
     reason: str = ""
+    # The batch it was restarted in (1, 2, ...; `--max-batch-size` above 1), None alone. Every
+    # member's intent is saved before any member restarts, so a resumed roll knows the batch.
+    batch: int | None = None
 
 
 @dataclass
@@ -63,6 +66,10 @@ class RollRecord:
     state: RollState = RollState.RUNNING
     reason: str = ""
     nodes: dict[str, NodeRecord] = field(default_factory=dict)
+
+    def next_batch(self) -> int:
+        """The number of the next batch: one more than any on record (a resumed roll goes on)."""
+        return 1 + max((r.batch or 0 for r in self.nodes.values()), default=0)
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -77,6 +84,7 @@ class RollRecord:
                     "at": r.at,
                     "instance": r.instance,
                     "reason": r.reason,
+                    **({"batch": r.batch} if r.batch is not None else {}),
                 }
                 for name, r in self.nodes.items()
             },
@@ -103,11 +111,23 @@ class RollRecord:
             reason=data.get("reason", ""),
             nodes={
                 name: NodeRecord(
-                    NodeStatus(r["status"]), r["at"], r.get("instance"), r.get("reason", "")
+                    NodeStatus(r["status"]),
+                    r["at"],
+                    r.get("instance"),
+                    r.get("reason", ""),
+                    _batch(r.get("batch")),
                 )
                 for name, r in data.get("nodes", {}).items()
             },
         )
+
+
+def _batch(value: object) -> int | None:
+    if value is None:
+        return None
+    if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+        raise ValueError(f"batch {value!r} is not a positive whole number")
+    return value
 
 
 def now_text() -> str:

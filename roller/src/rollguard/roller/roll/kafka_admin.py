@@ -4,7 +4,9 @@ One observation per poll of the roll: every topic's partitions with replicas and
 topics included: `__consumer_offsets` at min ISR stops every consumer group on it), each topic's
 effective `min.insync.replicas`, the partition reassignments in flight, the KRaft quorum (leader
 and each voter's last caught-up time) with the cluster's own
-`controller.quorum.fetch.timeout.ms`, and the active controller. kafka-python's admin client is
+`controller.quorum.fetch.timeout.ms`, the active controller and each broker's rack (DescribeCluster,
+for batches by rack); and, after a batch, preferred leader elections (ElectLeaders). kafka-python's
+admin client is
 blocking, so calls run in a worker thread; its errors are translated here into
 `AdminUnavailable`.
 """
@@ -13,7 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -94,6 +96,7 @@ def cluster_view(
     controller_id: int | None,
     reassignments: Mapping[Any, Mapping[str, Any]] | None = None,
     fetch_timeout_ms: int = DEFAULT_QUORUM_FETCH_TIMEOUT_MS,
+    racks: Mapping[int, str] | None = None,
 ) -> ClusterView:
     """Build the view from kafka-python's result dicts (pure, so it is table-tested)."""
     infos = []
@@ -109,6 +112,7 @@ def cluster_view(
                     tuple(r for r in p["isr_nodes"] if r not in (p.get("offline_replicas") or ())),
                     min_isr.get(name, 1),
                     bool(topic.get("is_internal")),
+                    _leader(p.get("leader_id")),
                 )
             )
     moving = tuple(
@@ -138,7 +142,28 @@ def cluster_view(
         )
         quorum_info = QuorumInfo(partition["leader_id"], voters)
     active = quorum_info.leader_id if quorum_info is not None else controller_id
-    return ClusterView(tuple(infos), quorum_info, active, moving, fetch_timeout_ms)
+    return ClusterView(
+        tuple(infos),
+        quorum_info,
+        active,
+        moving,
+        fetch_timeout_ms,
+        tuple(sorted((racks or {}).items())),
+    )
+
+
+def _leader(value: object) -> int | None:
+    return value if isinstance(value, int) and value >= 0 else None
+
+
+def broker_racks(cluster: Mapping[str, Any]) -> dict[int, str]:
+    """broker.rack of each broker of a DescribeCluster answer that reports one."""
+    racks = {}
+    for b in cluster.get("brokers") or []:
+        node = b.get("broker_id", b.get("node_id"))
+        if isinstance(node, int) and b.get("rack"):
+            racks[node] = str(b["rack"])
+    return racks
 
 
 class KafkaObserver:
@@ -197,7 +222,15 @@ class KafkaObserver:
             self.close()
             text = str(exc) if isinstance(exc, KafkaError | OSError) else repr(exc)
             raise AdminUnavailable(f"Kafka Admin API at {self.bootstrap}: {text}") from exc
-        return cluster_view(topics, min_isr, quorum, controller, reassignments, fetch_timeout)
+        return cluster_view(
+            topics,
+            min_isr,
+            quorum,
+            controller,
+            reassignments,
+            fetch_timeout,
+            broker_racks(cluster),
+        )
 
     def _reassignments(self, admin: Any) -> Mapping[Any, Mapping[str, Any]]:
         from kafka.errors import IncompatibleBrokerVersion, UnsupportedVersionError
@@ -254,6 +287,24 @@ class KafkaObserver:
 
     async def observe(self) -> ClusterView:
         return await asyncio.to_thread(self._observe)
+
+    def _elect(self, partitions: Sequence[tuple[str, int]]) -> None:
+        from kafka.errors import KafkaError
+
+        wanted: dict[str, list[int]] = {}
+        for topic, index in partitions:
+            wanted.setdefault(topic, []).append(index)
+        try:
+            # Preferred (0). A partition already led by its preferred replica is not an error.
+            self._client().elect_leaders(0, wanted)
+        except Exception as exc:  # the library's boundary: whatever it raises
+            self.close()  # a stale connection (a restarted controller): reconnect next time
+            text = str(exc) if isinstance(exc, KafkaError | OSError) else repr(exc)
+            raise AdminUnavailable(f"ElectLeaders at {self.bootstrap}: {text}") from exc
+
+    async def elect_preferred(self, partitions: Sequence[tuple[str, int]]) -> None:
+        """A preferred leader election of `partitions` (ElectLeaders); AdminUnavailable."""
+        await asyncio.to_thread(self._elect, partitions)
 
     def close(self) -> None:
         if self._admin is not None:

@@ -1,4 +1,4 @@
-"""The roll loop: observe, decide with the pure rules, act, record; one node at a time.
+"""The roll loop: observe, decide with the pure rules, act, record; one node (or batch) at a time.
 
     take the cluster's lease; ask every agent once (a refused certificate, an untrusted agent
     or a skewed clock is a configuration error: nothing is restarted)
@@ -15,6 +15,13 @@ by each client), waiting until a restart is safe (`rollguard.roller.roll.waits`,
 and waiting for a broker's log recovery (`rollguard.roller.roll.progress`, by rate and stall).
 The one rule above all others: a broker its agent reports in RECOVERY is never restarted, and a
 broker whose agent cannot be read is unknown, never "not recovering".
+
+With `--max-batch-size` above 1, ready brokers that are not controllers go in batches chosen by
+`rollguard.roller.roll.batch`: every member's intent is saved, the members are restarted
+together, and each is waited for as a single node is (readiness, recovery, ISR catch-up); a
+member that fails stops the roll once the others have been waited for. Then the partitions
+whose preferred leader is a member get a preferred leader election. Not-ready nodes and
+controllers are handled alone, exactly as in a serial roll (which `--max-batch-size 1` is).
 """
 
 from __future__ import annotations
@@ -22,7 +29,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field, replace
 from enum import StrEnum
 from typing import Any
@@ -38,6 +45,7 @@ from rollguard.roller.model import (
     is_recovering,
 )
 from rollguard.roller.platform import Platform
+from rollguard.roller.roll.batch import Batch, next_batch, plan_batches
 from rollguard.roller.roll.decide import (
     Action,
     AwaitReady,
@@ -98,6 +106,10 @@ class RollSettings:
     only: frozenset[str] = frozenset()  # node names; empty: every node that needs it
     skip: frozenset[str] = frozenset()
     all_nodes: bool = False  # restart nodes that are already up to date too
+    max_batch_size: int = 1  # brokers restarted together; 1 is the serial roll
+    rack_aware: bool | None = None  # batches by rack first; None: when brokers report racks
+    elect_preferred_leaders: bool = True  # after each batch (--max-batch-size above 1)
+    election_wait: float = 10.0  # how long to watch a batch's preferred leaders come back
 
 
 class Outcome(StrEnum):
@@ -123,18 +135,27 @@ class PlanEntry:
     node: Node
     action: str  # restart, force-restart, defer, wait, fail, skip
     reason: str
+    batch: int | None = None  # with --max-batch-size above 1: the batch it would restart in
+    rack: str | None = None  # the batch's one rack, when it has one
 
     def to_json(self) -> dict[str, Any]:
-        return {
+        entry = {
             "node": self.node.name,
             "nodeId": self.node.node_id,
             "roles": sorted(self.node.roles),
             "action": self.action,
             "reason": self.reason,
         }
+        if self.batch is not None:
+            entry.update(batch=self.batch, rack=self.rack)
+        return entry
 
     def text(self) -> str:
-        return f"{self.action}: {self.reason}" if self.reason else self.action
+        text = f"{self.action}: {self.reason}" if self.reason else self.action
+        if self.batch is not None:
+            where = f", rack {self.rack}" if self.rack is not None else ""
+            text = f"batch {self.batch}{where}: {text}"
+        return text
 
 
 @dataclass
@@ -147,6 +168,8 @@ class RollResult:
 
 
 ClusterObserver = Callable[[], Awaitable[ClusterView]]
+# A preferred leader election of these (topic, partition)s; RollguardError when it fails.
+LeaderElection = Callable[[Sequence[tuple[str, int]]], Awaitable[None]]
 Progress = Callable[[Node, str, RecoveryTracker | None], None]
 
 
@@ -165,6 +188,7 @@ class Roller:
         clock: Callable[[], float] = time.monotonic,
         sleep: Callable[[float], Awaitable[object]] = asyncio.sleep,
         on_progress: Progress | None = None,
+        elect_leaders: LeaderElection | None = None,
     ) -> None:
         self.platform = platform
         self.observe_cluster = observe_cluster
@@ -179,6 +203,7 @@ class Roller:
         self._on_progress = on_progress or (lambda node, text, tracker: None)
         self._said: dict[tuple[str, str], str] = {}  # (node, kind) -> last reason logged
         self._waits: dict[str, _NodeWait] = {}
+        self.elect_leaders = elect_leaders
 
     # ---- the plan -------------------------------------------------------------------------
 
@@ -217,10 +242,14 @@ class Roller:
             nodes, {n.node_id: views[n.name].ready for n in nodes}, cluster.active_controller
         )
         entries = []
+        brokers: list[Node] = []
         for node in order:
             wanted, why = self._wanted(node, views[node.name])
             if not wanted:
                 entries.append(PlanEntry(node, "skip", why))
+                continue
+            if self.settings.max_batch_size > 1 and _batchable(node, views[node.name]):
+                brokers.append(node)
                 continue
             answer = None if views[node.name].ready else await self._ask(node, log=False)
             action = decide(
@@ -231,6 +260,25 @@ class Roller:
                 timeout=self.settings.operation_timeout,
             )
             entries.append(_plan_entry(node, action))
+        if brokers:
+            entries += self._plan_batches(brokers, cluster)
+        return entries
+
+    def _plan_batches(self, brokers: list[Node], cluster: ClusterView) -> list[PlanEntry]:
+        """The batches the ready brokers would restart in, each assumed back in sync before
+        the next, and the ones held back now (waiting for the cluster), with the reasons."""
+        batches, held = plan_batches(
+            brokers,
+            cluster,
+            max_size=self.settings.max_batch_size,
+            rack_aware=self.settings.rack_aware,
+        )
+        entries = [
+            PlanEntry(member, "restart", batch.reason, number, batch.rack)
+            for number, batch in enumerate(batches, 1)
+            for member in batch.members
+        ]
+        entries += [PlanEntry(h.node, "defer", h.reason) for h in held]
         return entries
 
     # ---- the roll -------------------------------------------------------------------------
@@ -344,7 +392,12 @@ class Roller:
             deferred: dict[Node, Defer] = {}
             waiting_nodes = False
             restarted = False
+            brokers: list[Node] = []  # ready brokers, for a batch once the others are handled
             for node in order:
+                if self.settings.max_batch_size > 1 and _batchable(node, views[node.name]):
+                    self._waits.pop(node.name, None)
+                    brokers.append(node)
+                    continue
                 outcome, action = await self._handle(node, views[node.name], cluster, record)
                 if outcome is Outcome.DEFERRED:
                     assert isinstance(action, Defer)
@@ -356,6 +409,24 @@ class Roller:
                     result.restarted.append(node.name)
                     restarted = True
                     break  # the cluster changed: observe it again before the next decision
+            if not restarted and brokers:
+                plan = next_batch(
+                    brokers,
+                    cluster,
+                    max_size=self.settings.max_batch_size,
+                    rack_aware=self.settings.rack_aware,
+                    explain=False,
+                )
+                if plan.batch is not None:
+                    await self._restart_batch(plan.batch, views, record)
+                    for member in plan.batch.members:
+                        pending.remove(member)
+                        result.restarted.append(member.name)
+                    restarted = True
+                for held in plan.held:
+                    if held.blockers and not restarted:
+                        deferred[held.node] = Defer(held.reason, held.blockers)
+                        self._say(held.node.name, "defer", "defer", held.reason)
             if restarted:
                 waiting = None
                 continue
@@ -501,6 +572,104 @@ class Roller:
             raise RollFailed(str(exc)) from exc
         await self._await_restarted(node, record, view.instance)
 
+    async def _restart_batch(
+        self, batch: Batch, views: dict[str, PlatformView], record: RollRecord
+    ) -> None:
+        """Restart the members together, then wait for each as for a single node. Every
+        member's intent is saved before the first restart, so a roller killed in between and
+        resumed restarts none of them twice (their identities tell which ones did restart)."""
+        number = record.next_batch()
+        members = batch.members
+        for m in members:
+            record.nodes[m.name] = NodeRecord(
+                NodeStatus.RESTARTING, now_text(), views[m.name].instance, batch.reason, number
+            )
+        await self._save(record)
+        names = ", ".join(m.name for m in members)
+        logger.info("batch %d: restarting %s (%s)", number, names, batch.reason)
+        for m in members:
+            self.events.write(
+                m.name,
+                "restart",
+                batch.reason,
+                instance=views[m.name].instance,
+                batch=number,
+                rack=batch.rack,
+            )
+            self._on_progress(m, f"restarting (batch {number})", None)
+        outcomes = await asyncio.gather(
+            *(self.platform.restart(m) for m in members), return_exceptions=True
+        )
+        failures: list[str] = []
+        started: list[Node] = []
+        for m, outcome in zip(members, outcomes, strict=True):
+            if isinstance(outcome, RollguardError):
+                record.nodes[m.name] = NodeRecord(
+                    NodeStatus.FAILED, now_text(), views[m.name].instance, str(outcome), number
+                )
+                failures.append(f"{m.name}: {outcome}")
+            elif isinstance(outcome, BaseException):
+                raise outcome
+            else:
+                started.append(m)
+        if failures:
+            await self._save(record)
+        # A failed member stops the roll, but only once the others are back: stopping while
+        # they restart would leave their partitions short with nobody watching.
+        for m in started:
+            try:
+                await self._await_restarted(m, record, views[m.name].instance)
+            except RollFailed as exc:
+                failures.append(str(exc))
+        if failures:
+            raise RollFailed(f"batch {number} ({names}): {'; '.join(failures)}")
+        await self._elect_preferred(members, number)
+
+    async def _elect_preferred(self, members: Sequence[Node], number: int) -> None:
+        """Give the batch's members back the leadership they lost (ElectLeaders, preferred),
+        and watch it come back for a moment. Leadership balance is not safety: a failed
+        election or a slow one is logged, never fatal."""
+        s = self.settings
+        if not s.elect_preferred_leaders or self.elect_leaders is None:
+            return
+        ids = {m.node_id for m in members}
+
+        def unbalanced(cluster: ClusterView) -> list[tuple[str, int]]:
+            return [
+                (p.topic, p.partition)
+                for p in cluster.partitions
+                if p.replicas
+                and p.replicas[0] in ids
+                and p.replicas[0] in p.isr
+                and p.leader != p.replicas[0]
+            ]
+
+        cluster = await self._cluster()
+        wanted = unbalanced(cluster) if cluster is not None else []
+        if not wanted:
+            return
+        try:
+            await self.elect_leaders(wanted)
+        except RollguardError as exc:
+            self._say(None, "elect", "elect-failed", f"batch {number}: {exc}", logging.WARNING)
+            return
+        self.events.write(None, "elect-leaders", f"batch {number}", partitions=len(wanted))
+        deadline = self._clock() + s.election_wait
+        while True:
+            cluster = await self._cluster()
+            left = unbalanced(cluster) if cluster is not None else wanted
+            if not left:
+                return
+            if self._clock() >= deadline:
+                logger.warning(
+                    "batch %d: %d partitions not yet led by their preferred leader after %s",
+                    number,
+                    len(left),
+                    format_duration(s.election_wait),
+                )
+                return
+            await self._sleep(s.poll_interval)
+
     async def _verify_restart(self, node: Node, done: NodeRecord, record: RollRecord) -> bool:
         """Resume: a node whose restart is on record but not its outcome. Judged by identity:
         changed (or a new one on its way) means it restarted, so wait for it; unchanged means the
@@ -564,7 +733,9 @@ class Roller:
             await self._await_quorum(node)
         if node.is_broker:
             await self._await_isr(node)
-        record.nodes[node.name] = NodeRecord(NodeStatus.RESTARTED, now_text(), before)
+        previous = record.nodes.get(node.name)
+        batch = previous.batch if previous is not None else None
+        record.nodes[node.name] = NodeRecord(NodeStatus.RESTARTED, now_text(), before, batch=batch)
         await self._save(record)
         self.events.write(node.name, "ready", "restarted, ready and in sync")
         logger.info("%s: ready again", node)
@@ -691,6 +862,12 @@ class Roller:
                 f"{format_duration(self.settings.max_recovery_wait)} ({text}); not "
                 "restarting it"
             )
+
+
+def _batchable(node: Node, view: PlatformView) -> bool:
+    """A ready broker that is not a controller: the batch planner's to place. Controllers,
+    combined nodes and brokers that are not ready are handled alone, as in a serial roll."""
+    return node.is_broker and not node.is_controller and view.ready and not view.stuck
 
 
 def _plan_entry(node: Node, action: Action) -> PlanEntry:

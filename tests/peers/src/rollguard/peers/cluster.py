@@ -50,10 +50,12 @@ class SimNode:
     plan: NodePlan = field(default_factory=NodePlan)
     restarts: int = 0
     is_broker: bool = True
+    is_controller: bool = True  # a KRaft voter (combined with the broker, or controller-only)
 
     @property
     def roles(self) -> list[str]:
-        return ["broker", "controller"] if self.is_broker else ["controller"]
+        return [r for r, has in (("broker", self.is_broker), ("controller", self.is_controller))
+                if has]  # fmt: skip
 
 
 DEFAULT_TOPICS = {
@@ -66,7 +68,9 @@ class ProcessCluster:
     """`size` combined broker+controller nodes 0..size-1, and `controller_only` more voters.
 
     `catch_up`: seconds each broker takes to rejoin its ISRs after it starts (the Kafka peer's
-    default otherwise); `kafka` holds any further `KafkaClusterSim` arguments.
+    default otherwise); `kafka` holds any further `KafkaClusterSim` arguments (`racks`,
+    `placement`...). `combined=False`: the `size` nodes are brokers only, not voters (then
+    give `controller_only` voters), as in a cluster with dedicated controllers.
     """
 
     def __init__(
@@ -80,15 +84,17 @@ class ProcessCluster:
         catch_up: Mapping[int, float] | None = None,
         topics: Mapping[str, TopicSpec] | None = None,
         kafka: Mapping[str, Any] | None = None,
+        combined: bool = True,
     ) -> None:
         self.pki = pki
         self.folder = folder
         self.plans = plans or {}
         brokers = list(range(size))
         controllers = list(range(size, size + controller_only))
+        voters = (brokers if combined else []) + controllers
         self.kafka = KafkaClusterSim(
             broker_ids=brokers,
-            voters=brokers + controllers,
+            voters=voters,
             topics=dict(DEFAULT_TOPICS if topics is None else topics),
             catch_up=catch_up,
             **(kafka or {}),
@@ -112,7 +118,12 @@ class ProcessCluster:
                     timeout="4",
                 )
                 self.nodes[node_id] = SimNode(
-                    node_id, broker, agent, self.plans.get(node_id, NodePlan()), is_broker=is_broker
+                    node_id,
+                    broker,
+                    agent,
+                    self.plans.get(node_id, NodePlan()),
+                    is_broker=is_broker,
+                    is_controller=node_id in voters,
                 )
             self.control = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
             threading.Thread(target=self.control.serve_forever, daemon=True).start()
@@ -162,7 +173,8 @@ class ProcessCluster:
             node.broker.stop()
             if node.is_broker:
                 self.kafka.stop_broker(node_id)
-            self.kafka.stop_voter(node_id)
+            if node.is_controller:
+                self.kafka.stop_voter(node_id)
             plan = node.plan
             flags = [
                 "--starting-ms",
@@ -197,7 +209,8 @@ class ProcessCluster:
             if node.broker is broker:
                 if node.is_broker:
                     self.kafka.start_broker(node_id)
-                self.kafka.start_voter(node_id)
+                if node.is_controller:
+                    self.kafka.start_voter(node_id)
 
     def inventory(self) -> Path:
         path = self.folder / "inventory.yaml"

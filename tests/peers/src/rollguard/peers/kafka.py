@@ -408,6 +408,23 @@ class KafkaClusterSim:
     def racks(self) -> Mapping[int, str]:
         return MappingProxyType(self._model.racks)
 
+    def isr_history(self) -> list[tuple[float, PartitionKey, int]]:
+        """Every ISR change so far: (time, (topic, partition), ISR size), the first at start."""
+        with self._lock:
+            return list(self._model.isr_history)
+
+    def phase_history(self) -> list[tuple[float, int, Phase]]:
+        """Every broker phase change so far: (time, broker, stopped|fenced|unfenced)."""
+        with self._lock:
+            return list(self._model.phase_history)
+
+    def min_insync_replicas(self, topic: str) -> int:
+        """The topic's effective min.insync.replicas (its own, else the broker's, else 1)."""
+        spec = self._model.topics[topic]
+        if spec.min_insync_replicas is not None:
+            return spec.min_insync_replicas
+        return int(self._static_broker_configs.get("min.insync.replicas", "1"))
+
     def topics(self) -> dict[str, TopicSpec]:
         """Every topic, internal ones included."""
         return dict(self._model.topics)

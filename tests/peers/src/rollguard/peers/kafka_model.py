@@ -310,6 +310,14 @@ class ClusterModel:
             for index, replicas in enumerate(assigned):
                 self._partitions[name, index] = _Partition(replicas, list(replicas), replicas[0])
 
+        #: Every ISR change as (time, (topic, partition), ISR size) and every broker phase change
+        #: as (time, broker, phase): the model's own record, for tests that check a roll from
+        #: outside the roller (e.g. that no ISR went below min.insync.replicas at any moment).
+        self.isr_history: list[tuple[float, PartitionKey, int]] = [
+            (self._clock(), key, len(p.isr)) for key, p in sorted(self._partitions.items())
+        ]
+        self.phase_history: list[tuple[float, int, Phase]] = []
+
         self.quorum_leader = self.voters[0]
         self.quorum_epoch = 1
         self.high_watermark = INITIAL_HIGH_WATERMARK
@@ -356,9 +364,11 @@ class ClusterModel:
             return False
         broker.phase = "stopped"
         broker.rejoin_due.clear()
-        for partition in self._partitions.values():
+        self.phase_history.append((self._clock(), broker_id, "stopped"))
+        for key, partition in self._partitions.items():
             if broker_id in partition.isr and len(partition.isr) > 1:
                 partition.isr.remove(broker_id)
+                self.isr_history.append((self._clock(), key, len(partition.isr)))
             if partition.leader == broker_id:
                 self._elect_online(partition)
         if broker_id in self._observer_state:
@@ -372,6 +382,7 @@ class ClusterModel:
             return False
         now = self._clock()
         broker.phase = "fenced"
+        self.phase_history.append((now, broker_id, "fenced"))
         behind = sorted(
             key
             for key, partition in self._partitions.items()
@@ -399,6 +410,7 @@ class ClusterModel:
             raise ValueError(f"broker {broker_id} is {broker.phase}, not fenced")
         broker.phase = "unfenced"
         broker.unfenced_at = self._clock()
+        self.phase_history.append((broker.unfenced_at, broker_id, "unfenced"))
         for partition in self._partitions.values():
             if partition.leader == -1:
                 self._elect_online(partition)
@@ -436,6 +448,7 @@ class ClusterModel:
                 del broker.rejoin_due[key]
                 if broker_id in partition.replicas and broker_id not in partition.isr:
                     partition.isr = partition.ordered([*partition.isr, broker_id])
+                    self.isr_history.append((now, key, len(partition.isr)))
                     self._maybe_complete_reassignment(partition)
             if not broker.rejoin_due:
                 log.info("broker %d has caught up: back in the ISR of its partitions", broker_id)
@@ -464,6 +477,7 @@ class ClusterModel:
         if down:
             raise ValueError(f"stopped or fenced brokers cannot be in the ISR: {down}")
         state.isr = state.ordered(members)
+        self.isr_history.append((self._clock(), (topic, partition), len(state.isr)))
         for broker_id in set(state.replicas) - set(members):
             self._brokers[broker_id].rejoin_due.pop((topic, partition), None)
         self._elect_online(state)

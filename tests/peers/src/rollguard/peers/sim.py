@@ -210,13 +210,21 @@ class RestartEntry:
 
 class SimCluster:
     def __init__(
-        self, nodes: list[SimNode], partitions: list[SimPartition], clock: VirtualClock
+        self,
+        nodes: list[SimNode],
+        partitions: list[SimPartition],
+        clock: VirtualClock,
+        racks: dict[int, str] | None = None,
     ) -> None:
+        self.racks = dict(racks or {})  # broker.rack, as DescribeCluster reports it
         self.nodes = {n.node.name: n for n in nodes}
         self.by_id = {n.node.node_id: n for n in nodes}
         self.partitions = partitions
         self.clock = clock
         self.violations = Violations()
+        # `RestartEntry.earliest` searches every moment for a possible restart: the serial
+        # benchmark's overhead split needs it, the batch benchmark (1,000 brokers) does not.
+        self.track_earliest = True
         self.leader: int | None = None
         self.log: list[RestartEntry] = []
         self._isrs: list[tuple[int, ...]] = []
@@ -289,7 +297,7 @@ class SimCluster:
         sim = self.nodes[name]
         now = self.clock.now
         previous = self.log[-1].synced_at if self.log else 0.0
-        earliest = self.earliest(min(previous, now), now)
+        earliest = self.earliest(min(previous, now), now) if self.track_earliest else now
         found = self.harms(sim, now)
         for mine, theirs in (
             (self.violations.restarted_recovering, found.restarted_recovering),
@@ -299,6 +307,9 @@ class SimCluster:
         ):
             mine += theirs
         sim.restarts += 1
+        if any(fraction > 1 for fraction in sim.rejoin.values()):
+            # A lagging follower (`rack_cluster`'s `lagging`) catches up after its restart.
+            sim.rejoin = {index: min(f, 1.0) for index, f in sim.rejoin.items()}
         sim.restarted_at = now
         sim.jvm_started_at = now + JVM_START_DELAY
         sim.down_until = now + sim.restart_seconds
@@ -321,8 +332,9 @@ class SimCluster:
         caught = sorted(v.node.node_id for v in self.voters if v.caught_up(now))
         if self.leader not in caught:
             self.leader = caught[0] if caught else None
+        racks = tuple(sorted(self.racks.items()))
         if self.leader is None:
-            return ClusterView(parts, None, None)
+            return ClusterView(parts, None, None, racks=racks)
 
         def last_caught_up(v: SimNode) -> int:
             if v.node.node_id == self.leader:
@@ -332,7 +344,7 @@ class SimCluster:
             return wall_ms(v.restarted_at)  # its old process, the last time it fetched
 
         voters = tuple(VoterInfo(v.node.node_id, last_caught_up(v)) for v in self.voters)
-        return ClusterView(parts, QuorumInfo(self.leader, voters), self.leader)
+        return ClusterView(parts, QuorumInfo(self.leader, voters), self.leader, racks=racks)
 
     # the agents, over httpx ------------------------------------------------------------------
     def handle(self, request: httpx.Request) -> httpx.Response:
@@ -456,6 +468,90 @@ def random_cluster(
     partitions += internal_topics(rng, list(range(size)))
     cluster = SimCluster(nodes, partitions, clock)
     spread_rejoins(cluster, rng)
+    return cluster
+
+
+def rack_cluster(
+    rng: random.Random,
+    clock: VirtualClock,
+    size: int,
+    *,
+    racks: int = 3,
+    placement: str = "rack_aware",
+    partitions_per_broker: int = 4,
+    replication: tuple[int, int] = (3, 3),
+    min_isr: tuple[int, int] | None = None,
+    recovering_at_start: float = 0.0,
+    recovery_on_restart: float = 0.0,
+    max_recovery: float = 600.0,
+    lagging: float = 0.0,
+    catch_up: tuple[float, float] = (10.0, 300.0),
+    controllers: int = 3,
+) -> SimCluster:
+    """`size` brokers over `racks` racks (broker i in rack i mod racks), `controllers` dedicated
+    KRaft controllers, and partitions placed `rack_aware` (each partition's replicas on
+    distinct racks while there are racks enough, as Kafka's rack-aware placer does) or
+    `random`; replication drawn from `replication`, min ISR from `min_isr` (default 1..RF-1,
+    at least 1). `lagging`: the share of partitions whose last replica is out of sync at the
+    start (a lagging follower: the ISR is short until it catches up, 1 to 10 minutes in)."""
+    names = [chr(ord("a") + r) for r in range(racks)] if racks else []
+    rack_of = {i: names[i % racks] for i in range(size)} if racks else {}
+    by_rack: dict[str, list[int]] = {}
+    for broker, rack in rack_of.items():
+        by_rack.setdefault(rack, []).append(broker)
+    nodes = []
+    for i in range(size):
+        sim = SimNode(
+            Node(i, f"kafka-{i}", frozenset({Role.BROKER}), f"https://kafka-{i}:8443"),
+            restart_seconds=rng.uniform(20, 120),
+            catch_up_seconds=rng.uniform(*catch_up),
+        )
+        if rng.random() < recovering_at_start:
+            sim.restarted_at, sim.jvm_started_at, sim.down_until = -61.0, -60.0, 0.0
+            sim.recovery_until = rng.uniform(60, max_recovery)
+            sim.recovery_segments = int(sim.recovery_until * 10)
+        if rng.random() < recovery_on_restart:
+            sim.recovery_after_restart = rng.uniform(60, max_recovery)
+        nodes.append(sim)
+    for i in range(size, size + controllers):
+        nodes.append(
+            SimNode(
+                Node(
+                    i,
+                    f"controller-{i}",
+                    frozenset({Role.CONTROLLER}),
+                    f"https://controller-{i}:8443",
+                ),
+                quorum_lag=rng.uniform(1, 5),
+            )
+        )
+    partitions = []
+    rack_names = sorted(by_rack)
+    for index in range(size * partitions_per_broker):
+        factor = min(size, rng.randint(*replication))
+        if placement == "rack_aware" and rack_names:
+            start = rng.randrange(len(rack_names))
+            chosen: list[int] = []
+            for k in range(factor):
+                rack = rack_names[(start + k) % len(rack_names)]
+                pool = [b for b in by_rack[rack] if b not in chosen]
+                # More replicas than racks: the rest anywhere, as Kafka's placer does.
+                pool = pool or [b for b in range(size) if b not in chosen]
+                chosen.append(rng.choice(pool))
+            replicas = tuple(chosen)
+        else:
+            replicas = tuple(rng.sample(range(size), k=factor))
+        low, high = min_isr if min_isr is not None else (1, max(1, factor - 1))
+        partitions.append(SimPartition("t", index, replicas, min(factor, rng.randint(low, high))))
+    cluster = SimCluster(nodes, partitions, clock, rack_of)
+    spread_rejoins(cluster, rng)
+    for index, p in enumerate(partitions):
+        sim = cluster.by_id[p.replicas[-1]]
+        if len(p.replicas) > 1 and rng.random() < lagging and sim.catch_up_seconds > 0:
+            # Its last replica is behind when the roll starts and catches up 1 to 10 minutes
+            # into it (its run started a day ago: the fraction of its catch-up time says when).
+            moment = rng.uniform(60, 600) - sim.running_at
+            sim.rejoin[index] = moment / sim.catch_up_seconds
     return cluster
 
 
