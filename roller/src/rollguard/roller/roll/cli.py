@@ -23,12 +23,13 @@ import sys
 import time
 from collections.abc import Mapping, Sequence
 from contextlib import ExitStack
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 from rollguard.roller.agent_client import AgentAnswer, AgentClient, AgentReport, broker_state_url
+from rollguard.roller.inventory import read_inventory
 from rollguard.roller.model import Node
 from rollguard.roller.options import (
     ENV_PREFIX,
@@ -38,6 +39,7 @@ from rollguard.roller.options import (
     names,
 )
 from rollguard.roller.platform import Platform
+from rollguard.roller.roll import expectations
 from rollguard.roller.roll.display import LiveTable, on_terminal
 from rollguard.roller.roll.journal import (
     ConfigMapJournalStore,
@@ -55,9 +57,10 @@ from rollguard.roller.roll.lease import (
     default_holder,
 )
 from rollguard.roller.roll.progress import RecoveryTracker
-from rollguard.roller.roll.roller import OnAgentUnreachable, Roller, RollSettings
+from rollguard.roller.roll.roller import OnAgentUnreachable, PlanEntry, Roller, RollSettings
 from rollguard.shared.cli import ExitCode, run_until_signal
 from rollguard.shared.errors import ConfigError, RollguardError
+from rollguard.shared.expectations import Budget, NodeExpectation
 from rollguard.shared.retry import RetryStats
 from rollguard.shared.settings import (
     boolean,
@@ -196,6 +199,20 @@ class RollOptions(AgentOptions, OutputOptions, PlatformOptions):
         None, _roll_id, "id of a new roll (default: time and random)", "ID"
     )
     resume: str | None = option(None, _roll_id, "resume the roll with this id", "ID")
+    expectations: Path | None = option(
+        None,
+        Path,
+        "expectations.json from rollguard-report: per-node recovery budgets from history "
+        "(never above --max-recovery-wait) and a predicted roll duration",
+        "FILE",
+    )
+    restart_estimate: float = option(
+        "1m",
+        duration_between("10ms", "1d"),
+        "with --expectations: time one restart takes without log recovery (stop, start, "
+        "ISR catch-up), for the prediction",
+        "DURATION",
+    )
     state_dir: Path = option(
         ".rollguard", Path, "folder of roll journals and event journals", "DIR"
     )
@@ -384,6 +401,15 @@ async def _run(command: str, options: RollOptions, stats: RetryStats, roll_id: s
                 on_progress=_progress(display, options.output),
                 elect_leaders=kafka.elect_preferred,
             )
+            history = None
+            if options.expectations is not None:
+                history = history_for(options, nodes)
+                roller.settings = replace(
+                    settings,
+                    recovery_budgets={
+                        name: b.seconds for name, b in history.budgets.items() if b.from_history
+                    },
+                )
             if command == "plan":
                 try:
                     entries = await roller.plan()
@@ -397,7 +423,14 @@ async def _run(command: str, options: RollOptions, stats: RetryStats, roll_id: s
                         print(json.dumps(entry.to_json()))
                     else:
                         print(f"{entry.node.name:<24} {entry.text()}")
+                if history is not None:
+                    history.announce(entries, options, events)
                 return 0
+            if history is not None:
+                try:
+                    history.announce(await roller.plan(), options, events)
+                except RollguardError as exc:  # the roll itself says it better, at once
+                    print(f"rollguard: no prediction: {exc}", file=sys.stderr)
             if display is not None:
                 stack.enter_context(display)
             print(f"roll {roll_id}: journal and events in {folder}", file=sys.stderr)
@@ -408,13 +441,14 @@ async def _run(command: str, options: RollOptions, stats: RetryStats, roll_id: s
             except RollguardError as exc:  # RollFailed, LeaseHeld, a platform's error...
                 _finish(options, roll_id, "failed", str(exc), stats)
                 return ExitCode.FAILED
-            _finish(
-                options,
-                roll_id,
-                "completed",
-                f"restarted {len(result.restarted)}, skipped {len(result.skipped)}",
-                stats,
-            )
+            detail = f"restarted {len(result.restarted)}, skipped {len(result.skipped)}"
+            if history is not None and history.predicted is not None:
+                took = time.monotonic() - history.started
+                detail += (
+                    f"; took {format_duration(round(took))} against "
+                    f"{format_duration(round(history.predicted))} predicted"
+                )
+            _finish(options, roll_id, "completed", detail, stats)
             return 0
         finally:
             await agents.aclose()
@@ -485,3 +519,53 @@ def roll_command(args: argparse.Namespace, environ: Mapping[str, str]) -> int:
     return run_until_signal(
         _run(args.command, options, RetryStats(), roll_id), interrupted=interrupted
     )
+
+
+# ---- --expectations ------------------------------------------------------------------------
+
+
+@dataclass
+class History:
+    """What --expectations gave this run: the cluster's entries, each node's budget, and the
+    prediction once announced."""
+
+    entries: dict[str, NodeExpectation]
+    budgets: dict[str, Budget]
+    started: float = field(default_factory=time.monotonic)
+    predicted: float | None = None
+
+    def announce(self, plan: list[PlanEntry], options: RollOptions, events: EventLog) -> None:
+        prediction = expectations.predict(plan, self.entries, options.restart_estimate)
+        self.predicted = prediction.seconds
+        self.started = time.monotonic()
+        if options.output == "json":
+            print(json.dumps(expectations.prediction_json(prediction, self.budgets)), flush=True)
+        else:
+            for line in expectations.describe(prediction, self.budgets):
+                print(line, file=sys.stderr)
+        events.write(
+            None,
+            "roll-predicted",
+            f"{len(prediction.batches)} restarts; without history: "
+            f"{', '.join(prediction.without_history) or '-'}",
+            seconds=prediction.seconds,
+            upperSeconds=prediction.upper_seconds,
+        )
+
+
+def history_for(options: RollOptions, nodes: list[Node]) -> History:
+    assert options.expectations is not None
+    entries = expectations.for_nodes(options.expectations, _cluster_hint(options), nodes)
+    return History(entries, expectations.budgets(entries, nodes, options.max_recovery_wait))
+
+
+def _cluster_hint(options: RollOptions) -> str | None:
+    """The cluster's name as the collector names it in datasets (and so in expectations)."""
+    if options.inventory is not None:
+        try:
+            named = read_inventory(options.inventory).cluster
+        except ConfigError:
+            named = None
+        return named or options.inventory.stem
+    terms = dict(t.split("=", 1) for t in (options.selector or "").split(",") if "=" in t)
+    return terms.get("strimzi.io/cluster", options.namespace)

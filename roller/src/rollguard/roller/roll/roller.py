@@ -29,7 +29,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from enum import StrEnum
 from typing import Any
@@ -110,6 +110,12 @@ class RollSettings:
     rack_aware: bool | None = None  # batches by rack first; None: when brokers report racks
     elect_preferred_leaders: bool = True  # after each batch (--max-batch-size above 1)
     election_wait: float = 10.0  # how long to watch a batch's preferred leaders come back
+    # per node name: its log recovery's wait budget from history (`--expectations`), never
+    # above max_recovery_wait; a node without one gets max_recovery_wait
+    recovery_budgets: Mapping[str, float] = field(default_factory=dict)
+
+    def recovery_budget(self, node: str) -> float:
+        return min(self.recovery_budgets.get(node, self.max_recovery_wait), self.max_recovery_wait)
 
 
 class Outcome(StrEnum):
@@ -303,6 +309,7 @@ class Roller:
 
     async def _guarded(self, record: RollRecord, nodes: list[Node], resume: bool) -> RollResult:
         record.state, record.reason = RollState.RUNNING, ""
+        started = self._clock()
         await self._save(record)
         self.events.write(None, "roll-start", "resumed" if resume else "")
         try:
@@ -313,16 +320,16 @@ class Roller:
                 await self._save(record)
             except RollguardError as also:
                 logger.error("the roll failed and its journal cannot say so: %s", also)
-            self.events.write(None, "roll-failed", str(exc))
+            self.events.write(None, "roll-failed", str(exc), seconds=self._clock() - started)
             raise
         except (asyncio.CancelledError, KeyboardInterrupt):
             record.state, record.reason = RollState.INTERRUPTED, "interrupted"
             await self._save(record)
-            self.events.write(None, "roll-interrupted")
+            self.events.write(None, "roll-interrupted", seconds=self._clock() - started)
             raise
         record.state = RollState.COMPLETED
         await self._save(record)
-        self.events.write(None, "roll-completed")
+        self.events.write(None, "roll-completed", seconds=self._clock() - started)
         return result
 
     async def _with_lease(self, work: Awaitable[RollResult]) -> RollResult:
@@ -519,7 +526,7 @@ class Roller:
                 wait.unknown = None
         if isinstance(action, AwaitRecovery):
             assert wait is not None
-            wait.recovery = wait.recovery or self._tracker()
+            wait.recovery = wait.recovery or self._tracker(node)
             self._recovery_step(node, wait.recovery, answer)
             return Outcome.WAITING, action
         if isinstance(action, AwaitUnknown):
@@ -546,9 +553,9 @@ class Roller:
         await self._restart(node, view, record, action.reason)
         return Outcome.RESTARTED, action
 
-    def _tracker(self) -> RecoveryTracker:
+    def _tracker(self, node: Node) -> RecoveryTracker:
         s = self.settings
-        return RecoveryTracker(s.stall_timeout, s.max_recovery_wait, started=self._clock())
+        return RecoveryTracker(s.stall_timeout, s.recovery_budget(node.name), started=self._clock())
 
     async def _restart(
         self, node: Node, view: PlatformView, record: RollRecord, reason: str
@@ -831,7 +838,7 @@ class Roller:
     async def _wait_recovery(self, node: Node, answer: AgentAnswer | None) -> None:
         """Wait while the restarted broker recovers; RollFailed when it stalls or takes too
         long. It is never restarted: that would start its recovery over."""
-        tracker = self._tracker()
+        tracker = self._tracker(node)
         while not (isinstance(answer, AgentReport) and not is_recovering(answer)):
             # An unreadable agent in the middle of a recovery: still recovering, for all we know.
             self._recovery_step(node, tracker, answer)
@@ -857,9 +864,12 @@ class Roller:
                 "restarting it"
             )
         if verdict is Verdict.TOO_LONG:
+            from_history = node.name in self.settings.recovery_budgets
             raise RollFailed(
                 f"{node.name} is still performing log recovery after "
-                f"{format_duration(self.settings.max_recovery_wait)} ({text}); not "
+                f"{format_duration(self.settings.recovery_budget(node.name))}"
+                f"{' (its budget from history)' if from_history else ''}"
+                f" ({text}); not "
                 "restarting it"
             )
 
