@@ -84,7 +84,7 @@ def main() -> int:
             f"restarts per node: {restarts} (each exactly once; kafka-1 never restarted "
             "while recovering)"
         )
-        print(f"events journal: {WORK / 'state' / 'events-demo.jsonl'}")
+        print(f"event log: {WORK / 'state' / 'events-demo.jsonl'}")
 
         say(f"5. rollguard collect: every agent's timeline ({seeded} seeded records + this roll)")
         dataset = WORK / "dataset"

@@ -18,7 +18,7 @@ from rollguard.roller.roll.journal import (
     RollState,
 )
 from rollguard.roller.roll.kafka_admin import (
-    AdminUnavailable,
+    AdminApiError,
     KafkaObserver,
     cluster_view,
     read_client_properties,
@@ -134,7 +134,7 @@ def test_the_observer_reads_partitions_min_isr_and_quorum_from_the_kafka_peer() 
             def isr_without_2() -> bool:
                 try:
                     current = observer._observe()
-                except AdminUnavailable:
+                except AdminApiError:
                     return False
                 return all(2 not in p.isr for p in current.partitions)
 
@@ -155,7 +155,7 @@ def test_the_observer_reads_the_clusters_own_quorum_fetch_timeout() -> None:
 
 def test_an_unreachable_cluster_is_admin_unavailable() -> None:
     observer = KafkaObserver("127.0.0.1:1", timeout_ms=1000)
-    with pytest.raises(AdminUnavailable, match=r"127\.0\.0\.1:1"):
+    with pytest.raises(AdminApiError, match=r"127\.0\.0\.1:1"):
         observer._observe()
     observer.close()
 

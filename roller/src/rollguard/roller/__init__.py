@@ -42,7 +42,7 @@ if TYPE_CHECKING:
     from rollguard.roller.platform import InventoryPlatform, Platform, RestartError
     from rollguard.roller.roll.decide import decide
     from rollguard.roller.roll.journal import EventLog, FileJournalStore, JournalStore
-    from rollguard.roller.roll.kafka_admin import AdminUnavailable, KafkaObserver
+    from rollguard.roller.roll.kafka_admin import AdminApiError, KafkaObserver
     from rollguard.roller.roll.planning import plan
     from rollguard.roller.roll.roller import (
         OnAgentUnreachable,
@@ -74,7 +74,7 @@ _WHERE = {
     "EventLog": "rollguard.roller.roll.journal",
     "FileJournalStore": "rollguard.roller.roll.journal",
     "JournalStore": "rollguard.roller.roll.journal",
-    "AdminUnavailable": "rollguard.roller.roll.kafka_admin",
+    "AdminApiError": "rollguard.roller.roll.kafka_admin",
     "KafkaObserver": "rollguard.roller.roll.kafka_admin",
     "plan": "rollguard.roller.roll.planning",
     "OnAgentUnreachable": "rollguard.roller.roll.roller",
@@ -89,7 +89,7 @@ _WHERE = {
 }
 
 __all__ = [
-    "AdminUnavailable",
+    "AdminApiError",
     "AgentAnswer",
     "AgentClient",
     "AgentReport",

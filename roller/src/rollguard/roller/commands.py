@@ -11,7 +11,7 @@ leave a broker stopped. Three things went wrong when it was a plain child with p
 
 So each command runs in its own session and process group (a terminal's Ctrl-C or a kill of the
 roller's group does not reach it), with stdin from /dev/null and stdout and stderr appended to a
-log file beside the events journal: no pipe to the roller at all. At the time limit the whole
+log file beside the event log: no pipe to the roller at all. At the time limit the whole
 process group is sent SIGTERM, then SIGKILL after a grace period. The exit status is collected by
 a daemon thread, so the roller can stop waiting (cancellation) without killing the command and
 without leaving a zombie behind.

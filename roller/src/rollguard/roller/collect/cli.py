@@ -1,4 +1,4 @@
-"""`rollguard collect`: pull the agents' recovery timelines (and the roller's event journals)
+"""`rollguard collect`: pull the agents' recovery timelines (and the roller's event logs)
 into a Parquet dataset for the report (`rollguard.roller.collect.collector`).
 
     rollguard collect (--inventory FILE | --namespace NS --selector SEL) --out DIR ...
@@ -49,7 +49,7 @@ class CollectOptions(AgentOptions, OutputOptions, PlatformOptions):
         "NAME",
     )
     events: list[Path] = option(
-        "", _paths, "roller event journals: files or --state-dir folders", "PATHS"
+        "", _paths, "roller event logs: files or --state-dir folders", "PATHS"
     )
     concurrency: int = option("16", integer(1, 1024), "agents pulled at once", "N")
     page_size: int = option("5000", integer(1, 10000), "records per request", "N")
@@ -65,7 +65,7 @@ def add_parsers(sub: Any) -> None:
     parser = sub.add_parser(
         "collect",
         help="pull agents' recovery timelines into a dataset",
-        description="Pull the agents' recovery timelines and the roller's event journals into a "
+        description="Pull the agents' recovery timelines and the roller's event logs into a "
         "Parquet dataset for the report. Example:\n  rollguard collect --inventory prod.yaml "
         "--cert roller.crt --key roller.key --cacert ca.crt --events .rollguard --out dataset",
     )

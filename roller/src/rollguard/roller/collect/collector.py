@@ -1,4 +1,4 @@
-"""`rollguard collect`: agents' recovery timelines and the roller's event journals, into a dataset
+"""`rollguard collect`: agents' recovery timelines and the roller's event logs, into a dataset
 that Spark reads fast (Parquet, partitioned by cluster and UTC date).
 
     OUT/timeline/cluster=C/date=YYYY-MM-DD/part-<run>.parquet   one row per timeline record
@@ -308,7 +308,7 @@ def _row(node: str, journal: int, record: TimelineRecord) -> dict[str, Any]:
     }
 
 
-# ---- roller event journals ----------------------------------------------------------------
+# ---- roller event logs ----------------------------------------------------------------
 
 
 @dataclass

@@ -213,9 +213,7 @@ class RollOptions(AgentOptions, OutputOptions, PlatformOptions):
         "ISR catch-up), for the prediction",
         "DURATION",
     )
-    state_dir: Path = option(
-        ".rollguard", Path, "folder of roll journals and event journals", "DIR"
-    )
+    state_dir: Path = option(".rollguard", Path, "folder of roll journals and event logs", "DIR")
 
     def settings(self) -> RollSettings:
         return RollSettings(

@@ -1,11 +1,11 @@
-"""Durable progress of a roll, and the events journal.
+"""Durable progress of a roll, and the event log.
 
 The roll journal is a versioned JSON record, rewritten atomically (temporary file, fsync,
 rename; or a ConfigMap replace with its resourceVersion) after every decision that matters.
 Before a node is restarted its intent is recorded; a roller killed at any moment and resumed
 with `--resume ROLL_ID` never restarts a node whose intent is on record: at most once.
 
-The events journal is JSON lines, appended: every observation and decision, with time, node,
+The event log is JSON lines, appended: every observation and decision, with time, node,
 action, reason and recovery figures. The Spark report reads it later.
 """
 
@@ -201,7 +201,7 @@ class EventLog:
             except OSError as exc:
                 # The events feed reports, not safety (the roll journal does): say it once.
                 if not self._failing:
-                    logger.warning("events journal %s: %s; events are lost", self.path, exc)
+                    logger.warning("event log %s: %s; events are lost", self.path, exc)
                 self._failing = True
             else:
                 self._failing = False

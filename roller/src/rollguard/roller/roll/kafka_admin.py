@@ -8,7 +8,7 @@ and each voter's last caught-up time) with the cluster's own
 for batches by rack); and, after a batch, preferred leader elections (ElectLeaders). kafka-python's
 admin client is
 blocking, so calls run in a worker thread; its errors are translated here into
-`AdminUnavailable`.
+`AdminApiError`.
 """
 
 from __future__ import annotations
@@ -47,7 +47,7 @@ PROPERTY_NAMES = {
 }
 
 
-class AdminUnavailable(RollguardError):
+class AdminApiError(RollguardError):
     """The Admin API could not be used; the roller cannot prove a restart safe."""
 
 
@@ -221,7 +221,7 @@ class KafkaObserver:
         except Exception as exc:  # the library's boundary: whatever it raises
             self.close()
             text = str(exc) if isinstance(exc, KafkaError | OSError) else repr(exc)
-            raise AdminUnavailable(f"Kafka Admin API at {self.bootstrap}: {text}") from exc
+            raise AdminApiError(f"Kafka Admin API at {self.bootstrap}: {text}") from exc
         return cluster_view(
             topics,
             min_isr,
@@ -300,10 +300,10 @@ class KafkaObserver:
         except Exception as exc:  # the library's boundary: whatever it raises
             self.close()  # a stale connection (a restarted controller): reconnect next time
             text = str(exc) if isinstance(exc, KafkaError | OSError) else repr(exc)
-            raise AdminUnavailable(f"ElectLeaders at {self.bootstrap}: {text}") from exc
+            raise AdminApiError(f"ElectLeaders at {self.bootstrap}: {text}") from exc
 
     async def elect_preferred(self, partitions: Sequence[tuple[str, int]]) -> None:
-        """A preferred leader election of `partitions` (ElectLeaders); AdminUnavailable."""
+        """A preferred leader election of `partitions` (ElectLeaders); AdminApiError."""
         await asyncio.to_thread(self._elect, partitions)
 
     def close(self) -> None:
