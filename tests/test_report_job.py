@@ -12,6 +12,7 @@ import re
 import signal
 import subprocess
 import sys
+import time
 import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
@@ -294,3 +295,32 @@ def test_the_job_file_runs_from_a_checkout_without_the_installed_namespace(tmp_p
     assert done.returncode == 2, done.stderr
     missing = tmp_path / "none"
     assert done.stderr.strip() == f"rollguard-report: dataset folder {missing} does not exist"
+
+
+@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM], ids=["SIGINT", "SIGTERM"])
+def test_a_signal_stops_the_report_with_exit_3_and_one_line(
+    dataset: Path, tmp_path: Path, signum: signal.Signals
+) -> None:
+    out = tmp_path / "report"
+    process = subprocess.Popen(
+        [str(BIN / "rollguard-report"), "--dataset", str(dataset), "--out", str(out)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        # Spark is up and the job has started writing: the tables' folder exists
+        wait_until(lambda: out.exists() or process.poll() is not None, 120, 0.1, "the job")
+        assert process.poll() is None, process.communicate()
+        sent = time.monotonic()
+        process.send_signal(signum)
+        _, err = process.communicate(timeout=60)
+        elapsed = time.monotonic() - sent
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.wait()
+    assert process.returncode == 3, err
+    assert "Traceback" not in err
+    assert f"rollguard-report: interrupted; {out} is incomplete" in err
+    assert elapsed < 15, elapsed  # the session stops (its JVM with it) within seconds

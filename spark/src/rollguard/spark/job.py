@@ -14,10 +14,13 @@ flags or no dataset.
 from __future__ import annotations
 
 import argparse
+import functools
 import json
+import logging
 import operator
 import os
 import shutil
+import signal
 import sys
 import time
 from collections.abc import Sequence
@@ -41,7 +44,10 @@ EXIT_CONFIG = ExitCode.USAGE
 
 def build_parser() -> argparse.ArgumentParser:
     parser = Parser(
-        prog="rollguard-report", description="Recovery report from collected agent timelines."
+        prog="rollguard-report",
+        description="Recovery report from collected agent timelines: tables (Parquet), "
+        "summary.json, expectations.json and report.html. Example:\n"
+        "  rollguard-report --dataset dataset --out report",
     )
     parser.add_argument("--dataset", type=Path, required=True, help="folder written by collect")
     parser.add_argument("--out", type=Path, required=True, help="folder for tables and report")
@@ -50,6 +56,12 @@ def build_parser() -> argparse.ArgumentParser:
         help="Spark master URL (default: local[*]; under spark-submit, spark-submit's)",
     )
     parser.add_argument("--cluster", action="append", help="only this cluster (repeatable)")
+    parser.add_argument(
+        "--output",
+        choices=["text", "json"],
+        default="text",
+        help="the closing summary as text, or json (summary.json's content)",
+    )
     parser.add_argument(
         "--driver-memory", default="2g", help="driver memory in local mode (default: 2g)"
     )
@@ -318,8 +330,40 @@ def _plain(row: dict[str, Any]) -> dict[str, Any]:
     return {k: (round(v, 3) if isinstance(v, float) else v) for k, v in row.items()}
 
 
+class _Interrupted(BaseException):
+    """SIGTERM, raised where the driver is (as Python raises KeyboardInterrupt for SIGINT)."""
+
+
+def _on_sigterm(signum: int, frame: object) -> None:
+    raise _Interrupted
+
+
+def _interrupted_now(out: Path, signum: int, frame: object) -> None:
+    sys.stdout.flush()
+    sys.stderr.write(f"rollguard-report: interrupted; {out} is incomplete, run the report again\n")
+    sys.stderr.flush()
+    os._exit(ExitCode.INTERRUPTED)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
+    """Exit 0 written, 1 the job failed, 2 bad input, 3 interrupted by SIGINT or SIGTERM (Spark's
+    jobs cancelled and the session stopped; what is in --out is incomplete: run it again)."""
     args = build_parser().parse_args(argv)
+    signal.signal(signal.SIGTERM, _on_sigterm)
+    # py4j logs the gateway call that an interruption cuts short, with a traceback; the one line
+    # below says what happened.
+    logging.getLogger("py4j").setLevel(logging.CRITICAL)
+    try:
+        return _main(args)
+    except (KeyboardInterrupt, _Interrupted):
+        print(
+            f"rollguard-report: interrupted; {args.out} is incomplete, run the report again",
+            file=sys.stderr,
+        )
+        return ExitCode.INTERRUPTED
+
+
+def _main(args: argparse.Namespace) -> int:
     try:
         find_inputs(args.dataset)
     except FileNotFoundError as exc:
@@ -330,18 +374,27 @@ def main(argv: Sequence[str] | None = None) -> int:
     except Exception as exc:  # Java missing, master unreachable: Spark's own words, one line
         print(f"rollguard-report: cannot start Spark: {str(exc).splitlines()[0]}", file=sys.stderr)
         return EXIT_FAILED
+    # From here a signal ends the process at once, from the handler: an exception raised in the
+    # middle of a call to the JVM (PySpark's own SIGINT handler does that) leaves py4j's
+    # connection unusable and comes back as a job failure with a traceback logged. Spark's JVM
+    # is PySpark's gateway child, which exits when this process's end closes its stdin.
+    for signum in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(signum, functools.partial(_interrupted_now, args.out))
     try:
         result = run(spark, args.dataset, args.out, args.cluster)
     except Exception as exc:
+        spark.stop()
         print(f"rollguard-report: the job failed: {str(exc).splitlines()[0]}", file=sys.stderr)
         return EXIT_FAILED
-    finally:
-        spark.stop()
+    spark.stop()
     s = result.summary
-    print(
-        f"{s['records']} records, {s['episodes']} episodes in {len(s['clusters'])} clusters; "
-        f"{s['seconds']:.1f}s; report: {result.report.resolve()}"
-    )
+    if args.output == "json":
+        print(json.dumps({**s, "report": str(result.report.resolve())}, default=str))
+    else:
+        print(
+            f"{s['records']} records, {s['episodes']} episodes in {len(s['clusters'])} clusters; "
+            f"{s['seconds']:.1f}s; report: {result.report.resolve()}"
+        )
     return 0
 
 
