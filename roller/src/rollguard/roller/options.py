@@ -88,6 +88,15 @@ class PlatformOptions(Options):
         if self.namespace is not None and not self.selector:
             raise ConfigError("--namespace needs --selector (e.g. strimzi.io/cluster=my-cluster)")
 
+    def cluster_name(self) -> str:
+        """The cluster's name in datasets (and so in reports and expectations) when none is
+        given: the inventory file's stem, or the selector's strimzi.io/cluster, or the
+        namespace; unchecked ("" when there is nothing to go by)."""
+        if self.inventory is not None:
+            return self.inventory.stem.strip()
+        terms = dict(t.split("=", 1) for t in (self.selector or "").split(",") if "=" in t)
+        return terms.get("strimzi.io/cluster", self.namespace or "").strip()
+
     def platform(
         self,
         agents: AgentClient,

@@ -76,13 +76,8 @@ def add_parsers(sub: Any) -> None:
 def _cluster_name(options: CollectOptions) -> str:
     if options.cluster is not None:
         return options.cluster
-    if options.inventory is not None:
-        name = options.inventory.stem
-    else:
-        terms = dict(t.split("=", 1) for t in (options.selector or "").split(",") if "=" in t)
-        name = terms.get("strimzi.io/cluster", options.namespace or "")
     try:
-        return check_cluster(name.strip())
+        return check_cluster(options.cluster_name())
     except ValueError as exc:
         raise ConfigError(f"{exc}; name the cluster with --cluster") from None
 

@@ -29,7 +29,6 @@ from pathlib import Path
 from typing import Any
 
 from rollguard.roller.agent_client import AgentAnswer, AgentClient, AgentReport, broker_state_url
-from rollguard.roller.inventory import read_inventory
 from rollguard.roller.model import Node
 from rollguard.roller.options import (
     ENV_PREFIX,
@@ -553,17 +552,5 @@ class History:
 
 def history_for(options: RollOptions, nodes: list[Node]) -> History:
     assert options.expectations is not None
-    entries = expectations.for_nodes(options.expectations, _cluster_hint(options), nodes)
+    entries = expectations.for_nodes(options.expectations, options.cluster_name() or None, nodes)
     return History(entries, expectations.budgets(entries, nodes, options.max_recovery_wait))
-
-
-def _cluster_hint(options: RollOptions) -> str | None:
-    """The cluster's name as the collector names it in datasets (and so in expectations)."""
-    if options.inventory is not None:
-        try:
-            named = read_inventory(options.inventory).cluster
-        except ConfigError:
-            named = None
-        return named or options.inventory.stem
-    terms = dict(t.split("=", 1) for t in (options.selector or "").split(",") if "=" in t)
-    return terms.get("strimzi.io/cluster", options.namespace)

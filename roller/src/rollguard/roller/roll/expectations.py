@@ -2,10 +2,11 @@
 budgets and a predicted roll duration, from the `expectations.json` that `rollguard-report`
 writes (format and formulas: `rollguard.shared.expectations`).
 
-- Which cluster's entries: the file's only cluster; with several, the one named like the
-  dataset the collector writes (the inventory's `cluster:` or file stem, the selector's
-  `strimzi.io/cluster`, or the namespace). A file with none of this cluster's nodes is a usage
-  error (exit 2): a budget from another cluster's history would be a guess.
+- Which cluster's entries: the file's only cluster; with several, the one named as the
+  collector names this cluster's dataset (`PlatformOptions.cluster_name`: the inventory file's
+  stem, the selector's `strimzi.io/cluster`, or the namespace). A file with none of this
+  cluster's nodes is a usage error (exit 2): a budget from another cluster's history would be
+  a guess.
 - The budget replaces `--max-recovery-wait` for that node, never above it
   (`recovery_budget`); a node without enough history keeps `--max-recovery-wait`.
 - The prediction takes the plan's order and batches (one node a batch in a serial roll), each
@@ -46,7 +47,7 @@ def for_nodes(
     else:
         raise ConfigError(
             f"--expectations {path}: holds clusters {', '.join(clusters) or '(none)'}; none is "
-            f"this cluster ({cluster_hint or 'unnamed'}): name it in the inventory (cluster:)"
+            f"this cluster ({cluster_hint or 'unnamed'})"
         )
     entries = expectations.for_cluster(chosen)
     names = {n.name for n in nodes}
