@@ -9,8 +9,10 @@ BROKER := build/testbroker/TestBroker.class
 
 # Two workers, each taking whole test files (module fixtures stay in one process): most tests
 # wait on real processes, so two cores run the suite in about 60 % of the time of one worker.
+# Tests marked `alone` measure timings and run afterwards, with nothing beside them.
 test: lint $(BROKER)
-	$(BIN)/pytest -n 2 --dist loadfile
+	$(BIN)/pytest -n 2 --dist loadfile -m "not alone"
+	$(BIN)/pytest -m alone
 
 demo: $(INSTALLED) $(BROKER)
 	$(BIN)/python demo/roll_demo.py

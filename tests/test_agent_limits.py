@@ -253,6 +253,7 @@ FLOOD_RSS_BOUND = 25 * 2**20
 AFTER_RSS_BOUND = 8 * 2**20
 
 
+@pytest.mark.alone  # latency bounds: run where no other test competes for the CPU
 def test_a_flood_of_4000_connections_leaves_memory_bounded_and_honest_clients_served(
     pki: Pki, broker: Broker
 ) -> None:

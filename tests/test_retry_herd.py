@@ -2,9 +2,14 @@
 
 from __future__ import annotations
 
+import pytest
+
 from rollguard.peers.herd import WINDOW, peak, run_herd
 
 from helpers import Pki
+
+# The peaks are arrival times at one server: run where no other test competes for the CPU.
+pytestmark = pytest.mark.alone
 
 
 def test_peak_counts_the_busiest_window() -> None:
