@@ -60,6 +60,7 @@ class HerdResult:
     jitter: float
     clients: int
     peak_retries_per_window: int
+    wave_peaks: tuple[int, ...]
     retry_arrivals: int
     reported: int
     seconds: float
@@ -76,15 +77,21 @@ def peak(times: list[float], window: float = WINDOW) -> int:
     return best
 
 
-def retry_times(arrivals: list[tuple[float, str, int]]) -> list[float]:
-    """Arrival times of retries: each connection's first request opens the herd, not a retry."""
-    seen: set[tuple[str, int]] = set()
-    retries = []
+def retry_waves(arrivals: list[tuple[float, str, int]]) -> list[list[float]]:
+    """Arrival times of retries by wave: wave `n` holds every connection's retry number `n`.
+
+    Each connection's first request opens the herd and is not a retry.
+    """
+    sent: dict[tuple[str, int], int] = {}
+    waves: list[list[float]] = []
     for moment, host, port in sorted(arrivals):
-        if (host, port) in seen:
-            retries.append(moment)
-        seen.add((host, port))
-    return retries
+        retry = sent.get((host, port), -1)
+        sent[(host, port)] = retry + 1
+        if retry >= 0:
+            if retry == len(waves):
+                waves.append([])
+            waves[retry].append(moment)
+    return waves
 
 
 async def _herd(pki: Pki, jitter: float, clients: int, url: str) -> HerdResult:
@@ -102,11 +109,13 @@ async def _herd(pki: Pki, jitter: float, clients: int, url: str) -> HerdResult:
         arrivals = await control._http.get(url + "/arrivals")
     finally:
         await asyncio.gather(*(r.aclose() for r in [*rollers, control]))
-    retries = retry_times([tuple(a) for a in arrivals.json()])  # type: ignore[misc]
+    waves = retry_waves([tuple(a) for a in arrivals.json()])  # type: ignore[misc]
+    retries = [moment for wave in waves for moment in wave]
     return HerdResult(
         jitter=jitter,
         clients=clients,
         peak_retries_per_window=peak(retries),
+        wave_peaks=tuple(peak(wave) for wave in waves),
         retry_arrivals=len(retries),
         reported=sum(isinstance(a, AgentReport) for a in answers),
         seconds=round(seconds, 3),
