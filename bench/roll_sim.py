@@ -44,6 +44,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
+from rollguard.peers.roller2 import greedy_batch
 from rollguard.peers.sim import (
     SimCluster,
     VirtualClock,
@@ -243,29 +244,6 @@ def serial_part(args: Any) -> bool:
 # ---- batches ---------------------------------------------------------------------------------
 
 UNLIMITED = 0  # a batch size: no limit
-
-
-def greedy_batch(pending: list[Node], placement: Placement, max_size: int) -> list[Node]:
-    """Strimzi's "Kafka Roller 2.0" (proposal PR #103, PoC #11020), from its description: the
-    brokers that would break min ISR alone are dropped; the rest are grouped first fit, in node
-    order, into cells whose members share no partition; cells are cut to the size limit and the
-    largest is restarted. Racks are not used."""
-    cells: list[tuple[list[Node], set[int]]] = []
-    for node in pending:
-        if placement.alone_blockers(node.node_id):
-            continue
-        hosted = set(placement.hosted.get(node.node_id, ()))
-        for members, used in cells:
-            if not used & hosted:
-                members.append(node)
-                used |= hosted
-                break
-        else:
-            cells.append(([node], hosted))
-    if not cells:
-        return []
-    cut = [members[:max_size] if max_size else members for members, _ in cells]
-    return max(cut, key=len)
 
 
 def rollguard_batch(pending: list[Node], placement: Placement, max_size: int) -> list[Node]:

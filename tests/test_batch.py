@@ -81,9 +81,10 @@ def rack_aware_six() -> ClusterView:
         ((part(0, (0, 1, 2), isr=(0, 2), min_isr=1),), 3, [0, 1]),
         # ... but the last in-sync replica is never batched with anything on that partition.
         ((part(0, (0, 1, 2), isr=(0, 2), min_isr=2),), 3, [1]),
-        # RF 2, min ISR 1: spare one; RF 1: no room to share, it restarts alone.
+        # RF 2, min ISR 1: spare one; RF 1: no room to share, it restarts alone. Among batches
+        # of one, 1 goes first: it shares a partition with another candidate (2), 0 with none.
         ((part(0, (0, 1), min_isr=1),), 2, [0]),
-        ((part(0, (0,), min_isr=1), part(1, (1, 2), min_isr=1)), 3, [0]),
+        ((part(0, (0,), min_isr=1), part(1, (1, 2), min_isr=1)), 3, [1]),
         # RF 2, min ISR 2: today's rule lets each restart alone; no batch can hold two of it.
         ((part(0, (0, 1), min_isr=2), part(1, (2, 3), min_isr=1)), 3, [0]),
         # min ISR 0 (a topic that sets it): never every replica at once anyway.
@@ -127,19 +128,32 @@ def test_controllers_and_not_ready_brokers_are_never_batched() -> None:
 
 
 def test_rack_aware_placement_gives_one_rack_per_batch() -> None:
+    # 1 and 4 (rack b) each share a partition with four other brokers, the others with three:
+    # the hardest to place go first, then node order.
     batches, held = plan_batches([broker(i) for i in range(6)], rack_aware_six(), max_size=2)
-    assert [ids(b) for b in batches] == [[0, 3], [1, 4], [2, 5]]
-    assert [b.rack for b in batches] == ["a", "b", "c"]
+    assert [ids(b) for b in batches] == [[1, 4], [0, 3], [2, 5]]
+    assert [b.rack for b in batches] == ["b", "a", "c"]
     assert held == []
-    assert "rack a" in batches[0].reason
+    assert "rack b" in batches[0].reason
 
 
-def test_without_racks_the_same_cluster_batches_by_node_order() -> None:
+def test_without_racks_the_same_cluster_batches_the_same_pairs() -> None:
     batches, _ = plan_batches(
         [broker(i) for i in range(6)], rack_aware_six(), max_size=2, rack_aware=False
     )
-    assert [ids(b) for b in batches] == [[0, 3], [1, 4], [2, 5]]
+    assert [ids(b) for b in batches] == [[1, 4], [0, 3], [2, 5]]
     assert all(b.rack is None for b in batches)
+
+
+def test_among_equal_batches_the_brokers_hardest_to_place_go_first() -> None:
+    # 0 and 1 share partition 0 (no room for both); 2 shares nothing. With a limit of 1 every
+    # batch is as large: the brokers sharing partitions go first, so that 2, which fits with
+    # anyone, is left for the end, where it can join whoever remains.
+    cluster = view(part(0, (0, 1, 5)), part(1, (2, 6, 7)))
+    batches, _ = plan_batches([broker(i) for i in range(3)], cluster, max_size=1)
+    assert [ids(b) for b in batches] == [[0], [1], [2]]
+    plan = next_batch([broker(i) for i in (1, 2)], cluster, max_size=1)
+    assert ids(plan.batch) == [1]
 
 
 def test_the_rack_preference_is_verified_not_trusted() -> None:

@@ -21,8 +21,13 @@ Preferences, in order, so that a plan is deterministic and explainable:
    and every member passes the per-partition check, so a random placement gets small or mixed
    batches instead of unsafe ones;
 2. the largest safe batch (fewer batches, a shorter roll): candidates are grown first fit in
-   node order and in busiest-first order (most partitions hosted first), and the largest wins;
-3. node order.
+   node order, busiest first (most partitions hosted) and most shared first (sharing partitions
+   with the most other candidates), and the largest wins;
+3. among equally large batches, the brokers hardest to place later: the most other candidates
+   shared with, summed over the members. This is graph colouring's largest-degree-first rule,
+   applied to whole batches. Left to the end, such brokers each need a batch of their own, and
+   a roll's length is its number of batches;
+4. node order.
 Controllers and combined nodes are never batched: the roll loop restarts them one at a time
 after the quorum check, the active controller last; not-ready brokers are waited for alone,
 first. Both are returned as held, with the reason.
@@ -89,6 +94,19 @@ class Placement:
                 node_id, replace(self.cluster, partitions=hosted)
             )
         return self._alone[node_id]
+
+    def shared_with(self, nodes: Sequence[Node]) -> dict[int, int]:
+        """For each of `nodes`, how many of the others host a replica of one of its partitions."""
+        ids = {n.node_id for n in nodes}
+        degree = {}
+        for node_id in ids:
+            others: set[int] = set()
+            for index in self.hosted.get(node_id, ()):
+                others.update(self.partitions[index].replicas)
+            others &= ids
+            others.discard(node_id)
+            degree[node_id] = len(others)
+        return degree
 
     def rack(self, node: Node) -> str | None:
         return self.racks.get(node.node_id)
@@ -201,8 +219,18 @@ def next_batch(
             )
             for name in racks
         ]
+    # And with the brokers that share partitions with the most other candidates first: the
+    # ones that would otherwise be left to the end, each needing a batch of its own.
+    degree = placement.shared_with(candidates)
+
+    def most_shared_first(group: list[Node]) -> list[Node]:
+        return sorted(group, key=lambda n: (-degree[n.node_id], n.node_id))
+
     orders = [(rack, mine + others) for rack, mine, others in groups]
     orders += [(rack, busiest_first(mine) + busiest_first(others)) for rack, mine, others in groups]
+    orders += [
+        (rack, most_shared_first(mine) + most_shared_first(others)) for rack, mine, others in groups
+    ]
     grown: list[tuple[list[Node], str | None, int]] = []
     for rack, order in orders:
         members = _grow(placement, order, max_size)
@@ -214,9 +242,16 @@ def next_batch(
             blockers = placement.alone_blockers(node.node_id)
             held.append(Held(node, describe_blockers(blockers), tuple(blockers)))
         return BatchPlan(None, tuple(sorted(held, key=lambda h: h.node.node_id)))
-    # Largest first, then the most members of one rack, then node order.
+    # Largest first, then the most members of one rack, then the hardest to place later (the
+    # most other candidates shared with), then node order.
     members, seed_rack, in_rack = min(
-        grown, key=lambda g: (-len(g[0]), -g[2], sorted(m.node_id for m in g[0]))
+        grown,
+        key=lambda g: (
+            -len(g[0]),
+            -g[2],
+            -sum(degree[m.node_id] for m in g[0]),
+            sorted(m.node_id for m in g[0]),
+        ),
     )
     members = sorted(members, key=lambda n: n.node_id)
     one_rack = seed_rack if seed_rack is not None and in_rack == len(members) else None
