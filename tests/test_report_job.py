@@ -324,3 +324,15 @@ def test_a_signal_stops_the_report_with_exit_3_and_one_line(
     assert "Traceback" not in err
     assert f"rollguard-report: interrupted; {out} is incomplete" in err
     assert elapsed < 15, elapsed  # the session stops (its JVM with it) within seconds
+
+
+def test_the_curves_read_the_days_an_episode_spans_in_the_collectors_folders() -> None:
+    from rollguard.spark.job import _days
+
+    day = 86_400_000
+    midnight = 1_767_225_600_000  # 2026-01-01T00:00:00Z
+    assert _days(midnight, midnight) == ["2026-01-01"]
+    assert _days(midnight - 1, midnight) == ["2025-12-31", "2026-01-01"]
+    assert _days(midnight - day, midnight + 2 * day - 1) == [
+        "2025-12-31", "2026-01-01", "2026-01-02",
+    ]  # fmt: skip
