@@ -116,6 +116,12 @@ def session(master: str | None, driver_memory: str, shuffle_partitions: int) -> 
         .config("spark.ui.showConsoleProgress", "false")
         .config("spark.sql.adaptive.enabled", "true")
         .config("spark.sql.parquet.compression.codec", "zstd")
+        # A node's records are one window partition (about 2,600 at 10M records over 3,890
+        # nodes, tens of thousands for a long recovery). Beyond this many rows Spark moves the
+        # window's buffer into its spillable sorter, which is slower to fill and read; a node
+        # of a million records (~100 MB) still fits a task's memory. Measured at 10M records:
+        # the episodes 28.9 s -> 27.0 s (docs/benchmarks.md).
+        .config("spark.sql.windowExec.buffer.in.memory.threshold", "1000000")
     )
     spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel("ERROR")
