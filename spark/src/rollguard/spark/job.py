@@ -191,7 +191,7 @@ def run(spark: Any, dataset: Path, out: Path, clusters: Sequence[str] | None = N
         "rolls": (rl.rolls(events), [("start", "descending"), "cluster", "rollId"]),
         "roll_phases": (rl.phases(events), ["cluster", "rollId", "node", "run"]),
     }
-    rows = _write_tables(frames, TABLE_STAGES, out)
+    rows = {name: _write_table(frame, keys, out / name) for name, (frame, keys) in frames.items()}
 
     # Only the rolls the report draws link to curves: their episodes are the ones rescanned.
     charted = {(r["cluster"], r["rollId"]) for r in rows["rolls"][:ROLLS_CHARTED]}
@@ -217,38 +217,6 @@ def run(spark: Any, dataset: Path, out: Path, clusters: Sequence[str] | None = N
     for frame in (episodes, nodes, eta):
         frame.unpersist()
     return Result(summary, report)
-
-
-# The tables in stages: each stage's jobs run at once (Spark schedules concurrent jobs from
-# driver threads), a stage starting when the cached tables it reads are in the cache. Apart
-# from the episodes, each job is a few thousand rows, and its time is mostly scheduling and
-# planning, which overlap (10M records: 5 s one after another). The roll tables read only the
-# roller's events, so they run beside the episodes. A table read before its cache is filled
-# would compute it again: nodes and eta are cached, clusters and eta_summary read them.
-TABLE_STAGES = (
-    ("episodes", "rolls", "roll_phases"),
-    ("nodes", "eta", "daily"),
-    ("clusters", "eta_summary"),
-)
-
-
-def _write_tables(
-    frames: dict[str, tuple[Any, list[str | tuple[str, str]]]],
-    stages: Sequence[Sequence[str]],
-    out: Path,
-) -> dict[str, list[dict[str, Any]]]:
-    from concurrent.futures import ThreadPoolExecutor
-
-    assert sorted(name for stage in stages for name in stage) == sorted(frames)
-    rows: dict[str, list[dict[str, Any]]] = {}
-    with ThreadPoolExecutor(max(len(stage) for stage in stages)) as pool:
-        for stage in stages:
-            running = {
-                name: pool.submit(_write_table, frames[name][0], frames[name][1], out / name)
-                for name in stage
-            }
-            rows.update({name: job.result() for name, job in running.items()})
-    return {name: rows[name] for name in frames}
 
 
 def _write_table(
