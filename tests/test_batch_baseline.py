@@ -1,10 +1,11 @@
 """rollguard's plans against Roller 2.0's greedy cells: never more batches on the same cluster.
 
-The clusters are the benchmark's (`bench/roll_sim.py --part batches`): brokers in 3 racks, 20
-partitions per broker, replication 3, min ISR 2, placed rack-aware or at random, planned on one
-view (every batch back in sync before the next, as the roll waits for). At 100 brokers with
-random placement the planner's first versions lost to greedy on some seeds (36 batches against
-35 at a limit of 3) until equally large batches were ordered hardest-to-place first.
+The clusters are shaped like the benchmark's (`bench/roll_sim.py --part batches`): brokers in 3
+racks, 20 partitions per broker, replication 3, min ISR 2, placed rack-aware or at random,
+planned on one view (every batch back in sync before the next, as the roll waits for). At 100
+brokers with random placement the planner's first versions lost to greedy on some seeds (36
+batches against 35 at a limit of 3) until equally large batches were ordered hardest-to-place
+first.
 """
 
 from __future__ import annotations

@@ -32,10 +32,15 @@ PHASE_COLOURS = {
 EPISODE_COLOUR = "#7a1f1c"
 
 
+def _figure(height: float) -> tuple[Any, Any]:
+    """A figure 8 inches wide (800 px) and its axes, in constrained layout, which fits the labels
+    and the legends beside the axes as it is drawn: one drawing per chart in `png`, where
+    savefig's bbox_inches="tight" draws it twice."""
+    return plt.subplots(layout="constrained", figsize=(8, height))
+
+
 def png(figure: Any) -> str:
-    """The figure as a base64 PNG. Every figure uses constrained layout, which fits the labels
-    and the legends beside the axes as it is drawn: one drawing per chart, where savefig's
-    bbox_inches="tight" draws it twice."""
+    """The figure as a base64 PNG."""
     buffer = io.BytesIO()
     figure.savefig(buffer, format="png", dpi=100)
     plt.close(figure)
@@ -66,7 +71,7 @@ def roll_timeline(
         return ms / size
 
     height = max(1.8, 0.45 * len(shown) + 1.2)
-    figure, axes = plt.subplots(layout="constrained", figsize=(8, height))
+    figure, axes = _figure(height)
     used: dict[str, None] = {}
     bars: dict[tuple[str, str], list[tuple[float, float]]] = {}  # one artist per node and phase
     restarts: tuple[list[float], list[float]] = ([], [])
@@ -109,7 +114,7 @@ def roll_timeline(
 def curves(
     curves: dict[str, list[tuple[int, int]]], title: str = "Remaining segments over time"
 ) -> str:
-    figure, axes = plt.subplots(layout="constrained", figsize=(8, 3.2))
+    figure, axes = _figure(3.2)
     for label, points in curves.items():
         axes.plot([_minutes(t) for t, _ in points], [s for _, s in points], label=label)
     if curves:
@@ -121,7 +126,7 @@ def curves(
 
 
 def durations(episodes: Sequence[dict[str, Any]]) -> str:
-    figure, axes = plt.subplots(layout="constrained", figsize=(8, 3.2))
+    figure, axes = _figure(3.2)
     by_cluster: dict[str, list[float]] = {}
     for e in episodes:
         if e["outcome"] == "completed":
@@ -139,7 +144,7 @@ def durations(episodes: Sequence[dict[str, Any]]) -> str:
 
 def daily(rows: Sequence[dict[str, Any]]) -> str:
     """Per cluster and day: p50 and p90 as lines, the maximum as points."""
-    figure, axes = plt.subplots(layout="constrained", figsize=(8, 3.2))
+    figure, axes = _figure(3.2)
     clusters = sorted({r["cluster"] for r in rows})
     for i, cluster in enumerate(clusters):
         mine = [r for r in rows if r["cluster"] == cluster]
@@ -165,7 +170,7 @@ def scatter(episodes: Sequence[dict[str, Any]], slow: set[tuple[str, str]]) -> s
     """Duration against segments at start: a node with more data lies on the others' line
     further right, a slow node above it. A colour per node when there are few, else the
     flagged nodes against the rest."""
-    figure, axes = plt.subplots(layout="constrained", figsize=(8, 3.6))
+    figure, axes = _figure(3.6)
     points = [
         e
         for e in episodes
@@ -198,7 +203,7 @@ def rates(nodes: Sequence[dict[str, Any]]) -> str:
     rated = sorted(
         (n for n in nodes if n["medianRate"] is not None), key=lambda n: n["medianRate"]
     )[:RATE_NODES]
-    figure, axes = plt.subplots(layout="constrained", figsize=(8, max(2.5, 0.25 * len(rated) + 1)))
+    figure, axes = _figure(max(2.5, 0.25 * len(rated) + 1))
     colours = ["#d9534f" if n["slow"] else "#4a7ebb" for n in rated]
     axes.barh([f"{n['cluster']}/{n['node']}" for n in rated], [n["medianRate"] for n in rated],
               color=colours)  # fmt: skip

@@ -278,6 +278,7 @@ def link_episodes(
 
 
 SLOWEST_CURVES = 5
+DAY_MS = 86_400_000
 LINKED_CURVES = 20  # curves of episodes waited for by the latest rolls, at most
 
 
@@ -350,13 +351,13 @@ def _curves(
     return curves
 
 
-DAY_MS = 86_400_000
-
-
 def _days(first_ms: int, last_ms: int) -> list[str]:
     """The UTC days (YYYY-MM-DD, the collector's `date=` folders) from `first_ms` to `last_ms`."""
     first, last = first_ms // DAY_MS, last_ms // DAY_MS
-    return [time.strftime("%Y-%m-%d", time.gmtime(day * 86_400)) for day in range(first, last + 1)]
+    return [
+        time.strftime("%Y-%m-%d", time.gmtime(day * DAY_MS // 1000))
+        for day in range(first, last + 1)
+    ]
 
 
 def _key(e: dict[str, Any]) -> EpisodeKey:

@@ -35,7 +35,7 @@ first. Both are returned as held, with the reason.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 
 from rollguard.roller.model import ClusterView, Node, PartitionInfo
@@ -201,13 +201,6 @@ def next_batch(
             candidates.append(node)
     by_rack = rack_aware if rack_aware is not None else bool(placement.racks)
 
-    # Each candidate batch is grown from one order: node order, and again with the most
-    # constrained brokers (most partitions) first, which are the hardest to place later:
-    # taking them while there is room leaves fewer, fuller batches for the end, as graph
-    # colouring's largest-degree-first does. By rack: one rack's brokers before the others'.
-    def busiest_first(group: list[Node]) -> list[Node]:
-        return sorted(group, key=lambda n: (-len(placement.hosted.get(n.node_id, ())), n.node_id))
-
     groups: list[tuple[str | None, list[Node], list[Node]]] = [(None, candidates, [])]
     if by_rack:
         racks = sorted({placement.rack(n) or "" for n in candidates})
@@ -219,17 +212,25 @@ def next_batch(
             )
             for name in racks
         ]
-    # And with the brokers that share partitions with the most other candidates first: the
-    # ones that would otherwise be left to the end, each needing a batch of its own.
+    # Each candidate batch is grown from one order: node order, and again with the most
+    # constrained brokers first, which are the hardest to place later: the busiest (most
+    # partitions), and those sharing partitions with the most other candidates. Taking them
+    # while there is room leaves fewer, fuller batches for the end, as graph colouring's
+    # largest-degree-first does. By rack: one rack's brokers before the others'.
     degree = placement.shared_with(candidates)
+    weights: list[Callable[[Node], int]] = [
+        lambda n: len(placement.hosted.get(n.node_id, ())),
+        lambda n: degree[n.node_id],
+    ]
 
-    def most_shared_first(group: list[Node]) -> list[Node]:
-        return sorted(group, key=lambda n: (-degree[n.node_id], n.node_id))
+    def heaviest_first(group: list[Node], weight: Callable[[Node], int]) -> list[Node]:
+        return sorted(group, key=lambda n: (-weight(n), n.node_id))
 
     orders = [(rack, mine + others) for rack, mine, others in groups]
-    orders += [(rack, busiest_first(mine) + busiest_first(others)) for rack, mine, others in groups]
     orders += [
-        (rack, most_shared_first(mine) + most_shared_first(others)) for rack, mine, others in groups
+        (rack, heaviest_first(mine, weight) + heaviest_first(others, weight))
+        for weight in weights
+        for rack, mine, others in groups
     ]
     grown: list[tuple[list[Node], str | None, int]] = []
     for rack, order in orders:
