@@ -4,17 +4,22 @@ VENV := .venv
 BIN := $(VENV)/bin
 INSTALLED := $(VENV)/.installed
 BROKER := build/testbroker/TestBroker.class
+# A real Apache Kafka from Maven Central (tests/kafka/pom.xml), one folder per version: the
+# newest 4.x, and the oldest rollguard supports. A changed pom resolves again.
+KAFKA_NEWEST := 4.4.0
+KAFKA_OLDEST := 4.0.0
+KAFKA := build/kafka/$(KAFKA_NEWEST)/.resolved build/kafka/$(KAFKA_OLDEST)/.resolved
 
-.PHONY: test demo demo-agent lint bench venv broker format clean image test-image test-security
+.PHONY: test demo demo-agent lint bench venv broker kafka format clean image test-image test-security
 
 # Two workers, each taking whole test files (module fixtures stay in one process): most tests
 # wait on real processes, so two cores run the suite in about 60 % of the time of one worker.
 # Tests marked `alone` measure timings and run afterwards, with nothing beside them.
-test: lint $(BROKER)
+test: lint $(BROKER) $(KAFKA)
 	$(BIN)/pytest -n 2 --dist loadfile -m "not alone"
 	$(BIN)/pytest -m alone
 
-demo: $(INSTALLED) $(BROKER)
+demo: $(INSTALLED) $(BROKER) build/kafka/$(KAFKA_NEWEST)/.resolved
 	$(BIN)/python demo/roll_demo.py
 
 demo-agent: $(INSTALLED) $(BROKER)
@@ -26,7 +31,7 @@ lint: $(INSTALLED)
 	$(BIN)/mypy
 	$(BIN)/lint-imports
 
-bench: $(INSTALLED) $(BROKER)
+bench: $(INSTALLED) $(BROKER) $(KAFKA)
 	$(BIN)/python bench/agent.py
 	$(BIN)/python bench/agent_flood.py
 	$(BIN)/python bench/retry_herd.py
@@ -60,6 +65,7 @@ format: $(INSTALLED)
 
 venv: $(INSTALLED)
 broker: $(BROKER)
+kafka: $(KAFKA)
 
 # The five components and the test peers (tests/peers: never in an image), editable (each X/src on sys.path through a .pth: a new module is visible
 # without reinstalling), and the development tools, at the versions in constraints.txt so that
@@ -82,6 +88,17 @@ $(BROKER): tests/broker/TestBroker.java
 	@command -v javac >/dev/null || { echo "javac not found: install a JDK 17 (apt-get install openjdk-17-jdk-headless)"; exit 1; }
 	mkdir -p $(dir $@)
 	javac --release 17 -d $(dir $@) $<
+
+# Kafka's jars (about 55 MB a version, ~10 s from Maven Central, then from ~/.m2).
+build/kafka/%/.resolved: tests/kafka/pom.xml
+	@command -v mvn >/dev/null || { echo "mvn not found: Kafka's jars come from Maven Central through Maven (apt-get install maven)"; exit 1; }
+	@command -v java >/dev/null || { echo "java not found: Kafka needs a JDK 17 (apt-get install openjdk-17-jdk-headless)"; exit 1; }
+	@rm -rf build/kafka/$*/lib && mkdir -p build/kafka/$*
+	@mvn -q -B -f tests/kafka/pom.xml dependency:copy-dependencies -Dkafka.version=$* \
+		-DoutputDirectory=$(CURDIR)/build/kafka/$*/lib >build/kafka/$*/mvn.log 2>&1 \
+		|| { echo "Kafka $*'s jars could not be resolved from Maven Central: $$(grep -m1 -o 'Could not .*' build/kafka/$*/mvn.log || tail -n1 build/kafka/$*/mvn.log) (full log: build/kafka/$*/mvn.log)"; exit 1; }
+	@echo "Kafka $*: $$(ls build/kafka/$*/lib | wc -l) jars in build/kafka/$*/lib"
+	@touch $@
 
 clean:
 	rm -rf $(VENV) build

@@ -31,7 +31,12 @@ def start(
         ([], {"ROLLGUARD_AGENT_SAMPLE_TIMEOUT": "soon"}, "ROLLGUARD_AGENT_SAMPLE_TIMEOUT"),
         (["--sample-interval", "0"], {}, "--sample-interval: '0' is not a positive number"),
         (["--jmx", "host-without-port"], {}, "--jmx: 'host-without-port' is neither"),
-        (["--max-sample-age", "6"], {}, "--max-sample-age 6 must be at least"),
+        (["--max-sample-age", "5"], {}, "--max-sample-age 5 must be at least"),
+        (
+            ["--max-sample-age", "14", "--jmx-backend", "jmxquery"],
+            {},
+            "--max-sample-age 14 must be at least --running-interval plus --sample-timeout (15)",
+        ),
         (["--java", "/no/such/java"], {}, "--java: '/no/such/java' is not an executable"),
         (["--jmx-backend", "jpype"], {}, "--jmx-backend: 'jpype' is not one of persistent"),
         (["--event-loop", "trio"], {}, "--event-loop: 'trio' is not uvloop or asyncio"),

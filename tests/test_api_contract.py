@@ -63,7 +63,11 @@ def test_broker_state_in_recovery_sums_and_has_the_sample_time() -> None:
     assert response.headers["content-type"] == "application/json"
     body = response.json()
     assert body["brokerState"] == 2
-    assert body["recovery"] == {"remainingLogsToRecover": 9, "remainingSegmentsToRecover": 42}
+    assert body["recovery"] == {
+        "remainingLogsToRecover": 9,
+        "remainingSegmentsToRecover": 42,
+        "phase": "recovering",
+    }
     assert body["sampledAt"].endswith("Z")
 
 
@@ -168,7 +172,11 @@ def test_a_sample_is_200_with_the_contracts_keys_and_headers(
     assert body["brokerState"] == state and set(body) <= REPORT_KEYS
     assert ("recovery" in body) == (state == 2)
     if state == 2:
-        assert set(body["recovery"]) == {"remainingLogsToRecover", "remainingSegmentsToRecover"}
+        assert set(body["recovery"]) == {
+            "remainingLogsToRecover",
+            "remainingSegmentsToRecover",
+            "phase",
+        }
 
 
 @pytest.mark.parametrize("entry", ["api", "router"])

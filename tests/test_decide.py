@@ -24,7 +24,7 @@ from rollguard.roller.roll.decide import (
     decide,
 )
 from rollguard.shared.states import BrokerState
-from rollguard.shared.wire import BrokerStateReport, RecoveryProgress
+from rollguard.shared.wire import BrokerStateReport, RecoveryPhase, RecoveryProgress
 
 NODE = Node(1, "kafka-1", frozenset({Role.BROKER}), "https://kafka-1:8443")
 CONTROLLER = Node(9, "ctrl-9", frozenset({Role.CONTROLLER}), "https://ctrl-9:8443")
@@ -34,6 +34,14 @@ RECOVERING = AgentReport(
     NODE.agent_url or "", BrokerStateReport(BrokerState.RECOVERY, RecoveryProgress(3, 40))
 )
 STARTING = AgentReport(NODE.agent_url or "", BrokerStateReport(BrokerState.STARTING))
+# Kafka 4.x recovers in STARTING as often as in RECOVERY; a clean start loads its logs there too
+RECOVERING_IN_STARTING = AgentReport(
+    NODE.agent_url or "", BrokerStateReport(BrokerState.STARTING, RecoveryProgress(14, 52))
+)
+LOADING = AgentReport(
+    NODE.agent_url or "",
+    BrokerStateReport(BrokerState.STARTING, RecoveryProgress(13, 0, RecoveryPhase.LOADING)),
+)
 DOWN = AgentUnavailable(NODE.agent_url or "", None, "unreachable", "refused")
 REFUSED = AgentUnavailable(NODE.agent_url or "", None, "tls-refused", "certificate required")
 NO_JMX = AgentUnavailable(NODE.agent_url or "", 503, "jmx-unreachable", "connection refused")
@@ -66,8 +74,17 @@ def view(
         ),
         # Not ready: the agent is asked at once, and its answer shown while waiting.
         (view(ready=False), HEALTHY, 0, STARTING, AwaitReady, "STARTING"),
-        (view(ready=False), HEALTHY, 0, RECOVERING, AwaitRecovery, "3 logs and 40 segments"),
+        (
+            view(ready=False),
+            HEALTHY,
+            0,
+            RECOVERING,
+            AwaitRecovery,
+            "3 logs left to recover (40 segments",
+        ),
         (view(ready=False), TIGHT, LATE, RECOVERING, AwaitRecovery, "log recovery"),
+        (view(ready=False), HEALTHY, LATE, RECOVERING_IN_STARTING, AwaitRecovery, "STARTING (1)"),
+        (view(ready=False), HEALTHY, LATE, LOADING, AwaitRecovery, "13 logs left to load"),
         # Past the operation timeout, a readable agent that says "not recovering": force.
         (view(ready=False), HEALTHY, LATE, STARTING, Restart, "STARTING"),
         # ... but an unreadable one is unknown: wait, never force.

@@ -19,7 +19,7 @@ from rollguard.agent.readings import (
     object_name_key,
 )
 from rollguard.shared.states import BrokerState
-from rollguard.shared.wire import RecoveryProgress
+from rollguard.shared.wire import RecoveryPhase, RecoveryProgress
 
 NOW = datetime(2026, 1, 1, tzinfo=UTC)
 
@@ -56,7 +56,39 @@ def test_running_ignores_leftover_gauges() -> None:
 
 def test_recovery_before_kafka_registers_its_gauges_has_no_figures() -> None:
     assert interpret([state("2")], NOW).recovery is None
-    assert interpret([state("2"), logs("/d", 3)], NOW).recovery is None
+    assert interpret([state("1")], NOW).recovery is None
+
+
+def test_a_recovery_in_starting_is_reported_as_one_in_recovery() -> None:
+    # Kafka 4.x: the state depends on whether the registration was acked before loading began
+    for value in ("1", "2"):
+        readings = [state(value), logs("/d", 14), segments("/d", 0, 52), segments("/d", 1, 7)]
+        report = interpret(readings, NOW)
+        assert report.recovery == RecoveryProgress(14, 59, RecoveryPhase.RECOVERING)
+        assert report.to_wire()["recovery"]["phase"] == "recovering"
+
+
+def test_a_thread_that_has_recovered_nothing_yet_has_a_null_gauge() -> None:
+    readings = [state("1"), logs("/d", 14), segments("/d", 0, None), segments("/d", 1, 39)]
+    assert interpret(readings, NOW).recovery == RecoveryProgress(14, 39, RecoveryPhase.RECOVERING)
+
+
+def test_the_loading_of_a_clean_start_is_told_from_a_recovery() -> None:
+    # after a clean stop nothing is replayed: every thread's segment gauge stays null
+    readings = [state("1"), logs("/d", 13), segments("/d", 0, None), segments("/d", 1, None)]
+    report = interpret(readings, NOW)
+    assert report.recovery == RecoveryProgress(13, 0, RecoveryPhase.LOADING)
+    assert report.describe() == "STARTING (1): 13 logs left to load"
+
+
+def test_a_real_brokers_quoted_dirs_are_summed_per_dir() -> None:
+    readings = [
+        state("2"),
+        MBeanValue(f'{REMAINING_LOGS},dir="/var/kafka/a,b"', "Value", 3),
+        MBeanValue(f'{REMAINING_LOGS},dir="/var/kafka/c"', "Value", 4),
+        MBeanValue(f'{REMAINING_SEGMENTS},dir="/var/kafka/a,b",threadNum=0', "Value", 5),
+    ]
+    assert interpret(readings, NOW).recovery == RecoveryProgress(7, 5)
 
 
 def test_missing_broker_state_is_its_own_reason() -> None:

@@ -7,7 +7,7 @@ import pytest
 
 from rollguard.shared.errors import WireFormatError
 from rollguard.shared.states import BrokerState
-from rollguard.shared.wire import BrokerStateReport, RecoveryProgress
+from rollguard.shared.wire import BrokerStateReport, RecoveryPhase, RecoveryProgress
 
 
 def test_running_has_no_recovery_key() -> None:
@@ -18,8 +18,29 @@ def test_recovery_writes_the_proposal_048_keys() -> None:
     report = BrokerStateReport(BrokerState.RECOVERY, RecoveryProgress(123, 456))
     assert json.loads(report.to_json()) == {
         "brokerState": 2,
-        "recovery": {"remainingLogsToRecover": 123, "remainingSegmentsToRecover": 456},
+        "recovery": {
+            "remainingLogsToRecover": 123,
+            "remainingSegmentsToRecover": 456,
+            "phase": "recovering",
+        },
     }
+
+
+def test_recovery_in_starting_is_written_and_read_with_its_phase() -> None:
+    # a real KRaft broker loads its logs in STARTING as often as in RECOVERY
+    for phase in RecoveryPhase:
+        report = BrokerStateReport(BrokerState.STARTING, RecoveryProgress(14, 0, phase))
+        assert BrokerStateReport.from_json(report.to_json()) == report
+
+
+def test_a_recovery_without_a_phase_or_with_an_unknown_one_reads_as_recovering() -> None:
+    for extra in ({}, {"phase": "tidying"}):
+        body = {
+            "brokerState": 1,
+            "recovery": {"remainingLogsToRecover": 5, "remainingSegmentsToRecover": 9, **extra},
+        }
+        recovery = BrokerStateReport.from_wire(body).recovery
+        assert recovery == RecoveryProgress(5, 9, RecoveryPhase.RECOVERING)
 
 
 def test_sample_time_is_an_additive_iso_8601_utc_field() -> None:
@@ -30,8 +51,9 @@ def test_sample_time_is_an_additive_iso_8601_utc_field() -> None:
 
 
 def test_recovery_outside_the_recovery_state_is_refused() -> None:
-    with pytest.raises(ValueError, match="RECOVERY"):
-        BrokerStateReport(BrokerState.RUNNING, RecoveryProgress(1, 1))
+    for state in (BrokerState.RUNNING, BrokerState.NOT_RUNNING, BrokerState.SHUTTING_DOWN):
+        with pytest.raises(ValueError, match="STARTING or RECOVERY"):
+            BrokerStateReport(state, RecoveryProgress(1, 1))
 
 
 @pytest.mark.parametrize("key", ["recovery", "recoveryState"])

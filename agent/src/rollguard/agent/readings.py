@@ -1,10 +1,19 @@
 """From the MBeans Kafka registers to one broker-state report.
 
 Kafka registers the recovery gauges once per log dir (remainingLogsToRecover) and once per log
-dir and recovery thread (remainingSegmentsToRecover). The broker's real progress is the sum over
-all of them; Strimzi's agent keeps only the last one registered and under-reports with JBOD or
-several recovery threads. This module is pure: it gets values, it returns a report or says
-exactly what is wrong.
+dir and recovery thread (remainingSegmentsToRecover) while it loads its logs, and removes them
+when loading ends. What a real Kafka 4.x shows (docs/architecture.md, "A real broker"):
+- the gauges exist during the log loading of every start, clean or not, and the broker is in
+  STARTING (1) or RECOVERY (2) then, depending on whether its registration was acknowledged
+  before loading began: both count;
+- remainingLogsToRecover counts the logs of a dir not yet loaded: the measure of progress;
+- remainingSegmentsToRecover is, per thread, the segments left in the log that thread is on
+  now (it rises when the thread moves on), and null until the thread has recovered something:
+  after a clean stop nothing is recovered and every thread's value stays null, which is how a
+  recovery (`phase: recovering`) is told from the loading of a clean start (`loading`).
+The report sums over every dir and thread; Strimzi's agent keeps only the last gauge registered
+and under-reports with JBOD or several recovery threads. This module is pure: it gets values,
+it returns a report or says exactly what is wrong.
 
 The same round reads the JVM's start time (`java.lang:type=Runtime` `StartTime`, epoch
 milliseconds): it identifies one run of the broker process, so a roller can tell a restarted
@@ -20,7 +29,12 @@ from enum import StrEnum
 from typing import NamedTuple
 
 from rollguard.shared.states import BrokerState
-from rollguard.shared.wire import BrokerStateReport, RecoveryProgress
+from rollguard.shared.wire import (
+    LOADING_STATES,
+    BrokerStateReport,
+    RecoveryPhase,
+    RecoveryProgress,
+)
 
 BROKER_STATE = "kafka.server:type=KafkaServer,name=BrokerState"
 REMAINING_LOGS = "kafka.log:type=LogManager,name=remainingLogsToRecover"
@@ -109,8 +123,11 @@ _SEGMENTS_KEY = object_name_key(REMAINING_SEGMENTS)
 _RUNTIME_KEY = object_name_key(RUNTIME)
 
 
-def _count(reading: MBeanValue) -> int:
+def _count(reading: MBeanValue) -> int | None:
+    """A gauge's count; None for a gauge Kafka has registered but not set yet (a null Value)."""
     value = reading.value
+    if value is None:
+        return None
     if isinstance(value, str) and value.strip().isdigit():
         value = int(value)
     if isinstance(value, bool) or not isinstance(value, int) or value < 0:
@@ -140,14 +157,15 @@ def interpret(
 ) -> BrokerStateReport:
     """Sum the recovery gauges and read the broker state from one JMX round.
 
-    `recovery` is reported only in RECOVERY and only while Kafka has its gauges registered:
-    between entering RECOVERY and loading the first log dir there are none, and a report of
-    "0 left" would be a lie, so the key is left out, as Strimzi's agent does. `boot_id` is the
-    agent's, reported beside the broker JVM's start time.
+    `recovery` is reported while Kafka has its gauges registered and the broker is STARTING or
+    RECOVERY; without the gauges there is nothing loading (before loading starts, or after it
+    ended), and a report of "0 left" would be a lie, so the key is left out, as Strimzi's agent
+    does. `boot_id` is the agent's, reported beside the broker JVM's start time.
     """
     state: BrokerState | None = None
-    logs: int | None = None
-    segments: int | None = None
+    logs: int | None = None  # None: no remainingLogsToRecover gauge is registered
+    segments = 0
+    replaying = False  # a thread has set its segment count: segments are being recovered
     started: datetime | None = None
     for reading in readings:
         key = object_name_key(reading.object_name)
@@ -163,15 +181,19 @@ def interpret(
                     FailureReason.MALFORMED_VALUE, f"{BROKER_STATE} Value: {exc}"
                 ) from exc
         elif key == _LOGS_KEY:
-            logs = (logs or 0) + _count(reading)
+            logs = (logs or 0) + (_count(reading) or 0)
         elif key == _SEGMENTS_KEY:
-            segments = (segments or 0) + _count(reading)
+            count = _count(reading)
+            if count is not None:
+                segments += count
+                replaying = True
     if state is None:
         raise SampleError(
             FailureReason.BROKER_STATE_MISSING,
             f"{BROKER_STATE} is not registered (a KRaft controller-only node, or not a Kafka JVM)",
         )
     recovery = None
-    if state is BrokerState.RECOVERY and logs is not None and segments is not None:
-        recovery = RecoveryProgress(logs, segments)
+    if state in LOADING_STATES and logs is not None:
+        phase = RecoveryPhase.RECOVERING if replaying else RecoveryPhase.LOADING
+        recovery = RecoveryProgress(logs, segments, phase)
     return BrokerStateReport(state, recovery, sampled_at, started, boot_id)

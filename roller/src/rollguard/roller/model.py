@@ -178,7 +178,18 @@ BROKER_STATE_MISSING = "broker-state-missing"
 
 
 def is_recovering(answer: AgentAnswer | None) -> bool:
-    return isinstance(answer, AgentReport) and answer.report.broker_state is BrokerState.RECOVERY
+    """In log recovery, or loading its logs: never to be restarted.
+
+    A real KRaft broker loads its logs in STARTING as often as in RECOVERY, so the agent's
+    recovery figures decide, in either state; RECOVERY without them still counts (Strimzi's
+    agent, or the moment between the state change and the gauges). Loading after a clean stop
+    counts too: Kafka deletes the clean-shutdown marker when it reads it, so a broker stopped
+    while loading comes back into a full recovery.
+    """
+    if not isinstance(answer, AgentReport):
+        return False
+    report = answer.report
+    return report.recovery is not None or report.broker_state is BrokerState.RECOVERY
 
 
 def describe_answer(answer: AgentAnswer | None) -> str:

@@ -1,11 +1,20 @@
 """The agent's wire contract: the JSON of `GET /v1/broker-state` (Strimzi proposal 048).
 
     {"brokerState": 3}
-    {"brokerState": 2,
-     "recovery": {"remainingLogsToRecover": 123, "remainingSegmentsToRecover": 456}}
+    {"brokerState": 1,
+     "recovery": {"remainingLogsToRecover": 123, "remainingSegmentsToRecover": 456,
+                  "phase": "recovering"}}
 
-`recovery` appears only when the state is 2 (RECOVERY). Additive fields may appear; readers
-ignore fields they do not know. rollguard's agent adds:
+`recovery` appears while Kafka's log-loading gauges exist and the state is STARTING (1) or
+RECOVERY (2): a real KRaft broker loads its logs in STARTING as often as in RECOVERY, depending
+on whether its registration was acknowledged first (docs/architecture.md). Both counts are sums
+over log dirs and recovery threads: `remainingLogsToRecover` is the logs not yet loaded, the
+measure of progress; `remainingSegmentsToRecover` is the segments left in the logs the recovery
+threads are on now (it rises when a thread moves to its next log), a detail. `phase` tells a
+recovery after an unclean stop (`recovering`: segments are being replayed) from the log loading
+of every clean start (`loading`); a reader that gets no phase (Strimzi's agent, older rollguard
+agents) takes it as `recovering`. Additive fields may appear; readers ignore fields they do not
+know. rollguard's agent adds:
 
 - `sampledAt`: when the sample was taken (ISO 8601 UTC, the agent's clock);
 - `brokerStartedAt`: when the broker's JVM started (JMX `java.lang:type=Runtime` `StartTime`,
@@ -23,12 +32,22 @@ import json
 from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
+from enum import StrEnum
 from typing import Any
 
 from rollguard.shared.errors import WireFormatError
 from rollguard.shared.states import BrokerState
 
 BROKER_STATE_PATH = "/v1/broker-state"
+# The states in which Kafka loads its logs (KRaft: before or after its registration is acked).
+LOADING_STATES = frozenset({BrokerState.STARTING, BrokerState.RECOVERY})
+
+
+class RecoveryPhase(StrEnum):
+    """Whether a broker loading its logs is replaying segments (after an unclean stop)."""
+
+    LOADING = "loading"  # a clean start: the logs are opened, nothing is replayed
+    RECOVERING = "recovering"  # after an unclean stop: segments are read and checked again
 
 
 @dataclass(frozen=True, slots=True)
@@ -37,6 +56,7 @@ class RecoveryProgress:
 
     remaining_logs: int
     remaining_segments: int
+    phase: RecoveryPhase = RecoveryPhase.RECOVERING
 
     def __post_init__(self) -> None:
         if self.remaining_logs < 0 or self.remaining_segments < 0:
@@ -54,8 +74,8 @@ class BrokerStateReport:
     agent_boot_id: str | None = None
 
     def __post_init__(self) -> None:
-        if self.recovery is not None and self.broker_state is not BrokerState.RECOVERY:
-            raise ValueError("recovery progress is only reported in the RECOVERY state")
+        if self.recovery is not None and self.broker_state not in LOADING_STATES:
+            raise ValueError("recovery progress is only reported in STARTING or RECOVERY")
 
     def to_wire(self) -> dict[str, Any]:
         body: dict[str, Any] = {"brokerState": int(self.broker_state)}
@@ -63,6 +83,7 @@ class BrokerStateReport:
             body["recovery"] = {
                 "remainingLogsToRecover": self.recovery.remaining_logs,
                 "remainingSegmentsToRecover": self.recovery.remaining_segments,
+                "phase": str(self.recovery.phase),
             }
         if self.sampled_at is not None:
             body["sampledAt"] = format_time(self.sampled_at)
@@ -73,13 +94,17 @@ class BrokerStateReport:
         return body
 
     def describe(self) -> str:
-        """For people: `RECOVERY (2): 12 logs and 340 segments left to recover`."""
+        """For people: `STARTING (1): 12 logs left to recover (340 segments in the logs being
+        recovered)`, or `... logs left to load` for the log loading of a clean start."""
         text = f"{self.broker_state.name} ({int(self.broker_state)})"
         if self.recovery is not None:
-            text += (
-                f": {self.recovery.remaining_logs} logs and "
-                f"{self.recovery.remaining_segments} segments left to recover"
-            )
+            if self.recovery.phase is RecoveryPhase.LOADING:
+                text += f": {self.recovery.remaining_logs} logs left to load"
+            else:
+                text += (
+                    f": {self.recovery.remaining_logs} logs left to recover "
+                    f"({self.recovery.remaining_segments} segments in the logs being recovered)"
+                )
         return text
 
     def to_json(self) -> bytes:
@@ -98,7 +123,7 @@ class BrokerStateReport:
             raise WireFormatError(str(exc)) from exc
         recovery = None
         raw = body.get("recovery", body.get("recoveryState"))
-        if raw is not None and state is BrokerState.RECOVERY:
+        if raw is not None and state in LOADING_STATES:
             recovery = _read_recovery(raw)
         boot_id = body.get("agentBootId")
         return cls(
@@ -136,7 +161,10 @@ def _read_recovery(raw: object) -> RecoveryProgress:
         if isinstance(value, bool) or not isinstance(value, int) or value < 0:
             raise WireFormatError(f"'recovery.{key}' must be a non-negative integer, got {value!r}")
         counts.append(value)
-    return RecoveryProgress(counts[0], counts[1])
+    # An unknown phase is read as the one that forbids more: never restart it.
+    loading = raw.get("phase") == RecoveryPhase.LOADING
+    phase = RecoveryPhase.LOADING if loading else RecoveryPhase.RECOVERING
+    return RecoveryProgress(counts[0], counts[1], phase)
 
 
 def format_time(moment: datetime) -> str:

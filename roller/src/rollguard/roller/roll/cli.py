@@ -466,6 +466,7 @@ def _progress(display: LiveTable | None, output: str):  # type: ignore[no-untype
             entry: dict[str, Any] = {"node": node.name, "state": text}
             if tracker is not None and tracker.points:
                 entry.update(
+                    remainingLogs=tracker.points[-1].logs,
                     remainingSegments=tracker.points[-1].segments,
                     rate=tracker.rate(),
                     eta=tracker.eta(),

@@ -6,7 +6,8 @@ platform, the agent's answer, how long it has waited). Nothing here imports a ne
 
 The rules for a node that is not ready, in order:
 1. stuck (a pod that waiting will not cure): restart it if a new revision is the cure, else fail;
-2. its agent reports RECOVERY: never restart it (that would start the recovery over), wait;
+2. its agent reports log recovery (figures in STARTING or RECOVERY, or RECOVERY): never
+   restart it (that would start the recovery over), wait;
 3. within the operation timeout: wait (and show what the agent says, from the first poll);
 4. past it, the agent readable and the broker not recovering: force-restart (Strimzi's rule);
 5. past it, the agent unreadable: the state is *unknown*, not "not recovering". Force only when

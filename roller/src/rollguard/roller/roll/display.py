@@ -45,8 +45,8 @@ class LiveTable:
         bar, eta = "", ""
         if tracker is not None and tracker.points:
             first, last = tracker.points[0], tracker.points[-1]
-            total = max(first.segments, 1)
-            done = (total - last.segments) / total
+            total = max(first.logs, 1)  # logs: segments count only the logs being recovered
+            done = (total - last.logs) / total
             bar = "#" * int(done * 20) + "." * (20 - int(done * 20)) + f" {done:4.0%}"
             remaining = tracker.eta()
             eta = format_duration(remaining) if remaining is not None else "?"

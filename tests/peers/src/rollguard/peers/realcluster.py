@@ -1,0 +1,155 @@
+"""A real KRaft cluster with a real `rollguard-agent` beside each node, as operators run one.
+
+`RealCluster` is to a real Kafka what `rollguard.peers.cluster.ProcessCluster` is to the
+simulated one: each node of a `realkafka.KafkaCluster` gets an agent over mutual TLS reading
+its JMX, and a small control server on 127.0.0.1 plays the host's service manager:
+`POST /restart/<id>` stops the node (SIGTERM: a controlled shutdown, as `systemctl restart`
+does) and starts it again, into a full, CPU-throttled log recovery when the node's `recover`
+flag is set (once); `GET /health/<id>` is 200 while the node's JVM runs. The inventory it
+writes points each node's `restart` and `health` commands at that server with curl, exactly as
+an operator's would point at `ssh host systemctl restart kafka`.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+
+from rollguard.peers.processes import Agent, Pki, wait_until
+from rollguard.peers.realkafka import KafkaCluster, KafkaNode
+
+
+@dataclass
+class Restarts:
+    """What the control server did: every restart, in order, with its kind."""
+
+    log: list[tuple[int, str]] = field(default_factory=list)
+    recover_next: set[int] = field(default_factory=set)
+
+    def of(self, node_id: int) -> int:
+        return sum(1 for n, _ in self.log if n == node_id)
+
+
+class RealCluster:
+    """A started `KafkaCluster` plus an agent per node and the control server."""
+
+    def __init__(self, kafka: KafkaCluster, pki: Pki, folder: Path, *, name: str = "real") -> None:
+        self.kafka = kafka
+        self.pki = pki
+        self.folder = folder
+        self.name = name
+        self.restarts = Restarts()
+        self.agents: dict[int, Agent] = {}
+        self._lock = threading.Lock()
+        try:
+            for node in kafka.nodes.values():
+                self.agents[node.node_id] = Agent(
+                    pki,
+                    node.jmx,
+                    "--data-dir",
+                    str(folder / "agent-data" / self.node_name(node)),
+                    "--node-id",
+                    self.node_name(node),
+                    # the agent's own defaults, as in production
+                    interval="1",
+                    running_interval="1",
+                    timeout="5",
+                )
+            for node_id, agent in self.agents.items():
+                wait_until(
+                    lambda agent=agent: agent.state().status == 200,  # type: ignore[misc]
+                    60,
+                    interval=0.2,
+                    what=f"the agent of node {node_id} to read its broker",
+                )
+            self.control = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
+            threading.Thread(target=self.control.serve_forever, daemon=True).start()
+        except BaseException:
+            self.stop_agents()
+            raise
+        self.control_url = f"http://127.0.0.1:{self.control.server_address[1]}"
+
+    @staticmethod
+    def node_name(node: KafkaNode) -> str:
+        return f"kafka-{node.node_id}"
+
+    def recover_on_next_restart(self, node_id: int) -> None:
+        self.restarts.recover_next.add(node_id)
+
+    def restart(self, node_id: int) -> None:
+        """What `systemctl restart kafka` does: stop cleanly, start; a recovery if planned."""
+        with self._lock:
+            node = self.kafka.nodes[node_id]
+            recover = node_id in self.restarts.recover_next
+            self.restarts.recover_next.discard(node_id)
+            self.restarts.log.append((node_id, "recover" if recover else "clean"))
+            node.restart(recover=recover)
+
+    def _handler(self) -> type[BaseHTTPRequestHandler]:
+        cluster = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def _node(self, verb: str) -> int | None:
+                parts = self.path.strip("/").split("/")
+                if len(parts) == 2 and parts[0] == verb and parts[1].isdigit():
+                    node_id = int(parts[1])
+                    return node_id if node_id in cluster.kafka.nodes else None
+                return None
+
+            def do_POST(self) -> None:
+                node_id = self._node("restart")
+                if node_id is None:
+                    self.send_response(404)
+                else:
+                    cluster.restart(node_id)
+                    self.send_response(204)
+                self.end_headers()
+
+            def do_GET(self) -> None:
+                node_id = self._node("health")
+                if node_id is None:
+                    self.send_response(404)
+                else:
+                    alive = cluster.kafka.nodes[node_id].running()
+                    self.send_response(200 if alive else 503)
+                self.end_headers()
+
+            def log_message(self, format: str, *args: object) -> None:
+                pass
+
+        return Handler
+
+    def inventory(self) -> Path:
+        path = self.folder / "inventory.yaml"
+        nodes = [
+            {
+                "id": node.node_id,
+                "name": self.node_name(node),
+                "roles": list(node.spec.roles),
+                "agent": self.agents[node.node_id].api,
+                "restart": f"curl -sf -X POST {self.control_url}/restart/{node.node_id}",
+                "health": f"curl -sf {self.control_url}/health/{node.node_id}",
+            }
+            for node in self.kafka.nodes.values()
+        ]
+        path.write_text(json.dumps({"cluster": self.name, "nodes": nodes}, indent=2))
+        return path
+
+    def stop_agents(self) -> None:
+        for agent in self.agents.values():
+            agent.stop()
+
+    def stop(self) -> None:
+        if hasattr(self, "control"):
+            self.control.shutdown()
+            self.control.server_close()
+        self.stop_agents()
+
+    def __enter__(self) -> RealCluster:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()

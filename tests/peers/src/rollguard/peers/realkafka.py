@@ -1,0 +1,592 @@
+"""A real Apache Kafka for tests, benchmarks and the demo: KRaft nodes run from Kafka's own jars.
+
+`make kafka` resolves Kafka's jars from Maven Central into `build/kafka/<version>/lib`
+(`tests/kafka/pom.xml`). This module formats each node's storage (`kafka.tools.StorageTool`)
+and starts each node as its own JVM (`kafka.Kafka server.properties`): combined
+broker+controller nodes, or brokers beside controller-only nodes, a static quorum, every port on
+127.0.0.1, JMX on loopback without authentication, small heaps. Internal topics are made
+test-friendly (3 partitions each, no group rebalance delay); everything else is Kafka's default,
+except the KRaft liveness timeouts, which are relaxed for 2 busy cores (see `_LIVENESS`).
+
+Readiness: a node is up when its log says `[KafkaRaftServer nodeId=N] Kafka Server started`;
+the cluster is up when the Admin API lists every broker. `stop()` is SIGTERM (a controlled
+shutdown), `kill()` is SIGKILL.
+
+A real log recovery on demand (`KafkaNode.restart(recover=True)`): the node is stopped, its
+clean-shutdown marker (`<dir>/.kafka_cleanshutdown`) and recovery checkpoint
+(`<dir>/recovery-point-offset-checkpoint`) are deleted, so Kafka recovers every segment of every
+log at the next start, exactly as after a crash before the first checkpoint. Recovery is
+CPU-bound (about 300 MB/s from the page cache here), so to make it last as long as a test needs
+the JVM is put in a cgroup-v1 `cpu` group with a CFS quota (`recovery_cpu`, a fraction of one
+core) from the moment its log says it is loading logs until it says they are loaded; the rest of
+its start runs at full speed. Duration = data per node / (speed x quota): 150 MB at 10 % is
+about 20-40 s here. Without a writable cgroup-v1 `cpu` hierarchy (not root, cgroup v2 only)
+recovery is not throttled and says so (`KafkaNode.throttled`).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import re
+import shutil
+import signal
+import socket
+import subprocess
+import threading
+import time
+import uuid
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from rollguard.peers.processes import ROOT, wait_until
+
+NEWEST = "4.4.0"  # the newest 4.x on Maven Central (2026-11)
+OLDEST = "4.0.0"  # the oldest supported: the first release without ZooKeeper
+VERSIONS = (NEWEST, OLDEST)
+KAFKA_BUILD = ROOT / "build" / "kafka"
+CPU_CGROUP = Path("/sys/fs/cgroup/cpu")
+
+STARTED = re.compile(r"\[KafkaRaftServer nodeId=(\d+)\] Kafka Server started")
+LOADING = re.compile(r"Loading logs from log dirs|Recovering \d+ logs from")
+LOADED = re.compile(r"Loaded \d+ logs in \d+ms")
+
+# Kafka's defaults (election 1 s, quorum fetch 2 s, broker session 9 s, heartbeat 2 s) fence
+# nodes spuriously when a dozen JVMs share 2 cores: relaxed, and written down, as an operator
+# on small machines would.
+_LIVENESS = {
+    "controller.quorum.election.timeout.ms": "3000",
+    "controller.quorum.fetch.timeout.ms": "6000",
+    "broker.session.timeout.ms": "12000",
+    "broker.heartbeat.interval.ms": "1000",
+}
+# Internal topics: replication 3 and min ISR 2 like every other topic, fewer partitions.
+_INTERNAL = {
+    "offsets.topic.replication.factor": "3",
+    "offsets.topic.num.partitions": "3",
+    "transaction.state.log.replication.factor": "3",
+    "transaction.state.log.min.isr": "2",
+    "transaction.state.log.num.partitions": "3",
+    "share.coordinator.state.topic.replication.factor": "3",
+    "share.coordinator.state.topic.min.isr": "2",
+    "share.coordinator.state.topic.num.partitions": "3",
+    "group.initial.rebalance.delay.ms": "0",
+}
+_LOG4J2 = """\
+Configuration:
+  name: rollguard-test-kafka
+  Appenders:
+    Console:
+      name: STDOUT
+      PatternLayout:
+        pattern: "[%d{ISO8601}] %p %m (%c)%n"
+  Loggers:
+    Root:
+      level: WARN
+      AppenderRef:
+        - ref: STDOUT
+    Logger:
+      - name: kafka.server.KafkaRaftServer
+        level: INFO
+      - name: kafka.log.LogManager
+        level: INFO
+      - name: org.apache.kafka.storage.internals.log.LogManager
+        level: INFO
+      - name: kafka.server.BrokerLifecycleManager
+        level: INFO
+      - name: org.apache.kafka.server.BrokerLifecycleManager
+        level: INFO
+"""
+
+
+class KafkaJarsMissing(RuntimeError):
+    """Kafka's jars for a version are not in build/kafka (run `make kafka`)."""
+
+
+def kafka_lib(version: str = NEWEST) -> Path:
+    lib = KAFKA_BUILD / version / "lib"
+    if not any(lib.glob("kafka_2.13-*.jar")):
+        raise KafkaJarsMissing(
+            f"Kafka {version}'s jars are not in {lib}: run `make kafka` (it needs mvn and a JDK 17)"
+        )
+    return lib
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+@dataclass(frozen=True)
+class NodeSpec:
+    node_id: int
+    roles: tuple[str, ...] = ("broker", "controller")
+    rack: str | None = None
+
+    @property
+    def is_broker(self) -> bool:
+        return "broker" in self.roles
+
+    @property
+    def is_controller(self) -> bool:
+        return "controller" in self.roles
+
+
+@dataclass
+class KafkaNode:
+    """One Kafka JVM: its folder, ports, process and log."""
+
+    spec: NodeSpec
+    folder: Path
+    lib: Path
+    heap: str
+    broker_port: int = field(default_factory=free_port)
+    controller_port: int = field(default_factory=free_port)
+    jmx_port: int = field(default_factory=free_port)
+    recovery_cpu: float = 0.1
+    process: subprocess.Popen[bytes] | None = None
+    starts: int = 0
+    throttled: bool = False  # the last recovery ran under a CPU quota
+    _watcher: threading.Thread | None = None
+
+    @property
+    def node_id(self) -> int:
+        return self.spec.node_id
+
+    @property
+    def data_dir(self) -> Path:
+        return self.folder / "data"
+
+    @property
+    def log_file(self) -> Path:
+        return self.folder / "kafka.log"
+
+    @property
+    def config_file(self) -> Path:
+        return self.folder / "server.properties"
+
+    @property
+    def jmx(self) -> str:
+        return f"127.0.0.1:{self.jmx_port}"
+
+    @property
+    def bootstrap(self) -> str:
+        return f"127.0.0.1:{self.broker_port}"
+
+    @property
+    def pid(self) -> int | None:
+        return self.process.pid if self.process is not None else None
+
+    def running(self) -> bool:
+        return self.process is not None and self.process.poll() is None
+
+    def log_text(self) -> str:
+        try:
+            return self.log_file.read_text(errors="replace")
+        except FileNotFoundError:
+            return ""
+
+    def command(self) -> list[str]:
+        java = shutil.which("java") or "java"
+        return [
+            java,
+            f"-Xmx{self.heap}",
+            f"-Xms{self.heap}",
+            "-XX:+UseSerialGC",
+            "-XX:-UsePerfData",
+            "-Xss512k",
+            "-Djava.awt.headless=true",
+            f"-Dlog4j2.configurationFile={self.folder.parent / 'log4j2.yaml'}",
+            "-Dcom.sun.management.jmxremote",
+            f"-Dcom.sun.management.jmxremote.port={self.jmx_port}",
+            f"-Dcom.sun.management.jmxremote.rmi.port={self.jmx_port}",
+            "-Dcom.sun.management.jmxremote.host=127.0.0.1",
+            "-Djava.rmi.server.hostname=127.0.0.1",
+            "-Dcom.sun.management.jmxremote.authenticate=false",
+            "-Dcom.sun.management.jmxremote.ssl=false",
+            "-cp",
+            f"{self.lib}/*",
+            "kafka.Kafka",
+            str(self.config_file),
+        ]
+
+    def start(self, *, throttle_loading: bool = False) -> None:
+        """Start the JVM (detached from the terminal's signals); its output goes to kafka.log."""
+        if self.running():
+            raise RuntimeError(f"node {self.node_id} is already running")
+        mark = self.log_file.stat().st_size if self.log_file.exists() else 0
+        with open(self.log_file, "ab") as log:
+            self.process = subprocess.Popen(
+                self.command(),
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL,
+                start_new_session=True,
+            )
+        self.starts += 1
+        self.throttled = False
+        if throttle_loading:
+            self._watcher = threading.Thread(
+                target=self._throttle_while_loading, args=(self.process, mark), daemon=True
+            )
+            self._watcher.start()
+
+    def wait_started(self, timeout: float = 120, *, since: int = 0) -> None:
+        """Until this start's log says `Kafka Server started`; fails if the JVM exits first."""
+
+        def started() -> bool:
+            if not self.running():
+                tail = self.log_text()[-2000:]
+                raise AssertionError(f"Kafka node {self.node_id} exited:\n{tail}")
+            return STARTED.search(self.log_text()[since:]) is not None
+
+        wait_until(started, timeout, interval=0.1, what=f"Kafka node {self.node_id} to start")
+
+    def stop(self, timeout: float = 60) -> int | None:
+        """SIGTERM (a controlled shutdown), SIGKILL if it outlasts `timeout`."""
+        process = self.process
+        if process is None or process.poll() is not None:
+            return process.returncode if process else None
+        process.send_signal(signal.SIGTERM)
+        try:
+            return process.wait(timeout)
+        except subprocess.TimeoutExpired:
+            return self.kill()
+
+    def kill(self) -> int | None:
+        """SIGKILL: an unclean stop, as a crash or an OOM kill."""
+        process = self.process
+        if process is None:
+            return None
+        if process.poll() is None:
+            process.kill()
+        return process.wait()
+
+    def prepare_recovery(self) -> None:
+        """Make the next start recover every segment: as if it crashed before any checkpoint."""
+        if self.running():
+            raise RuntimeError(f"node {self.node_id} must be stopped first")
+        for name in (".kafka_cleanshutdown", "recovery-point-offset-checkpoint"):
+            with contextlib.suppress(FileNotFoundError):
+                (self.data_dir / name).unlink()
+
+    def restart(self, *, recover: bool = False, clean: bool = True) -> None:
+        """Stop (SIGTERM when `clean`, else SIGKILL) and start again; `recover`: into a full,
+        CPU-throttled log recovery. Returns once the new JVM is started, not once it is up."""
+        if clean:
+            self.stop()
+        else:
+            self.kill()
+        if recover:
+            self.prepare_recovery()
+        self.start(throttle_loading=recover)
+
+    def _throttle_while_loading(self, process: subprocess.Popen[bytes], mark: int) -> None:
+        """Hold the JVM to `recovery_cpu` of a core from 'loading logs' to 'loaded N logs'."""
+        group = _cpu_group(self.recovery_cpu)
+        try:
+            if not _wait_for_line(self.log_file, mark, LOADING, process):
+                return
+            if group is not None:
+                with contextlib.suppress(OSError):
+                    (group / "cgroup.procs").write_text(str(process.pid))
+                    self.throttled = True
+            _wait_for_line(self.log_file, mark, LOADED, process)
+        finally:
+            if group is not None:
+                _release(group, process)
+
+
+def _wait_for_line(
+    path: Path, mark: int, pattern: re.Pattern[str], process: subprocess.Popen[bytes]
+) -> bool:
+    """Poll a log from byte `mark` for `pattern` while the process lives (20 ms)."""
+    while process.poll() is None:
+        with contextlib.suppress(FileNotFoundError), open(path, "rb") as log:
+            log.seek(mark)
+            if pattern.search(log.read().decode("utf-8", "replace")):
+                return True
+        time.sleep(0.02)
+    return False
+
+
+def _cpu_group(share: float) -> Path | None:
+    """A new cgroup-v1 cpu group with a quota of `share` of one core, or None if there is none."""
+    if not os.access(CPU_CGROUP, os.W_OK):
+        return None
+    group = CPU_CGROUP / f"rollguard-test-{uuid.uuid4().hex[:8]}"
+    try:
+        group.mkdir()
+        (group / "cpu.cfs_period_us").write_text("100000")
+        (group / "cpu.cfs_quota_us").write_text(str(max(1000, int(100000 * share))))
+    except OSError:
+        with contextlib.suppress(OSError):
+            group.rmdir()
+        return None
+    return group
+
+
+def _release(group: Path, process: subprocess.Popen[bytes]) -> None:
+    """Move the JVM back to the root group and remove the throttling group."""
+    if process.poll() is None:
+        with contextlib.suppress(OSError):
+            (CPU_CGROUP / "cgroup.procs").write_text(str(process.pid))
+    deadline = time.monotonic() + 5
+    while time.monotonic() < deadline:
+        try:
+            group.rmdir()
+            return
+        except OSError:
+            time.sleep(0.05)
+
+
+class KafkaCluster:
+    """Real KRaft nodes in `folder`: `brokers` combined nodes, or brokers and controllers.
+
+    `KafkaCluster(folder, combined=3)`: nodes 0-2 are broker+controller.
+    `KafkaCluster(folder, brokers=3, controllers=3)`: nodes 0-2 brokers, 3-5 controller-only.
+    `racks`: a rack per broker node id. Formatting and starting run in parallel.
+    """
+
+    def __init__(
+        self,
+        folder: Path,
+        *,
+        combined: int = 0,
+        brokers: int = 0,
+        controllers: int = 0,
+        version: str = NEWEST,
+        heap: str = "320m",
+        controller_heap: str = "160m",
+        racks: dict[int, str] | None = None,
+        min_insync_replicas: int = 2,
+        extra: dict[str, str] | None = None,
+    ) -> None:
+        if combined and (brokers or controllers):
+            raise ValueError("either combined nodes, or brokers and controllers")
+        self.folder = folder
+        self.version = version
+        self.lib = kafka_lib(version)
+        racks = racks or {}
+        specs = [NodeSpec(i, ("broker", "controller"), racks.get(i)) for i in range(combined)]
+        specs += [NodeSpec(i, ("broker",), racks.get(i)) for i in range(brokers)]
+        specs += [NodeSpec(brokers + i, ("controller",)) for i in range(controllers)]
+        self.nodes: dict[int, KafkaNode] = {
+            s.node_id: KafkaNode(
+                s,
+                folder / f"node-{s.node_id}",
+                self.lib,
+                heap if s.is_broker else controller_heap,
+            )
+            for s in specs
+        }
+        self.min_insync_replicas = min_insync_replicas
+        self.extra = extra or {}
+        self.cluster_id = ""
+
+    @property
+    def brokers(self) -> list[KafkaNode]:
+        return [n for n in self.nodes.values() if n.spec.is_broker]
+
+    @property
+    def controllers(self) -> list[KafkaNode]:
+        return [n for n in self.nodes.values() if n.spec.is_controller]
+
+    @property
+    def bootstrap(self) -> str:
+        return ",".join(n.bootstrap for n in self.brokers)
+
+    def voters(self) -> str:
+        return ",".join(f"{n.node_id}@127.0.0.1:{n.controller_port}" for n in self.controllers)
+
+    def _properties(self, node: KafkaNode) -> dict[str, str]:
+        spec = node.spec
+        listeners = []
+        if spec.is_broker:
+            listeners.append(f"PLAINTEXT://127.0.0.1:{node.broker_port}")
+        if spec.is_controller:
+            listeners.append(f"CONTROLLER://127.0.0.1:{node.controller_port}")
+        props = {
+            "process.roles": ",".join(spec.roles),
+            "node.id": str(spec.node_id),
+            "controller.quorum.voters": self.voters(),
+            "listeners": ",".join(listeners),
+            "controller.listener.names": "CONTROLLER",
+            "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT",
+            "log.dirs": str(node.data_dir),
+            "min.insync.replicas": str(self.min_insync_replicas),
+            "default.replication.factor": "3",
+            "num.partitions": "3",
+            # 1 MiB segments (the least 4.x allows): a log is many segments, as in production,
+            # and recovery walks them one by one.
+            "log.segment.bytes": str(1 << 20),
+            **_LIVENESS,
+            **_INTERNAL,
+        }
+        if spec.is_broker:
+            props["advertised.listeners"] = f"PLAINTEXT://127.0.0.1:{node.broker_port}"
+            props["inter.broker.listener.name"] = "PLAINTEXT"
+            if spec.rack:
+                props["broker.rack"] = spec.rack
+        props.update(self.extra)
+        return props
+
+    def format(self) -> None:
+        """Write every node's config and format its storage (one StorageTool JVM per node)."""
+        self.folder.mkdir(parents=True, exist_ok=True)
+        (self.folder / "log4j2.yaml").write_text(_LOG4J2)
+        self.cluster_id = _java(self.lib, "kafka.tools.StorageTool", "random-uuid").strip()
+        formatting = []
+        for node in self.nodes.values():
+            node.folder.mkdir(parents=True, exist_ok=True)
+            text = "".join(f"{k}={v}\n" for k, v in self._properties(node).items())
+            node.config_file.write_text(text)
+            formatting.append(
+                _java_start(
+                    self.lib,
+                    "kafka.tools.StorageTool",
+                    "format",
+                    "-t",
+                    self.cluster_id,
+                    "-c",
+                    str(node.config_file),
+                )
+            )
+        for process in formatting:
+            out, _ = process.communicate(timeout=120)
+            if process.returncode != 0:
+                raise RuntimeError(f"kafka-storage format failed: {out.decode()[-1000:]}")
+
+    def start(self, timeout: float = 180) -> None:
+        """Format if needed, start every node at once, wait until each says started and the
+        Admin API lists every broker."""
+        if not self.cluster_id:
+            self.format()
+        for node in self.nodes.values():
+            node.start()
+        for node in self.nodes.values():
+            node.wait_started(timeout)
+        self.wait_brokers_registered(timeout)
+
+    def wait_brokers_registered(self, timeout: float = 120) -> None:
+        wanted = {n.node_id for n in self.brokers}
+
+        def registered() -> bool:
+            try:
+                with self.admin() as admin:
+                    described = admin.describe_cluster()
+            except Exception:
+                return False
+            return {b.get("broker_id", b.get("node_id")) for b in described["brokers"]} >= wanted
+
+        wait_until(registered, timeout, interval=0.5, what="every broker to register")
+
+    @contextlib.contextmanager
+    def admin(self) -> Iterator[object]:
+        from kafka import KafkaAdminClient
+
+        client = KafkaAdminClient(
+            bootstrap_servers=self.bootstrap, request_timeout_ms=5000, client_id="rollguard-test"
+        )
+        try:
+            yield client
+        finally:
+            client.close()
+
+    def produce(
+        self, topic: str, megabytes: int, *, record_size: int = 1000, throughput: int = -1
+    ) -> None:
+        """Fill `topic` with `megabytes` of records through Kafka's own perf producer (acks=all)."""
+        records = megabytes * 1_000_000 // record_size
+        _java(
+            self.lib,
+            "org.apache.kafka.tools.ProducerPerformance",
+            "--topic",
+            topic,
+            "--num-records",
+            str(records),
+            "--record-size",
+            str(record_size),
+            "--throughput",
+            str(throughput),
+            "--producer-props",
+            f"bootstrap.servers={self.bootstrap}",
+            "acks=all",
+            "linger.ms=20",
+            "batch.size=262144",
+            "compression.type=none",
+            timeout=600,
+            heap="256m",
+        )
+
+    def create_topics(self, topics: Sequence[tuple[str, int, int]], **configs: str) -> None:
+        """(name, partitions, replication) each, with the same topic configs."""
+        from kafka.admin import NewTopic
+
+        with self.admin() as admin:
+            admin.create_topics(  # type: ignore[attr-defined]
+                [
+                    NewTopic(name, partitions, replication, topic_configs=dict(configs))
+                    for name, partitions, replication in topics
+                ]
+            )
+
+    def stop(self) -> None:
+        """Stop every node: brokers first, then controllers, each SIGTERM then SIGKILL."""
+        order = self.brokers_only() + self.controllers
+        for node in order:
+            if node.running():
+                node.process.send_signal(signal.SIGTERM)  # type: ignore[union-attr]
+        for node in order:
+            node.stop(timeout=20)
+
+    def brokers_only(self) -> list[KafkaNode]:
+        return [n for n in self.brokers if not n.spec.is_controller]
+
+    def __enter__(self) -> KafkaCluster:
+        try:
+            self.start()
+        except BaseException:
+            self.stop()
+            raise
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+
+def _java_start(lib: Path, main: str, *args: str, heap: str = "128m") -> subprocess.Popen[bytes]:
+    return subprocess.Popen(
+        [
+            shutil.which("java") or "java",
+            f"-Xmx{heap}",
+            "-XX:+UseSerialGC",
+            "-XX:TieredStopAtLevel=1",
+            "-Dlog4j2.level=WARN",
+            "-cp",
+            f"{lib}/*",
+            main,
+            *args,
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        stdin=subprocess.DEVNULL,
+    )
+
+
+def _java(lib: Path, main: str, *args: str, timeout: float = 120, heap: str = "128m") -> str:
+    process = _java_start(lib, main, *args, heap=heap)
+    try:
+        out, _ = process.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        process.communicate()
+        raise
+    text = out.decode("utf-8", "replace")
+    if process.returncode != 0:
+        raise RuntimeError(
+            f"{main} {' '.join(args[:2])} failed (exit {process.returncode}): {text[-1500:]}"
+        )
+    return text

@@ -1,0 +1,98 @@
+"""What the real-Kafka test modules share: a started cluster with agents, topics and data, the
+agent read through curl, and `rollguard roll` run as operators run it (defaults, no tuning)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from rollguard.peers.realcluster import RealCluster
+from rollguard.peers.realkafka import KafkaCluster
+
+from helpers import BIN, Pki
+
+ROLL_ID = "real-1"
+DATA_MB = 150  # per node (replication 3 on 3 brokers): ~20-30 s of recovery at 10 % of a core
+
+
+@dataclass
+class Seen:
+    """One look at a node through its agent."""
+
+    at: float
+    status: int
+    body: dict[str, Any]
+
+    @property
+    def state(self) -> int | None:
+        value = self.body.get("brokerState")
+        return value if isinstance(value, int) else None
+
+    @property
+    def recovery(self) -> dict[str, Any] | None:
+        value = self.body.get("recovery")
+        return value if isinstance(value, dict) else None
+
+
+def look(cluster: RealCluster, node_id: int) -> Seen:
+    answer = cluster.agents[node_id].state()
+    try:
+        body = answer.json()
+    except ValueError:
+        body = {}
+    return Seen(time.monotonic(), answer.status, body if isinstance(body, dict) else {})
+
+
+def follow(cluster: RealCluster, node_id: int, until: float, every: float = 0.2) -> Iterator[Seen]:
+    """The node's agent read every `every` seconds until `until` (monotonic)."""
+    while time.monotonic() < until:
+        yield look(cluster, node_id)
+        time.sleep(every)
+
+
+def start_cluster(
+    folder: Path, pki: Pki, *, data_mb: int = DATA_MB, **kafka: Any
+) -> tuple[KafkaCluster, RealCluster]:
+    """Start a KafkaCluster with topics (replication 3, min ISR 2, the internal topics too),
+    `data_mb` MB in `bulk`, and an agent beside each node."""
+    real = KafkaCluster(folder / "kafka", **kafka)
+    real.start()
+    try:
+        real.create_topics([("orders", 6, 3), ("bulk", 6, 3), ("canary", 3, 3)])
+        real.produce("bulk", data_mb)
+        # the consumer offsets topic exists once a group has committed: make it now
+        real.produce("orders", 1)
+        cluster = RealCluster(real, pki, folder)
+    except BaseException:
+        real.stop()
+        raise
+    return real, cluster
+
+
+def roll(cluster: RealCluster, pki: Pki, folder: Path, *extra: str, timeout: float = 900) -> Any:
+    """`rollguard roll` with the inventory, as an operator runs it: no timing flag."""
+    command = [
+        str(BIN / "rollguard"),
+        "roll",
+        "--inventory",
+        str(cluster.inventory()),
+        "--bootstrap",
+        cluster.kafka.bootstrap,
+        *pki.client_flags(),
+        "--state-dir",
+        str(folder / "state"),
+        "--roll-id",
+        ROLL_ID,
+        *extra,
+    ]
+    return subprocess.run(command, capture_output=True, text=True, timeout=timeout)
+
+
+def events(folder: Path) -> list[dict[str, Any]]:
+    path = folder / "state" / f"events-{ROLL_ID}.jsonl"
+    return [json.loads(line) for line in path.read_text().splitlines()]

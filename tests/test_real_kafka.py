@@ -1,0 +1,130 @@
+"""The agent and the roller on a real Apache Kafka (the newest 4.x): 3 combined KRaft nodes.
+
+One cluster for the module (starting one costs ~15 s of two cores): topics with replication 3
+and min ISR 2 (the internal ones too), 150 MB in `bulk`, a real `rollguard-agent` beside each
+node. The agent's tests restart nodes directly; the last test rolls the whole cluster with
+`rollguard roll` at its defaults while an independent ISR sampler and a canary producer and
+consumer watch from outside.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from real_kafka import Seen, events, follow, look, roll, start_cluster
+
+from rollguard.peers.realclients import Canary, IsrSampler
+from rollguard.peers.realcluster import RealCluster
+from rollguard.shared.wire import parse_time
+
+from helpers import Pki, wait_until
+
+
+@pytest.fixture(scope="module")
+def cluster(pki: Pki, tmp_path_factory: pytest.TempPathFactory) -> Iterator[RealCluster]:
+    folder = tmp_path_factory.mktemp("real-kafka")
+    kafka, real = start_cluster(folder, pki, combined=3)
+    try:
+        yield real
+    finally:
+        real.stop()
+        kafka.stop()
+
+
+def running_again(cluster: RealCluster, node_id: int, started_at: str | None) -> bool:
+    seen = look(cluster, node_id)
+    return seen.state == 3 and seen.body.get("brokerStartedAt") != started_at
+
+
+def test_a_running_broker_reports_running_and_its_jvm_start(cluster: RealCluster) -> None:
+    for node_id in cluster.kafka.nodes:
+        seen = look(cluster, node_id)
+        assert seen.status == 200 and seen.state == 3, seen
+        assert "recovery" not in seen.body and seen.body["brokerStartedAt"].endswith("Z")
+
+
+@pytest.mark.timeout(300)
+def test_a_real_recovery_is_reported_in_starting_or_recovery_with_its_logs_counting_down(
+    cluster: RealCluster,
+) -> None:
+    node = cluster.kafka.nodes[2]
+    before = look(cluster, 2).body["brokerStartedAt"]
+    restarted = time.monotonic()
+    node.restart(recover=True)
+    seen: list[Seen] = []
+    for answer in follow(cluster, 2, until=restarted + 240):
+        seen.append(answer)
+        if answer.state == 3 and answer.body.get("brokerStartedAt") != before:
+            break
+    else:
+        raise AssertionError(f"node 2 not RUNNING again: last answers {seen[-5:]}")
+    # the agent stops serving the old broker's sample within a couple of seconds
+    first_new = next(s for s in seen if s.status != 200 or s.body.get("brokerStartedAt") != before)
+    assert first_new.at - restarted < 3.0, seen[:5]
+    recovering = [s for s in seen if s.recovery is not None]
+    assert recovering, f"no recovery seen in {len(seen)} answers"
+    assert {s.state for s in recovering} <= {1, 2}
+    assert all(s.recovery["phase"] == "recovering" for s in recovering if s.recovery)
+    logs = [s.recovery["remainingLogsToRecover"] for s in recovering if s.recovery]
+    assert logs == sorted(logs, reverse=True) and logs[0] > logs[-1]
+    assert recovering[-1].at - recovering[0].at > 10, "the throttled recovery lasted too little"
+    assert node.throttled
+
+
+@pytest.mark.timeout(180)
+def test_a_clean_restart_is_never_reported_as_a_recovery(cluster: RealCluster) -> None:
+    node = cluster.kafka.nodes[1]
+    before = look(cluster, 1).body["brokerStartedAt"]
+    restarted = time.monotonic()
+    node.restart()
+    seen = []
+    for answer in follow(cluster, 1, until=restarted + 120, every=0.1):
+        seen.append(answer)
+        if answer.state == 3 and answer.body.get("brokerStartedAt") != before:
+            break
+    phases = {s.recovery["phase"] for s in seen if s.recovery}
+    assert phases <= {"loading"}, phases
+    assert seen[-1].state == 3, seen[-5:]
+
+
+def test_a_killed_broker_is_unavailable_at_once_then_recovers_what_was_not_checkpointed(
+    cluster: RealCluster,
+) -> None:
+    node = cluster.kafka.nodes[1]
+    before = look(cluster, 1).body["brokerStartedAt"]
+    node.kill()
+    killed = time.monotonic()
+    gone = wait_until(lambda: (s := look(cluster, 1)).status == 503 and s, 5, what="503")
+    assert gone.body["error"] in {"jmx-unreachable", "jmx-timeout"}
+    assert gone.at - killed < 3.0
+    node.start()
+    wait_until(lambda: running_again(cluster, 1, before), 120, interval=0.5, what="RUNNING")
+
+
+@pytest.mark.timeout(900)
+def test_a_roll_waits_out_a_real_recovery_and_costs_clients_no_failed_send(
+    cluster: RealCluster, pki: Pki, tmp_path: Path
+) -> None:
+    cluster.recover_on_next_restart(0)
+    kafka = cluster.kafka
+    with IsrSampler(kafka.bootstrap, {"*": 2}) as isr, Canary(kafka.bootstrap, "canary") as canary:
+        started = time.monotonic()
+        done = roll(cluster, pki, tmp_path)
+        took = time.monotonic() - started
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert [cluster.restarts.of(n) for n in kafka.nodes] == [1, 1, 1]
+    # the recovering broker was waited for, with progress, never restarted again; the others'
+    # clean starts loaded their logs for a moment (waited for too: never restart a loading log)
+    waits: dict[str, list[float]] = {}
+    for e in events(tmp_path):
+        if e["action"] == "wait-recovery":
+            waits.setdefault(e["node"], []).append(parse_time(e["ts"]).timestamp())
+    assert max(waits["kafka-0"]) - min(waits["kafka-0"]) > 10, waits
+    assert all(max(t) - min(t) < 10 for node, t in waits.items() if node != "kafka-0"), waits
+    assert "kafka-0 is performing log recovery" in done.stderr, done.stderr
+    assert isr.samples > took / 2 and isr.lows == [], isr.lows[:5]
+    report = canary.report()
+    assert report.failed == 0 and report.sent > 100, report
