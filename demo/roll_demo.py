@@ -1,10 +1,13 @@
-"""`make demo`: roll a simulated 3-broker cluster; one broker comes back into a long log recovery.
+"""`make demo`: roll a real 3-node Kafka cluster; one broker comes back into a real log recovery.
 
-Real processes throughout: three Java test brokers (Kafka's MBeans over JMX), three
-`rollguard-agent`s over mutual TLS, the Kafka-protocol peer (metadata, ISRs, KRaft quorum
-following the brokers), and `rollguard roll` driving restarts through an inventory file, as on
-VMs. kafka-1 comes back from its restart into ~25 s of log recovery: the roller waits, showing
-progress and ETA, instead of restarting it, and finishes the roll when it is RUNNING.
+Real processes throughout: Apache Kafka 4.4.0 from Maven Central's jars (three combined KRaft
+nodes, topics with replication 3 and min ISR 2, 150 MB of data), a `rollguard-agent` beside each
+node over mutual TLS reading its JMX, and `rollguard roll` at its defaults driving restarts
+through an inventory file, as on VMs (`systemctl restart kafka` is played by a small control
+server: a controlled shutdown, then a start). kafka-1 comes back from its restart into a full log
+recovery (its clean-shutdown marker and recovery checkpoint deleted, the JVM held to 10 % of a
+core while it loads its logs: ~25 s): the roller waits, showing progress and ETA, instead of
+restarting it, and finishes the roll when every node is RUNNING and back in its ISRs.
 
 Then `rollguard collect` pulls every agent's recovery timeline (each agent's data dir was
 seeded with six simulated days of history first, so the report has a fleet's worth of
@@ -22,8 +25,8 @@ import sys
 import time
 from pathlib import Path
 
-from rollguard.peers.cluster import NodePlan, ProcessCluster
 from rollguard.peers.processes import BIN, make_pki
+from rollguard.peers.realcluster import real_cluster
 
 from history import seed  # demo/history.py: the script's own folder is on sys.path
 
@@ -47,8 +50,9 @@ def main() -> int:
         seed(WORK / "agent-data" / f"kafka-{n}", f"kafka-{n}", days=6, end_ms=now_ms, rng=rng)
         for n in range(3)
     )
-    say("1. A simulated cluster: 3 broker JVMs with agents (mTLS), and the Kafka-protocol peer")
-    with ProcessCluster(pki, WORK, size=3, plans={1: NodePlan(recovery_ms=25000)}) as cluster:
+    say("1. A real Kafka 4.4.0 cluster: 3 KRaft nodes, 150 MB of data, an agent beside each")
+    with real_cluster(WORK, pki, combined=3, name="demo") as cluster:
+        cluster.recover_on_next_restart(1)
         inventory = cluster.inventory()
         print(f"inventory: {inventory}\nKafka bootstrap: {cluster.kafka.bootstrap}")
         tls = [
@@ -62,24 +66,20 @@ def main() -> int:
             *tls,
             "--state-dir",
             str(WORK / "state"),
-            "--poll-interval",
-            "1",
-            "--operation-timeout",
-            "8s",
         ]
 
         say("2. rollguard state: every agent reports RUNNING")
-        urls = [node.agent.api for node in cluster.nodes.values()]
+        urls = [agent.api for agent in cluster.agents.values()]
         subprocess.run([str(BIN / "rollguard"), "state", *tls, *urls], check=False)
 
         say("3. rollguard plan: what a roll would do now")
         subprocess.run([str(BIN / "rollguard"), "plan", *common], check=False)
 
-        say("4. rollguard roll: kafka-1 will come back into a 25 s log recovery")
+        say("4. rollguard roll: kafka-1 will come back into a real log recovery")
         command = [str(BIN / "rollguard"), "roll", *common, "--roll-id", "demo"]
         print("$ " + shlex.join(command), flush=True)
         done = subprocess.run(command, check=False)
-        restarts = {f"kafka-{n.node_id}": n.restarts for n in cluster.nodes.values()}
+        restarts = {f"kafka-{n}": cluster.restarts.of(n) for n in cluster.kafka.nodes}
         say(
             f"restarts per node: {restarts} (each exactly once; kafka-1 never restarted "
             "while recovering)"

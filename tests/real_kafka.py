@@ -12,12 +12,10 @@ from pathlib import Path
 from typing import Any
 
 from rollguard.peers.realcluster import RealCluster
-from rollguard.peers.realkafka import KafkaCluster
 
 from helpers import BIN, Pki
 
 ROLL_ID = "real-1"
-DATA_MB = 150  # per node (replication 3 on 3 brokers): ~20-30 s of recovery at 10 % of a core
 
 
 @dataclass
@@ -53,25 +51,6 @@ def follow(cluster: RealCluster, node_id: int, until: float, every: float = 0.2)
     while time.monotonic() < until:
         yield look(cluster, node_id)
         time.sleep(every)
-
-
-def start_cluster(
-    folder: Path, pki: Pki, *, data_mb: int = DATA_MB, **kafka: Any
-) -> tuple[KafkaCluster, RealCluster]:
-    """Start a KafkaCluster with topics (replication 3, min ISR 2, the internal topics too),
-    `data_mb` MB in `bulk`, and an agent beside each node."""
-    real = KafkaCluster(folder / "kafka", **kafka)
-    real.start()
-    try:
-        real.create_topics([("orders", 6, 3), ("bulk", 6, 3), ("canary", 3, 3)])
-        real.produce("bulk", data_mb)
-        # the consumer offsets topic exists once a group has committed: make it now
-        real.produce("orders", 1)
-        cluster = RealCluster(real, pki, folder)
-    except BaseException:
-        real.stop()
-        raise
-    return real, cluster
 
 
 def roll(cluster: RealCluster, pki: Pki, folder: Path, *extra: str, timeout: float = 900) -> Any:

@@ -9,34 +9,48 @@ consumer watch from outside.
 
 from __future__ import annotations
 
+import asyncio
 import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from real_kafka import Seen, events, follow, look, roll, start_cluster
 
 from rollguard.peers.realclients import Canary, IsrSampler
-from rollguard.peers.realcluster import RealCluster
+from rollguard.peers.realcluster import RealCluster, real_cluster
+from rollguard.roller.roll.kafka_admin import KafkaObserver
 from rollguard.shared.wire import parse_time
 
 from helpers import Pki, wait_until
+from real_kafka import Seen, events, follow, look, roll
 
 
 @pytest.fixture(scope="module")
 def cluster(pki: Pki, tmp_path_factory: pytest.TempPathFactory) -> Iterator[RealCluster]:
     folder = tmp_path_factory.mktemp("real-kafka")
-    kafka, real = start_cluster(folder, pki, combined=3)
-    try:
+    with real_cluster(folder, pki, combined=3) as real:
         yield real
-    finally:
-        real.stop()
-        kafka.stop()
 
 
 def running_again(cluster: RealCluster, node_id: int, started_at: str | None) -> bool:
     seen = look(cluster, node_id)
     return seen.state == 3 and seen.body.get("brokerStartedAt") != started_at
+
+
+def test_the_roller_reads_every_topics_min_isr_internal_ones_included(
+    cluster: RealCluster,
+) -> None:
+    # Kafka 4.1+ creates clusters with eligible leader replicas: min.insync.replicas is then a
+    # cluster-level setting, which DescribeConfigs reports as every topic's effective value
+    observer = KafkaObserver(cluster.kafka.bootstrap)
+    try:
+        view = asyncio.run(observer.observe())
+    finally:
+        observer.close()
+    topics = {p.topic for p in view.partitions}
+    assert {"orders", "bulk", "canary", "__consumer_offsets"} <= topics
+    assert {p.min_isr for p in view.partitions} == {2}
+    assert {len(p.replicas) for p in view.partitions} == {3}
 
 
 def test_a_running_broker_reports_running_and_its_jvm_start(cluster: RealCluster) -> None:

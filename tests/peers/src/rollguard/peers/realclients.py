@@ -28,8 +28,18 @@ class IsrLow:
 class IsrSampler:
     """A thread describing every topic's partitions; `lows`: ISR below min ISR, or no leader."""
 
-    def __init__(self, bootstrap: str, min_isr: dict[str, int], *, interval: float = 0.2) -> None:
+    def __init__(
+        self,
+        bootstrap: str,
+        min_isr: dict[str, int],
+        *,
+        interval: float = 0.2,
+        quorum: bool = False,
+    ) -> None:
         self.bootstrap = bootstrap
+        self.quorum = quorum  # also ask DescribeQuorum: `leaderless` counts answers without one
+        self.leaderless = 0
+        self.quorum_samples = 0
         self.min_isr = min_isr  # per topic; topics not named use "*"
         self.interval = interval
         self.lows: list[IsrLow] = []
@@ -52,6 +62,8 @@ class IsrSampler:
                     self.errors += 1
                     self._stop.wait(self.interval)
                     continue
+                if self.quorum:
+                    self._sample_quorum(admin)
                 now = time.monotonic()
                 self.samples += 1
                 for topic in topics:
@@ -67,6 +79,19 @@ class IsrSampler:
                 self._stop.wait(self.interval)
         finally:
             admin.close()
+
+    def _sample_quorum(self, admin: Any) -> None:
+        try:
+            quorum = admin.describe_metadata_quorum()
+        except Exception:  # the node asked is restarting: not an answer
+            return
+        self.quorum_samples += 1
+        try:
+            leader = quorum["topics"][0]["partitions"][0]["leader_id"]
+        except (KeyError, IndexError, TypeError):
+            leader = -1
+        if not isinstance(leader, int) or leader < 0:
+            self.leaderless += 1
 
     def __enter__(self) -> IsrSampler:
         self._thread.start()

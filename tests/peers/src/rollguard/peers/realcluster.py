@@ -12,14 +12,19 @@ an operator's would point at `ssh host systemctl restart kafka`.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import threading
+from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 from rollguard.peers.processes import Agent, Pki, wait_until
 from rollguard.peers.realkafka import KafkaCluster, KafkaNode
+
+DATA_MB = 150  # per node (replication 3 on 3 brokers): ~20-30 s of recovery at 10 % of a core
 
 
 @dataclass
@@ -45,22 +50,20 @@ class RealCluster:
         self.agents: dict[int, Agent] = {}
         self._lock = threading.Lock()
         try:
-            for node in kafka.nodes.values():
-                self.agents[node.node_id] = Agent(
-                    pki,
-                    node.jmx,
-                    "--data-dir",
-                    str(folder / "agent-data" / self.node_name(node)),
-                    "--node-id",
-                    self.node_name(node),
-                    # the agent's own defaults, as in production
-                    interval="1",
-                    running_interval="1",
-                    timeout="5",
-                )
+            # Started side by side: an agent's start (Python, uvicorn, its JMX reader JVM) is
+            # seconds of CPU, and nine in a row would cost a minute.
+            with ThreadPoolExecutor(len(kafka.nodes)) as pool:
+                started = {
+                    node.node_id: pool.submit(self._agent, node) for node in kafka.nodes.values()
+                }
+                for node_id, future in started.items():
+                    with contextlib.suppress(Exception):
+                        self.agents[node_id] = future.result()
+            for future in started.values():
+                future.result()  # the first agent that could not start fails the cluster
             for node_id, agent in self.agents.items():
                 wait_until(
-                    lambda agent=agent: agent.state().status == 200,  # type: ignore[misc]
+                    lambda agent=agent: _sampled(agent),  # type: ignore[misc]
                     60,
                     interval=0.2,
                     what=f"the agent of node {node_id} to read its broker",
@@ -71,6 +74,20 @@ class RealCluster:
             self.stop_agents()
             raise
         self.control_url = f"http://127.0.0.1:{self.control.server_address[1]}"
+
+    def _agent(self, node: KafkaNode) -> Agent:
+        return Agent(
+            self.pki,
+            node.jmx,
+            "--data-dir",
+            str(self.folder / "agent-data" / self.node_name(node)),
+            "--node-id",
+            self.node_name(node),
+            # the agent's own defaults, as in production
+            interval="1",
+            running_interval="1",
+            timeout="5",
+        )
 
     @staticmethod
     def node_name(node: KafkaNode) -> str:
@@ -153,3 +170,29 @@ class RealCluster:
 
     def __exit__(self, *exc: object) -> None:
         self.stop()
+
+
+def _sampled(agent: Agent) -> bool:
+    """The agent has read its node once: 200, or 503 broker-state-missing (a controller)."""
+    answer = agent.state()
+    return answer.status == 200 or (answer.status == 503 and "broker-state-missing" in answer.body)
+
+
+@contextlib.contextmanager
+def real_cluster(
+    folder: Path, pki: Pki, *, data_mb: int = DATA_MB, name: str = "real", **kafka: object
+) -> Iterator[RealCluster]:
+    """A started KafkaCluster (`kafka`: its arguments) with topics `orders`, `bulk` and
+    `canary` (replication 3; min ISR 2 from the cluster, as for the internal topics), `data_mb`
+    MB in `bulk`, the consumer offsets topic made, and an agent beside each node; all stopped
+    at the end."""
+    real = KafkaCluster(folder / "kafka", **kafka)  # type: ignore[arg-type]
+    try:
+        real.start()
+        real.create_topics([("orders", 6, 3), ("bulk", 6, 3), ("canary", 3, 3)])
+        real.produce("bulk", data_mb)
+        real.produce("orders", 1)
+        with RealCluster(real, pki, folder, name=name) as cluster:
+            yield cluster
+    finally:
+        real.stop()

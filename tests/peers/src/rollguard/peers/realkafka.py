@@ -26,8 +26,10 @@ recovery is not throttled and says so (`KafkaNode.throttled`).
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import os
+import random
 import re
 import shutil
 import signal
@@ -100,6 +102,20 @@ Configuration:
 """
 
 
+# Every Kafka JVM this process started and has not seen end: killed at exit, so that a test run
+# that dies or is interrupted leaves no broker behind (they run in sessions of their own).
+_LIVE: set[subprocess.Popen[bytes]] = set()
+
+
+@atexit.register
+def _kill_leftovers() -> None:
+    for process in list(_LIVE):
+        if process.poll() is None:
+            process.kill()
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                process.wait(10)
+
+
 class KafkaJarsMissing(RuntimeError):
     """Kafka's jars for a version are not in build/kafka (run `make kafka`)."""
 
@@ -114,9 +130,19 @@ def kafka_lib(version: str = NEWEST) -> Path:
 
 
 def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
+    """A free port below Linux's ephemeral range (32768-60999), so that no client connection
+    of another test takes it between now and the node's bind; drawn at random, because several
+    clusters may be choosing at once."""
+    rng = random.SystemRandom()
+    for _ in range(200):
+        port = rng.randrange(20000, 32000)
+        with socket.socket() as sock:
+            try:
+                sock.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+            return port
+    raise RuntimeError("no free port in 20000-32000")
 
 
 @dataclass(frozen=True)
@@ -225,6 +251,7 @@ class KafkaNode:
                 stdin=subprocess.DEVNULL,
                 start_new_session=True,
             )
+        _LIVE.add(self.process)
         self.starts += 1
         self.throttled = False
         if throttle_loading:
@@ -251,9 +278,11 @@ class KafkaNode:
             return process.returncode if process else None
         process.send_signal(signal.SIGTERM)
         try:
-            return process.wait(timeout)
+            code = process.wait(timeout)
         except subprocess.TimeoutExpired:
             return self.kill()
+        _LIVE.discard(process)
+        return code
 
     def kill(self) -> int | None:
         """SIGKILL: an unclean stop, as a crash or an OOM kill."""
@@ -262,7 +291,9 @@ class KafkaNode:
             return None
         if process.poll() is None:
             process.kill()
-        return process.wait()
+        code = process.wait()
+        _LIVE.discard(process)
+        return code
 
     def prepare_recovery(self) -> None:
         """Make the next start recover every segment: as if it crashed before any checkpoint."""

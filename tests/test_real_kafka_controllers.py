@@ -1,0 +1,66 @@
+"""The roller on a real Kafka with dedicated controllers: 6 brokers in 3 racks, 3 controllers.
+
+Topics with replication 3 and min ISR 2 (the internal ones too), placed by Kafka across the
+racks, so both brokers of one rack can restart together: `--max-batch-size 2` rolls the brokers
+in three batches, never taking a partition below min ISR, after the controller-only nodes one at
+a time with the KRaft quorum led throughout (an independent sampler asks DescribeQuorum and
+every partition's ISR every 200 ms).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from rollguard.peers.realclients import IsrSampler
+from rollguard.peers.realcluster import RealCluster, real_cluster
+
+from helpers import Pki
+from real_kafka import events, look, roll
+
+RACKS = {0: "a", 1: "a", 2: "b", 3: "b", 4: "c", 5: "c"}
+
+
+@pytest.fixture(scope="module")
+def cluster(pki: Pki, tmp_path_factory: pytest.TempPathFactory) -> Iterator[RealCluster]:
+    folder = tmp_path_factory.mktemp("real-kafka-controllers")
+    with real_cluster(
+        folder, pki, data_mb=30, brokers=6, controllers=3, racks=RACKS, heap="256m"
+    ) as real:
+        yield real
+
+
+def test_a_controller_only_node_answers_broker_state_missing(cluster: RealCluster) -> None:
+    for node in cluster.kafka.controllers:
+        seen = look(cluster, node.node_id)
+        assert seen.status == 503 and seen.body["error"] == "broker-state-missing", seen
+
+
+@pytest.mark.timeout(900)
+def test_controllers_one_at_a_time_then_brokers_two_by_two_a_rack_at_a_time(
+    cluster: RealCluster, pki: Pki, tmp_path: Path
+) -> None:
+    kafka = cluster.kafka
+    with IsrSampler(kafka.bootstrap, {"*": 2}, quorum=True) as isr:
+        started = time.monotonic()
+        done = roll(cluster, pki, tmp_path, "--max-batch-size", "2")
+        took = time.monotonic() - started
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert [cluster.restarts.of(n) for n in kafka.nodes] == [1] * 9
+    restarts = [e for e in events(tmp_path) if e["action"] == "restart"]
+    order = [e["node"] for e in restarts]
+    # the controller-only nodes first, one at a time
+    assert set(order[:3]) == {"kafka-6", "kafka-7", "kafka-8"}
+    assert all(e.get("batch") is None for e in restarts[:3])
+    batches: dict[int, set[str]] = {}
+    for e in restarts[3:]:
+        batches.setdefault(e["batch"], set()).add(e["node"])
+    racks = [
+        {RACKS[int(n.removeprefix("kafka-"))] for n in members} for members in batches.values()
+    ]
+    assert len(batches) == 3 and all(len(r) == 1 for r in racks), batches
+    assert isr.samples > took / 2 and isr.lows == [], isr.lows[:5]
+    assert isr.quorum_samples > took / 2 and isr.leaderless == 0
