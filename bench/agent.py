@@ -166,7 +166,7 @@ def agent_cpu(pki: Any, backend: str, state: str, seconds: float, data: Path) ->
     flags = ("--state", "3") if state == "running" else RECOVERING
     with Broker(*flags) as broker:
         if state == "recovery":
-            broker.output.wait_for("STATE 2")
+            broker.output.wait_for("^LOADING recovery$")
         shutil.rmtree(data, ignore_errors=True)
         with Agent(
             pki, broker.address, "--jmx-backend", backend, "--data-dir", str(data),
@@ -234,7 +234,7 @@ def main() -> int:
         # CPU and wall time of one sampling round, each backend, runs interleaved; the broker in
         # RECOVERY with 2 dirs x 2 threads: 7 MBeans a round.
         with Broker(*RECOVERING) as broker:
-            broker.output.wait_for("STATE 2")
+            broker.output.wait_for("^LOADING recovery$")
             runs: dict[str, list[dict[str, float]]] = {"persistent": [], "jmxquery": []}
             for _ in range(args.runs):
                 runs["persistent"].append(

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import re
 import shutil
 import signal
@@ -75,22 +76,22 @@ def test_curl_follows_a_broker_through_starting_recovery_and_running(
         wait_until(running, timeout=30, interval=0.2, what="RUNNING")
 
     states = [body["brokerState"] for body in seen]
-    assert 1 in states and 2 in states and states[-1] == 3
-    # the states only move forward: STARTING, then RECOVERY, then RUNNING
+    assert 1 in states and states[-1] == 3
+    # the states only move forward: STARTING, then (0.1 s of) RECOVERY, then RUNNING
     assert states == sorted(states)
+    # the recovery runs in STARTING, as in most restarts of a real Kafka 4.x broker
     recovering = [body["recovery"] for body in seen if "recovery" in body]
     assert recovering, "no recovery figures were reported"
-    for body in seen:
-        assert ("recovery" in body) == (body["brokerState"] == 2 and "recovery" in body)
-        if body["brokerState"] != 2:
-            assert "recovery" not in body
-    # 2 dirs x 10 logs, and 2 dirs x 2 threads x 50 segments, summed, counting down
+    assert {body["brokerState"] for body in seen if "recovery" in body} == {1}
+    assert {r["phase"] for r in recovering} >= {"recovering"}  # type: ignore[index]
+    # 2 dirs x 10 logs, summed, counting down; 2 dirs x 2 threads, each thread on one of its
+    # 5 logs of 10 segments at a time: the segments rise again when the threads start new logs
     logs = [r["remainingLogsToRecover"] for r in recovering]  # type: ignore[index]
     segments = [r["remainingSegmentsToRecover"] for r in recovering]  # type: ignore[index]
-    assert max(logs) <= 20 and max(segments) <= 200
-    assert max(segments) > 100, "the sum over 4 gauges must exceed what one gauge can hold"
-    assert logs == sorted(logs, reverse=True) and segments == sorted(segments, reverse=True)
-    assert segments[0] > segments[-1]
+    assert max(logs) <= 20 and max(segments) <= 40
+    assert max(segments) > 10, "the sum over 4 gauges must exceed what one gauge can hold"
+    assert logs == sorted(logs, reverse=True) and logs[0] > logs[-1]
+    assert any(b > a for a, b in itertools.pairwise(segments)), "no thread started a new log"
 
 
 def test_a_stalled_recovery_stays_in_recovery_with_the_same_figures(pki: Pki) -> None:
@@ -113,9 +114,15 @@ def test_a_stalled_recovery_stays_in_recovery_with_the_same_figures(pki: Pki) ->
             )
 
         wait_until(two_later_samples_agree, timeout=30, interval=0.25, what="a stall")
+        # half way through 10 logs a dir (1 thread): 5 logs left in each of the 2 dirs, and
+        # each thread between logs (its 5th done, its 6th being opened): 0 segments
         last = samples[-1]
-        assert last["brokerState"] == 2
-        assert last["recovery"] == {"remainingLogsToRecover": 10, "remainingSegmentsToRecover": 100}
+        assert last["brokerState"] == 1
+        assert last["recovery"] == {
+            "remainingLogsToRecover": 10,
+            "remainingSegmentsToRecover": 0,
+            "phase": "recovering",
+        }
 
 
 def test_reports_carry_the_broker_jvms_start_time_which_changes_with_a_restart(

@@ -40,6 +40,10 @@ class NodePlan:
     stall_at: float | None = None
     dirs: int = 2
     threads: int = 2
+    # The state the log loading runs in: 1 (STARTING) as in most restarts of a real Kafka 4.x
+    # broker, or 2 (RECOVERY) when its registration was acknowledged before loading began.
+    recovery_state: int = 1
+    loading_ms: int = 0  # without recovery_ms: the log loading of a clean start (null segments)
 
 
 @dataclass
@@ -187,9 +191,13 @@ class ProcessCluster:
                 "40",
                 "--segments",
                 "2000",
+                "--recovery-state",
+                str(plan.recovery_state),
             ]
             if plan.recovery_ms:
                 flags += ["--recovery-ms", str(plan.recovery_ms)]
+            elif plan.loading_ms:
+                flags += ["--loading-ms", str(plan.loading_ms)]
             if plan.stall_at is not None:
                 flags += ["--stall-at", str(plan.stall_at)]
             if not node.is_broker:
