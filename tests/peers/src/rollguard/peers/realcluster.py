@@ -156,6 +156,10 @@ class RealCluster:
         return path
 
     def stop_agents(self) -> None:
+        """SIGTERM to every agent at once, then wait for each (killed after 10 s)."""
+        for agent in self.agents.values():
+            if agent.process.poll() is None:
+                agent.process.terminate()
         for agent in self.agents.values():
             agent.stop()
 
@@ -191,7 +195,7 @@ def real_cluster(
         real.start()
         real.create_topics([("orders", 6, 3), ("bulk", 6, 3), ("canary", 3, 3)])
         real.produce("bulk", data_mb)
-        real.produce("orders", 1)
+        real.make_consumer_offsets()
         with RealCluster(real, pki, folder, name=name) as cluster:
             yield cluster
     finally:

@@ -18,10 +18,11 @@ clean-shutdown marker (`<dir>/.kafka_cleanshutdown`) and recovery checkpoint
 log at the next start, exactly as after a crash before the first checkpoint. Recovery is
 CPU-bound (about 300 MB/s from the page cache here), so to make it last as long as a test needs
 the JVM is put in a cgroup-v1 `cpu` group with a CFS quota (`recovery_cpu`, a fraction of one
-core) from the moment its log says it is loading logs until it says they are loaded; the rest of
-its start runs at full speed. Duration = data per node / (speed x quota): 150 MB at 10 % is
-about 20-40 s here. Without a writable cgroup-v1 `cpu` hierarchy (not root, cgroup v2 only)
-recovery is not throttled and says so (`KafkaNode.throttled`).
+core, 5 % by default) from the moment its log says it is loading logs until it says they are
+loaded; the rest of its start runs at full speed. Duration = data per node / (speed x quota):
+150 MB took ~10 s at 10 % of a core here, and about twice that at 5 %. Without a writable
+cgroup-v1 `cpu` hierarchy (not root, cgroup v2 only) recovery is not throttled and says so
+(`KafkaNode.throttled`).
 """
 
 from __future__ import annotations
@@ -171,7 +172,7 @@ class KafkaNode:
     broker_port: int = field(default_factory=free_port)
     controller_port: int = field(default_factory=free_port)
     jmx_port: int = field(default_factory=free_port)
-    recovery_cpu: float = 0.1
+    recovery_cpu: float = 0.05
     process: subprocess.Popen[bytes] | None = None
     starts: int = 0
     throttled: bool = False  # the last recovery ran under a CPU quota
@@ -220,6 +221,9 @@ class KafkaNode:
             java,
             f"-Xmx{self.heap}",
             f"-Xms{self.heap}",
+            # C1 only: a test broker's start costs half the CPU (C2's compiles), and two cores
+            # run up to a dozen of them; recovery then runs a little slower, which tests want.
+            "-XX:TieredStopAtLevel=1",
             "-XX:+UseSerialGC",
             "-XX:-UsePerfData",
             "-Xss512k",
@@ -564,8 +568,32 @@ class KafkaCluster:
                 ]
             )
 
-    def stop(self) -> None:
-        """Stop every node: brokers first, then controllers, each SIGTERM then SIGKILL."""
+    def make_consumer_offsets(self, timeout: float = 60) -> None:
+        """Kafka creates `__consumer_offsets` at the first FindCoordinator: ask for one, and wait
+        until the topic has every partition led (a roll's safety rules count it)."""
+        with self.admin() as admin:
+
+            def created() -> bool:
+                with contextlib.suppress(Exception):  # not created yet: ask again
+                    admin.describe_groups(["rollguard-setup"])  # type: ignore[attr-defined]
+                    topics = admin.describe_topics(["__consumer_offsets"])  # type: ignore[attr-defined]
+                    partitions = topics[0]["partitions"] if topics else []
+                    return bool(partitions) and all(p["leader_id"] >= 0 for p in partitions)
+                return False
+
+            wait_until(created, timeout, interval=0.5, what="__consumer_offsets")
+
+    def stop(self, *, graceful: bool = False) -> None:
+        """Stop every node. A test's cluster is thrown away, so by default every JVM is killed
+        at once (a controlled shutdown of brokers whose controllers are going too waits out
+        its timeouts: minutes); `graceful`: SIGTERM to the brokers first, then controllers."""
+        if not graceful:
+            for node in self.nodes.values():
+                if node.running():
+                    node.process.kill()  # type: ignore[union-attr]
+            for node in self.nodes.values():
+                node.kill()
+            return
         order = self.brokers_only() + self.controllers
         for node in order:
             if node.running():
