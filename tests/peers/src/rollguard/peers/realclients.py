@@ -9,6 +9,7 @@ it counts failed sends, keeps every send's latency, and the consumer's longest g
 
 from __future__ import annotations
 
+import contextlib
 import statistics
 import threading
 import time
@@ -136,6 +137,7 @@ class Canary:
         self.received = 0
         self.longest_gap = 0.0
         self.errors: list[str] = []
+        self.consumer_errors: list[str] = []
         self._lock = threading.Lock()
         self._stop = threading.Event()
         self._consumer_ready = threading.Event()
@@ -181,30 +183,43 @@ class Canary:
             producer.close(10)
 
     def _consume(self) -> None:
+        """Count what arrives and the longest gap; a consumer that raises out of poll() (when
+        no broker answers, in a cluster-wide outage) is replaced, and the gap goes on."""
         from kafka import KafkaConsumer
 
-        consumer = KafkaConsumer(
-            self.topic,
-            bootstrap_servers=self.bootstrap,
-            group_id="canary",
-            auto_offset_reset="latest",
-            client_id="canary-consumer",
-        )
         last: float | None = None
-        try:
-            while not self._stop.is_set():
-                batches = consumer.poll(timeout_ms=200)
-                if consumer.assignment() and not self._consumer_ready.is_set():
-                    self._consumer_ready.set()
-                count = sum(len(records) for records in batches.values())
-                now = time.monotonic()
-                if count:
-                    if last is not None:
-                        self.longest_gap = max(self.longest_gap, now - last)
-                    last = now
-                    self.received += count
-        finally:
-            consumer.close()
+        while not self._stop.is_set():
+            try:
+                consumer = KafkaConsumer(
+                    self.topic,
+                    bootstrap_servers=self.bootstrap,
+                    group_id="canary",
+                    auto_offset_reset="latest",
+                    client_id="canary-consumer",
+                )
+            except Exception as error:  # no broker answers: try again in a second
+                self.consumer_errors.append(repr(error)[:200])
+                self._stop.wait(1)
+                continue
+            try:
+                while not self._stop.is_set():
+                    batches = consumer.poll(timeout_ms=200)
+                    if consumer.assignment() and not self._consumer_ready.is_set():
+                        self._consumer_ready.set()
+                    count = sum(len(records) for records in batches.values())
+                    now = time.monotonic()
+                    if count:
+                        if last is not None:
+                            self.longest_gap = max(self.longest_gap, now - last)
+                        last = now
+                        self.received += count
+            except Exception as error:  # the cluster went away under it
+                self.consumer_errors.append(repr(error)[:200])
+            finally:
+                with contextlib.suppress(Exception):
+                    consumer.close()
+        if last is not None:  # a gap still open when the canary stops counts too
+            self.longest_gap = max(self.longest_gap, time.monotonic() - last)
 
     def report(self) -> CanaryReport:
         latencies = sorted(self.latencies) or [0.0]

@@ -184,7 +184,13 @@ def _sampled(agent: Agent) -> bool:
 
 @contextlib.contextmanager
 def real_cluster(
-    folder: Path, pki: Pki, *, data_mb: int = DATA_MB, name: str = "real", **kafka: object
+    folder: Path,
+    pki: Pki,
+    *,
+    data_mb: int = DATA_MB,
+    name: str = "real",
+    cluster_class: type[RealCluster] = RealCluster,
+    **kafka: object,
 ) -> Iterator[RealCluster]:
     """A started KafkaCluster (`kafka`: its arguments) with topics `orders`, `bulk` and
     `canary` (replication 3; min ISR 2 from the cluster, as for the internal topics), `data_mb`
@@ -196,7 +202,7 @@ def real_cluster(
         real.create_topics([("orders", 6, 3), ("bulk", 6, 3), ("canary", 3, 3)])
         real.produce("bulk", data_mb)
         real.make_consumer_offsets()
-        with RealCluster(real, pki, folder, name=name) as cluster:
+        with cluster_class(real, pki, folder, name=name) as cluster:
             yield cluster
     finally:
         real.stop()
