@@ -363,6 +363,7 @@ def generate(records: int, seed: int, days: int, folder: Path) -> dict[str, Any]
             _int_column(state, pa.int32()),
             _int_column(logs, pa.int32()),
             _int_column(segs, pa.int32()),
+            pa.nulls(len(seq), pa.string()),  # recoveryPhase: as an older agent's records
         ],
         schema=TIMELINE_SCHEMA,
     )
@@ -570,8 +571,8 @@ def print_table(startup: float, results: Iterable[dict[str, Any]]) -> None:
 CHECK_T0 = EPOCH_MS + 23 * HOUR + 50 * MINUTE  # episodes cross midnight: two date partitions
 FRACTIONS = (25, 50, 75)
 TIMES = {"start", "end"} | {f"eta{p}.{f}" for p in FRACTIONS for f in ("sampleTs", "predicted")}
-# (cluster, node) -> records (seq, seconds after CHECK_T0, state, logs, segs, boot, journal);
-# a record listed twice is a duplicate.
+# (cluster, node) -> records (seq, seconds after CHECK_T0, state, logs, segs, boot, journal,
+# and optionally recoveryPhase); a record listed twice is a duplicate.
 CHECK_TIMELINES: dict[tuple[str, str], list[tuple[Any, ...]]] = {
     ("kafka-a", "kafka-0"): [  # a roll's restart, then a recovery with a stall
         (1, 0, 3, None, None, "a", 0),
@@ -640,6 +641,49 @@ CHECK_TIMELINES: dict[tuple[str, str], list[tuple[Any, ...]]] = {
         (3, 5, 2, 1, 100, "j", 0),
     ],
     ("kafka-b", "kafka-1"): [(1, 0, 3, None, None, "k", 0), (2, 300, 3, None, None, "k", 0)],
+    ("kafka-c", "kafka-0"): [  # a recovery in STARTING, over in RECOVERY without figures
+        (1, 0, 1, None, None, "m", 0, "none"),
+        (2, 1, 1, 10, 1000, "m", 0, "recovering"),
+        (3, 2, 1, 5, 500, "m", 0, "recovering"),
+        (4, 3, 2, None, None, "m", 0, "none"),  # logs loaded, waiting to be unfenced: completed
+        (5, 4, 3, None, None, "m", 0, "none"),
+    ],
+    ("kafka-c", "kafka-1"): [  # a clean start's loading: no episode; then a loading that recovers
+        (1, 0, 1, None, None, "n", 0),
+        (2, 1, 1, 20, 0, "n", 0, "loading"),
+        (3, 2, 2, 10, 0, "n", 0, "loading"),
+        (4, 3, 3, None, None, "n", 0),
+        (5, 100, 1, None, None, "n", 0),
+        (6, 101, 1, 30, 0, "n", 0, "loading"),
+        (7, 102, 2, 30, 300, "n", 0, "recovering"),
+        (8, 103, 2, 20, 200, "n", 0, "recovering"),
+        (9, 104, 3, None, None, "n", 0),
+    ],
+    ("kafka-c", "kafka-2"): [  # an older agent's record in STARTING with figures (no phase)
+        (1, 0, 1, None, None, "p", 0),
+        (2, 1, 1, 4, 40, "p", 0),
+        (3, 2, 0, None, None, "p", 0),
+    ],
+    ("kafka-c", "kafka-3"): [  # a Kafka 4.x clean start, as a phase-aware agent records it
+        (1, 0, 0, None, None, "q", 0, "none"),
+        (2, 1, 1, 13, 0, "q", 0, "loading"),
+        (3, 2, 1, 5, 0, "q", 0, "loading"),
+        (4, 3, 1, None, None, "q", 0, "none"),  # loaded; the old registration not expired yet
+        (5, 12, 2, None, None, "q", 0, "none"),  # RECOVERY without figures: no episode
+        (6, 13, 3, None, None, "q", 0, "none"),
+    ],
+    ("kafka-c", "kafka-4"): [  # a recovery over in STARTING; one stopped before its end
+        (1, 0, 1, None, None, "r", 0, "none"),
+        (2, 1, 1, 8, 800, "r", 0, "recovering"),
+        (3, 3, 1, 4, 400, "r", 0, "recovering"),
+        (4, 4, 1, 1, 100, "r", 0, "recovering"),
+        (5, 5, 1, None, None, "r", 0, "none"),  # loaded, STARTING until registered: completed
+        (6, 17, 2, None, None, "r", 0, "none"),
+        (7, 17, 3, None, None, "r", 0, "none"),
+        (8, 100, 2, 6, 600, "s", 0, "recovering"),
+        (9, 101, 2, 3, 300, "s", 0, "recovering"),
+        (10, 102, 7, None, None, "s", 0, "none"),  # SHUTTING_DOWN: "none" completes in 1, 2 only
+    ],
 }
 # (seconds after CHECK_T0, cluster, rollId, node, action)
 CHECK_EVENTS: list[tuple[float, str, str, str | None, str]] = [
@@ -702,20 +746,40 @@ CHECK_EPISODES: dict[tuple[str, str, int], tuple[Any, ...]] = {
     ("kafka-b", "kafka-0", 1): (
         "running", 0, None, 1, 3, 3, 0, 5.0, 1, 100, 0.0, 0, 1, None, None, None,
     ),
+    ("kafka-c", "kafka-0", 1): (
+        "completed", 1, 3, 2, 4, 2, 0, 1.0, 10, 1000, 500.0, 0, 0, (2, 3), (2, 3), None,
+    ),
+    ("kafka-c", "kafka-1", 1): (
+        "completed", 102, 104, 7, 9, 2, 0, 1.0, 30, 300, 150.0, 0, 0, (103, 105), None, None,
+    ),
+    ("kafka-c", "kafka-2", 1): (
+        "interrupted", 1, 2, 2, 3, 1, 0, 1.0, 4, 40, None, 0, 0, None, None, None,
+    ),
+    ("kafka-c", "kafka-4", 1): (
+        "completed", 1, 5, 2, 5, 3, 0, 2.0, 8, 800, 200.0, 0, 0, (3, 5), (3, 5), (4, 4 + 3 / 7),
+    ),
+    ("kafka-c", "kafka-4", 2): (
+        "interrupted", 100, 102, 8, 10, 2, 0, 1.0, 6, 600, 300.0, 0, 0, None, None, None,
+    ),
 }
 # fmt: on
 # cluster -> episodes, completed, interrupted, running, p50, p90, p99, max, slowestNodes
 CHECK_CLUSTERS: dict[str, tuple[Any, ...]] = {
     "kafka-a": (10, 5, 4, 1, 2.0, 243.8, 378.08, 393.0, ["kafka-0", "kafka-2", "kafka-1"]),
     "kafka-b": (1, 0, 0, 1, None, None, None, None, None),
+    "kafka-c": (5, 3, 2, 0, 2.0, 3.6, 3.96, 4.0, ["kafka-4", "kafka-0", "kafka-1"]),
 }
 
 
 def write_check_dataset(folder: Path) -> None:
     if folder.exists():
         shutil.rmtree(folder)
-    rows = [(c, n, *r) for (c, n), records in CHECK_TIMELINES.items() for r in records]
-    cluster, node, seq, seconds, state, logs, segs, boot, journal = zip(*rows, strict=True)
+    rows = [
+        (c, n, *r[:7], r[7] if len(r) > 7 else None)
+        for (c, n), records in CHECK_TIMELINES.items()
+        for r in records
+    ]
+    cluster, node, seq, seconds, state, logs, segs, boot, journal, phase = zip(*rows, strict=True)
     timeline = pa.Table.from_arrays(
         [
             pa.array(node),
@@ -727,6 +791,7 @@ def write_check_dataset(folder: Path) -> None:
             pa.array(state, pa.int32()),
             pa.array(logs, pa.int32()),
             pa.array(segs, pa.int32()),
+            pa.array(phase, pa.string()),
         ],
         schema=TIMELINE_SCHEMA,
     )

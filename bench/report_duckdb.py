@@ -35,21 +35,31 @@ PHASES = {
     "ready": "ready",
 }
 
+# {phase} is the recoveryPhase column, or NULL for a dataset collected before it existed.
 _EPISODE_ROWS = """
 CREATE TEMP TABLE episode_rows AS
 WITH timeline AS (
     SELECT cluster, node, journal, bootId, seq, ts, brokerState AS state,
-           remainingLogsToRecover AS logs, remainingSegmentsToRecover AS segs
-    FROM read_parquet(?, hive_partitioning = true)
+           remainingLogsToRecover AS logs, remainingSegmentsToRecover AS segs,
+           {phase} AS phase
+    FROM read_parquet(?, hive_partitioning = true, union_by_name = true)
 ),
 deduped AS (
-    SELECT DISTINCT ON (cluster, node, journal, seq) * FROM timeline
+    SELECT DISTINCT ON (cluster, node, journal, seq) *,
+        -- in recovery: by the phase when the agent wrote one (a clean start's loading and
+        -- 'none', not loading, are not; 'recovering' or an unknown phase is); without one
+        -- (an older agent), RECOVERY, or STARTING with figures
+        CASE WHEN phase IS NULL THEN coalesce(state = 2 OR (state = 1 AND logs IS NOT NULL), false)
+             ELSE phase NOT IN ('loading', 'none') END AS rec,
+        -- ending an episode, completes it: RUNNING, PENDING_CONTROLLED_SHUTDOWN, or the logs
+        -- loaded (a phase-aware 'none') while STARTING or RECOVERY waits for the registration
+        coalesce(state IN (3, 6) OR (phase = 'none' AND state IN (1, 2)), false) AS finished
+    FROM timeline
 ),
 neighbours AS (
     SELECT *,
-        coalesce(state = 2, false) AS rec,
         coalesce(lag(bootId) OVER w = bootId AND lag(journal) OVER w = journal
-                 AND lag(state) OVER w = 2, false) AS prevRec,
+                 AND lag(rec) OVER w, false) AS prevRec,
         CASE WHEN lag(journal) OVER w = journal THEN seq - lag(seq) OVER w - 1 ELSE 0 END
             AS missing,
         lead(seq) OVER w IS NOT NULL AS hasNext
@@ -84,8 +94,7 @@ WITH previous AS (
 ),
 progressed AS (
     SELECT *,
-        coalesce(counted AND segs < prevSegs, false)
-            OR coalesce(isEnd AND state IN (3, 6), false) AS progress,
+        coalesce(counted AND segs < prevSegs, false) OR (isEnd AND finished) AS progress,
         CASE WHEN counted AND originSegs > 0
             THEN (originSegs - segs)::DOUBLE * 100.0::DOUBLE / originSegs END AS fraction
     FROM previous
@@ -128,7 +137,7 @@ SELECT cluster, node, episode,
     bool_or(isEnd) AS ended,
     max(seq) FILTER (WHERE isEnd) AS endSeq,
     max(ts) FILTER (WHERE isEnd) AS endTs,
-    max(state) FILTER (WHERE isEnd) AS endState,
+    bool_or(finished) FILTER (WHERE isEnd) AS endFinished,
     arg_min(ts, seq) FILTER (WHERE counted) AS originTs,
     arg_min(segs, seq) FILTER (WHERE counted) AS originSegs,
     arg_min_null(logs, seq) FILTER (WHERE counted) AS originLogs,
@@ -146,7 +155,7 @@ _EPISODES = f"""
 CREATE TEMP TABLE episodes AS
 WITH outcomes AS (
     SELECT *,
-        ended AND endState IN (3, 6) AS completed,
+        coalesce(ended AND endFinished, false) AS completed,
         CASE WHEN ended THEN endTs WHEN hasNext THEN lastSeen END AS "end"
     FROM aggregated
 ),
@@ -390,13 +399,21 @@ def _rows(con: duckdb.DuckDBPyConnection, sql: str, *params: str) -> list[dict[s
     return [dict(zip(names, row, strict=True)) for row in cursor.fetchall()]
 
 
+def _phase_column(con: duckdb.DuckDBPyConnection, pattern: str) -> str:
+    """recoveryPhase if some file has it; NULL when none has (collected before it existed)."""
+    probe = "SELECT * FROM read_parquet(?, hive_partitioning = true, union_by_name = true) LIMIT 0"
+    names = {d[0] for d in con.execute(probe, [pattern]).description or ()}
+    return "recoveryPhase" if "recoveryPhase" in names else "NULL::VARCHAR"
+
+
 def compute(dataset: Path) -> dict[str, list[dict[str, Any]]]:
     """Every table of the report for the dataset folder (timeline/ and, if any, events/)."""
     timeline = dataset / "timeline"
     events = dataset / "events"
     with duckdb.connect() as con:
         con.execute("SET enable_progress_bar = false")
-        con.execute(_EPISODE_ROWS, [str(timeline / "**" / "*.parquet")])
+        pattern = str(timeline / "**" / "*.parquet")
+        con.execute(_EPISODE_ROWS.format(phase=_phase_column(con, pattern)), [pattern])
         con.execute(_EPISODE_STEPS)
         con.execute(_AGGREGATE)
         con.execute(_EPISODES)

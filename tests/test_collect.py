@@ -16,7 +16,8 @@ import yaml
 
 from rollguard.roller.collect.collector import Dataset
 from rollguard.roller.roll.journal import EventLog
-from rollguard.shared.timeline import PREFIX, SUFFIX, TimelineRecord
+from rollguard.shared.timeline import NO_RECOVERY, PREFIX, SUFFIX, TimelineRecord
+from rollguard.shared.wire import RecoveryPhase
 
 from helpers import BIN, Agent, Broker, Pki, SilentJmxPort, free_port, wait_until
 
@@ -30,12 +31,15 @@ class Killed(Exception):
 def seed_journal(
     folder: Path, node: str, count: int, *, first: int = 1, per_file: int = 4000
 ) -> None:
-    """Timeline segment files as the agent writes them: a recovery, then RUNNING heartbeats.
-    (Written directly: 10,000 fsynced appends would be slow and prove nothing more.)"""
+    """Timeline segment files as the agent writes them: a recovery, then RUNNING heartbeats;
+    in odd boots with the phase (the recovery's, then "none"), in even ones as an agent older
+    than the field wrote them (no `recoveryPhase` key). (Written directly: 10,000 fsynced
+    appends would be slow and prove nothing more.)"""
     folder.mkdir(parents=True, exist_ok=True)
     lines: list[str] = []
     for seq in range(first, first + count):
         recovering = seq % 1000 < 600
+        phase = RecoveryPhase.RECOVERING if recovering else NO_RECOVERY
         record = TimelineRecord(
             node,
             f"boot-{seq // 1000}",
@@ -44,8 +48,12 @@ def seed_journal(
             2 if recovering else 3,
             100 if recovering else None,
             max(0, 6000 - seq % 1000 * 10) if recovering else None,
+            recovery_phase=phase if seq // 1000 % 2 == 1 else None,
         )
-        lines.append(json.dumps(record.to_wire(), separators=(",", ":")))
+        body = record.to_wire()
+        if seq // 1000 % 2 == 0:
+            del body["recoveryPhase"]
+        lines.append(json.dumps(body, separators=(",", ":")))
     for start in range(0, len(lines), per_file):
         name = f"{PREFIX}{first + start:020d}{SUFFIX}"
         (folder / name).write_text("\n".join(lines[start : start + per_file]) + "\n")
@@ -142,6 +150,12 @@ def test_collects_every_agent_in_pages_and_partitions_by_cluster_and_date(
         table = pq.read_table(next((out / "timeline").rglob("*.parquet")))
         assert str(table.schema.field("seq").type) == "int64"
         assert str(table.schema.field("journal").type) == "int32"
+        assert str(table.schema.field("recoveryPhase").type) == "string"
+        # the phase where the agent recorded one ("none": a sample without a recovery object);
+        # null from an older agent
+        seeded = [r for r in found if r["node"] == "kafka-0" and r["seq"] <= 12_000]
+        phases = {(int(r["bootId"][5:]) % 2, r["brokerState"], r["recoveryPhase"]) for r in seeded}
+        assert phases == {(1, 2, "recovering"), (1, 3, "none"), (0, 2, None), (0, 3, None)}
 
 
 def test_a_down_and_a_hung_agent_delay_nobody_and_are_reported(

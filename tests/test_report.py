@@ -17,7 +17,7 @@ from pyspark.testing import assertDataFrameEqual  # noqa: E402
 from rollguard.spark import episodes as ep  # noqa: E402
 from rollguard.spark import rolls, trends  # noqa: E402
 
-R = 2  # RECOVERY
+S, R = 1, 2  # STARTING, RECOVERY
 Rec = tuple[Any, ...]
 
 
@@ -39,10 +39,12 @@ def spark() -> Iterator[SparkSession]:
 
 
 def timeline(spark: SparkSession, node: str, rows: list[Rec], cluster: str = "c") -> DataFrame:
-    """rows: (boot, seq, ts, state, logs, segments), optionally a journal number last."""
+    """rows: (boot, seq, ts, state, logs, segments), optionally a journal number, then a
+    recovery phase (none: a record of an older agent, or without a recovery object)."""
     data = [
-        (node, node, r[6] if len(r) > 6 else 0, r[0], r[1], r[2], r[3], r[4], r[5], cluster, "d")
+        (node, node, journal, r[0], r[1], r[2], r[3], r[4], r[5], phase, cluster, "d")
         for r in rows
+        for journal, phase in [(r[6] if len(r) > 6 else 0, r[7] if len(r) > 7 else None)]
     ]
     return spark.createDataFrame(data, ep.TIMELINE_SCHEMA)
 
@@ -101,6 +103,125 @@ BASIC_EPISODE = ("a", 1, "b1", 1000, 12000, "completed", 11.0, 4, 100, 10.0, 6.0
 def test_a_completed_recovery(spark: SparkSession) -> None:
     got = ep.episodes(timeline(spark, "a", BASIC)).select(*COLUMNS)
     assertDataFrameEqual(got, expect(spark, [BASIC_EPISODE]))
+
+
+def test_a_recovery_in_starting_is_an_episode_and_a_clean_starts_loading_is_not(
+    spark: SparkSession,
+) -> None:
+    # Kafka 4.x loads its logs in STARTING as often as in RECOVERY (rollguard.shared.wire).
+    starting: list[Rec] = [
+        ("b1", 1, 0, S, None, None),  # before loading: not a recovery
+        ("b1", 2, 1000, S, 4, 100, 0, "recovering"),
+        ("b1", 3, 2000, S, 2, 50, 0, "recovering"),
+        ("b1", 4, 3000, R, 1, 20, 0, "recovering"),
+        ("b1", 5, 4000, 3, None, None),
+    ]
+    clean: list[Rec] = [
+        ("b1", 1, 0, S, None, None),
+        ("b1", 2, 1000, S, 40, 0, 0, "loading"),
+        ("b1", 3, 2000, R, 10, 0, 0, "loading"),  # RECOVERY too: loading is not a recovery
+        ("b1", 4, 3000, 3, None, None),
+        # a loading that turns out to be a recovery: the episode starts when it does
+        ("b1", 5, 9000, S, 30, 0, 0, "loading"),
+        ("b1", 6, 10000, S, 30, 300, 0, "recovering"),
+        ("b1", 7, 11000, R, 20, 200, 0, "recovering"),
+        ("b1", 8, 12000, 3, None, None),
+    ]
+    got = ep.episodes(union(timeline(spark, "a", starting), timeline(spark, "b", clean)))
+    want = [
+        ("a", 1, "b1", 1000, 4000, "completed", 3.0, 4, 100, 100 / 3, 1.0, 0, 3),
+        ("b", 1, "b1", 10000, 12000, "completed", 2.0, 30, 300, 150.0, 1.0, 0, 2),
+    ]
+    assertDataFrameEqual(got.select(*COLUMNS), expect(spark, want))
+
+
+def test_records_without_a_phase_are_judged_by_state_and_counters(spark: SparkSession) -> None:
+    # An older agent, or an older dataset: RECOVERY is a recovery with or without counters,
+    # STARTING only with them.
+    rows: list[Rec] = [
+        ("b1", 1, 0, S, None, None),
+        ("b1", 2, 1000, S, 3, 30),
+        ("b1", 3, 2000, R, None, None),
+        ("b1", 4, 3000, R, 1, 10),
+        ("b1", 5, 4000, 3, None, None),
+        ("b1", 6, 5000, S, None, None),  # STARTING without counters: nothing
+        ("b1", 7, 6000, 3, None, None),
+    ]
+    got = ep.episodes(timeline(spark, "a", rows)).select(*COLUMNS)
+    want = [("a", 1, "b1", 1000, 4000, "completed", 3.0, 3, 30, 10.0, 2.0, 0, 3)]
+    assertDataFrameEqual(got, expect(spark, want))
+    with_phases = [(*r, 0, "recovering") if r[4] is not None else r for r in rows]
+    assertDataFrameEqual(ep.episodes(timeline(spark, "a", with_phases)).select(*COLUMNS), got)
+
+
+def test_a_phase_aware_agents_records_without_figures_are_no_recovery(spark: SparkSession) -> None:
+    # A Kafka 4.x clean start as a phase-aware agent records it: "none" when there are no
+    # figures. Its RECOVERY records without figures (before the loading, or after it while the
+    # broker waits to be unfenced) are no recovery, although the state is RECOVERY.
+    starting: list[Rec] = [
+        ("b1", 1, 0, 0, None, None, 0, "none"),
+        ("b1", 2, 1000, S, 13, 0, 0, "loading"),
+        ("b1", 3, 1200, S, 5, 0, 0, "loading"),
+        ("b1", 4, 1400, S, None, None, 0, "none"),  # until the old registration expires
+        ("b1", 5, 13000, R, None, None, 0, "none"),
+        ("b1", 6, 13100, 3, None, None, 0, "none"),
+    ]
+    recovery: list[Rec] = [
+        ("b1", 1, 0, R, None, None, 0, "none"),  # before the gauges are registered
+        ("b1", 2, 500, R, 20, 0, 0, "loading"),
+        ("b1", 3, 800, R, None, None, 0, "none"),
+        ("b1", 4, 900, 3, None, None, 0, "none"),
+    ]
+    both = union(timeline(spark, "a", starting), timeline(spark, "b", recovery))
+    assert ep.episodes(both).count() == 0
+    # The same records from an older agent (no phase) cannot be told from a recovery: the
+    # legacy rule sees the loading in STARTING and the RECOVERY records as episodes.
+    older = [
+        timeline(spark, n, [r[:6] for r in rows]) for n, rows in (("a", starting), ("b", recovery))
+    ]
+    assert ep.episodes(union(*older)).count() == 3
+
+
+def test_a_recovery_over_while_the_broker_waits_for_its_registration_is_completed(
+    spark: SparkSession,
+) -> None:
+    # The gauges go when the logs are loaded; a Kafka 4.x broker then stays in STARTING (up to
+    # the old registration's session timeout) or RECOVERY until the controller accepts it. The
+    # phase-aware agent's first record without figures ("none") ends the recovery: completed.
+    in_starting: list[Rec] = [
+        ("b1", 1, 0, S, None, None, 0, "none"),
+        ("b1", 2, 1000, S, 4, 100, 0, "recovering"),
+        ("b1", 3, 2000, S, 2, 50, 0, "recovering"),
+        ("b1", 4, 3000, S, None, None, 0, "none"),
+        ("b1", 5, 15000, R, None, None, 0, "none"),
+        ("b1", 6, 15100, 3, None, None, 0, "none"),
+    ]
+    in_recovery: list[Rec] = [
+        ("b1", 1, 0, S, None, None, 0, "none"),
+        ("b1", 2, 1000, R, 4, 100, 0, "recovering"),
+        ("b1", 3, 3000, R, 1, 10, 0, "recovering"),
+        ("b1", 4, 4000, R, None, None, 0, "none"),
+        ("b1", 5, 4100, 3, None, None, 0, "none"),
+    ]
+    # "none" completes in STARTING and RECOVERY only; a stop or a lost sample interrupts
+    cut: list[Rec] = [
+        ("b1", 1, 1000, S, 4, 100, 0, "recovering"),
+        ("b1", 2, 2000, 0, None, None, 0, "none"),  # NOT_RUNNING
+        ("b1", 3, 3000, R, 3, 90, 0, "recovering"),
+        ("b1", 4, 4000, None, None, None),  # a lost sample: no phase
+        ("b1", 5, 5000, S, 3, 90, 0, "recovering"),
+        ("b1", 6, 6000, S, 3, 0, 0, "loading"),  # a loading again: not the end of a recovery
+    ]
+    frames = [timeline(spark, n, rows) for n, rows in (("a", in_starting), ("b", in_recovery))]
+    got = ep.episodes(union(*frames, timeline(spark, "c", cut))).select(*COLUMNS)
+    want = [
+        ("a", 1, "b1", 1000, 3000, "completed", 2.0, 4, 100, 50.0, 1.0, 0, 2),
+        ("b", 1, "b1", 1000, 4000, "completed", 3.0, 4, 100, 100 / 3, 2.0, 0, 2),
+        ("c", 1, "b1", 1000, 2000, "interrupted", 1.0, 4, 100, None, 1.0, 0, 1),
+        ("c", 2, "b1", 3000, 4000, "interrupted", 1.0, 3, 90, None, 1.0, 0, 1),
+        ("c", 3, "b1", 5000, 6000, "interrupted", 1.0, 3, 90, None, 1.0, 0, 1),
+    ]
+    assertDataFrameEqual(got, expect(spark, want))
 
 
 def test_out_of_order_and_duplicate_records_change_nothing(spark: SparkSession) -> None:

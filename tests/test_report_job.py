@@ -34,19 +34,46 @@ T0 = 1_790_000_000_000
 
 
 def recovery(
-    node: str, seq: int, ts: int, boot: str, seconds: int, segments: int
+    node: str,
+    seq: int,
+    ts: int,
+    boot: str,
+    seconds: int,
+    segments: int,
+    *,
+    state: int = 2,
+    phase: str | None = None,
+    waiting: int = 0,
 ) -> list[dict[str, Any]]:
-    """STARTING, a recovery at a steady rate (one record a second), RUNNING."""
-    rows = [_row(node, seq, ts, boot, 1, None, None)]
+    """STARTING, log loading at a steady rate (one record a second) in `state` with `phase`,
+    then, for `waiting` seconds, STARTING and RECOVERY without figures (a Kafka 4.x broker
+    waiting for its registration to be accepted), then RUNNING. With a phase, the records
+    without figures say "none", as a phase-aware agent writes them; without (None), they are
+    all an older agent's records."""
+    other = None if phase is None else "none"
+    rows = [_row(node, seq, ts, boot, 1, None, None, other)]
     for i in range(seconds):
         left = segments - segments * i // seconds
-        rows.append(_row(node, seq + 1 + i, ts + 1000 * (i + 1), boot, 2, 3, left))
-    rows.append(_row(node, seq + 1 + seconds, ts + 1000 * (seconds + 1), boot, 3, None, None))
+        rows.append(_row(node, seq + len(rows), ts + 1000 * (i + 1), boot, state, 3, left, phase))
+    end = ts + 1000 * (seconds + 1)
+    if waiting:
+        rows.append(_row(node, seq + len(rows), end, boot, 1, None, None, other))
+        end += 1000 * waiting
+        rows.append(_row(node, seq + len(rows), end, boot, 2, None, None, other))
+        end += 100
+    rows.append(_row(node, seq + len(rows), end, boot, 3, None, None, other))
     return rows
 
 
 def _row(
-    node: str, seq: int, ts: int, boot: str, state: int, logs: int | None, segs: int | None
+    node: str,
+    seq: int,
+    ts: int,
+    boot: str,
+    state: int,
+    logs: int | None,
+    segs: int | None,
+    phase: str | None = None,
 ) -> dict[str, Any]:
     return {
         "node": node,
@@ -58,7 +85,15 @@ def _row(
         "brokerState": state,
         "remainingLogsToRecover": logs,
         "remainingSegmentsToRecover": segs,
+        "recoveryPhase": phase,
     }
+
+
+def without_phases(root: Path, cluster: str) -> None:
+    """Rewrite a cluster's timeline files as a collector older than `recoveryPhase` wrote them."""
+    for path in (root / "timeline" / f"cluster={cluster}").rglob("*.parquet"):
+        table = pq.ParquetFile(path).read()
+        pq.write_table(table.drop_columns(["recoveryPhase"]), path)
 
 
 def roll_events(roll: str, t: int) -> list[dict[str, Any]]:
@@ -91,8 +126,18 @@ def dataset(tmp_path_factory: pytest.TempPathFactory) -> Path:
         for index, seconds in enumerate(durations):
             node = f"{cluster}-kafka-{index}"
             first = recovery(node, 1, T0, "boot-1", seconds, 1000)
-            second = recovery(node, len(first) + 1, T0 + 86_400_000, "boot-2", seconds // 2, 500)
+            # the newest agents say which loading is a recovery; Kafka 4.x may do it in STARTING,
+            # and stay in STARTING, then RECOVERY, until its registration is accepted: the
+            # recovery is over (completed) when the loading is
+            phased: dict[str, Any] = {}
+            if cluster == "east":
+                phased = {"state": 1, "phase": "recovering", "waiting": 12}
+            day2 = T0 + 86_400_000
+            second = recovery(node, len(first) + 1, day2, "boot-2", seconds // 2, 500, **phased)
             rows += first + second
+        if cluster == "east":  # a clean start's log loading, then RECOVERY: not an episode
+            clean = {"state": 1, "phase": "loading", "waiting": 12}
+            rows += recovery("east-kafka-5", 1, T0, "boot-1", 10, 100, **clean)
         # still recovering at the end of the data
         rows += recovery(f"{cluster}-kafka-9", 1, T0, "boot-1", 30, 900)[:-1]
         events = [
@@ -107,15 +152,28 @@ def dataset(tmp_path_factory: pytest.TempPathFactory) -> Path:
         if cluster == "east":
             events += roll_events("r2", T0 + 86_400_000 - 5000)
         Dataset(root, cluster).commit(State(), rows, events)
+    without_phases(root, "west")  # a dataset collected partly before the column existed
     return root
 
 
 def check_outputs(out: Path) -> dict[str, Any]:
     summary = json.loads((out / "summary.json").read_text())
     episodes = pq.read_table(out / "episodes").to_pylist()
+    # east's second recoveries are in STARTING; east-kafka-5 only loaded its logs (a clean start)
+    # and its RECOVERY record without figures is no recovery either
     assert len(episodes) == summary["episodes"] == 2 * 3 + 2 * 2 + 2
+    assert "east-kafka-5" not in {e["node"] for e in episodes}
     clusters = {c["cluster"]: c for c in summary["clusters"]}
+    # the second recoveries end in STARTING, when their logs are loaded: completed, not cut short
     assert clusters["east"]["completed"] == 6 and clusters["east"]["running"] == 1
+    second = {e["node"]: e for e in episodes if e["bootId"] == "boot-2"}
+    assert {n: (e["outcome"], e["durationSeconds"]) for n, e in second.items()} == {
+        "east-kafka-0": ("completed", 10.0),
+        "east-kafka-1": ("completed", 20.0),
+        "east-kafka-2": ("completed", 30.0),
+        "west-kafka-0": ("completed", 15.0),
+        "west-kafka-1": ("completed", 45.0),
+    }
     assert clusters["east"]["maxSeconds"] == 60.0  # first RECOVERY record to RUNNING
     assert clusters["west"]["slowestNodes"][0] == "west-kafka-1"
     assert sum(e["skippedRestarts"] for e in episodes) == 3  # r1 in each cluster, r2 in east

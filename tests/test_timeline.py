@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import errno
 import json
@@ -18,8 +19,21 @@ from typing import Any
 
 import pytest
 
+from rollguard.agent.readings import FailureReason
+from rollguard.agent.sampler import Sample, Unavailable, unavailable
+from rollguard.agent.timeline_recorder import TimelineRecorder
 from rollguard.agent.timeline_store import TimelineStore
-from rollguard.shared.timeline import Gap, Page, segment_name, segment_seq
+from rollguard.shared.errors import WireFormatError
+from rollguard.shared.states import BrokerState
+from rollguard.shared.timeline import (
+    NO_RECOVERY,
+    Gap,
+    Page,
+    TimelineRecord,
+    segment_name,
+    segment_seq,
+)
+from rollguard.shared.wire import BrokerStateReport, RecoveryPhase, RecoveryProgress
 
 from helpers import Agent, Broker, Pki, free_port, wait_until
 
@@ -38,6 +52,78 @@ def test_records_get_increasing_seqs_that_continue_after_reopening(tmp_path: Pat
     ]
     assert page.records[1].remaining_segments == 50 and page.records[0].remaining_logs is None
     assert (page.next_cursor, page.earliest, page.latest, page.expired) == (3, 1, 3, None)
+
+
+def test_records_carry_the_recovery_phase_and_read_records_of_older_agents() -> None:
+    record = TimelineRecord("n", "b", 1, 1000, 1, 5, 0, recovery_phase=RecoveryPhase.LOADING)
+    wire = record.to_wire()
+    assert wire["recoveryPhase"] == "loading"
+    assert TimelineRecord.from_wire(json.loads(json.dumps(wire))) == record
+    assert TimelineRecord("n", "b", 2, 2000, 3).to_wire()["recoveryPhase"] is None
+    # a phase-aware agent's sample without a recovery object: "none", not null
+    running = TimelineRecord("n", "b", 2, 2000, 3, recovery_phase=NO_RECOVERY)
+    assert running.to_wire()["recoveryPhase"] == "none"
+    assert TimelineRecord.from_wire(json.loads(json.dumps(running.to_wire()))) == running
+    older = {k: v for k, v in wire.items() if k != "recoveryPhase"}  # an agent before the field
+    assert TimelineRecord.from_wire(older).recovery_phase is None
+    assert not running.same_state(TimelineRecord("n", "b", 5, 5000, 3))  # "none" is not null
+    # a phase this reader does not know: the one that claims more, as the wire reader does
+    newer = TimelineRecord.from_wire({**wire, "recoveryPhase": "replaying"})
+    assert newer.recovery_phase is RecoveryPhase.RECOVERING
+    with pytest.raises(WireFormatError, match="recoveryPhase"):
+        TimelineRecord.from_wire({**wire, "recoveryPhase": 1})
+    # the same counters in another phase are another state of the broker
+    recovering = TimelineRecord("n", "b", 3, 3000, 1, 5, 0, recovery_phase=RecoveryPhase.RECOVERING)
+    assert not recovering.same_state(record)
+    assert record.same_state(
+        TimelineRecord("n", "b", 4, 4000, 1, 5, 0, None, RecoveryPhase.LOADING)
+    )
+
+
+def sample(state: BrokerState, recovery: RecoveryProgress | None = None) -> Sample:
+    return Sample(BrokerStateReport(state, recovery), b"{}", 0.0)
+
+
+def test_the_recorder_writes_the_phase_and_a_change_of_phase_alone_is_a_record(
+    tmp_path: Path,
+) -> None:
+    store = TimelineStore(tmp_path)
+    now = [1000.0]
+    recorder = TimelineRecorder(store, "kafka-0", heartbeat=300.0, clock=lambda: now[0])
+    outcomes: list[Sample | Unavailable] = [
+        sample(BrokerState.STARTING),
+        sample(BrokerState.STARTING, RecoveryProgress(7, 0, RecoveryPhase.LOADING)),
+        sample(BrokerState.STARTING, RecoveryProgress(7, 0, RecoveryPhase.LOADING)),  # same
+        sample(BrokerState.STARTING, RecoveryProgress(7, 0, RecoveryPhase.RECOVERING)),
+        sample(BrokerState.STARTING),  # loaded: STARTING until the registration is accepted
+        sample(BrokerState.RECOVERY),  # RECOVERY without figures: said to be no recovery
+        unavailable(FailureReason.JMX_UNREACHABLE, "gone"),
+    ]
+    previous: Sample | Unavailable = unavailable(FailureReason.NO_SAMPLE_YET, "")
+    for outcome in outcomes:
+        recorder.update(previous, outcome)
+        previous, now[0] = outcome, now[0] + 1
+    asyncio.run(recorder.close())
+    records = store.read(0, 100).records
+    # a sample without a recovery object is "none" (a phase-aware agent: not loading); only
+    # the lost sample, which knows nothing, is null, like the records of an older agent
+    assert [(r.broker_state, r.remaining_logs, r.recovery_phase) for r in records] == [
+        (1, None, NO_RECOVERY),
+        (1, 7, RecoveryPhase.LOADING),
+        (1, 7, RecoveryPhase.RECOVERING),
+        (1, None, NO_RECOVERY),
+        (2, None, NO_RECOVERY),
+        (None, None, None),
+    ]
+    lines = [json.loads(line) for line in lines_of(tmp_path)]
+    assert [line["recoveryPhase"] for line in lines] == [
+        "none",
+        "loading",
+        "recovering",
+        "none",
+        "none",
+        None,
+    ]
 
 
 def test_a_torn_last_line_is_cut_and_nothing_acknowledged_is_lost(tmp_path: Path) -> None:
@@ -148,13 +234,30 @@ def test_the_agent_records_a_recovery_and_serves_it_with_a_cursor(pki: Pki, tmp_
         states = [r["brokerState"] for r in records]
         known = [state for state in states if state is not None]
         assert states == [None] * (len(states) - len(known)) + known  # no JMX, then the broker
-        assert known[0] == 1 and 2 in known and known[-1] == 3
+        assert known[0] == 1 and known[-1] == 3 and known == sorted(known)
+        # the recovery runs in STARTING (as in most restarts of a real Kafka 4.x broker): on
+        # record with its figures, the logs left counting down
         recovering = [
             r
             for r in records
-            if r["brokerState"] == 2 and r["remainingSegmentsToRecover"] is not None
+            if r["brokerState"] == 1 and r["remainingSegmentsToRecover"] is not None
         ]
-        assert recovering and recovering[0]["remainingSegmentsToRecover"] > 100
+        assert recovering and recovering[0]["remainingLogsToRecover"] <= 20
+        logs = [r["remainingLogsToRecover"] for r in recovering]
+        # gauges are registered one dir at a time: a first sample may see one dir's logs only
+        counting = logs[logs.index(max(logs)) :]
+        assert counting == sorted(counting, reverse=True) and counting[-1] < counting[0]
+        assert max(r["remainingSegmentsToRecover"] for r in recovering) > 10
+        # every sample says its phase ("none" without figures); only the lost ones say nothing
+        for r in records:
+            if r["brokerState"] is None:
+                assert r["recoveryPhase"] is None
+            elif r["remainingLogsToRecover"] is None:
+                assert r["recoveryPhase"] == "none"
+            else:
+                assert r["recoveryPhase"] in {"loading", "recovering"}
+        assert {r["recoveryPhase"] for r in recovering} >= {"recovering"}
+        assert records[-1]["recoveryPhase"] == "none"  # RUNNING
         assert {r["nodeId"] for r in records} == {"kafka-7"}
         # one id per agent start, the same in the timeline and in every report
         assert {r["bootId"] for r in records} == {agent.state().json()["agentBootId"]}  # type: ignore[index]

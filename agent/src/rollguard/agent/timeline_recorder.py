@@ -1,6 +1,7 @@
 """What goes into the recovery timeline, and when; `rollguard.agent.timeline_store` writes it.
 
-A record is appended when the broker state or a recovery counter changes, when the agent loses
+A record is appended when the broker state, a recovery counter or the recovery's phase changes
+(a loading that turns out to be a recovery is worth a record of its own), when the agent loses
 or regains its samples, on the first sample of every agent start (a new boot), and as a
 heartbeat every `--heartbeat-interval` seconds while nothing changes. Writes (each fsynced) run
 on one worker thread, in order, so the event loop never waits for the disk.
@@ -23,18 +24,26 @@ from concurrent.futures import Future, ThreadPoolExecutor
 
 from rollguard.agent.sampler import Sample, Unavailable
 from rollguard.agent.timeline_store import TimelineStore
+from rollguard.shared.timeline import NO_RECOVERY, TimelinePhase
 
 logger = logging.getLogger(__name__)
 
+# What a record says about the broker: state, logs and segments left, and the recovery's phase.
+Values = tuple[int | None, int | None, int | None, TimelinePhase | None]
 
-def _values(outcome: Sample | Unavailable) -> tuple[int | None, int | None, int | None]:
+
+def _values(outcome: Sample | Unavailable) -> Values:
+    """Without a sample, nothing is known (every value null); with one, the phase is always
+    set: NO_RECOVERY says the broker is not loading its logs, which a null phase (an agent
+    older than the field) cannot."""
     if isinstance(outcome, Unavailable):
-        return None, None, None
+        return None, None, None, None
     recovery = outcome.report.recovery
     return (
         int(outcome.report.broker_state),
         recovery.remaining_logs if recovery else None,
         recovery.remaining_segments if recovery else None,
+        recovery.phase if recovery else NO_RECOVERY,
     )
 
 
@@ -58,7 +67,7 @@ class TimelineRecorder:
         self._on_write_error = on_write_error
         self._clock = clock
         self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="timeline")
-        self._last_values: tuple[int | None, int | None, int | None] | None = None
+        self._last_values: Values | None = None
         self._last_written = 0.0
         self._pending: Future[object] | None = None
         self.errors = 0
@@ -75,7 +84,7 @@ class TimelineRecorder:
         self._last_values, self._last_written = values, now
         self._pending = self._executor.submit(self._write, int(now * 1000), values)
 
-    def _write(self, ts: int, values: tuple[int | None, int | None, int | None]) -> None:
+    def _write(self, ts: int, values: Values) -> None:
         try:
             self.store.append(self.node_id, self.boot_id, ts, *values)
         except OSError as exc:

@@ -32,6 +32,7 @@ from rollguard.shared.timeline import (
     SUFFIX,
     Gap,
     Page,
+    TimelinePhase,
     TimelineRecord,
     segment_name,
     segment_seq,
@@ -107,8 +108,11 @@ class TimelineStore:
         broker_state: int | None,
         logs: int | None,
         segments: int | None,
+        phase: TimelinePhase | None = None,
     ) -> TimelineRecord:
-        """Write the next record and fsync it; returns it once it is acknowledged.
+        """Write the next record and fsync it; returns it once it is acknowledged. `phase`:
+        the recovery's, NO_RECOVERY for a sample without one, None only without a sample
+        (rollguard.shared.timeline).
 
         OSError if it could not be written (nothing of it is left on disk); the record
         then counts in `unwritten`, and the next record that is written follows a gap marker."""
@@ -121,7 +125,14 @@ class TimelineStore:
                                                None, None, None, gap))  # fmt: skip
                     self.unwritten = None
                 record = TimelineRecord(
-                    node_id, boot_id, self.last_seq + 1, ts, broker_state, logs, segments
+                    node_id,
+                    boot_id,
+                    self.last_seq + 1,
+                    ts,
+                    broker_state,
+                    logs,
+                    segments,
+                    recovery_phase=phase,
                 )
                 self._write(record)
             except OSError:

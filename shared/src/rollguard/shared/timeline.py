@@ -13,18 +13,30 @@ toTs, records}: on every page while the writes fail, and, once a write succeeds 
 marker record written before it (its `brokerState` is null: what the broker did meanwhile is not
 known), so the gap stays in the history. Readers that ignore the field see an unknown state for
 that time.
+
+`recoveryPhase` is the broker-state report's `recovery.phase` (`loading`: the log loading of a
+clean start; `recovering`: a recovery after an unclean stop), or `none` when the agent had a
+sample without a recovery object (the broker is not loading its logs); null only when the agent
+had no sample (its `brokerState` is null too). It was added later: a record without it (an
+older agent, which could not tell a loading from a recovery) reads as null, so null never means
+"not loading" when a state is set; a phase this reader does not know reads as `recovering`, as
+the broker-state report's reader does.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Final, Literal
 
 from rollguard.shared.errors import WireFormatError
+from rollguard.shared.wire import RecoveryPhase
 
 PREFIX, SUFFIX = "timeline-", ".jsonl"
 TIMELINE_PATH = "/v1/recovery-timeline"
 MAX_LIMIT = 10000  # records in one page
+# A record's recoveryPhase when the agent's sample had no recovery object.
+NO_RECOVERY: Final = "none"
+TimelinePhase = RecoveryPhase | Literal["none"]
 
 
 def segment_name(first_seq: int) -> str:
@@ -74,9 +86,11 @@ class TimelineRecord:
     remaining_logs: int | None = None
     remaining_segments: int | None = None
     unwritten: Gap | None = None  # set on a gap marker: records lost to a failing disk
+    # NO_RECOVERY: a sample without a recovery object; None: no sample, or an older agent
+    recovery_phase: TimelinePhase | None = None
 
     def to_wire(self) -> dict[str, Any]:
-        body = {
+        body: dict[str, Any] = {
             "nodeId": self.node_id,
             "bootId": self.boot_id,
             "seq": self.seq,
@@ -84,6 +98,7 @@ class TimelineRecord:
             "brokerState": self.broker_state,
             "remainingLogsToRecover": self.remaining_logs,
             "remainingSegmentsToRecover": self.remaining_segments,
+            "recoveryPhase": None if self.recovery_phase is None else str(self.recovery_phase),
         }
         if self.unwritten is not None:
             body["unwritten"] = self.unwritten.to_wire()
@@ -103,17 +118,24 @@ class TimelineRecord:
                 _optional_int(data.get("remainingLogsToRecover")),
                 _optional_int(data.get("remainingSegmentsToRecover")),
                 Gap.from_wire(data["unwritten"]) if data.get("unwritten") is not None else None,
+                _optional_phase(data.get("recoveryPhase")),
             )
         except (KeyError, TypeError, ValueError) as exc:
             raise WireFormatError(f"malformed timeline record: {exc}") from exc
         return record
 
     def same_state(self, other: TimelineRecord | None) -> bool:
-        return other is not None and (
+        """Whether `other` says the same about the broker: a change of phase alone (a clean
+        start's loading turning out to be a recovery) is a change."""
+        return other is not None and self._state() == other._state()
+
+    def _state(self) -> tuple[object, ...]:
+        return (
             self.broker_state,
             self.remaining_logs,
             self.remaining_segments,
-        ) == (other.broker_state, other.remaining_logs, other.remaining_segments)
+            self.recovery_phase,
+        )
 
 
 def _optional_int(value: object) -> int | None:
@@ -122,6 +144,17 @@ def _optional_int(value: object) -> int | None:
     if isinstance(value, bool) or not isinstance(value, int):
         raise ValueError(f"{value!r} is not an integer")
     return value
+
+
+def _optional_phase(value: object) -> TimelinePhase | None:
+    if value is None:
+        return None
+    if not isinstance(value, str):
+        raise ValueError(f"recoveryPhase {value!r} is not a string")
+    if value == NO_RECOVERY:
+        return NO_RECOVERY
+    # Unknown: the phase that claims more (a recovery), as the broker-state report's reader does.
+    return RecoveryPhase.LOADING if value == RecoveryPhase.LOADING else RecoveryPhase.RECOVERING
 
 
 @dataclass(frozen=True, slots=True)

@@ -8,22 +8,38 @@ once; everything after the window (the per-episode aggregation, the roller's eve
 Definitions (docs/architecture.md, "Recovery report", says the same for people):
 - duplicates: records with the same (cluster, node, journal, seq) are one record (the agent's
   (bootId, seq) is unique per journal; `journal` is the collector's count of journal resets);
-- an episode starts at a RECOVERY (2) record whose predecessor in the same boot and journal
-  is not RECOVERY, and takes every following RECOVERY record of that boot;
-- it ends at the first record of the same boot that is not RECOVERY: RUNNING (3) or
-  PENDING_CONTROLLED_SHUTDOWN (6) complete it, any other state or a lost sample (null state:
-  the agent could not read the broker, whose JVM went away) interrupts it; when the boot's
-  records stop in RECOVERY it was interrupted if the node has later records (a later boot),
-  and is still running otherwise;
+- a record's recoveryPhase is what the agent knew of the log loading: `recovering` (a
+  recovery after an unclean stop), `loading` (a clean start's loading: nothing is replayed) or
+  `none` (a phase-aware agent's sample without loading figures: the broker is not loading its
+  logs); null from an agent older than the field, in a dataset collected before the column
+  existed, and when the agent had no sample (the state is null too);
+- a record is in recovery when its phase is `recovering`; not when it is `loading` or `none`;
+  and, without a phase, by the rule of the older agents: its state is RECOVERY (2), or STARTING
+  (1) with remainingLogsToRecover (a Kafka 4.x broker loads its logs in either state). A
+  phase-aware agent's RECOVERY record without figures (before the loading, or after it while
+  the broker waits to be unfenced) is therefore no recovery;
+- an episode starts at a record in recovery whose predecessor in the same boot and journal is
+  not in recovery, and takes every following record in recovery of that boot;
+- it ends at the first record of the same boot that is not in recovery, which completes it when
+  the recovery is over: RUNNING (3) or PENDING_CONTROLLED_SHUTDOWN (6), or a phase-aware record
+  (`none`) in STARTING or RECOVERY (the logs are loaded and the broker waits for its
+  registration to be accepted, up to the old one's session timeout). Anything else interrupts
+  it: another state, a `loading` record, a record without a phase in STARTING or NOT_RUNNING,
+  a lost sample (null state: the agent could not read the broker, whose JVM went away). When
+  the boot's records stop in recovery it was interrupted if the node has later records (a
+  later boot), and is still running otherwise;
 - progress is a fall of remainingSegmentsToRecover (or completion); a stall is the time from
   the episode's start or its last progress to a record; the longest stall is the largest;
 - counters may be missing (null) on any record; an episode's start counters are those of its
   first record that has them, and its mean rate is segments recovered per second from there;
 - missing records: the sum of the jumps in seq within the episode (including just before its
   first record), so an episode seen through a gap is flagged rather than silently shortened;
-- ETA accuracy: at the first RECOVERY record where the recovered fraction of the start
+- ETA accuracy: at the first record in recovery where the recovered fraction of the start
   segments reaches 25 %, 50 % or 75 %, the finish predicted from the mean rate so far, against
   the actual finish of completed episodes.
+Progress, rates and ETAs are still counted in segments, although on a real broker the segment
+count is per log (it rises when a recovery thread starts its next log) and the log count is the
+measure of progress (rollguard.shared.wire).
 """
 
 from __future__ import annotations
@@ -39,7 +55,9 @@ from pyspark.sql.types import (
     StructType,
 )
 
-RECOVERY = 2
+STARTING, RECOVERY = 1, 2
+# recoveryPhase values (rollguard.shared.wire.RecoveryPhase, rollguard.shared.timeline)
+LOADING, NO_RECOVERY = "loading", "none"
 DONE_STATES = (3, 6)  # RUNNING, PENDING_CONTROLLED_SHUTDOWN: recovery is over
 FRACTIONS = (25, 50, 75)
 EPISODE_KEY = ("cluster", "node", "episode")
@@ -55,6 +73,7 @@ TIMELINE_SCHEMA = StructType(
         StructField("brokerState", IntegerType(), True),
         StructField("remainingLogsToRecover", IntegerType(), True),
         StructField("remainingSegmentsToRecover", IntegerType(), True),
+        StructField("recoveryPhase", StringType(), True),  # null in older datasets
         StructField("cluster", StringType(), False),
         StructField("date", StringType(), False),
     ]
@@ -77,6 +96,22 @@ def _seconds(ms: Column) -> Column:
     return ms.cast("double") / 1000.0
 
 
+def in_recovery(state: Column, logs: Column, phase: Column) -> Column:
+    """Whether a record is in recovery (the module's definition); never null. A phase this
+    job does not know counts as `recovering`, as the agent's readers take it."""
+    legacy = (state == RECOVERY) | ((state == STARTING) & logs.isNotNull())
+    return F.when(phase.isNull(), F.coalesce(legacy, F.lit(False))).otherwise(
+        ~phase.isin(LOADING, NO_RECOVERY)
+    )
+
+
+def recovery_over(state: Column, phase: Column) -> Column:
+    """Whether a record that ends an episode completes it (the module's definition); never
+    null."""
+    waiting = (phase == NO_RECOVERY) & state.isin(STARTING, RECOVERY)
+    return F.coalesce(state.isin(*DONE_STATES) | waiting, F.lit(False))
+
+
 def annotate(timeline: DataFrame) -> DataFrame:
     """Each record with its episode number and what the episode's aggregation needs."""
     w = Window.partitionBy("cluster", "node").orderBy("journal", "seq")
@@ -92,6 +127,10 @@ def annotate(timeline: DataFrame) -> DataFrame:
         F.col("brokerState").alias("state"),
         F.col("remainingLogsToRecover").alias("logs"),
         F.col("remainingSegmentsToRecover").alias("segs"),
+        in_recovery(
+            F.col("brokerState"), F.col("remainingLogsToRecover"), F.col("recoveryPhase")
+        ).alias("rec"),
+        recovery_over(F.col("brokerState"), F.col("recoveryPhase")).alias("finished"),
     )
     # Duplicates are neighbours in this order: keep the first of each (journal, seq).
     dup = (F.lag("seq").over(w) == F.col("seq")) & (F.lag("journal").over(w) == F.col("journal"))
@@ -102,11 +141,10 @@ def annotate(timeline: DataFrame) -> DataFrame:
         & (F.lag("journal").over(w) == F.col("journal")),
         F.lit(False),
     )
-    prev_rec = same_boot & F.coalesce(F.lag("state").over(w) == RECOVERY, F.lit(False))
+    prev_rec = same_boot & F.coalesce(F.lag("rec").over(w), F.lit(False))
     same_journal = F.lag("journal").over(w) == F.col("journal")
     t = t.select(
         "*",
-        F.coalesce(F.col("state") == RECOVERY, F.lit(False)).alias("rec"),
         prev_rec.alias("prevRec"),
         F.when(same_journal, F.col("seq") - F.lag("seq").over(w) - 1).otherwise(0).alias("missing"),
         F.lead("seq").over(w).isNotNull().alias("hasNext"),
@@ -124,7 +162,7 @@ def annotate(timeline: DataFrame) -> DataFrame:
     counted = F.col("rec") & F.col("segs").isNotNull()
     prev_segs = F.last(F.when(counted, F.struct("episode", "segs")), ignorenulls=True).over(before)
     prev_segs_here = F.when(prev_segs["episode"] == F.col("episode"), prev_segs["segs"])
-    done = F.col("end") & F.col("state").isin(*DONE_STATES)
+    done = F.col("end") & F.col("finished")
     t = t.select(
         "*",
         (counted & prev_segs_here.isNull()).alias("first"),
@@ -157,7 +195,7 @@ def episodes(timeline: DataFrame, events: DataFrame | None = None) -> DataFrame:
     aggs = [
         F.min(F.when(rec, F.struct("seq", "ts", "bootId", "journal"))).alias("_first"),
         F.max(F.when(rec, F.struct("seq", "ts", "hasNext"))).alias("_last"),
-        F.max(F.when(F.col("end"), F.struct("seq", "ts", "state"))).alias("_end"),
+        F.max(F.when(F.col("end"), F.struct("seq", "ts", "finished"))).alias("_end"),
         F.min(F.when(counted, F.struct("seq", "ts", "segs", "logs"))).alias("_origin"),
         F.max(F.when(counted, F.struct("seq", "ts", "segs"))).alias("_latest"),
         F.max("stall").alias("_stall"),
@@ -172,7 +210,7 @@ def episodes(timeline: DataFrame, events: DataFrame | None = None) -> DataFrame:
 
     start = F.col("_first")["ts"]
     ended = F.col("_end").isNotNull()
-    completed = ended & F.col("_end")["state"].isin(*DONE_STATES)
+    completed = ended & F.col("_end")["finished"]
     outcome = (
         F.when(completed, "completed")
         .when(ended | F.col("_last")["hasNext"], "interrupted")

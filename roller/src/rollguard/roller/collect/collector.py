@@ -61,6 +61,11 @@ TIMELINE_SCHEMA = pa.schema(
         pa.field("brokerState", pa.int32()),
         pa.field("remainingLogsToRecover", pa.int32()),
         pa.field("remainingSegmentsToRecover", pa.int32()),
+        # "loading" / "recovering" (rollguard.shared.wire.RecoveryPhase), or "none": a sample
+        # without a recovery object (rollguard.shared.timeline); null without a sample, from
+        # older agents, and in datasets collected before it: readers then judge the record
+        # by its state and counters alone
+        pa.field("recoveryPhase", pa.string()),
     ]
 )
 EVENTS_SCHEMA = pa.schema(
@@ -305,6 +310,7 @@ def _row(node: str, journal: int, record: TimelineRecord) -> dict[str, Any]:
         "brokerState": record.broker_state,
         "remainingLogsToRecover": record.remaining_logs,
         "remainingSegmentsToRecover": record.remaining_segments,
+        "recoveryPhase": None if record.recovery_phase is None else str(record.recovery_phase),
     }
 
 
