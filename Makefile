@@ -12,11 +12,12 @@ KAFKA := build/kafka/$(KAFKA_NEWEST)/.resolved build/kafka/$(KAFKA_OLDEST)/.reso
 
 .PHONY: test demo demo-agent lint bench venv broker kafka format clean image test-image test-security
 
-# Two workers, each taking whole test files (module fixtures stay in one process): most tests
-# wait on real processes, so two cores run the suite in about 60 % of the time of one worker.
-# Tests marked `alone` measure timings and run afterwards, with nothing beside them.
+# Four workers, each taking whole test files (module fixtures, such as a real Kafka cluster,
+# stay in one process): most tests wait on real processes (Kafka restarts, agents, Spark), so
+# two cores run four at once; the real-Kafka files go first (tests/conftest.py). Tests marked
+# `alone` measure timings and run afterwards, with nothing beside them.
 test: lint $(BROKER) $(KAFKA)
-	$(BIN)/pytest -n 2 --dist loadfile -m "not alone"
+	$(BIN)/pytest -n 4 --dist loadfile -m "not alone" --durations=25
 	$(BIN)/pytest -m alone
 
 demo: $(INSTALLED) $(BROKER) build/kafka/$(KAFKA_NEWEST)/.resolved

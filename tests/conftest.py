@@ -12,6 +12,13 @@ from kafka.net.inet import KafkaNetSocket
 from helpers import Pki, build_broker, make_pki
 
 
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """The real-Kafka modules first. They are the longest files (a KRaft cluster each, minutes
+    of restarts that mostly wait), so they start at once beside the quick files, rather than
+    last with the other workers idle."""
+    items.sort(key=lambda item: not item.nodeid.startswith("tests/test_real_kafka"))
+
+
 @pytest.fixture(scope="session")
 def pki(tmp_path_factory: pytest.TempPathFactory) -> Pki:
     return make_pki(tmp_path_factory.mktemp("pki"))
