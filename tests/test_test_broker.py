@@ -238,7 +238,7 @@ def test_a_clean_start_loads_its_logs_with_null_segment_gauges(pki: Pki, classpa
     assert len(loading) >= 3
     totals = [sum(r.logs.values()) for r in loading]
     assert totals[0] <= 14 and totals == sorted(totals, reverse=True) and totals[-1] < totals[0]
-    assert all(set(r.segments.values()) == {None} for r in seen)
+    assert all(set(r.segments.values()) <= {None} for r in seen)  # partial reads: none yet
     assert {int(r.report.broker_state) for r in loading} == {1}
     assert {r.report.recovery.phase for r in loading} == {RecoveryPhase.LOADING}  # type: ignore[union-attr]
     # after the loading: STARTING without gauges (registration not yet acknowledged), then on
