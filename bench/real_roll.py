@@ -47,7 +47,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from rollguard.peers.processes import BIN, Pki, make_pki
+from rollguard.peers.processes import Pki, make_pki
 from rollguard.peers.realclients import Canary, IsrSampler
 from rollguard.peers.realcluster import RealCluster, real_cluster
 from rollguard.peers.realkafka import NEWEST, STARTED, KafkaCluster, KafkaNode
@@ -86,22 +86,10 @@ class TimedCluster(RealCluster):
         record.started = time.time()
 
 
-def rollguard_roll(cluster: RealCluster, pki: Pki, folder: Path) -> dict[str, Any]:
+def rollguard_roll(cluster: RealCluster, folder: Path) -> dict[str, Any]:
     """`rollguard roll` as an operator runs it: the inventory, no timing flag."""
     done = subprocess.run(
-        [
-            str(BIN / "rollguard"),
-            "roll",
-            "--inventory",
-            str(cluster.inventory()),
-            "--bootstrap",
-            cluster.kafka.bootstrap,
-            *pki.client_flags(),
-            "--state-dir",
-            str(folder / "state"),
-            "--roll-id",
-            "bench-1",
-        ],
+        cluster.roll_command(folder / "state", "bench-1"),
         capture_output=True,
         text=True,
         timeout=900,
@@ -282,7 +270,7 @@ def measure(
     print(f"{roller}: rolling", file=sys.stderr, flush=True)
     since = time.time()
     if roller == "rollguard":
-        roll = watched(kafka, lambda: rollguard_roll(cluster, pki, folder))
+        roll = watched(kafka, lambda: rollguard_roll(cluster, folder))
     else:
         roll = watched(kafka, lambda: naive_roll(cluster, args.naive_timeout))
     restarts = restart_times(cluster, since)

@@ -51,7 +51,7 @@ def main() -> int:
         for n in range(3)
     )
     say("1. A real Kafka 4.4.0 cluster: 3 KRaft nodes, 150 MB of data, an agent beside each")
-    with real_cluster(WORK, pki, combined=3, name="demo") as cluster:
+    with real_cluster(WORK, pki, data_mb=150, combined=3, name="demo") as cluster:
         cluster.recover_on_next_restart(1)
         inventory = cluster.inventory()
         print(f"inventory: {inventory}\nKafka bootstrap: {cluster.kafka.bootstrap}")

@@ -13,7 +13,7 @@ from typing import Any
 
 from rollguard.peers.realcluster import RealCluster
 
-from helpers import BIN, Pki
+from helpers import Pki
 
 ROLL_ID = "real-1"
 
@@ -55,21 +55,21 @@ def follow(cluster: RealCluster, node_id: int, until: float, every: float = 0.2)
 
 def roll(cluster: RealCluster, pki: Pki, folder: Path, *extra: str, timeout: float = 900) -> Any:
     """`rollguard roll` with the inventory, as an operator runs it: no timing flag."""
-    command = [
-        str(BIN / "rollguard"),
-        "roll",
-        "--inventory",
-        str(cluster.inventory()),
-        "--bootstrap",
-        cluster.kafka.bootstrap,
-        *pki.client_flags(),
-        "--state-dir",
-        str(folder / "state"),
-        "--roll-id",
-        ROLL_ID,
-        *extra,
-    ]
+    command = cluster.roll_command(folder / "state", ROLL_ID, *extra)
     return subprocess.run(command, capture_output=True, text=True, timeout=timeout)
+
+
+def until_running_again(
+    cluster: RealCluster, node_id: int, before: str, since: float
+) -> list[Seen]:
+    """The node's agent read until it reports RUNNING for a JVM other than `before` (its
+    `brokerStartedAt`), within 240 s of `since`; every answer, in order."""
+    seen: list[Seen] = []
+    for answer in follow(cluster, node_id, until=since + 240):
+        seen.append(answer)
+        if answer.state == 3 and answer.body.get("brokerStartedAt") != before:
+            return seen
+    raise AssertionError(f"node {node_id} not RUNNING again: last answers {seen[-5:]}")
 
 
 def events(folder: Path) -> list[dict[str, Any]]:

@@ -1,7 +1,7 @@
 """The agent and the roller on a real Apache Kafka (the newest 4.x): 3 combined KRaft nodes.
 
 One cluster for the module (starting one costs ~15 s of two cores): topics with replication 3
-and min ISR 2 (the internal ones too), 150 MB in `bulk`, a real `rollguard-agent` beside each
+and min ISR 2 (the internal ones too), 100 MB in `bulk`, a real `rollguard-agent` beside each
 node. The agent's tests restart nodes directly; the last test rolls the whole cluster with
 `rollguard roll` at its defaults while an independent ISR sampler and a canary producer and
 consumer watch from outside.
@@ -24,7 +24,7 @@ from rollguard.roller.roll.kafka_admin import KafkaObserver
 from rollguard.shared.wire import parse_time
 
 from helpers import BIN, Pki, wait_until
-from real_kafka import Seen, events, follow, look, roll
+from real_kafka import events, follow, look, roll, until_running_again
 
 
 @pytest.fixture(scope="module")
@@ -71,15 +71,8 @@ def test_a_real_recovery_is_reported_in_starting_or_recovery_with_its_logs_count
     node.stop()  # a controlled shutdown: the old JVM serves JMX until it has exited
     restarted = time.monotonic()
     node.prepare_recovery()
-    node.recovery_cpu = 0.1  # ~10 s is enough here; the roll below waits out a longer one
     node.start(throttle_loading=True)
-    seen: list[Seen] = []
-    for answer in follow(cluster, 2, until=restarted + 240):
-        seen.append(answer)
-        if answer.state == 3 and answer.body.get("brokerStartedAt") != before:
-            break
-    else:
-        raise AssertionError(f"node 2 not RUNNING again: last answers {seen[-5:]}")
+    seen = until_running_again(cluster, 2, before, restarted)
     # once the old JVM is gone, the agent stops serving its sample within a couple of seconds
     first_new = next(s for s in seen if s.status != 200 or s.body.get("brokerStartedAt") != before)
     assert first_new.at - restarted < 3.0, seen[:5]

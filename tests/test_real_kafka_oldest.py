@@ -19,13 +19,13 @@ from rollguard.peers.realkafka import OLDEST
 from rollguard.roller.roll.kafka_admin import KafkaObserver
 
 from helpers import Pki
-from real_kafka import Seen, follow, look
+from real_kafka import look, until_running_again
 
 
 @pytest.fixture(scope="module")
 def cluster(pki: Pki, tmp_path_factory: pytest.TempPathFactory) -> Iterator[RealCluster]:
     folder = tmp_path_factory.mktemp("real-kafka-oldest")
-    with real_cluster(folder, pki, data_mb=100, combined=3, version=OLDEST) as real:
+    with real_cluster(folder, pki, data_mb=60, combined=3, version=OLDEST) as real:
         yield real
 
 
@@ -46,13 +46,7 @@ def test_a_real_recovery_on_4_0_is_reported_with_its_logs_counting_down(
     before = look(cluster, 1).body["brokerStartedAt"]
     restarted = time.monotonic()
     cluster.kafka.nodes[1].restart(recover=True)
-    seen: list[Seen] = []
-    for answer in follow(cluster, 1, until=restarted + 240):
-        seen.append(answer)
-        if answer.state == 3 and answer.body.get("brokerStartedAt") != before:
-            break
-    else:
-        raise AssertionError(f"node 1 not RUNNING again: last answers {seen[-5:]}")
+    seen = until_running_again(cluster, 1, before, restarted)
     recovering = [s for s in seen if s.recovery is not None]
     assert recovering and {s.state for s in recovering} <= {1, 2}
     assert {s.recovery["phase"] for s in recovering if s.recovery} == {"recovering"}

@@ -21,10 +21,10 @@ from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
-from rollguard.peers.processes import Agent, Pki, wait_until
+from rollguard.peers.processes import BIN, Agent, Pki, wait_until
 from rollguard.peers.realkafka import KafkaCluster, KafkaNode
 
-DATA_MB = 150  # per node (replication 3 on 3 brokers): ~20-30 s of recovery at 10 % of a core
+DATA_MB = 100  # per node (replication 3 on 3 brokers): ~25 s of recovery at 5 % of a core
 
 
 @dataclass
@@ -154,6 +154,24 @@ class RealCluster:
         ]
         path.write_text(json.dumps({"cluster": self.name, "nodes": nodes}, indent=2))
         return path
+
+    def roll_command(self, state_dir: Path, roll_id: str, *extra: str) -> list[str]:
+        """`rollguard roll` with this cluster's inventory, as an operator runs it: the client
+        certificate and the state dir, and no timing flag (the roll's defaults)."""
+        return [
+            str(BIN / "rollguard"),
+            "roll",
+            "--inventory",
+            str(self.inventory()),
+            "--bootstrap",
+            self.kafka.bootstrap,
+            *self.pki.client_flags(),
+            "--state-dir",
+            str(state_dir),
+            "--roll-id",
+            roll_id,
+            *extra,
+        ]
 
     def stop_agents(self) -> None:
         """SIGTERM to every agent at once, then wait for each (killed after 10 s)."""
