@@ -38,8 +38,35 @@ __all__ = [
     "curl",
     "free_port",
     "make_pki",
+    "state_of",
+    "until_running",
     "wait_until",
 ]
+
+
+def state_of(agent: Agent) -> dict[str, object] | None:
+    """The agent's broker-state body when it answers 200, else None."""
+    answer = agent.state()
+    if answer.status != 200:
+        return None
+    body = answer.json()
+    assert isinstance(body, dict)
+    return body
+
+
+def until_running(agent: Agent, timeout: float = 30) -> list[dict[str, object]]:
+    """Every 200 body the agent serves (polled every 0.2 s) until one says RUNNING."""
+    bodies: list[dict[str, object]] = []
+
+    def running() -> bool:
+        body = state_of(agent)
+        if body is not None:
+            bodies.append(body)
+            return body["brokerState"] == 3
+        return False
+
+    wait_until(running, timeout=timeout, interval=0.2, what="RUNNING")
+    return bodies
 
 
 def free_port() -> int:

@@ -19,7 +19,17 @@ from rollguard.certs.pki import Issued, issue, write_pair
 from rollguard.shared.tls import read_certificates
 from rollguard.shared.wire import parse_time
 
-from helpers import Agent, Broker, Pki, SilentJmxPort, curl, free_port, wait_until
+from helpers import (
+    Agent,
+    Broker,
+    Pki,
+    SilentJmxPort,
+    curl,
+    free_port,
+    state_of,
+    until_running,
+    wait_until,
+)
 
 
 @pytest.fixture(scope="module", autouse=True, params=["persistent", "jmxquery"])
@@ -28,15 +38,6 @@ def jmx_backend(request: pytest.FixtureRequest) -> Iterator[str]:
     with pytest.MonkeyPatch.context() as patch:
         patch.setenv("ROLLGUARD_AGENT_JMX_BACKEND", request.param)
         yield request.param
-
-
-def state_of(agent: Agent) -> dict[str, object] | None:
-    answer = agent.state()
-    if answer.status != 200:
-        return None
-    body = answer.json()
-    assert isinstance(body, dict)
-    return body
 
 
 def test_curl_follows_a_broker_through_starting_recovery_and_running(
@@ -64,16 +65,7 @@ def test_curl_follows_a_broker_through_starting_recovery_and_running(
         ),
     ):
         assert f"({jmx_backend})" in agent.output.text()  # the backend this run is about
-        seen: list[dict[str, object]] = []
-
-        def running() -> bool:
-            body = state_of(agent)
-            if body is not None:
-                seen.append(body)
-                return body["brokerState"] == 3
-            return False
-
-        wait_until(running, timeout=30, interval=0.2, what="RUNNING")
+        seen = until_running(agent)
 
     states = [body["brokerState"] for body in seen]
     assert 1 in states and states[-1] == 3

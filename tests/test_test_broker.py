@@ -20,7 +20,7 @@ from rollguard.agent.jvm import reader_classpath
 from rollguard.agent.readings import QUERIES, MBeanValue, SampleError, interpret
 from rollguard.shared.wire import BrokerStateReport, RecoveryPhase, RecoveryProgress
 
-from helpers import Agent, Broker, Pki, wait_until
+from helpers import Agent, Broker, Pki, until_running
 
 LOGS = "kafka.log:type=LogManager,name=remainingLogsToRecover"
 DIR = re.compile(r'[:,]dir=("[^"]*")')
@@ -213,15 +213,6 @@ def test_an_unknown_recovery_state_is_refused() -> None:
         broker.output.wait_for("--recovery-state must be 1 \\(STARTING\\) or 2")
 
 
-def state_of(agent: Agent) -> dict[str, object] | None:
-    answer = agent.state()
-    if answer.status != 200:
-        return None
-    body = answer.json()
-    assert isinstance(body, dict)
-    return body
-
-
 def test_a_clean_start_loads_its_logs_with_null_segment_gauges(pki: Pki, classpath: Path) -> None:
     # STARTING 2 s, then 3 s of loading 14 logs (gauges, nothing recovered), then STARTING for
     # 1.5 s more until the registration is acknowledged, 0.1 s of RECOVERY and RUNNING
@@ -248,16 +239,7 @@ def test_a_clean_start_loads_its_logs_with_null_segment_gauges(pki: Pki, classpa
 
     # and through a running agent, as a roller sees it: state 1 and the phase `loading`
     with Broker(*flags) as broker, Agent(pki, broker.address) as agent:
-        bodies: list[dict[str, object]] = []
-
-        def running() -> bool:
-            body = state_of(agent)
-            if body is not None:
-                bodies.append(body)
-                return body["brokerState"] == 3
-            return False
-
-        wait_until(running, timeout=30, interval=0.2, what="RUNNING")
+        bodies = until_running(agent)
     reported = [body for body in bodies if "recovery" in body]
     assert reported and {body["brokerState"] for body in reported} == {1}
     assert {body["recovery"]["phase"] for body in reported} == {"loading"}  # type: ignore[index]
