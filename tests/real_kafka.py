@@ -13,8 +13,6 @@ from typing import Any
 
 from rollguard.peers.realcluster import RealCluster
 
-from helpers import Pki
-
 ROLL_ID = "real-1"
 
 
@@ -53,7 +51,7 @@ def follow(cluster: RealCluster, node_id: int, until: float, every: float = 0.2)
         time.sleep(every)
 
 
-def roll(cluster: RealCluster, pki: Pki, folder: Path, *extra: str, timeout: float = 900) -> Any:
+def roll(cluster: RealCluster, folder: Path, *extra: str, timeout: float = 900) -> Any:
     """`rollguard roll` with the inventory, as an operator runs it: no timing flag."""
     command = cluster.roll_command(folder / "state", ROLL_ID, *extra)
     return subprocess.run(command, capture_output=True, text=True, timeout=timeout)

@@ -124,7 +124,7 @@ def test_a_roll_waits_out_a_real_recovery_and_costs_clients_no_failed_send(
     kafka = cluster.kafka
     with IsrSampler(kafka.bootstrap, {"*": 2}) as isr, Canary(kafka.bootstrap, "canary") as canary:
         started = time.monotonic()
-        done = roll(cluster, pki, tmp_path)
+        done = roll(cluster, tmp_path)
         took = time.monotonic() - started
     assert done.returncode == 0, done.stdout + done.stderr
     assert [cluster.restarts.of(n) for n in kafka.nodes] == [1, 1, 1]

@@ -46,7 +46,7 @@ def test_controllers_one_at_a_time_then_brokers_two_by_two_a_rack_at_a_time(
     kafka = cluster.kafka
     with IsrSampler(kafka.bootstrap, {"*": 2}, quorum=True) as isr:
         started = time.monotonic()
-        done = roll(cluster, pki, tmp_path, "--max-batch-size", "2")
+        done = roll(cluster, tmp_path, "--max-batch-size", "2")
         took = time.monotonic() - started
     assert done.returncode == 0, done.stdout + done.stderr
     assert [cluster.restarts.of(n) for n in kafka.nodes] == [1] * 9
