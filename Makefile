@@ -8,7 +8,10 @@ BROKER := build/testbroker/TestBroker.class
 # newest 4.x, and the oldest rollguard supports. A changed pom resolves again.
 KAFKA_NEWEST := 4.4.0
 KAFKA_OLDEST := 4.0.0
-KAFKA := build/kafka/$(KAFKA_NEWEST)/.resolved build/kafka/$(KAFKA_OLDEST)/.resolved
+# Kafka Connect's own version: connect-file and connect-mirror are served up to 4.3.1 here.
+CONNECT_VERSION := 4.3.1
+KAFKA := build/kafka/$(KAFKA_NEWEST)/.resolved build/kafka/$(KAFKA_OLDEST)/.resolved \
+	build/kafka-connect/$(CONNECT_VERSION)/.resolved
 
 .PHONY: test demo demo-agent lint bench venv broker kafka format clean image test-image test-security
 
@@ -100,6 +103,15 @@ build/kafka/%/.resolved: tests/kafka/pom.xml
 		-DoutputDirectory=$(CURDIR)/build/kafka/$*/lib >build/kafka/$*/mvn.log 2>&1 \
 		|| { echo "Kafka $*'s jars could not be resolved from Maven Central: $$(grep -m1 -o 'Could not .*' build/kafka/$*/mvn.log || tail -n1 build/kafka/$*/mvn.log) (full log: build/kafka/$*/mvn.log)"; exit 1; }
 	@echo "Kafka $*: $$(ls build/kafka/$*/lib | wc -l) jars in build/kafka/$*/lib"
+	@touch $@
+
+build/kafka-connect/%/.resolved: tests/kafka/connect/pom.xml
+	@command -v mvn >/dev/null || { echo "mvn not found: Kafka Connect's jars come from Maven Central through Maven (apt-get install maven)"; exit 1; }
+	@rm -rf build/kafka-connect/$*/lib && mkdir -p build/kafka-connect/$*
+	@mvn -q -B -f tests/kafka/connect/pom.xml dependency:copy-dependencies -Dconnect.version=$* \
+		-DoutputDirectory=$(CURDIR)/build/kafka-connect/$*/lib >build/kafka-connect/$*/mvn.log 2>&1 \
+		|| { echo "Kafka Connect $*'s jars could not be resolved from Maven Central: $$(grep -m1 -o 'Could not .*' build/kafka-connect/$*/mvn.log || tail -n1 build/kafka-connect/$*/mvn.log) (full log: build/kafka-connect/$*/mvn.log)"; exit 1; }
+	@echo "Kafka Connect $*: $$(ls build/kafka-connect/$*/lib | wc -l) jars in build/kafka-connect/$*/lib"
 	@touch $@
 
 clean:

@@ -13,10 +13,11 @@ from helpers import Pki, build_broker, make_pki
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """The real-Kafka modules first. They are the longest files (a KRaft cluster each, minutes
+    """The real-Kafka and real-Connect modules first. They are the longest files (a KRaft cluster
+    each, minutes
     of restarts that mostly wait), so they start at once beside the quick files, rather than
     last with the other workers idle."""
-    items.sort(key=lambda item: not item.nodeid.startswith("tests/test_real_kafka"))
+    items.sort(key=lambda item: not item.nodeid.startswith("tests/test_real_"))
 
 
 @pytest.fixture(scope="session")

@@ -32,6 +32,8 @@ __all__ = ["ConnectClient", "ConnectError", "ConnectorStatus", "TaskState", "par
 OPERATION = "connect-rest"
 T = TypeVar("T")
 SETTLING = frozenset({"RESTARTING", "UNASSIGNED"})  # states on the way to another one
+STATUS_PENDING = 5.0  # a new connector's status appears within a few hundred ms (4.3.1)
+STATUS_PENDING_POLL = 0.1
 
 
 class ConnectError(RollguardError):
@@ -209,8 +211,44 @@ class ConnectClient:
         return await self._read("GET", "/connectors", None, parse, params={"expand": "status"})
 
     async def status(self, connector: str) -> ConnectorStatus:
+        """The connector's status. A connector just created has none for a few hundred ms
+        (404 "No status found"): when the connector itself exists, asked again for up to
+        `STATUS_PENDING` seconds before that 404 is the answer."""
         path = f"/connectors/{_name(connector)}/status"
-        return await self._read("GET", path, connector, ConnectorStatus.from_json)
+        waited = 0.0
+        while True:
+            try:
+                return await self._read("GET", path, connector, ConnectorStatus.from_json)
+            except ConnectError as exc:
+                if (
+                    exc.status != 404
+                    or waited >= STATUS_PENDING
+                    or not await self.exists(connector)
+                ):
+                    raise
+            await self._sleep(STATUS_PENDING_POLL)
+            waited += STATUS_PENDING_POLL
+
+    async def exists(self, connector: str) -> bool:
+        """`GET /connectors/{name}`: 200 or 404."""
+        try:
+            await self._call("GET", f"/connectors/{_name(connector)}", connector)
+        except ConnectError as exc:
+            if exc.status == 404:
+                return False
+            raise
+        return True
+
+    async def task_ids(self, connector: str) -> list[int]:
+        """The task configs (`GET /connectors/{name}/tasks`): the tasks Connect means to run;
+        none while the connector is STOPPED, and none until a started connector made them."""
+
+        def parse(body: Any) -> list[int]:
+            if not isinstance(body, list):
+                raise ValueError("not a list of task configs")
+            return sorted(int(t["id"]["task"]) for t in body)
+
+        return await self._read("GET", f"/connectors/{_name(connector)}/tasks", connector, parse)
 
     async def restart(
         self, connector: str, *, include_tasks: bool = False, only_failed: bool = False

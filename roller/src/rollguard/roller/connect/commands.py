@@ -173,8 +173,15 @@ def restart(args: argparse.Namespace, options: WaitOptions, environ: Mapping[str
             status=status,
         )
         if wait is not None:
-            report.states = await operations.settle(client, target, timeout=wait)
+            report.states = await operations.settle(
+                client, target, timeout=wait, watch=report.watch
+            )
             report.lines.append(f"connector {target}: settled, nothing FAILED")
+            for key in sorted(report.watch.unseen):
+                report.lines.append(
+                    f"  {key}: RUNNING before and after; its restart was not seen (Connect "
+                    "shows RESTARTING for ~15 ms)"
+                )
         _report(options, report)
 
     async def work() -> int:

@@ -1,0 +1,304 @@
+"""A real Kafka Connect for tests and the docs: distributed workers run from Kafka's own jars.
+
+`make kafka` resolves Connect's jars (connect-runtime, connect-file, connect-mirror) from Maven
+Central into `build/kafka-connect/<version>/lib` (`tests/kafka/connect/pom.xml`). A worker is
+`org.apache.kafka.connect.cli.ConnectDistributed worker.properties` in its own JVM, REST on
+127.0.0.1, the file and MirrorMaker 2 connectors found on its classpath. Workers of one
+`ConnectCluster` share a group and its three internal topics, so a second worker joining or
+leaving is a real rebalance.
+
+Test-friendly settings, written down: offsets are flushed every second (Kafka's default is a
+minute, `offset.flush.interval.ms`), and a departed worker's connectors are reassigned after
+3 s (`scheduled.rebalance.max.delay.ms`, 5 minutes by default). Everything else is Connect's
+default. A worker is ready when `GET /health` answers 200 (KIP-1017: the worker has joined its
+group and read its config topic).
+
+`ConnectCluster.single_node_kafka(folder)` starts the one-node KRaft cluster the Connect tests
+share (replication 1, min ISR 1).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import signal
+import subprocess
+import urllib.error
+import urllib.request
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+from urllib.parse import quote
+
+from rollguard.peers.processes import ROOT, wait_until
+from rollguard.peers.realkafka import _LIVE, KafkaCluster, free_port
+
+CONNECT_VERSION = "4.3.1"  # connect-file/connect-mirror 4.4.0 are not on Maven Central here
+CONNECT_BUILD = ROOT / "build" / "kafka-connect"
+
+# Properties, not YAML: Connect's classpath has no Jackson YAML for log4j2 to read YAML with.
+_LOG4J2 = """\
+status = warn
+appender.out.type = Console
+appender.out.name = STDOUT
+appender.out.layout.type = PatternLayout
+appender.out.layout.pattern = [%d{ISO8601}] %p %m (%c)%n
+rootLogger.level = warn
+rootLogger.appenderRef.out.ref = STDOUT
+logger.herder.name = org.apache.kafka.connect.runtime.distributed.DistributedHerder
+logger.herder.level = info
+logger.worker.name = org.apache.kafka.connect.runtime.Worker
+logger.worker.level = info
+"""
+
+
+class ConnectJarsMissing(RuntimeError):
+    """Connect's jars are not in build/kafka-connect (run `make kafka`)."""
+
+
+def connect_lib(version: str = CONNECT_VERSION) -> Path:
+    lib = CONNECT_BUILD / version / "lib"
+    if not any(lib.glob("connect-runtime-*.jar")):
+        raise ConnectJarsMissing(
+            f"Kafka Connect {version}'s jars are not in {lib}: run `make kafka` "
+            "(it needs mvn and a JDK 17)"
+        )
+    return lib
+
+
+def rest(url: str, method: str = "GET", body: Any = None, timeout: float = 10) -> tuple[int, Any]:
+    """One REST call: (status, parsed JSON or text). For fixtures and checks beside the CLI."""
+    data = json.dumps(body).encode() if body is not None else None
+    request = urllib.request.Request(url, data=data, method=method)
+    request.add_header("Content-Type", "application/json")
+    request.add_header("Accept", "application/json")
+    try:
+        with urllib.request.urlopen(request, timeout=timeout) as response:
+            status, text = response.status, response.read().decode()
+    except urllib.error.HTTPError as exc:
+        status, text = exc.code, exc.read().decode()
+    try:
+        return status, json.loads(text) if text else None
+    except json.JSONDecodeError:
+        return status, text
+
+
+@dataclass
+class ConnectWorker:
+    """One distributed worker: its folder, REST port, process and log."""
+
+    folder: Path
+    lib: Path
+    properties: dict[str, str]
+    heap: str = "256m"
+    port: int = field(default_factory=free_port)
+    process: subprocess.Popen[bytes] | None = None
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    @property
+    def worker_id(self) -> str:
+        """What the worker's status entries name it by (rest.advertised host:port)."""
+        return f"127.0.0.1:{self.port}"
+
+    @property
+    def log_file(self) -> Path:
+        return self.folder / "connect.log"
+
+    def log_text(self) -> str:
+        try:
+            return self.log_file.read_text(errors="replace")
+        except FileNotFoundError:
+            return ""
+
+    def running(self) -> bool:
+        return self.process is not None and self.process.poll() is None
+
+    def start(self) -> None:
+        if self.running():
+            raise RuntimeError(f"the Connect worker on port {self.port} is already running")
+        self.folder.mkdir(parents=True, exist_ok=True)
+        config = self.folder / "worker.properties"
+        props = {
+            **self.properties,
+            "listeners": f"http://127.0.0.1:{self.port}",
+            "rest.advertised.host.name": "127.0.0.1",
+            "rest.advertised.port": str(self.port),
+        }
+        config.write_text("".join(f"{k}={v}\n" for k, v in props.items()))
+        (self.folder / "log4j2.properties").write_text(_LOG4J2)
+        command = [
+            "java",
+            f"-Xmx{self.heap}",
+            "-XX:TieredStopAtLevel=1",
+            "-XX:+UseSerialGC",
+            "-XX:-UsePerfData",
+            "-Djava.awt.headless=true",
+            f"-Dlog4j2.configurationFile={self.folder / 'log4j2.properties'}",
+            "-cp",
+            f"{self.lib}/*",
+            "org.apache.kafka.connect.cli.ConnectDistributed",
+            str(config),
+        ]
+        with open(self.log_file, "ab") as log:
+            self.process = subprocess.Popen(
+                command,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL,
+                start_new_session=True,
+            )
+        _LIVE.add(self.process)
+
+    def wait_ready(self, timeout: float = 120) -> None:
+        """Until `GET /health` answers 200; fails at once if the JVM exits."""
+
+        def ready() -> bool:
+            if not self.running():
+                raise AssertionError(f"the Connect worker exited:\n{self.log_text()[-3000:]}")
+            with contextlib.suppress(OSError):
+                status, _ = rest(self.url + "/health", timeout=2)
+                return status == 200
+            return False
+
+        wait_until(ready, timeout, interval=0.2, what=f"the Connect worker on {self.url}")
+
+    def stop(self, timeout: float = 30) -> None:
+        """SIGTERM (the worker leaves its group), SIGKILL if it outlasts `timeout`."""
+        process = self.process
+        if process is None or process.poll() is not None:
+            return
+        process.send_signal(signal.SIGTERM)
+        try:
+            process.wait(timeout)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
+        _LIVE.discard(process)
+
+    def kill(self) -> None:
+        if self.process is not None and self.process.poll() is None:
+            self.process.kill()
+            self.process.wait()
+            _LIVE.discard(self.process)
+
+
+class ConnectCluster:
+    """Distributed workers of one group against `bootstrap`: `add_worker()` starts one more."""
+
+    def __init__(
+        self,
+        folder: Path,
+        bootstrap: str,
+        *,
+        version: str = CONNECT_VERSION,
+        group: str = "rg-connect",
+        replication: int = 1,
+        extra: dict[str, str] | None = None,
+    ) -> None:
+        self.folder = folder
+        self.bootstrap = bootstrap
+        self.lib = connect_lib(version)
+        self.version = version
+        self.group = group
+        self.properties = {
+            "bootstrap.servers": bootstrap,
+            "group.id": group,
+            "key.converter": "org.apache.kafka.connect.storage.StringConverter",
+            "value.converter": "org.apache.kafka.connect.storage.StringConverter",
+            "config.storage.topic": f"{group}-configs",
+            "offset.storage.topic": f"{group}-offsets",
+            "status.storage.topic": f"{group}-status",
+            "config.storage.replication.factor": str(replication),
+            "offset.storage.replication.factor": str(replication),
+            "status.storage.replication.factor": str(replication),
+            "offset.storage.partitions": "5",
+            "status.storage.partitions": "1",
+            "offset.flush.interval.ms": "1000",
+            "scheduled.rebalance.max.delay.ms": "3000",
+            **(extra or {}),
+        }
+        self.workers: list[ConnectWorker] = []
+
+    @property
+    def url(self) -> str:
+        """The first running worker's REST URL."""
+        return next(w.url for w in self.workers if w.running())
+
+    def add_worker(self, *, wait: bool = True) -> ConnectWorker:
+        worker = ConnectWorker(
+            self.folder / f"worker-{len(self.workers)}", self.lib, dict(self.properties)
+        )
+        self.workers.append(worker)
+        worker.start()
+        if wait:
+            worker.wait_ready()
+        return worker
+
+    def stop(self) -> None:
+        for worker in self.workers:
+            worker.kill()
+
+    def create(self, name: str, config: dict[str, str], timeout: float = 60) -> None:
+        """PUT the connector's config, then wait until its status is readable (a new connector's
+        status is 404 for a few hundred ms)."""
+        status, body = rest(f"{self.url}/connectors/{quote(name, safe='')}/config", "PUT", config)
+        if status not in (200, 201):
+            raise AssertionError(f"creating {name}: HTTP {status} {body}")
+        wait_until(lambda: self.status(name), timeout, interval=0.1, what=f"{name}'s status")
+
+    def delete(self, name: str) -> None:
+        rest(f"{self.url}/connectors/{quote(name, safe='')}", "DELETE")
+
+    def status(self, name: str) -> dict[str, Any] | None:
+        status, body = rest(f"{self.url}/connectors/{quote(name, safe='')}/status")
+        return body if status == 200 else None
+
+    def task_states(self, name: str) -> list[str]:
+        body = self.status(name) or {}
+        return [t["state"] for t in sorted(body.get("tasks", []), key=lambda t: t["id"])]
+
+    def wait_tasks(self, name: str, *states: str, timeout: float = 60) -> dict[str, Any]:
+        """Until the connector lists exactly `states` for its tasks 0..n-1 (the connector itself
+        RUNNING or STOPPED alike); returns that status."""
+        wanted = list(states)
+
+        def there() -> dict[str, Any] | None:
+            body = self.status(name)
+            if body is None:
+                return None
+            got = [t["state"] for t in sorted(body.get("tasks", []), key=lambda t: t["id"])]
+            return body if got == wanted else None
+
+        return wait_until(there, timeout, interval=0.1, what=f"{name}'s tasks {wanted}")
+
+    def __enter__(self) -> ConnectCluster:
+        try:
+            self.add_worker()
+        except BaseException:
+            self.stop()
+            raise
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+
+def single_node_kafka(folder: Path, **kafka: Any) -> KafkaCluster:
+    """The one-node KRaft cluster (started) that the Connect tests share: replication 1."""
+    one = {
+        "offsets.topic.replication.factor": "1",
+        "transaction.state.log.replication.factor": "1",
+        "transaction.state.log.min.isr": "1",
+        "share.coordinator.state.topic.replication.factor": "1",
+        "share.coordinator.state.topic.min.isr": "1",
+        "default.replication.factor": "1",
+    }
+    cluster = KafkaCluster(
+        folder, combined=1, min_insync_replicas=1, extra={**one, **kafka.pop("extra", {})}, **kafka
+    )
+    cluster.start()
+    return cluster
+
