@@ -13,7 +13,7 @@ CONNECT_VERSION := 4.3.1
 KAFKA := build/kafka/$(KAFKA_NEWEST)/.resolved build/kafka/$(KAFKA_OLDEST)/.resolved \
 	build/kafka-connect/$(CONNECT_VERSION)/.resolved
 
-.PHONY: test demo demo-agent lint bench venv broker kafka format clean image test-image test-security
+.PHONY: test demo demo-connect demo-agent lint bench venv broker kafka format clean image test-image test-security
 
 # Four workers, each taking whole test files (module fixtures, such as a real Kafka cluster,
 # stay in one process): most tests wait on real processes (Kafka restarts, agents, Spark), so
@@ -26,6 +26,9 @@ test: lint $(BROKER) $(KAFKA)
 
 demo: $(INSTALLED) $(BROKER) build/kafka/$(KAFKA_NEWEST)/.resolved
 	$(BIN)/python demo/roll_demo.py
+
+demo-connect: $(INSTALLED) $(KAFKA)
+	$(BIN)/python demo/connect_demo.py
 
 demo-agent: $(INSTALLED) $(BROKER)
 	$(BIN)/python demo/agent_demo.py

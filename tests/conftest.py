@@ -13,10 +13,9 @@ from helpers import Pki, build_broker, make_pki
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """The real-Kafka and real-Connect modules first. They are the longest files (a KRaft cluster
-    each, minutes
-    of restarts that mostly wait), so they start at once beside the quick files, rather than
-    last with the other workers idle."""
+    """The real-Kafka and real-Connect modules first. They are the longest files (a KRaft
+    cluster each, minutes of restarts that mostly wait), so they start at once beside the quick
+    files, rather than last with the other workers idle."""
     items.sort(key=lambda item: not item.nodeid.startswith("tests/test_real_"))
 
 

@@ -105,8 +105,12 @@ class ConnectorStatus:
             raise ValueError(f"not a connector status ({type(exc).__name__}: {exc})") from None
 
     def describe(self) -> str:
+        return f"{self.name}: {self.states()}"
+
+    def states(self) -> str:
+        """ "connector RUNNING, task 0 RUNNING" (no name)."""
         tasks = ", ".join(f"task {t.id} {t.state}" for t in self.tasks) or "no tasks"
-        return f"{self.name}: connector {self.state}, {tasks}"
+        return f"connector {self.state}, {tasks}"
 
     def to_json(self) -> dict[str, Any]:
         def instance(state: str, worker: str, trace: str) -> dict[str, Any]:

@@ -30,8 +30,14 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from rollguard.roller.configmap import MissingKey
-from rollguard.roller.connect.client import ConnectClient, ConnectError
-from rollguard.roller.connect.operations import is_stopped, wait_for
+from rollguard.roller.connect.client import ConnectClient, ConnectError, ConnectorStatus
+from rollguard.roller.connect.operations import (
+    StateNotReached,
+    WaitTimeout,
+    is_stopped,
+    resume,
+    wait_for,
+)
 from rollguard.roller.connect.versions import MODIFY_OFFSETS_SINCE, STOP_SINCE, require
 from rollguard.shared.errors import ConfigError, RollguardError
 from rollguard.shared.files import atomic_write
@@ -202,7 +208,9 @@ async def _modify(
     previous = "PAUSED" if status.state == "PAUSED" else "RUNNING"
     await client.stop(connector)
     try:
-        await wait_for(client, connector, is_stopped, "STOPPED", timeout=change.stop_timeout)
+        await wait_for(
+            client, connector, is_stopped, "STOPPED with no task", timeout=change.stop_timeout
+        )
         message = await send()
     except asyncio.CancelledError:
         if not change.leave_stopped:
@@ -212,34 +220,47 @@ async def _modify(
         if change.leave_stopped:
             left = f"connector {connector} is left STOPPED (--leave-stopped)"
         else:
-            left = await _restore(client, connector, previous)
+            left = await _restore(client, connector, previous, change.stop_timeout)
         text = f"{exc}; {left}"
         if isinstance(exc, ConnectError):
             raise ConnectError(text, exc.status, exc.connector) from None
         raise OffsetsError(text) from None
     if change.resume:
-        return f"{message}; {await _restore(client, connector, previous)}"
+        return f"{message}; {await _restore(client, connector, previous, change.stop_timeout)}"
     return (
         f"{message}; connector {connector} is STOPPED (it was {status.state}): resume it with "
         f"`rollguard connect resume {connector}`"
     )
 
 
-async def _restore(client: ConnectClient, connector: str, previous: str) -> str:
-    """Put a connector rollguard stopped back to `previous` (RUNNING or PAUSED); what happened."""
+async def _restore(
+    client: ConnectClient, connector: str, previous: str, wait: float | None = None
+) -> str:
+    """Put a connector rollguard stopped back to `previous` (RUNNING or PAUSED); what happened.
+    With `wait`, until the worker shows it so (a resumed connector shows RUNNING before its
+    tasks are listed: `operations.resume`'s rule)."""
+    verb = "paused" if previous == "PAUSED" else "resumed"
     try:
         if previous == "PAUSED":
             await client.pause(connector)
+            if wait is None:
+                status = await client.status(connector)
+            else:
+                status = await wait_for(client, connector, _paused, "PAUSED", timeout=wait)
         else:
-            await client.resume(connector)
-        state = (await client.status(connector)).state
+            status = await resume(client, connector, wait=wait)
+    except (WaitTimeout, StateNotReached) as exc:
+        return f"connector {connector} was {verb}, but {exc}"
     except ConnectError as exc:
         return (
             f"putting connector {connector} back to {previous} failed ({exc}): it is STOPPED; "
             f"resume it with `rollguard connect resume {connector}`"
         )
-    verb = "paused" if previous == "PAUSED" else "resumed"
-    return f"connector {connector} was {verb} as it was before (now {state})"
+    return f"connector {connector} was {verb} as it was before (now {status.states()})"
+
+
+def _paused(status: ConnectorStatus) -> bool:
+    return status.state == "PAUSED" and all(t.state == "PAUSED" for t in status.tasks)
 
 
 async def _restore_quickly(client: ConnectClient, connector: str, previous: str) -> None:
