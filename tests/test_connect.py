@@ -122,7 +122,7 @@ class Clock:
 
 @pytest.fixture
 def connect() -> Iterator[ConnectSim]:
-    with ConnectSim(restart_delay=0.0) as sim:
+    with ConnectSim(restart_delay=0.0, restart_lag=0.0) as sim:
         yield sim
 
 

@@ -115,5 +115,5 @@ def test_an_interrupted_offsets_change_puts_the_connector_back(tmp_path: Path) -
                 process.kill()
                 process.communicate()
         assert process.returncode == 3, stderr
-        assert f"connector {MM2} was resumed as it was before (now RUNNING)" in stderr
+        assert f"connector {MM2} was resumed as it was before (now connector RUNNING" in stderr
         assert sim.state(MM2) is State.RUNNING and not sim.calls("PATCH")

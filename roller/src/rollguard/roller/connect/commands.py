@@ -178,10 +178,11 @@ def restart(args: argparse.Namespace, options: WaitOptions, environ: Mapping[str
             )
             report.lines.append(f"connector {target}: settled, nothing FAILED")
             for key in sorted(report.watch.unseen):
-                report.lines.append(
-                    f"  {key}: RUNNING before and after; its restart was not seen (Connect "
-                    "shows RESTARTING for ~15 ms)"
-                )
+                if report.watch.before.get(key) == "RUNNING":
+                    report.lines.append(
+                        f"  {key}: RUNNING before and after; its restart was not seen (Connect "
+                        "shows RESTARTING for ~15 ms)"
+                    )
         _report(options, report)
 
     async def work() -> int:

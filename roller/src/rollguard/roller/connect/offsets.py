@@ -35,8 +35,8 @@ from rollguard.roller.connect.operations import (
     StateNotReached,
     WaitTimeout,
     is_stopped,
-    resume,
     wait_for,
+    wait_resumed,
 )
 from rollguard.roller.connect.versions import MODIFY_OFFSETS_SINCE, STOP_SINCE, require
 from rollguard.shared.errors import ConfigError, RollguardError
@@ -233,29 +233,30 @@ async def _modify(
     )
 
 
-async def _restore(
-    client: ConnectClient, connector: str, previous: str, wait: float | None = None
-) -> str:
-    """Put a connector rollguard stopped back to `previous` (RUNNING or PAUSED); what happened.
-    With `wait`, until the worker shows it so (a resumed connector shows RUNNING before its
-    tasks are listed: `operations.resume`'s rule)."""
+async def _restore(client: ConnectClient, connector: str, previous: str, wait: float) -> str:
+    """Put a connector rollguard stopped back to `previous` (RUNNING or PAUSED), and wait up to
+    `wait` seconds until the worker shows it so (a resumed connector shows RUNNING before its
+    tasks are listed: `operations.wait_resumed`); what happened, in words."""
     verb = "paused" if previous == "PAUSED" else "resumed"
     try:
         if previous == "PAUSED":
             await client.pause(connector)
-            if wait is None:
-                status = await client.status(connector)
-            else:
-                status = await wait_for(client, connector, _paused, "PAUSED", timeout=wait)
         else:
-            status = await resume(client, connector, wait=wait)
-    except (WaitTimeout, StateNotReached) as exc:
-        return f"connector {connector} was {verb}, but {exc}"
+            await client.resume(connector)
     except ConnectError as exc:
         return (
             f"putting connector {connector} back to {previous} failed ({exc}): it is STOPPED; "
             f"resume it with `rollguard connect resume {connector}`"
         )
+    try:
+        if previous == "PAUSED":
+            status = await wait_for(client, connector, _paused, "PAUSED", timeout=wait)
+        else:
+            status = await wait_resumed(client, connector, timeout=wait)
+    except (WaitTimeout, StateNotReached) as exc:
+        return f"connector {connector} was {verb}, but {exc}"
+    except ConnectError as exc:
+        return f"connector {connector} was {verb}, but its state cannot be read now ({exc})"
     return f"connector {connector} was {verb} as it was before (now {status.states()})"
 
 
@@ -265,7 +266,9 @@ def _paused(status: ConnectorStatus) -> bool:
 
 async def _restore_quickly(client: ConnectClient, connector: str, previous: str) -> None:
     try:
-        text = await asyncio.wait_for(_restore(client, connector, previous), RESTORE_ON_INTERRUPT)
+        text = await asyncio.wait_for(
+            _restore(client, connector, previous, RESTORE_ON_INTERRUPT - 0.5), RESTORE_ON_INTERRUPT
+        )
     except TimeoutError:
         text = (
             f"connector {connector} may be left STOPPED (no answer while interrupted); resume "

@@ -15,7 +15,8 @@ gone; after resuming a STOPPED connector it shows RUNNING with no tasks for 60-1
   FAILED at the deadline, it "failed again at once or was never restarted" (Connect's status
   cannot tell which), and the restart failed.
   Synchronous restarts (204: the connector alone, and each call on a worker older than 3.0) are
-  done when answered, so only their non-RUNNING instances must be seen to change.
+  done when answered, so only their non-RUNNING instances must be seen to change, and one still
+  FAILED after `FAST_FOR` failed again (the status lags by milliseconds, not seconds).
 - A stop is done once the connector is STOPPED and no task is listed.
 - A resume is done once the connector is RUNNING and lists exactly the tasks of its task
   configs (`GET .../tasks`, none until the connector made them), every one RUNNING; a FAILED
@@ -34,7 +35,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from typing import TypeVar
 
-from rollguard.roller.connect.client import ConnectClient, ConnectorStatus
+from rollguard.roller.connect.client import ConnectClient, ConnectError, ConnectorStatus
 from rollguard.roller.connect.versions import (
     RESTART_PARAMS_SINCE,
     STOP_SINCE,
@@ -87,6 +88,7 @@ class RestartWatch:
     "task N") and the state it had before. Fed every status read (`see`); pure."""
 
     before: dict[str, str] = field(default_factory=dict)
+    synchronous: bool = False  # the restart was done when answered (204)
     left: set[str] = field(default_factory=set)
     unseen: set[str] = field(default_factory=set)  # RUNNING before and after, never seen changing
 
@@ -97,9 +99,11 @@ class RestartWatch:
     def give_up_running(self) -> None:
         """After `FAST_FOR`: a restarted instance that was RUNNING and still is counts as
         restarted (its RESTARTING lasts ~15 ms and can fall between two reads; the wanted
-        state is the one it shows), and is named in `unseen`. A FAILED one never does."""
+        state is the one it shows), and is named in `unseen`. A FAILED one only when the
+        restart was synchronous: done when answered, and the status lags by milliseconds, so
+        after `FAST_FOR` its FAILED is the new one; after a 202 it never does."""
         for key, old in self.pending.items():
-            if old == "RUNNING":
+            if old == "RUNNING" or self.synchronous:
                 self.unseen.add(key)
                 self.left.add(key)
 
@@ -176,15 +180,27 @@ async def stop(client: ConnectClient, connector: str, *, wait: float | None) -> 
 
 
 async def resume(client: ConnectClient, connector: str, *, wait: float | None) -> ConnectorStatus:
-    """PUT resume (a paused or a stopped connector); with `wait`, poll until it is RUNNING with
-    every task of its task configs listed RUNNING (`is_running`), or something FAILED."""
+    """PUT resume (a paused or a stopped connector); with `wait`, `wait_resumed`."""
     await client.resume(connector)
     if wait is None:
         return await client.status(connector)
+    return await wait_resumed(client, connector, timeout=wait)
+
+
+async def wait_resumed(client: ConnectClient, connector: str, *, timeout: float) -> ConnectorStatus:
+    """Poll until the connector is RUNNING with every task of its task configs listed RUNNING
+    (`is_running`); StateNotReached when something FAILED. The task configs are read through
+    the worker's herder, which answers 409 while the group rebalances: not there yet."""
 
     async def read() -> tuple[ConnectorStatus, list[int]]:
         status = await client.status(connector)
-        ids = await client.task_ids(connector) if status.state == "RUNNING" else []
+        ids: list[int] = []
+        if status.state == "RUNNING":
+            try:
+                ids = await client.task_ids(connector)
+            except ConnectError as exc:
+                if exc.status != 409:
+                    raise
         return status, ids
 
     def timed_out(last: tuple[ConnectorStatus, list[int]]) -> RollguardError:
@@ -192,11 +208,11 @@ async def resume(client: ConnectClient, connector: str, *, wait: float | None) -
         configs = f"{len(ids)} task config(s)" if ids else "no task configs yet"
         return WaitTimeout(
             f"connector {connector} is not RUNNING with all its tasks after "
-            f"{format_duration(wait)}: {status.describe()} ({configs})"
+            f"{format_duration(timeout)}: {status.describe()} ({configs})"
         )
 
     status, _ = await _poll(
-        read, lambda last: is_running(*last) or last[0].failed, timed_out, timeout=wait
+        read, lambda last: is_running(*last) or last[0].failed, timed_out, timeout=timeout
     )
     if status.failed:
         raise StateNotReached(f"connector {connector} was resumed but {_failed(status)}")
@@ -277,7 +293,9 @@ async def restart(
 def _synchronous(old: dict[str, str], restarted: Sequence[str]) -> RestartWatch:
     """A restart done when answered: its instances that were not RUNNING must still be seen to
     change (the status lags); RUNNING ones cannot be, and need not."""
-    return RestartWatch({k: old.get(k, "") for k in restarted if old.get(k) != "RUNNING"})
+    return RestartWatch(
+        {k: old.get(k, "") for k in restarted if old.get(k) != "RUNNING"}, synchronous=True
+    )
 
 
 async def settle(

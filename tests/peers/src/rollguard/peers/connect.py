@@ -6,7 +6,9 @@ through Connect's REST API. `ConnectSim` answers that API the way a Connect work
 real httpx-based client runs unmodified against it, over plain HTTP, TLS or mutual TLS, with or
 without HTTP basic auth.
 
-Where each behaviour comes from (Apache Kafka 3.6 sources unless said otherwise):
+Where each behaviour comes from (Apache Kafka 3.6 sources unless said otherwise; the timings are
+a real Kafka Connect 4.3.1 distributed worker's, measured by polling `GET .../status` every 5 ms,
+in seconds after the REST call returned):
 
 - Errors are `{"error_code": N, "message": "..."}` (`ConnectExceptionMapper`); unknown paths and
   wrong methods get Jersey's `HTTP 404 Not Found` / `HTTP 405 Method Not Allowed` in that shape.
@@ -15,11 +17,25 @@ Where each behaviour comes from (Apache Kafka 3.6 sources unless said otherwise)
   (status), "Unknown connector: X" (restarts), "Unknown connector X" (stop, pause, resume).
 - `POST /connectors/{c}/restart`: with `includeTasks` and `onlyFailed` both false (the default)
   only the connector instance is restarted, synchronously, and the answer is 204; otherwise 202
-  with the status where every targeted instance shows RESTARTING (keeping its old trace), and
-  `restart_delay` seconds later each is RUNNING (KIP-745, `ConnectorsResource`, `RestartPlan`).
-  Before Kafka 3.0 the query parameters are ignored: 204, connector only.
-- `PUT /connectors/{c}/stop` (Kafka >= 3.5) answers 204; `stop_delay` seconds later the connector
-  is STOPPED with no tasks. `PUT .../pause` and `.../resume` answer 202.
+  with the plan: the status where every targeted instance shows RESTARTING, keeping its old trace
+  (KIP-745, `ConnectorsResource`, `RestartPlan`). The restart happens after the answer: the status
+  keeps showing each targeted instance's old state and trace for `restart_lag` (measured 0.01 to
+  0.05), then RESTARTING without a trace for `restart_delay` (measured 0.013 to 0.02), then the
+  state it starts in (RUNNING, or FAILED again). When the connector instance is restarted with
+  its tasks, it goes first: it shows RESTARTING for `task_restart_after` (measured 0.19; or
+  `restart_delay` if longer) while its tasks still show their old state, and the tasks'
+  RESTARTING starts `task_restart_after` after the connector's. A poller at 250 ms usually never
+  sees RESTARTING. Before Kafka 3.0 the query parameters are ignored: 204, connector only.
+  `POST .../tasks/{t}/restart` is synchronous too (204): the new state shows at once (a task
+  armed to fail again goes from FAILED to FAILED, as a 4.x task failing in start() does).
+- `PUT /connectors/{c}/stop` (Kafka >= 3.5) answers 204. The task configs are gone at once
+  (`GET .../tasks` is empty) and the target state is STOPPED; the connector shows STOPPED after
+  `state_lag` (measured 0.01) while its tasks are still listed in their old state for
+  `stop_delay` more (measured 0.1 to 0.4), then no task is listed.
+- `PUT .../pause` and `.../resume` answer 202; the connector and its tasks show PAUSED (RUNNING)
+  after `state_lag` (measured 0.015). Resuming (or pausing) a STOPPED connector brings its task
+  configs back at once, shows the connector RUNNING (PAUSED) after `state_lag` (measured 0.02)
+  with no task listed for `resume_delay` more (measured 0.05 to 0.1), then lists the tasks.
 - `GET /connectors/{c}/offsets` (>= 3.5); `PATCH` and `DELETE` (>= 3.6) answer 200 with Connect's
   message, or 400 unless the connector is STOPPED (field notes; `modifyConnectorOffsetsChecks`).
   MirrorMaker 2 connectors override `alterOffsets` and get the short message; other connectors
@@ -45,7 +61,8 @@ Test controls beyond Connect: `WORKER_VERSIONS` names a worker of each API gener
 proxy does (nginx's 502 page by default); `SilentServer` accepts requests and never answers.
 
 State changes that take time are due times checked on every request and every control call (no
-background thread); the clock is injectable.
+background thread); the clock is injectable. Every delay can be set to 0 (`set_delays`): a change
+whose time has come is applied before the answer.
 """
 
 from __future__ import annotations
@@ -183,6 +200,7 @@ class _Instance:
     state: State
     worker_id: str
     trace: str | None = None
+    restart_at: float | None = None  # a planned restart: the old state shows until then
     due: float | None = None  # end of RESTARTING
 
 
@@ -197,7 +215,9 @@ class _Connector:
     tasks: list[_Instance]
     offsets: list[Json]
     manages_offsets: bool
-    stop_due: float | None = None
+    configs: int = 0  # task configs (`GET .../tasks`); the status lists `tasks`
+    target_due: float | None = None  # when the connector shows its new target state
+    tasks_due: float | None = None  # when the status's task list follows the task configs
     # (task or None) -> [restarts left to fail (None: all), trace]
     fail_next: dict[int | None, list[Any]] = field(default_factory=dict)
 
@@ -256,9 +276,16 @@ class ConnectSim:
 
     `tls` serves HTTPS with the PKI's server certificate; `require_client_cert` makes it mutual
     TLS (a client without a certificate from the PKI's CA is cut off during the handshake).
-    `basic_auth=(user, password)` requires those credentials on every request. `restart_delay`
-    is how long a 202 restart shows RESTARTING, `stop_delay` how long a stop takes; both seconds
-    on `clock`. Every public method is thread-safe.
+    `basic_auth=(user, password)` requires those credentials on every request.
+
+    The delays, seconds on `clock`, default to a real Connect 4.3.1 worker's (module docstring):
+    after a 202 restart each targeted instance shows its old state for `restart_lag`, then
+    RESTARTING for `restart_delay`, except that when the connector instance is restarted with its
+    tasks, it shows RESTARTING for `task_restart_after` (or `restart_delay` if longer) and its
+    tasks' RESTARTING starts `task_restart_after` after the connector's. After a stop, pause or
+    resume the connector shows its old state for `state_lag`. A stopped connector still lists its
+    tasks for `stop_delay` after it shows STOPPED; a resumed (or paused) STOPPED connector lists
+    none for `resume_delay` after it shows RUNNING (PAUSED). Every public method is thread-safe.
     """
 
     def __init__(
@@ -268,8 +295,12 @@ class ConnectSim:
         commit: str = "5e3c2b738d253ff5",
         kafka_cluster_id: str = "oGYm2dQOQ5Ct8o0yHcyTPw",
         workers: Sequence[str] = DEFAULT_WORKERS,
-        restart_delay: float = 0.2,
-        stop_delay: float = 0.0,
+        restart_lag: float = 0.03,
+        restart_delay: float = 0.015,
+        task_restart_after: float = 0.19,
+        state_lag: float = 0.015,
+        stop_delay: float = 0.3,
+        resume_delay: float = 0.08,
         tls: Pki | None = None,
         require_client_cert: bool = True,
         basic_auth: tuple[str, str] | None = None,
@@ -279,8 +310,12 @@ class ConnectSim:
         self.commit = commit
         self.kafka_cluster_id = kafka_cluster_id
         self.workers = tuple(workers)
+        self.restart_lag = restart_lag
         self.restart_delay = restart_delay
+        self.task_restart_after = task_restart_after
+        self.state_lag = state_lag
         self.stop_delay = stop_delay
+        self.resume_delay = resume_delay
         self.tls = tls
         self.require_client_cert = require_client_cert
         self.basic_auth = basic_auth
@@ -383,17 +418,17 @@ class ConnectSim:
         manages_offsets: bool | None = None,
     ) -> None:
         """Add a connector whose instance is in `state` (STOPPED and PAUSED set the target state
-        too) and whose `tasks` tasks are RUNNING, or in `task_states`. FAILED instances get
+        too) and whose `tasks` tasks are RUNNING, or in `task_states` (a STOPPED connector has no
+        task configs and lists no task; resumed, it gets `tasks`). FAILED instances get
         `DEFAULT_TRACE`. The type is "sink" when the class name says Sink, else "source", unless
         `connector_type` is given. `manages_offsets` (what `alterOffsets` returns) defaults to
         True for the MirrorMaker 2 connectors, which override it, else False."""
         connector_state = State(state)
         target = {State.STOPPED: "STOPPED", State.PAUSED: "PAUSED"}.get(connector_state, "STARTED")
-        if connector_state is State.STOPPED:
-            tasks = 0
+        listed = 0 if connector_state is State.STOPPED else tasks
         states = [State(s) for s in task_states] if task_states is not None else None
-        if states is not None and len(states) != tasks:
-            raise ValueError(f"{len(states)} task states for {tasks} tasks")
+        if states is not None and len(states) != listed:
+            raise ValueError(f"{len(states)} task states for {listed} tasks")
         default_task = State.PAUSED if target == "PAUSED" else State.RUNNING
         full_config = {
             "connector.class": connector_class,
@@ -414,7 +449,7 @@ class ConnectSim:
                 connector=self._instance(connector_state, 0),
                 tasks=[
                     self._instance(states[i] if states else default_task, i + 1)
-                    for i in range(tasks)
+                    for i in range(listed)
                 ],
                 offsets=[copy.deepcopy(dict(o)) for o in offsets],
                 manages_offsets=(
@@ -422,6 +457,7 @@ class ConnectSim:
                     if manages_offsets is None
                     else manages_offsets
                 ),
+                configs=listed,
             )
 
     def add_mirror_maker(
@@ -478,7 +514,7 @@ class ConnectSim:
         with self._lock:
             instance = self._find(name, task)
             instance.state = new
-            instance.due = None
+            instance.restart_at = instance.due = None
             instance.trace = (trace or DEFAULT_TRACE) if new is State.FAILED else None
 
     def fail_connector(self, name: str, trace: str = DEFAULT_TRACE) -> None:
@@ -531,13 +567,32 @@ class ConnectSim:
         with self._lock:
             self._canned.extend([_Canned(status, body, content_type)] * requests)
 
-    def set_delays(self, *, restart: float | None = None, stop: float | None = None) -> None:
-        """Change `restart_delay` and/or `stop_delay` for restarts and stops from now on."""
+    def set_delays(
+        self,
+        *,
+        restart: float | None = None,
+        stop: float | None = None,
+        restart_lag: float | None = None,
+        task_restart_after: float | None = None,
+        state_lag: float | None = None,
+        resume: float | None = None,
+    ) -> None:
+        """Change the delays for the restarts, stops, pauses and resumes from now on: `restart`
+        is `restart_delay`, `stop` is `stop_delay`, `resume` is `resume_delay`, the others are
+        named as the attributes (see the class docstring). None keeps a delay."""
         with self._lock:
             if restart is not None:
                 self.restart_delay = restart
             if stop is not None:
                 self.stop_delay = stop
+            if restart_lag is not None:
+                self.restart_lag = restart_lag
+            if task_restart_after is not None:
+                self.task_restart_after = task_restart_after
+            if state_lag is not None:
+                self.state_lag = state_lag
+            if resume is not None:
+                self.resume_delay = resume
 
     def set_version(self, version: str, commit: str | None = None) -> None:
         with self._lock:
@@ -615,21 +670,39 @@ class ConnectSim:
         return parse_version(self.version) >= since
 
     def _advance(self) -> None:
-        """Apply every state change whose time has come."""
+        """Apply every state change whose time has come: for each connector, its new target
+        state, then its task list, then the restarts."""
         now = self.clock()
         for c in self._connectors.values():
-            if c.stop_due is not None and now >= c.stop_due:
-                c.stop_due = None
-                c.target = "STOPPED"
-                c.connector = _Instance(State.STOPPED, c.connector.worker_id)
-                c.tasks = []
+            if c.target_due is not None and now >= c.target_due:
+                c.target_due = None
+                self._show_target(c)
+            if c.tasks_due is not None and now >= c.tasks_due:
+                c.tasks_due = None
+                state = State.PAUSED if c.target == "PAUSED" else State.RUNNING
+                c.tasks = [self._instance(state, i + 1) for i in range(c.configs)]
             for key, instance in [(None, c.connector), *enumerate(c.tasks)]:
+                if instance.restart_at is not None and now >= instance.restart_at:
+                    instance.restart_at = None
+                    instance.state, instance.trace = State.RESTARTING, None
                 if instance.due is not None and now >= instance.due:
                     self._settle(c, key, instance)
 
+    def _show_target(self, c: _Connector) -> None:
+        """The connector (and, paused or resumed, its tasks) shows its target state."""
+        if c.target == "STOPPED":
+            # A stop ends a restart in progress; the tasks keep their state until unlisted.
+            c.connector = _Instance(State.STOPPED, c.connector.worker_id)
+            return
+        for instance in [c.connector, *c.tasks]:
+            if c.target == "PAUSED" and instance.state in (State.RUNNING, State.STOPPED):
+                instance.state = State.PAUSED
+            elif c.target == "STARTED" and instance.state in (State.PAUSED, State.STOPPED):
+                instance.state = State.RUNNING
+
     def _settle(self, c: _Connector, task: int | None, instance: _Instance) -> None:
         """A restarted instance starts: FAILED if armed to, else the state its target implies."""
-        instance.due = None
+        instance.restart_at = instance.due = None
         armed = c.fail_next.get(task)
         if armed is not None and (armed[0] is None or armed[0] > 0):
             if armed[0] is not None:
@@ -644,15 +717,20 @@ class ConnectSim:
         else:
             instance.state = State.RUNNING
 
-    def _restart(self, c: _Connector, task: int | None, *, sync: bool) -> None:
+    def _restart(
+        self, c: _Connector, task: int | None, *, sync: bool, after: float = 0.0, lasts: float = 0.0
+    ) -> None:
+        """Restart an instance now (`sync`), or plan it: the old state shows for `after`
+        seconds, then RESTARTING for `lasts`."""
         instance = c.connector if task is None else c.tasks[task]
-        self._restarts.append(Restart(c.name, task, self.clock()))
+        now = self.clock()
+        self._restarts.append(Restart(c.name, task, now))
         logger.info("connect sim: restarting %s %s", c.name, "connector" if task is None else task)
         if sync:
             self._settle(c, task, instance)
         else:
-            instance.state, instance.trace = State.RESTARTING, None
-            instance.due = self.clock() + self.restart_delay
+            instance.restart_at = now + after
+            instance.due = instance.restart_at + lasts
 
     def _status(self, c: _Connector) -> Json:
         return {
@@ -666,7 +744,7 @@ class ConnectSim:
         return {
             "name": c.name,
             "config": dict(c.config),
-            "tasks": [{"connector": c.name, "task": i} for i in range(len(c.tasks))],
+            "tasks": [{"connector": c.name, "task": i} for i in range(c.configs)],
             "type": c.type,
         }
 
@@ -803,8 +881,8 @@ class ConnectSim:
         c = self._known(name, f"Connector {name} not found")
         if method == "GET":
             return 200, {"offsets": copy.deepcopy(c.offsets)}
-        # The STOPPED rule: the target state is STOPPED and the tasks are gone.
-        if c.target != "STOPPED" or c.tasks:
+        # The STOPPED rule: the target state is STOPPED and the task configs are gone.
+        if c.target != "STOPPED" or c.configs:
             raise _Fail(400, NOT_STOPPED.format(name=name))
         if method == "PATCH":
             _alter(c, entries)
@@ -904,44 +982,50 @@ class ConnectSim:
             return 204, None
         # The answer shows the plan: targeted instances RESTARTING, with the trace they had.
         plan = self._status(c)
-        if not only_failed or c.connector.state is State.FAILED:
+        connector = not only_failed or c.connector.state is State.FAILED
+        tasks = [
+            i
+            for i, t in enumerate(c.tasks)
+            if include_tasks and (not only_failed or t.state is State.FAILED)
+        ]
+        # Done after the answer, the connector first, then its tasks.
+        if connector:
             plan["connector"]["state"] = State.RESTARTING
-            self._restart(c, None, sync=False)
-        if include_tasks:
-            for i, t in enumerate(c.tasks):
-                if not only_failed or t.state is State.FAILED:
-                    plan["tasks"][i]["state"] = State.RESTARTING
-                    self._restart(c, i, sync=False)
+            # Restarted with its tasks, it shows RESTARTING while they are stopped.
+            lasts = max(self.restart_delay, self.task_restart_after if tasks else 0.0)
+            self._restart(c, None, sync=False, after=self.restart_lag, lasts=lasts)
+        tasks_after = self.restart_lag + (self.task_restart_after if connector else 0.0)
+        for i in tasks:
+            plan["tasks"][i]["state"] = State.RESTARTING
+            self._restart(c, i, sync=False, after=tasks_after, lasts=self.restart_delay)
+        self._advance()
         return 202, plan
 
     def _restart_task(self, name: str, task: int | None) -> None:
         c = self._known(name, f"Unknown connector: {name}")
-        if task is None or not 0 <= task < len(c.tasks):
+        if task is None or not 0 <= task < min(c.configs, len(c.tasks)):
             raise _Fail(404, f"Unknown task: {name}-{task}")
         self._restart(c, task, sync=True)
 
     def _stop(self, c: _Connector) -> None:
-        c.stop_due = self.clock() + self.stop_delay
+        """The task configs go at once; the connector shows STOPPED after `state_lag`, and its
+        tasks are unlisted `stop_delay` later."""
+        c.target = "STOPPED"
+        c.configs = 0
+        c.target_due = self.clock() + self.state_lag
+        c.tasks_due = c.target_due + self.stop_delay if c.tasks else None
         self._advance()
 
     def _pause_or_resume(self, c: _Connector, action: str) -> None:
-        c.stop_due = None
-        was_stopped = c.target == "STOPPED"
-        if action == "pause":
-            c.target = "PAUSED"
-            for instance in [c.connector, *c.tasks]:
-                if instance.state in (State.RUNNING, State.STOPPED):
-                    instance.state = State.PAUSED
-            if was_stopped:  # the task configs come back, paused
-                c.tasks = [self._instance(State.PAUSED, i + 1) for i in range(c.tasks_max)]
-            return
-        c.target = "STARTED"
-        for instance in [c.connector, *c.tasks]:
-            if instance.state in (State.PAUSED, State.STOPPED):
-                instance.state = State.RUNNING
-        if was_stopped:
-            # A resumed connector generates its task configs again.
-            c.tasks = [self._instance(State.RUNNING, i + 1) for i in range(c.tasks_max)]
+        """The target state changes at once and shows after `state_lag`; a STOPPED connector
+        generates its task configs again at once, and lists its tasks `resume_delay` later."""
+        if c.target == "STOPPED":
+            c.configs = c.tasks_max
+        c.target = "PAUSED" if action == "pause" else "STARTED"
+        c.target_due = self.clock() + self.state_lag
+        # Tasks still listed from before a stop stay listed (and follow the target state).
+        c.tasks_due = c.target_due + self.resume_delay if len(c.tasks) != c.configs else None
+        self._advance()
 
 
 def _render(instance: _Instance) -> Json:
@@ -955,7 +1039,7 @@ def _task_configs(c: _Connector) -> list[Json]:
     task_class = c.config["connector.class"].removesuffix("Connector") + "Task"
     return [
         {"id": {"connector": c.name, "task": i}, "config": {"task.class": task_class}}
-        for i in range(len(c.tasks))
+        for i in range(c.configs)
     ]
 
 

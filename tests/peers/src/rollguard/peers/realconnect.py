@@ -301,4 +301,3 @@ def single_node_kafka(folder: Path, **kafka: Any) -> KafkaCluster:
     )
     cluster.start()
     return cluster
-
