@@ -22,6 +22,7 @@ from urllib.parse import quote
 import pytest
 from test_connect_support import Cli, cli  # noqa: F401
 
+from rollguard.peers.connect import NOT_STOPPED
 from rollguard.peers.realconnect import ConnectCluster, rest, single_node_kafka
 from rollguard.peers.realkafka import KafkaCluster
 from rollguard.roller.connect.autorestart import AutoRestarter, FileStateStore, Metrics
@@ -331,11 +332,26 @@ def test_mm2_offsets_list_alter_and_reset_on_a_real_worker(
     wait_until(lambda: real.end_offset("src.orders") == 200, 60, 0.5, "records 100-149 again")
     wait_until(lambda: source_offset(real).get(partition) == {"offset": 149}, 30, 0.2, "149")
 
+    # The worker's own STOPPED rule, word for word as the peer has it.
+    status, refused = rest(
+        f"{real.url}/connectors/{quote(SOURCE, safe='')}/offsets", "PATCH", listed
+    )
+    assert (status, refused["message"]) == (400, NOT_STOPPED.format(name=SOURCE))
+
     # reset --stop (left STOPPED to check): everything is mirrored again after a resume.
     done = cli(*real.args("mm2", "offsets", "reset", "--connector", SOURCE), "--stop")
     assert done.code == 0, done.err
     assert states(real, SOURCE) == ("STOPPED", [])
     assert source_offset(real) == {}
+    # Stopped already: an alter needs no --stop, and leaves it stopped.
+    listed["offsets"][0]["offset"]["offset"] = 149
+    key.write_text(json.dumps(listed))
+    done = cli(*real.args("mm2", "offsets", "alter", "--connector", SOURCE, "--from", str(key)))
+    assert done.code == 0, done.err
+    assert source_offset(real) == {partition: {"offset": 149}}
+    assert states(real, SOURCE) == ("STOPPED", [])
+    done = cli(*real.args("mm2", "offsets", "reset", "--connector", SOURCE))
+    assert done.code == 0 and source_offset(real) == {}, done.err
     done = cli(*real.args("connect", "resume", SOURCE, "--wait"))
     assert done.code == 0, done.err
     wait_until(lambda: real.end_offset("src.orders") == 350, 60, 0.5, "all 150 again")
@@ -351,6 +367,12 @@ def test_mm2_checkpoint_offsets_and_what_the_worker_refuses(
         *real.args("mm2", "offsets", "list", "--connector", CHECKPOINT, "--to", str(tmp_path))
     )
     assert done.code == 0, done.err
+    # The checkpoint connector's offsets: one per group and partition it checkpointed, named
+    # by the mirrored (target) topic, offset 0.
+    written = json.loads((tmp_path / "src--dst.MirrorCheckpointConnector.json").read_text())
+    assert {"group": "rg-readers", "partition": 0, "topic": "src.orders"} in [
+        o["partition"] for o in written["offsets"]
+    ], written
     # A checkpoint can be reset (offset 0), not moved: rollguard checks that before sending.
     done = cli(
         *real.args("mm2", "offsets", "reset", "--connector", CHECKPOINT), "--stop", "--resume"
