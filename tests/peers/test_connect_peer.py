@@ -77,11 +77,26 @@ def clock() -> FakeClock:
     return FakeClock()
 
 
+# The fake clock's delays: binary fractions, so that every due time the simulator computes is
+# exact whatever the order of its additions.
+RESTART_LAG, RESTART_DELAY, TASK_RESTART_AFTER = 0.5, 5.0, 8.0
+STATE_LAG, STOP_DELAY, RESUME_DELAY = 0.25, 2.0, 1.0
+JUST = 1e-6  # a moment before a due time
+
+
 @pytest.fixture
 def timed(clock: FakeClock) -> Iterator[tuple[ConnectSim, httpx.Client]]:
     """A simulator on a fake clock: transitions happen when the test moves the clock."""
     with (
-        ConnectSim(restart_delay=5.0, stop_delay=2.0, clock=clock) as sim,
+        ConnectSim(
+            restart_lag=RESTART_LAG,
+            restart_delay=RESTART_DELAY,
+            task_restart_after=TASK_RESTART_AFTER,
+            state_lag=STATE_LAG,
+            stop_delay=STOP_DELAY,
+            resume_delay=RESUME_DELAY,
+            clock=clock,
+        ) as sim,
         httpx.Client(base_url=sim.url, timeout=5) as client,
     ):
         yield sim, client
@@ -89,6 +104,27 @@ def timed(clock: FakeClock) -> Iterator[tuple[ConnectSim, httpx.Client]]:
 
 def task_states(client: httpx.Client, name: str) -> list[str]:
     return [t["state"] for t in client.get(f"/connectors/{name}/status").json()["tasks"]]
+
+
+def shape(client: httpx.Client, name: str) -> str:
+    """ "CONNECTOR TASK0 TASK1 ..." as the status shows it now, e.g. "STOPPED RUNNING"."""
+    status = client.get(f"/connectors/{name}/status").json()
+    return " ".join([status["connector"]["state"], *(t["state"] for t in status["tasks"])])
+
+
+def wait_for_shape(client: httpx.Client, name: str, expected: str) -> None:
+    """Poll the status (real clock) until it shows `expected`; fail after 5 s, naming what it
+    showed last."""
+    seen: list[str] = []
+
+    def shows() -> bool:
+        seen.append(shape(client, name))
+        return seen[-1] == expected
+
+    try:
+        wait_until(shows, timeout=5, interval=0.01, what=f"{name} to show {expected!r}")
+    except AssertionError as exc:
+        raise AssertionError(f"{exc}; it showed {seen[-1]!r}") from None
 
 
 def error(code: int, message: str) -> dict[str, Any]:
@@ -256,18 +292,22 @@ def test_restarting_failed_tasks_answers_202_with_the_plan_then_they_run(
     plan = answer.json()
     assert plan["connector"]["state"] == "RUNNING"
     assert [t["state"] for t in plan["tasks"]] == ["RUNNING", "RESTARTING", "RESTARTING"]
-    # The plan keeps the trace the instance had; the status store's RESTARTING record has none.
+    # The plan keeps the trace the instance had.
     assert plan["tasks"][2]["trace"] == "boom"
-    status = client.get("/connectors/orders/status").json()
-    assert [t["state"] for t in status["tasks"]] == ["RUNNING", "RESTARTING", "RESTARTING"]
-    assert all("trace" not in t for t in status["tasks"])
 
-    wait_until(
-        lambda: task_states(client, "orders") == ["RUNNING"] * 3,
-        timeout=5,
-        what="the restarted tasks to run",
-    )
-    assert time.monotonic() - started >= 0.3  # never before restart_delay
+    # The restart happens after the answer (the old state shows for restart_lag), then the
+    # status store's RESTARTING record, which has no trace, for restart_delay (0.3 here).
+    def restarting() -> dict[str, Any] | None:
+        status: dict[str, Any] = client.get("/connectors/orders/status").json()
+        states = [t["state"] for t in status["tasks"]]
+        return status if states == ["RUNNING", "RESTARTING", "RESTARTING"] else None
+
+    shown = wait_until(restarting, timeout=5, interval=0.01, what="the tasks to show RESTARTING")
+    assert all("trace" not in t for t in shown["tasks"])
+
+    wait_for_shape(client, "orders", "RUNNING RUNNING RUNNING RUNNING")
+    # never before restart_lag + restart_delay
+    assert time.monotonic() - started >= sim.restart_lag + sim.restart_delay
     assert sim.restart_counts() == {("orders", 1): 1, ("orders", 2): 1}
 
 
@@ -310,13 +350,23 @@ def test_restarting_lasts_exactly_the_restart_delay_on_the_injected_clock(
 ) -> None:
     sim, client = timed
     sim.add_connector("orders", tasks=1, task_states=["FAILED"])
+    t0 = clock.now
     assert client.post("/connectors/orders/restart", params=RESTART_FAILED).status_code == 202
-    clock.advance(4.999)
+    # The old state, with its trace, until restart_lag ...
+    clock.now = t0 + RESTART_LAG - JUST
+    assert client.get("/connectors/orders/status").json()["tasks"][0]["trace"] == DEFAULT_TRACE
+    assert task_states(client, "orders") == ["FAILED"]
+    # ... then RESTARTING, without a trace, for exactly restart_delay ...
+    clock.now = t0 + RESTART_LAG
+    assert task_states(client, "orders") == ["RESTARTING"]
+    assert "trace" not in client.get("/connectors/orders/status").json()["tasks"][0]
+    clock.now = t0 + RESTART_LAG + RESTART_DELAY - JUST
     assert task_states(client, "orders") == ["RESTARTING"]
     assert sim.state("orders", 0) is State.RESTARTING
-    clock.advance(0.001)
+    # ... then RUNNING.
+    clock.now = t0 + RESTART_LAG + RESTART_DELAY
     assert task_states(client, "orders") == ["RUNNING"]
-    assert sim.restart_log == [Restart("orders", 0, 1000.0)]
+    assert sim.restart_log == [Restart("orders", 0, t0)]
 
 
 def test_tasks_armed_to_fail_again_fail_after_each_restart(
@@ -325,15 +375,16 @@ def test_tasks_armed_to_fail_again_fail_after_each_restart(
     sim, client = timed
     sim.add_connector("orders", tasks=2, task_states=["FAILED", "RUNNING"])
     sim.fail_after_restart("orders", 0, times=2, trace="still broken")
+    t0, each = clock.now, RESTART_LAG + RESTART_DELAY  # until the restart is over
     outcomes = []
     for _ in range(3):
         assert client.post("/connectors/orders/restart", params=RESTART_FAILED).status_code == 202
-        clock.advance(5)
+        clock.advance(each)
         outcomes.append(client.get("/connectors/orders/status").json()["tasks"][0])
     assert [t["state"] for t in outcomes] == ["FAILED", "FAILED", "RUNNING"]
     assert outcomes[0]["trace"] == "still broken"
     assert sim.restarts("orders", 0) == 3 and sim.restarts("orders", 1) == 0
-    assert [r.at for r in sim.restart_log] == [1000.0, 1005.0, 1010.0]
+    assert [r.at for r in sim.restart_log] == [t0, t0 + each, t0 + 2 * each]
 
 
 def test_a_connector_armed_forever_fails_after_every_plain_restart(
@@ -431,9 +482,11 @@ def test_a_stop_then_a_pause_brings_the_tasks_back_paused(sim: ConnectSim) -> No
     sim.add_connector("orders", tasks=2)
     with httpx.Client(base_url=sim.url) as client:
         assert client.put("/connectors/orders/stop").status_code == 204
-        assert client.get("/connectors/orders/status").json()["tasks"] == []
+        assert client.get("/connectors/orders/tasks").json() == []  # the task configs go at once
+        wait_for_shape(client, "orders", "STOPPED")  # the tasks unlisted after stop_delay
         assert client.put("/connectors/orders/pause").status_code == 202
-        assert task_states(client, "orders") == ["PAUSED", "PAUSED"]
+        assert len(client.get("/connectors/orders/tasks").json()) == 2  # back at once
+        wait_for_shape(client, "orders", "PAUSED PAUSED PAUSED")
         assert sim.state("orders") is State.PAUSED
 
 
@@ -550,8 +603,7 @@ def test_offsets_can_be_altered_and_reset_only_while_stopped(
     assert client.delete(path).status_code == 400
 
     assert client.put(f"/connectors/{MM2_ENCODED}/stop").status_code == 204
-    status = client.get(f"/connectors/{MM2_ENCODED}/status").json()
-    assert status["connector"]["state"] == "STOPPED" and status["tasks"] == []
+    wait_for_shape(client, MM2, "STOPPED")
 
     altered = client.patch(path, json=change)
     assert altered.status_code == 200
@@ -583,7 +635,9 @@ def test_offsets_can_be_altered_and_reset_only_while_stopped(
     assert client.get(path).json() == {"offsets": []}
 
     assert client.put(f"/connectors/{MM2_ENCODED}/resume").status_code == 202
-    assert task_states(client, MM2) == ["RUNNING"]
+    # Locked again as soon as the resume is answered (task configs back), before the tasks run.
+    assert client.patch(path, json=change).status_code == 400
+    wait_for_shape(client, MM2, "RUNNING RUNNING")
     assert client.patch(path, json=change).status_code == 400
 
 
@@ -599,16 +653,27 @@ def test_a_connector_without_tasks_is_not_stopped_for_the_offsets_rule(
     assert refused.json() == error(400, NOT_STOPPED.format(name="checkpoints"))
 
 
-def test_a_stop_takes_the_stop_delay_and_offsets_stay_locked_until_then(
+def test_a_stop_unlocks_offsets_at_once_and_unlists_the_tasks_after_the_stop_delay(
     timed: tuple[ConnectSim, httpx.Client], clock: FakeClock
 ) -> None:
     sim, client = timed
-    sim.add_connector("orders", tasks=2)
-    assert client.put("/connectors/orders/stop").status_code == 204
-    clock.advance(1.999)
-    assert client.get("/connectors/orders/status").json()["connector"]["state"] == "RUNNING"
+    sim.add_connector("orders", tasks=2, offsets=[{"partition": {"f": "a"}, "offset": {"p": 1}}])
     assert client.delete("/connectors/orders/offsets").status_code == 400
-    clock.advance(0.001)
+    t0 = clock.now
+    assert client.put("/connectors/orders/stop").status_code == 204
+    # The task configs are gone and the target is STOPPED at once: the offsets rule holds while
+    # the status still shows the connector and its tasks running.
+    assert client.get("/connectors/orders/tasks").json() == []
+    assert shape(client, "orders") == "RUNNING RUNNING RUNNING"
+    assert client.delete("/connectors/orders/offsets").status_code == 200
+    assert sim.offsets("orders") == []
+    clock.now = t0 + STATE_LAG - JUST
+    assert shape(client, "orders") == "RUNNING RUNNING RUNNING"
+    clock.now = t0 + STATE_LAG  # the connector shows STOPPED, its tasks still listed
+    assert shape(client, "orders") == "STOPPED RUNNING RUNNING"
+    clock.now = t0 + STATE_LAG + STOP_DELAY - JUST
+    assert shape(client, "orders") == "STOPPED RUNNING RUNNING"
+    clock.now = t0 + STATE_LAG + STOP_DELAY
     status = client.get("/connectors/orders/status").json()
     assert status["connector"]["state"] == "STOPPED" and status["tasks"] == []
     assert client.delete("/connectors/orders/offsets").status_code == 200
@@ -656,14 +721,14 @@ def test_alter_requests_are_checked_like_connect_checks_them(
 def test_pause_and_resume_answer_202(sim: ConnectSim, client: httpx.Client) -> None:
     sim.add_connector("orders", tasks=2, task_states=["RUNNING", "FAILED"])
     assert client.put("/connectors/orders/pause").status_code == 202
-    assert client.get("/connectors/orders/status").json()["connector"]["state"] == "PAUSED"
-    assert task_states(client, "orders") == ["PAUSED", "FAILED"]
+    wait_for_shape(client, "orders", "PAUSED PAUSED FAILED")  # a failed task stays failed
     assert client.put("/connectors/orders/resume").status_code == 202
-    assert task_states(client, "orders") == ["RUNNING", "FAILED"]
+    wait_for_shape(client, "orders", "RUNNING RUNNING FAILED")
     # A stopped connector comes back with its tasks generated again.
     assert client.put("/connectors/orders/stop").status_code == 204
+    wait_for_shape(client, "orders", "STOPPED")
     assert client.put("/connectors/orders/resume").status_code == 202
-    assert task_states(client, "orders") == ["RUNNING", "RUNNING"]
+    wait_for_shape(client, "orders", "RUNNING RUNNING RUNNING")
 
 
 def test_mirror_maker_connectors_carry_the_offset_shapes_of_strimzi_083(
@@ -758,13 +823,26 @@ def test_direct_controls_show_through_the_api(
     assert client.get("/connectors/orders/offsets").json()["offsets"] == [
         {"partition": {"f": "a"}, "offset": {"pos": 9}}
     ]
-    sim.set_delays(restart=1.0, stop=0.0)
-    client.post("/connectors/orders/restart?includeTasks=true")
-    assert sim.status("orders") == client.get("/connectors/orders/status").json()
-    clock.advance(1.0)
+    # No lag, no stop or resume delay: only the restart takes time.
+    sim.set_delays(
+        restart=1.0, stop=0.0, restart_lag=0.0, task_restart_after=0.0, state_lag=0.0, resume=0.0
+    )
+    t0 = clock.now
+    assert client.post("/connectors/orders/restart?includeTasks=true").status_code == 202
+    status = sim.status("orders")
+    assert status == client.get("/connectors/orders/status").json()
+    assert status["connector"]["state"] == "RESTARTING"
+    assert [t["state"] for t in status["tasks"]] == ["RESTARTING"]
+    clock.now = t0 + 1.0 - JUST
+    assert sim.state("orders") is State.RESTARTING
+    clock.now = t0 + 1.0
     assert sim.status("orders")["connector"]["state"] == "RUNNING"
-    client.put("/connectors/orders/stop")
+    assert sim.state("orders", 0) is State.RUNNING
+    assert client.put("/connectors/orders/stop").status_code == 204
     assert sim.state("orders") is State.STOPPED
+    assert sim.status("orders")["tasks"] == []
+    assert client.put("/connectors/orders/resume").status_code == 202
+    assert shape(client, "orders") == "RUNNING RUNNING"
     sim.remove_connector("orders")
     assert client.get("/connectors").json() == []
     assert client.get("/connectors/orders/status").status_code == 404
