@@ -80,7 +80,7 @@ def test_after_the_fast_reads_a_running_task_counts_as_restarted_but_a_failed_on
     watch = RestartWatch({"task 0": "RUNNING", "task 1": "FAILED"})
     shown = status("RUNNING", "RUNNING", "FAILED")
     watch.see(shown)
-    watch.give_up_running()
+    watch.stop_looking()
     assert watch.unseen == {"task 0"} and watch.pending == {"task 1": "FAILED"}
     assert not watch.settled(shown)
 
@@ -90,7 +90,7 @@ def test_a_synchronous_restart_is_judged_on_what_shows_after_the_fast_reads() ->
     shown = status("RUNNING", "FAILED")
     watch.see(shown)
     assert not watch.settled(shown)
-    watch.give_up_running()
+    watch.stop_looking()
     assert watch.settled(shown) and shown.failed  # failed again: the command says so
 
 

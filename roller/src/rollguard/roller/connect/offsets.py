@@ -11,8 +11,9 @@ The order of an alter or a reset, each step only if the one before succeeded:
 1. the file is read and checked (`shapes`), with no request sent: a bad file is exit 2;
 2. the worker's version (`GET /`): too old is exit 2 naming the version needed;
 3. the connector's status: not STOPPED and no `--stop` is exit 1, nothing changed;
-4. with `--stop`: PUT stop, then poll until STOPPED (Connect's stop is asynchronous, and
-   PATCH/DELETE are refused with 400 until the tasks are gone), within `--stop-timeout`;
+4. with `--stop`: PUT stop, then poll until STOPPED with no task listed (Connect's stop is
+   asynchronous, and PATCH/DELETE are refused with 400 while task configs remain), within
+   `--stop-timeout`;
 5. PATCH or DELETE.
 A failure after step 4 (or an interruption) puts the connector back as it was, RUNNING or
 PAUSED, unless `--leave-stopped`; the message says which state it is in. `--dry-run` stops after

@@ -62,7 +62,7 @@ class StateNotReached(RollguardError):
 
 
 def instance_states(status: ConnectorStatus) -> dict[str, str]:
-    """ "connector" and "task N" -> state, as the status shows them."""
+    """Each instance's state as the status shows it: "connector", "task 0", ..."""
     return {"connector": status.state, **{f"task {t.id}": t.state for t in status.tasks}}
 
 
@@ -96,7 +96,7 @@ class RestartWatch:
         now = instance_states(status)
         self.left.update(key for key, old in self.before.items() if now.get(key) != old)
 
-    def give_up_running(self) -> None:
+    def stop_looking(self) -> None:
         """After `FAST_FOR`: a restarted instance that was RUNNING and still is counts as
         restarted (its RESTARTING lasts ~15 ms and can fall between two reads; the wanted
         state is the one it shows), and is named in `unseen`. A FAILED one only when the
@@ -318,7 +318,7 @@ async def settle(
         status = await client.status(connector)
         watch.see(status)
         if watch.pending and clock() - start >= FAST_FOR:
-            watch.give_up_running()
+            watch.stop_looking()
         return status
 
     def interval(elapsed: float) -> float:
