@@ -9,7 +9,8 @@ leaving is a real rebalance.
 
 Test-friendly settings, written down: offsets are flushed every second (Kafka's default is a
 minute, `offset.flush.interval.ms`), and a departed worker's connectors are reassigned after
-3 s (`scheduled.rebalance.max.delay.ms`, 5 minutes by default). Everything else is Connect's
+3 s (`scheduled.rebalance.max.delay.ms`, 5 minutes by default), and a crashed worker is noticed
+after 6 s (`session.timeout.ms`, 10 s by default). Everything else is Connect's
 default. A worker is ready when `GET /health` answers 200 (KIP-1017: the worker has joined its
 group and read its config topic).
 
@@ -218,6 +219,8 @@ class ConnectCluster:
             "status.storage.partitions": "1",
             "offset.flush.interval.ms": "1000",
             "scheduled.rebalance.max.delay.ms": "3000",
+            "session.timeout.ms": "6000",
+            "heartbeat.interval.ms": "2000",
             **(extra or {}),
         }
         self.workers: list[ConnectWorker] = []
