@@ -12,15 +12,23 @@ KAFKA_OLDEST := 4.0.0
 CONNECT_VERSION := 4.3.1
 KAFKA := build/kafka/$(KAFKA_NEWEST)/.resolved build/kafka/$(KAFKA_OLDEST)/.resolved \
 	build/kafka-connect/$(CONNECT_VERSION)/.resolved
+# One Maven at a time: two writing the same local repository at once can clash.
+build/kafka/$(KAFKA_OLDEST)/.resolved: | build/kafka/$(KAFKA_NEWEST)/.resolved
+build/kafka-connect/$(CONNECT_VERSION)/.resolved: | build/kafka/$(KAFKA_OLDEST)/.resolved
 
 .PHONY: test demo demo-connect demo-agent lint bench venv broker kafka format clean image test-image test-security
 
 # Four workers, each taking whole test files (module fixtures, such as a real Kafka cluster,
 # stay in one process): most tests wait on real processes (Kafka restarts, agents, Spark), so
-# two cores run four at once (five made the agent's timing tests flaky, for no gain); the real-Kafka files go first (tests/conftest.py; xdist would
+# two cores run four at once (five made the agent's timing tests flaky, for no gain); the
+# real-Kafka and real-Connect files go first (tests/conftest.py; xdist would
 # otherwise start the files with the most tests first). Tests marked
 # `alone` measure timings and run afterwards, with nothing beside them.
-test: lint $(BROKER) $(KAFKA)
+# The venv, the test broker and the Kafka and Connect jars do not depend on each other: made side
+# by side, then the lint, then the tests.
+test:
+	@$(MAKE) --no-print-directory -j4 $(INSTALLED) $(BROKER) $(KAFKA)
+	@$(MAKE) --no-print-directory lint
 	$(BIN)/pytest -n 4 --dist loadfile --no-loadscope-reorder -m "not alone" --durations=25
 	$(BIN)/pytest -m alone
 
@@ -87,8 +95,8 @@ PYPROJECTS := $(foreach c,$(COMPONENTS),$(c)/pyproject.toml)
 $(INSTALLED): $(PYPROJECTS) requirements-dev.txt constraints.txt
 	@$(PYTHON) -c 'import sys; sys.exit(sys.version_info < (3, 11) and "rollguard needs Python 3.11 or newer")'
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
-	$(BIN)/python -m pip install --quiet --upgrade -c constraints.txt pip
-	$(BIN)/python -m pip install --quiet -c constraints.txt -r requirements-dev.txt \
+	$(BIN)/python -m pip install --quiet --no-compile --upgrade -c constraints.txt pip
+	$(BIN)/python -m pip install --quiet --no-compile -c constraints.txt -r requirements-dev.txt \
 		-e shared -e agent -e 'roller[collect]' -e certs -e spark -e tests/peers
 	touch $@
 

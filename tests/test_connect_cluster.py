@@ -83,6 +83,24 @@ def test_every_call_rides_out_a_short_rebalance(connect: ConnectSim, cli: Cli) -
     assert status.code in (0, 1) and len(connect.calls("GET", "/connectors")) == 3
 
 
+def test_a_request_forwarded_to_a_leader_that_is_gone_is_retried(
+    connect: ConnectSim, cli: Cli
+) -> None:
+    # A real 4.3.1 worker's answer while the group's leader has crashed (tests/test_real_connect.py)
+    gone = json.dumps({"error_code": 500, "message": "IO Error trying to forward REST request: "
+                       "java.net.ConnectException: Connection refused"})  # fmt: skip
+    connect.add_connector("sink", tasks=1, state=State.PAUSED)
+    connect.answer_next(2, status=500, body=gone, content_type="application/json")
+    done = cli("connect", "resume", "sink", "--connect-url", connect.url, *FAST_RETRIES)
+    assert done.code == 0, done.err
+    assert [r.status for r in connect.calls("PUT")] == [500, 500, 202]  # asked three times
+    # Any other 500 is an answer, not retried.
+    connect.answer_next(1, status=500, body='{"error_code":500,"message":"Request timed out"}',
+                        content_type="application/json")  # fmt: skip
+    done = cli("connect", "resume", "sink", "--connect-url", connect.url, *FAST_RETRIES)
+    assert done.code == 1 and "HTTP 500: Request timed out" in done.err
+
+
 def test_a_proxy_page_or_a_strange_body_is_one_line_naming_url_and_status(
     connect: ConnectSim, cli: Cli
 ) -> None:

@@ -443,8 +443,9 @@ def test_a_rebalance_during_a_restart_and_an_offsets_alter_is_waited_out(
         assert cycles < 60, "the second worker never joined"
     real.connect.wait_tasks("rg-rebalanced", "RUNNING", "RUNNING")
 
-    # A worker crashes while an alter --stop --resume runs: the one running the source
-    # connector's task, so that its stop can only end after the group noticed and rebalanced.
+    # A worker crashes while an alter --stop --resume runs: the group's leader, so that the
+    # stop (which the other worker forwards to the leader: "IO Error trying to forward REST
+    # request", HTTP 500) can only go through after the group noticed and chose a new one.
     offsets_file = tmp_path / "src--dst.MirrorSourceConnector.json"
     done = cli(*real.args("mm2", "offsets", "list", "--connector", SOURCE, "--to", str(tmp_path)))
     assert done.code == 0, done.err
@@ -452,8 +453,8 @@ def test_a_rebalance_during_a_restart_and_an_offsets_alter_is_waited_out(
     body["offsets"][0]["offset"]["offset"] = 139
     offsets_file.write_text(json.dumps(body))
     mirrored_before = real.end_offset("src.orders")
-    holder = (real.connect.status(SOURCE) or {})["tasks"][0]["worker_id"]
-    leaving = next(w for w in real.connect.workers if w.worker_id == holder and w.running())
+    leader = re.findall(r"leader='connect-([\d.]+:\d+)-", first.log_text())[-1]
+    leaving = next(w for w in real.connect.workers if w.worker_id == leader and w.running())
     staying = next(w for w in real.connect.workers if w is not leaving and w.running())
     start = staying.log_text().count("Joined group at generation")
     started = time.monotonic()

@@ -1,5 +1,6 @@
 """A client for Kafka Connect's REST API (httpx): TLS, mutual TLS, basic auth, and the shared
-retry policy for transport errors and 409 (Connect answers 409 while its workers rebalance).
+retry policy for transport errors, 409 (Connect answers 409 while its workers rebalance) and the
+500 of a request forwarded to a leader that is gone.
 
 Every failure is a `ConnectError` naming the connector (when there is one), the request's URL,
 the HTTP status and Connect's own message, on one line; nothing is retried that asking again
@@ -320,7 +321,7 @@ class ConnectClient:
     ) -> httpx.Response:
         async def attempt() -> httpx.Response:
             response = await self._http.request(method, path, params=params, json=json_body)
-            if response.status_code == 409:
+            if response.status_code == 409 or _leader_unreachable(response):
                 raise _Rebalancing(response)
             return response
 
@@ -350,6 +351,14 @@ class ConnectClient:
                 connector,
             )
         return response
+
+
+def _leader_unreachable(response: httpx.Response) -> bool:
+    """500 "IO Error trying to forward REST request: ...": the worker asked forwards requests
+    that only the group's leader may serve (stop, resume, config, offsets), and the leader is
+    gone (crashed, or leaving) until the group chooses another: retried like a 409, since the
+    request never reached a leader."""
+    return response.status_code == 500 and "trying to forward REST request" in response.text
 
 
 def _name(connector: str) -> str:
