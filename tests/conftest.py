@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import socket
 from typing import Any
 
@@ -10,6 +11,13 @@ import trustme
 from kafka.net.inet import KafkaNetSocket
 
 from helpers import Pki, build_broker, make_pki
+
+# Spark in tests: short-lived JVMs whose JIT compiling costs more CPU than it saves, so C1 only
+# and the serial collector, as for the tests' Kafka nodes (two Spark tests: 96 s of CPU, 60 s
+# so); for spark-submit (local mode, in-process sessions too) and the standalone master and
+# worker. Only when the environment does not set them already.
+os.environ.setdefault("SPARK_SUBMIT_OPTS", "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC")
+os.environ.setdefault("SPARK_DAEMON_JAVA_OPTS", "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC")
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:

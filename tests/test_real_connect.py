@@ -1,6 +1,6 @@
 """Every Connect command on a real Kafka Connect: a distributed worker (Kafka Connect 4.3.1 from
 Maven Central's jars) on a real one-node KRaft cluster (4.4.0), the file and MirrorMaker 2
-connectors on its classpath, a second worker joining and leaving for real rebalances.
+connectors on its classpath, a second worker joining and the leader crashing for real rebalances.
 
 The worker's status lags what it does (docs/operations.md, "Kafka Connect"): each wait is
 repeated ten times here, so that a judgement taken from the first status read would be caught.
@@ -409,7 +409,7 @@ def test_mm2_checkpoint_offsets_and_what_the_worker_refuses(
     real.connect.delete("rg-file-source")
 
 
-# ---- a real rebalance: a second worker joins, then leaves -----------------------------------
+# ---- a real rebalance: a second worker joins, then the leader crashes ----------------------
 
 
 def test_a_rebalance_during_a_restart_and_an_offsets_alter_is_waited_out(

@@ -165,6 +165,7 @@ class Agent:
         interval: str = "0.3",
         running_interval: str = "0.5",
         timeout: str = "4",
+        start_timeout: float = 20,
     ) -> None:
         self.pki = pki
         command = [
@@ -198,7 +199,7 @@ class Agent:
         )
         self.output = LineReader(self.process.stdout)
         match = self.output.wait_for(
-            r"API listening on https://([\d.]+):(\d+).*http://[\d.]+:(\d+)"
+            r"API listening on https://([\d.]+):(\d+).*http://[\d.]+:(\d+)", start_timeout
         )
         self.api = f"https://127.0.0.1:{match.group(2)}"
         self.probe = f"http://127.0.0.1:{match.group(3)}"

@@ -87,6 +87,8 @@ class RealCluster:
             interval="1",
             running_interval="1",
             timeout="5",
+            # beside a dozen JVMs starting at once (make test), a Python start takes its time
+            start_timeout=90,
         )
 
     @staticmethod

@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import contextlib
 import json
-import signal
 import subprocess
 import urllib.error
 import urllib.request
@@ -32,7 +31,7 @@ from typing import Any
 from urllib.parse import quote
 
 from rollguard.peers.processes import ROOT, wait_until
-from rollguard.peers.realkafka import _LIVE, KafkaCluster, free_port
+from rollguard.peers.realkafka import _LIVE, KafkaCluster, free_port, kill_jvm, stop_jvm
 
 CONNECT_VERSION = "4.3.1"  # connect-file/connect-mirror 4.4.0 are not on Maven Central here
 CONNECT_BUILD = ROOT / "build" / "kafka-connect"
@@ -168,22 +167,11 @@ class ConnectWorker:
 
     def stop(self, timeout: float = 30) -> None:
         """SIGTERM (the worker leaves its group), SIGKILL if it outlasts `timeout`."""
-        process = self.process
-        if process is None or process.poll() is not None:
-            return
-        process.send_signal(signal.SIGTERM)
-        try:
-            process.wait(timeout)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait()
-        _LIVE.discard(process)
+        stop_jvm(self.process, timeout)
 
     def kill(self) -> None:
-        if self.process is not None and self.process.poll() is None:
-            self.process.kill()
-            self.process.wait()
-            _LIVE.discard(self.process)
+        """SIGKILL: a crash; its group notices after `session.timeout.ms`."""
+        kill_jvm(self.process)
 
 
 class ConnectCluster:

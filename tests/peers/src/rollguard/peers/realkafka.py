@@ -117,6 +117,30 @@ def _kill_leftovers() -> None:
                 process.wait(10)
 
 
+def stop_jvm(process: subprocess.Popen[bytes] | None, timeout: float) -> int | None:
+    """SIGTERM, SIGKILL if the JVM outlasts `timeout`; its exit code (None: never started)."""
+    if process is None or process.poll() is not None:
+        return process.returncode if process else None
+    process.send_signal(signal.SIGTERM)
+    try:
+        code = process.wait(timeout)
+    except subprocess.TimeoutExpired:
+        return kill_jvm(process)
+    _LIVE.discard(process)
+    return code
+
+
+def kill_jvm(process: subprocess.Popen[bytes] | None) -> int | None:
+    """SIGKILL (a crash); its exit code (None: never started)."""
+    if process is None:
+        return None
+    if process.poll() is None:
+        process.kill()
+    code = process.wait()
+    _LIVE.discard(process)
+    return code
+
+
 class KafkaJarsMissing(RuntimeError):
     """Kafka's jars for a version are not in build/kafka (run `make kafka`)."""
 
@@ -277,27 +301,11 @@ class KafkaNode:
 
     def stop(self, timeout: float = 60) -> int | None:
         """SIGTERM (a controlled shutdown), SIGKILL if it outlasts `timeout`."""
-        process = self.process
-        if process is None or process.poll() is not None:
-            return process.returncode if process else None
-        process.send_signal(signal.SIGTERM)
-        try:
-            code = process.wait(timeout)
-        except subprocess.TimeoutExpired:
-            return self.kill()
-        _LIVE.discard(process)
-        return code
+        return stop_jvm(self.process, timeout)
 
     def kill(self) -> int | None:
         """SIGKILL: an unclean stop, as a crash or an OOM kill."""
-        process = self.process
-        if process is None:
-            return None
-        if process.poll() is None:
-            process.kill()
-        code = process.wait()
-        _LIVE.discard(process)
-        return code
+        return kill_jvm(self.process)
 
     def prepare_recovery(self) -> None:
         """Make the next start recover every segment: as if it crashed before any checkpoint."""
