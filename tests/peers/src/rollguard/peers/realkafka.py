@@ -154,20 +154,36 @@ def kafka_lib(version: str = NEWEST) -> Path:
     return lib
 
 
+_HANDED_OUT: set[int] = set()
+_PORTS = threading.Lock()
+
+
 def free_port() -> int:
     """A free port below Linux's ephemeral range (32768-60999), so that no client connection
-    of another test takes it between now and the node's bind; drawn at random, because several
-    clusters may be choosing at once."""
+    of another test takes it between now and the node's bind; drawn at random from this pytest
+    worker's own share of 20000-32000 (several clusters choose at once, one per worker), and
+    never one this process handed out before (the JVMs bind theirs only seconds later)."""
+    low, high = 20000, 32000
+    worker = os.environ.get("PYTEST_XDIST_WORKER", "")
+    if worker.startswith("gw") and worker[2:].isdigit():
+        count = max(1, int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1")))
+        share = (high - low) // count
+        low += int(worker[2:]) % count * share
+        high = low + share
     rng = random.SystemRandom()
-    for _ in range(200):
-        port = rng.randrange(20000, 32000)
-        with socket.socket() as sock:
-            try:
-                sock.bind(("127.0.0.1", port))
-            except OSError:
+    with _PORTS:
+        for _ in range(400):
+            port = rng.randrange(low, high)
+            if port in _HANDED_OUT:
                 continue
+            with socket.socket() as sock:
+                try:
+                    sock.bind(("127.0.0.1", port))
+                except OSError:
+                    continue
+            _HANDED_OUT.add(port)
             return port
-    raise RuntimeError("no free port in 20000-32000")
+    raise RuntimeError(f"no free port in {low}-{high}")
 
 
 @dataclass(frozen=True)
