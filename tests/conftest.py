@@ -20,11 +20,23 @@ os.environ.setdefault("SPARK_SUBMIT_OPTS", "-XX:TieredStopAtLevel=1 -XX:+UseSeri
 os.environ.setdefault("SPARK_DAEMON_JAVA_OPTS", "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC")
 
 
+# The longest files after the real ones (Spark jobs, simulated rolls, wheels): started early,
+# so that none of them is left running alone at the end with the other workers idle.
+LONG = ("test_report_job", "test_roll_end_to_end", "test_roll_properties", "test_report.py",
+        "test_roll_batch_end_to_end", "test_roll_safety", "test_packaging")  # fmt: skip
+
+
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     """The real-Kafka and real-Connect modules first. They are the longest files (a KRaft
     cluster each, minutes of restarts that mostly wait), so they start at once beside the quick
-    files, rather than last with the other workers idle."""
-    items.sort(key=lambda item: not item.nodeid.startswith("tests/test_real_"))
+    files, rather than last with the other workers idle; then the other long ones (`LONG`)."""
+
+    def rank(item: pytest.Item) -> int:
+        if item.nodeid.startswith("tests/test_real_"):
+            return 0
+        return 1 if any(item.nodeid.startswith(f"tests/{name}") for name in LONG) else 2
+
+    items.sort(key=rank)
 
 
 @pytest.fixture(scope="session")
