@@ -31,7 +31,14 @@ from typing import Any
 from urllib.parse import quote
 
 from rollguard.peers.processes import ROOT, wait_until
-from rollguard.peers.realkafka import _LIVE, KafkaCluster, free_port, kill_jvm, stop_jvm
+from rollguard.peers.realkafka import (
+    _LIVE,
+    KafkaCluster,
+    free_port,
+    kill_jvm,
+    read_log,
+    stop_jvm,
+)
 
 CONNECT_VERSION = "4.3.1"  # connect-file/connect-mirror 4.4.0 are not on Maven Central here
 CONNECT_BUILD = ROOT / "build" / "kafka-connect"
@@ -108,10 +115,7 @@ class ConnectWorker:
         return self.folder / "connect.log"
 
     def log_text(self) -> str:
-        try:
-            return self.log_file.read_text(errors="replace")
-        except FileNotFoundError:
-            return ""
+        return read_log(self.log_file)
 
     def running(self) -> bool:
         return self.process is not None and self.process.poll() is None
@@ -246,10 +250,6 @@ class ConnectCluster:
     def status(self, name: str) -> dict[str, Any] | None:
         status, body = rest(f"{self.url}/connectors/{quote(name, safe='')}/status")
         return body if status == 200 else None
-
-    def task_states(self, name: str) -> list[str]:
-        body = self.status(name) or {}
-        return [t["state"] for t in sorted(body.get("tasks", []), key=lambda t: t["id"])]
 
     def wait_tasks(self, name: str, *states: str, timeout: float = 60) -> dict[str, Any]:
         """Until the connector lists exactly `states` for its tasks 0..n-1 (the connector itself

@@ -117,6 +117,14 @@ def _kill_leftovers() -> None:
                 process.wait(10)
 
 
+def read_log(path: Path) -> str:
+    """A JVM's log so far ("" before it wrote any)."""
+    try:
+        return path.read_text(errors="replace")
+    except FileNotFoundError:
+        return ""
+
+
 def stop_jvm(process: subprocess.Popen[bytes] | None, timeout: float) -> int | None:
     """SIGTERM, SIGKILL if the JVM outlasts `timeout`; its exit code (None: never started)."""
     if process is None or process.poll() is not None:
@@ -250,10 +258,7 @@ class KafkaNode:
         return self.process is not None and self.process.poll() is None
 
     def log_text(self) -> str:
-        try:
-            return self.log_file.read_text(errors="replace")
-        except FileNotFoundError:
-            return ""
+        return read_log(self.log_file)
 
     def command(self) -> list[str]:
         java = shutil.which("java") or "java"
