@@ -10,6 +10,9 @@ KAFKA_NEWEST := 4.4.0
 KAFKA_OLDEST := 4.0.0
 # Kafka Connect's own version: connect-file and connect-mirror are served up to 4.3.1 here.
 CONNECT_VERSION := 4.3.1
+# mypy's cache lives outside the clone, as Maven's jars do: a fresh clone's lint then takes a second,
+# not twenty (mypy checks each cached module against its source's hash and its path).
+MYPY_CACHE ?= $(HOME)/.cache/rollguard/mypy
 KAFKA := build/kafka/$(KAFKA_NEWEST)/.resolved build/kafka/$(KAFKA_OLDEST)/.resolved \
 	build/kafka-connect/$(CONNECT_VERSION)/.resolved
 # One Maven at a time: two writing the same local repository at once can clash.
@@ -44,7 +47,7 @@ demo-agent: $(INSTALLED) $(BROKER)
 lint: $(INSTALLED)
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
-	$(BIN)/mypy
+	$(BIN)/mypy --cache-dir $(MYPY_CACHE)
 	$(BIN)/lint-imports
 
 bench: $(INSTALLED) $(BROKER) $(KAFKA)
@@ -88,16 +91,17 @@ kafka: $(KAFKA)
 # every run installs the same ones. To move to newer versions: delete constraints.txt's pins you
 # want to move (or all of them), `make clean venv` with an empty constraints.txt, then
 #   .venv/bin/python -m pip freeze --all --exclude-editable | grep -v '^rollguard-' > constraints.txt
-# and run `make test` before committing it.
+# and run `make test` before committing it. The components build with the venv's own pinned
+# setuptools (no isolated build environment to make six times).
 COMPONENTS := shared agent roller certs spark tests/peers
 PYPROJECTS := $(foreach c,$(COMPONENTS),$(c)/pyproject.toml)
 
 $(INSTALLED): $(PYPROJECTS) requirements-dev.txt constraints.txt
 	@$(PYTHON) -c 'import sys; sys.exit(sys.version_info < (3, 11) and "rollguard needs Python 3.11 or newer")'
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
-	$(BIN)/python -m pip install --quiet --no-compile --upgrade -c constraints.txt pip
-	$(BIN)/python -m pip install --quiet --no-compile -c constraints.txt -r requirements-dev.txt \
-		-e shared -e agent -e 'roller[collect]' -e certs -e spark -e tests/peers
+	$(BIN)/python -m pip install --quiet --no-compile --upgrade -c constraints.txt pip setuptools
+	$(BIN)/python -m pip install --quiet --no-compile --no-build-isolation -c constraints.txt \
+		-r requirements-dev.txt -e shared -e agent -e 'roller[collect]' -e certs -e spark -e tests/peers
 	touch $@
 
 $(BROKER): tests/broker/TestBroker.java

@@ -12,6 +12,7 @@ from __future__ import annotations
 import shutil
 import subprocess
 import sys
+import tomllib
 import zipfile
 from pathlib import Path
 
@@ -44,10 +45,15 @@ def build_wheel(component: str, tmp_path: Path) -> Path:
         ignore=shutil.ignore_patterns("build", "*.egg-info", "__pycache__"),
     )
     out = tmp_path / "wheels"
+    out.mkdir(exist_ok=True)
+    # The PEP 517 hook pip itself would call (`build_wheel` of the component's declared backend),
+    # in a process of its own: the same wheel, without pip's seconds of start-up each time.
+    project = tomllib.loads((source / "pyproject.toml").read_text())
+    backend = project["build-system"]["build-backend"]
     done = subprocess.run(
-        [sys.executable, "-m", "pip", "wheel", "--quiet", "--no-deps", "--no-build-isolation",
-         "--no-cache-dir", "-w", str(out), str(source)],
-        capture_output=True, text=True, timeout=120, check=False,
+        [sys.executable, "-c",
+         f"import {backend} as backend, sys; backend.build_wheel(sys.argv[1])", str(out)],
+        cwd=source, capture_output=True, text=True, timeout=120, check=False,
     )  # fmt: skip
     assert done.returncode == 0, done.stderr
     (wheel,) = out.glob(f"{COMPONENTS[component][0]}-*.whl")
