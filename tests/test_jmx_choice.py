@@ -9,7 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from rollguard.agent.jmx import BACKENDS, JmxCredentials, open_backend
+from rollguard.agent.jmx import BACKENDS, JmxCredentials
+from rollguard.agent.jmx_choice import open_backend
 from rollguard.agent.jmx_jmxquery import JmxQueryBackend
 from rollguard.agent.jmx_persistent import PersistentJmxBackend
 from rollguard.agent.jvm import READER_SOURCE, find_java
@@ -40,7 +41,7 @@ def test_jmxquery_with_credentials_warns_that_the_password_is_on_its_command_lin
     caplog: pytest.LogCaptureFixture,
 ) -> None:
     secret = JmxCredentials("admin", "s3cret")
-    with caplog.at_level(logging.WARNING, logger="rollguard.agent.jmx"):
+    with caplog.at_level(logging.WARNING, logger="rollguard.agent.jmx_choice"):
         backend = asyncio.run(open_backend("jmxquery", URL, credentials=secret, java="java"))
     assert isinstance(backend, JmxQueryBackend)
     assert "takes the password only as a command-line argument" in caplog.text

@@ -1,4 +1,4 @@
-"""What the sampler asks of a JMX reader, and which reader the agent gets.
+"""What the sampler asks of a JMX reader, and what the two readers share.
 
 Two backends read the broker's MBeans through a child JVM (`rollguard.agent.jvm`):
 
@@ -9,25 +9,19 @@ Two backends read the broker's MBeans through a child JVM (`rollguard.agent.jvm`
 
 Both give the same values (`rollguard.agent.readings.MBeanValue`) and fail with the same
 reasons (`SampleError`: jmx-unreachable, jmx-auth-failed, jmx-timeout, jmx-error), within the
-same hard time limit. This module holds what they share: the protocol, the JMX address and
-credentials, and the choice between them (`--jmx-backend`).
+same hard time limit. This module holds what they share: the protocol, the backends' names, the
+JMX address and credentials, and the timeout error. It imports neither backend: they import it,
+and `rollguard.agent.jmx_choice` (`--jmx-backend`) imports them, so the imports run one way.
 """
 
 from __future__ import annotations
 
-import asyncio
-import logging
 import re
-from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
 
-from rollguard.agent.jvm import reader_classpath
-from rollguard.agent.readings import QUERIES, FailureReason, MBeanValue, Query, SampleError
-from rollguard.shared.errors import ConfigError
-
-logger = logging.getLogger(__name__)
+from rollguard.agent.readings import FailureReason, MBeanValue, SampleError
 
 BACKENDS = ("persistent", "jmxquery")
 
@@ -80,40 +74,4 @@ def timed_out(url: str) -> SampleError:
     """The error of a read that outlasted its time limit (its JVM has been killed)."""
     return SampleError(
         FailureReason.JMX_TIMEOUT, f"no answer from JMX at {url} within the sample time limit"
-    )
-
-
-async def open_backend(
-    kind: str,
-    url: str,
-    *,
-    credentials: JmxCredentials | None,
-    java: str,
-    queries: Sequence[Query] = QUERIES,
-) -> JmxBackend:
-    """The backend `--jmx-backend` names, ready to read; ConfigError if it cannot be (the
-    persistent backend's reader does not compile with this Java runtime)."""
-    # Imported here, not at the top: each backend imports this module's types.
-    from rollguard.agent.jmx_jmxquery import JmxQueryBackend
-    from rollguard.agent.jmx_persistent import PersistentJmxBackend
-
-    if kind not in BACKENDS:  # the flag's parser allows only these: a caller's mistake
-        raise ValueError(f"unknown JMX backend {kind!r}, expected one of {', '.join(BACKENDS)}")
-    if kind == "jmxquery":
-        if credentials is not None:
-            logger.warning(
-                "--jmx-backend jmxquery: jmxquery's JMX reader takes the password only as a "
-                "command-line argument (-p), which other processes on this host can read (ps, "
-                "/proc/PID/cmdline) for the quarter of a second each round's JVM runs; the "
-                "persistent backend (the default) gives it to its JVM on stdin"
-            )
-        return JmxQueryBackend(url, credentials=credentials, java=java, queries=queries)
-    try:
-        classpath = await asyncio.to_thread(reader_classpath, java)
-    except RuntimeError as exc:
-        raise ConfigError(
-            f"--jmx-backend persistent: {exc} (--jmx-backend jmxquery needs no compiler)"
-        ) from None
-    return PersistentJmxBackend(
-        url, classpath=classpath, credentials=credentials, java=java, queries=queries
     )

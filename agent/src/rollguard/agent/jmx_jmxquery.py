@@ -7,7 +7,8 @@ its own process group (`rollguard.agent.jvm`), and kills the whole group when th
 passes. One call reads every MBean the agent needs (the queries are joined with `;`).
 
 The JMX credentials reach the jar as `-u USER -p PASSWORD` arguments, the only way it takes
-them: the command line is never logged, and the agent warns at start-up (`open_backend`).
+them: the command line is never logged, and the agent warns at start-up
+(`rollguard.agent.jmx_choice`).
 """
 
 from __future__ import annotations

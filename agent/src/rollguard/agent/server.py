@@ -30,7 +30,7 @@ from rollguard.agent.api import create_api_app, create_probe_app
 from rollguard.agent.config import Address, AgentSettings, raise_file_limit
 from rollguard.agent.connections import ConnectionLimiter, HttpLimits, Port, Stage
 from rollguard.agent.http_protocol import bound_protocol
-from rollguard.agent.jmx import open_backend
+from rollguard.agent.jmx_choice import open_backend
 from rollguard.agent.memory import MemoryTrimmer
 from rollguard.agent.metrics import AgentMetrics
 from rollguard.agent.readyfile import ReadyFile
