@@ -1,20 +1,24 @@
-"""The converters every rollguard command reads its settings with, and `resolve`'s rules."""
+"""The converters every rollguard command reads its settings with (`rollguard.shared.converters`),
+`resolve`'s rules, and `Options` read with and without an environment
+(`rollguard.shared.settings`)."""
 
 from __future__ import annotations
 
 import argparse
 import logging
+from dataclasses import dataclass
+from pathlib import Path
 
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from rollguard.shared.errors import ConfigError
-from rollguard.shared.settings import (
-    Flag,
+from rollguard.shared import converters, settings
+from rollguard.shared.cli import Parser
+from rollguard.shared.converters import (
     HostPort,
-    add_flags,
     boolean,
+    braces,
     duration,
     duration_between,
     format_duration,
@@ -23,11 +27,20 @@ from rollguard.shared.settings import (
     listen_address,
     milliseconds_to_duration,
     number_between,
+    one_of,
     parse_duration,
     positive_seconds,
-    resolve,
-    retry_flags,
     servers,
+)
+from rollguard.shared.errors import ConfigError
+from rollguard.shared.settings import (
+    Flag,
+    Options,
+    RetryOptions,
+    add_flags,
+    option,
+    resolve,
+    same,
 )
 
 ARABIC_INDIC_60 = "\u0666\u0660"  # "٦٠", which Python's int() and float() read as 60
@@ -287,7 +300,7 @@ def test_bad_bootstrap_servers(text: str, message: str) -> None:
     ],
 )
 def test_retry_flags_refuse_what_is_not_a_plain_number(name: str, text: str) -> None:
-    (flag,) = [f for f in retry_flags() if f.name == name]
+    (flag,) = [f for f in RetryOptions.flags() if f.name == name]
     with pytest.raises(ValueError, match="is not a"):
         flag.convert(text)
 
@@ -401,3 +414,109 @@ def test_the_old_name_is_hidden_from_help() -> None:
     add_flags(parser, FLAGS, "T_")
     text = parser.format_help()
     assert "--operation-timeout " in text and "--operation-timeout-ms" not in text
+
+
+def test_the_converters_are_the_settings_modules_too() -> None:
+    """Commands import them from `rollguard.shared.settings`, where they were first."""
+    for name in ("duration_between", "format_duration", "integer", "servers", "HostPort"):
+        assert getattr(settings, name) is getattr(converters, name)
+        assert name in settings.__all__
+
+
+# ---- one of a closed list, in argparse's words -----------------------------------------------
+
+
+def test_one_of_refuses_in_argparses_words() -> None:
+    assert one_of(("text", "json"))("json") == "json"
+    with pytest.raises(ValueError, match=r"^invalid choice: 'xml' \(choose from 'text', 'json'\)$"):
+        one_of(("text", "json"))("xml")
+    bits = one_of((2048, 4096), integer(0))
+    assert bits("4096") == 4096
+    with pytest.raises(ValueError, match=r"^invalid choice: 1024 \(choose from 2048, 4096\)$"):
+        bits("1024")
+    with pytest.raises(ValueError, match="is not a whole number"):
+        bits("\u0662048")
+    assert braces((2048, 4096)) == "{2048,4096}"
+
+
+def test_one_of_says_what_argparses_choices_said(capsys: pytest.CaptureFixture[str]) -> None:
+    """The same usage and message, word for word, as the `choices=` it replaced in
+    rollguard-certs and rollguard-report."""
+    old = Parser(prog="p")
+    old.add_argument("--output", choices=["text", "json"], default="text")
+    new = Parser(prog="p")
+    add_flags(new, [Flag("output", "text", one_of(("text", "json")), "", "{text,json}")], None)
+    said = []
+    for parser in (old, new):
+        with pytest.raises(SystemExit):
+            parser.parse_args(["--output", "xml"])
+        said.append((parser.format_help(), capsys.readouterr().err))
+    assert said[0] == said[1]
+    assert "p: argument --output: invalid choice: 'xml' (choose from 'text', 'json')" in said[1][1]
+    assert new.parse_args([]).output == "text"
+
+
+# ---- options without variables (rollguard-certs, rollguard-report) ---------------------------
+
+
+@dataclass(frozen=True, kw_only=True)
+class Plain(Options):
+    dir: Path = option(".", Path, "folder (default: .)")
+    days: int | None = option(None, integer(1, 10), "validity", deprecated=(("valid-days", same),))
+    force: bool = option("false", boolean, "overwrite", switch=True)
+    out: Path = option(None, Path, "where", required=True)
+
+
+def plain(*argv: str) -> Plain:
+    parser = Parser(prog="plain")
+    Plain.add_flags(parser)
+    return Plain.load(parser.parse_args(list(argv)))
+
+
+def test_without_a_prefix_argparse_converts_and_defaults_apply() -> None:
+    assert plain("--out", "o") == Plain(dir=Path(), days=None, force=False, out=Path("o"))
+    assert plain("--out", "o", "--days", "3", "--force", "--dir", "d") == Plain(
+        dir=Path("d"), days=3, force=True, out=Path("o")
+    )
+
+
+def test_without_a_prefix_no_variable_is_read_and_the_help_is_the_options_own() -> None:
+    parser = Parser(prog="plain")
+    Plain.add_flags(parser)
+    text = parser.format_help()
+    assert "folder (default: .)" in text and "env " not in text and "--valid-days" not in text
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (
+            ["--out", "o", "--days", "11"],
+            "plain: argument --days: '11' is not a whole number from 1",
+        ),
+        (["--days", "3"], "plain: the following arguments are required: --out"),
+        (["--out", "o", "--days", "3", "--valid-days", "4"], "give --days or --valid-days, not"),
+    ],
+)
+def test_without_a_prefix_a_bad_value_is_argparses_usage_error(
+    argv: list[str], message: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    with pytest.raises(SystemExit) as exit_:
+        plain(*argv)
+    assert exit_.value.code == 2
+    assert message in capsys.readouterr().err
+
+
+def test_without_a_prefix_a_renamed_flag_warns_on_stderr(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    assert plain("--out", "o", "--valid-days", "4").days == 4
+    assert "plain: warning: --valid-days is deprecated; use --days" in capsys.readouterr().err
+
+
+def test_without_a_prefix_a_renamed_flag_keeps_its_syntax() -> None:
+    renamed = Flag(
+        "timeout", None, duration, "", deprecated=(("timeout-ms", milliseconds_to_duration),)
+    )
+    with pytest.raises(TypeError, match="keeps its syntax"):
+        add_flags(Parser(prog="p"), [renamed], None)

@@ -1,10 +1,12 @@
 """The agent's settings: one frozen object, built once from flags and the environment.
 
-Every flag `--some-flag` can also be given as `ROLLGUARD_AGENT_SOME_FLAG`; a flag on the command
-line wins over the environment, which wins over the default. Each value is checked here, and a bad
-one is a ConfigError that names the flag or variable it came from. Numbers are ASCII digits
-(`rollguard.shared.settings`) and every number has a range: a value outside it is refused, not
-clamped.
+The flags are declared like every rollguard command's, as an `Options` dataclass
+(`rollguard.shared.settings`): `--some-flag` can also be given as `ROLLGUARD_AGENT_SOME_FLAG`; a
+flag on the command line wins over the environment, which wins over the default. Each value is
+checked here, and a bad one is a ConfigError that names the flag or variable it came from.
+Numbers are ASCII digits (`rollguard.shared.converters`) and every number has a range: a value
+outside it is refused, not clamped. `AgentOptions.settings` then derives the `AgentSettings` the
+server runs with (the sampler's intervals, the HTTP limits, the JMX credentials read).
 """
 
 from __future__ import annotations
@@ -21,17 +23,18 @@ from rollguard.agent.jmx import BACKENDS, JmxCredentials, read_credentials, serv
 from rollguard.agent.jvm import find_java
 from rollguard.agent.sampler import SamplerSettings
 from rollguard.shared.errors import ConfigError
-from rollguard.shared.retry import RETRY_SETTINGS, RetryPolicy, policy_from_settings
+from rollguard.shared.retry import RetryPolicy
 from rollguard.shared.settings import (
     Flag,
-    add_flags,
+    Options,
+    RetryOptions,
     choice,
     duration,
     duration_between,
     integer,
     listen_address,
-    resolve,
-    retry_flags,
+    option,
+    same,
 )
 
 ENV_PREFIX = "ROLLGUARD_AGENT_"
@@ -107,210 +110,9 @@ def _event_loop(text: str) -> str:
     return text
 
 
-def _same(text: str) -> str:
-    return text
-
-
 def _hours(text: str) -> str:
     """--timeline-retention-hours N (before 0.2) as --timeline-retention Nh."""
     return f"{text.strip()}h"
-
-
-FLAGS = (
-    Flag("listen", "0.0.0.0:8443", parse_address, "HOST:PORT of the mutual-TLS API", "HOST:PORT"),
-    # --cert, --key and --cacert: the names every rollguard command (and curl) uses; the agent
-    # called them --tls-cert, --tls-key and --tls-ca before 0.2 (still accepted, with a warning).
-    Flag(
-        "cert",
-        None,
-        Path,
-        "PEM certificate the API presents (the broker's own will do)",
-        "PATH",
-        required=True,
-        deprecated=(("tls-cert", _same),),
-    ),
-    Flag(
-        "key",
-        None,
-        Path,
-        "PEM private key of --cert (unencrypted)",
-        "PATH",
-        required=True,
-        deprecated=(("tls-key", _same),),
-    ),
-    Flag(
-        "cacert",
-        None,
-        Path,
-        "PEM CA bundle that client certificates must chain to",
-        "PATH",
-        required=True,
-        deprecated=(("tls-ca", _same),),
-    ),
-    Flag(
-        "crl",
-        None,
-        Path,
-        "PEM file with the CRL of every CA in --cacert; revoked client certificates are "
-        "refused (checked on every handshake, reloaded like the other TLS files)",
-        "PATH",
-        deprecated=(("tls-crl", _same),),
-    ),
-    Flag(
-        "cert-reload-interval",
-        "10s",
-        duration,
-        "time between checks of the TLS files for changes",
-        "DURATION",
-        deprecated=(("tls-reload-interval", _same),),
-    ),
-    Flag(
-        "jmx",
-        "127.0.0.1:9999",
-        service_url,
-        "the broker's JMX: HOST:PORT or a service:jmx: URL",
-        "TARGET",
-    ),
-    Flag(
-        "jmx-credentials-file",
-        None,
-        Path,
-        "file with one line 'USERNAME PASSWORD' for JMX authentication",
-        "PATH",
-    ),
-    Flag(
-        "jmx-backend",
-        "persistent",
-        choice(*BACKENDS),
-        "persistent (one JVM and one JMX connection held open) or jmxquery (a JVM per round)",
-        "NAME",
-    ),
-    Flag("java", "java", str, "java executable that reads JMX", "PATH"),
-    Flag(
-        "event-loop",
-        "uvloop",
-        _event_loop,
-        "uvloop (faster TLS and HTTP serving) or asyncio (the standard library's)",
-        "NAME",
-    ),
-    Flag(
-        "sample-interval",
-        "1s",
-        duration,
-        "time between JMX rounds while the broker is not RUNNING",
-        "DURATION",
-    ),
-    Flag(
-        "running-interval",
-        None,
-        duration,
-        "time between JMX rounds while the broker is RUNNING (default: 1s with the persistent "
-        "backend, whose round costs about 2 ms of CPU, so a restart shows within a second or "
-        "two; 10s with jmxquery, a JVM per round)",
-        "DURATION",
-    ),
-    Flag("sample-timeout", "5s", duration, "hard time limit of one JMX round", "DURATION"),
-    Flag(
-        "max-sample-age",
-        "30s",
-        duration,
-        "a sample older than this is not served (503 stale-sample)",
-        "DURATION",
-    ),
-    Flag(
-        "probe-listen",
-        "127.0.0.1:8080",
-        parse_address,
-        "HOST:PORT of the plain-HTTP probe port (/v1/ready, /metrics)",
-        "HOST:PORT",
-    ),
-    Flag(
-        "max-connections",
-        "64",
-        integer(1, 10000),
-        "connections the API port holds, handshakes included; when it is full, the oldest "
-        "connection not yet answered is closed for a new one",
-        "N",
-    ),
-    Flag(
-        "probe-max-connections",
-        "32",
-        integer(1, 10000),
-        "connections the probe port holds (the same rule)",
-        "N",
-    ),
-    Flag(
-        "handshake-timeout",
-        "5s",
-        duration_between("100ms", "1m"),
-        "time a client has to complete the TLS handshake",
-        "DURATION",
-    ),
-    Flag(
-        "header-timeout",
-        "10s",
-        duration_between("100ms", "5m"),
-        "time a request line and headers have to arrive, from the connection or from the "
-        "request's first byte (both ports)",
-        "DURATION",
-    ),
-    Flag(
-        "idle-timeout",
-        "15s",
-        duration_between("1s", "1h"),  # uvicorn's keep-alive timer counts whole seconds
-        "a keep-alive connection with no request for this long is closed (both ports)",
-        "DURATION",
-    ),
-    Flag(
-        "max-header-bytes",
-        "8192",
-        integer(1024, 1 << 20),
-        "a request line and headers larger than this are answered 431 (both ports)",
-        "BYTES",
-    ),
-    Flag("ready-file", None, Path, "file that exists exactly while the broker is ready", "PATH"),
-    Flag("log-level", "info", _level, "debug, info, warning or error", "LEVEL"),
-    Flag("log-format", "text", _log_format, "text, or json (one object a line)", "FORMAT"),
-    # The retry settings every rollguard network client shares; here they govern the retries
-    # of a transient JMX error within one round (never beyond --sample-timeout).
-    Flag(
-        "data-dir",
-        None,
-        Path,
-        "folder for the durable recovery timeline (a persistent volume); unset: no timeline",
-        "DIR",
-    ),
-    Flag(
-        "node-id",
-        None,
-        _node_id,
-        "node name in timeline records (default: the host name, the pod name on Kubernetes)",
-        "NAME",
-    ),
-    Flag(
-        "heartbeat-interval",
-        "5m",
-        duration,
-        "time between timeline records while nothing changes",
-        "DURATION",
-    ),
-    Flag(
-        "timeline-segment-bytes",
-        "1048576",
-        integer(1024, 1 << 30),
-        "size at which a timeline segment file is rotated",
-        "BYTES",
-    ),
-    Flag(
-        "timeline-retention",
-        "7d",
-        duration_between("36s", "3650d"),
-        "timeline segments older than this are deleted",
-        "DURATION",
-        deprecated=(("timeline-retention-hours", _hours),),
-    ),
-    *retry_flags(),
-)
 
 
 # Between two rounds while the broker is RUNNING. A round is the only way a broken JMX connection
@@ -319,72 +121,248 @@ FLAGS = (
 RUNNING_INTERVALS = {"persistent": 1.0, "jmxquery": 10.0}
 
 
+@dataclass(frozen=True, kw_only=True)
+class _ServingOptions(Options):
+    """The agent's own flags, in the order of its --help (the retry flags come after them)."""
+
+    listen: Address = option(
+        "0.0.0.0:8443", parse_address, "HOST:PORT of the mutual-TLS API", "HOST:PORT"
+    )
+    # --cert, --key and --cacert: the names every rollguard command (and curl) uses; the agent
+    # called them --tls-cert, --tls-key and --tls-ca before 0.2 (still accepted, with a warning).
+    cert: Path = option(
+        None,
+        Path,
+        "PEM certificate the API presents (the broker's own will do)",
+        "PATH",
+        required=True,
+        deprecated=(("tls-cert", same),),
+    )
+    key: Path = option(
+        None,
+        Path,
+        "PEM private key of --cert (unencrypted)",
+        "PATH",
+        required=True,
+        deprecated=(("tls-key", same),),
+    )
+    cacert: Path = option(
+        None,
+        Path,
+        "PEM CA bundle that client certificates must chain to",
+        "PATH",
+        required=True,
+        deprecated=(("tls-ca", same),),
+    )
+    crl: Path | None = option(
+        None,
+        Path,
+        "PEM file with the CRL of every CA in --cacert; revoked client certificates are "
+        "refused (checked on every handshake, reloaded like the other TLS files)",
+        "PATH",
+        deprecated=(("tls-crl", same),),
+    )
+    cert_reload_interval: float = option(
+        "10s",
+        duration,
+        "time between checks of the TLS files for changes",
+        "DURATION",
+        deprecated=(("tls-reload-interval", same),),
+    )
+    jmx: str = option(
+        "127.0.0.1:9999", service_url, "the broker's JMX: HOST:PORT or a service:jmx: URL", "TARGET"
+    )
+    jmx_credentials_file: Path | None = option(
+        None, Path, "file with one line 'USERNAME PASSWORD' for JMX authentication", "PATH"
+    )
+    jmx_backend: str = option(
+        "persistent",
+        choice(*BACKENDS),
+        "persistent (one JVM and one JMX connection held open) or jmxquery (a JVM per round)",
+        "NAME",
+    )
+    java: str = option("java", str, "java executable that reads JMX", "PATH")
+    event_loop: str = option(
+        "uvloop",
+        _event_loop,
+        "uvloop (faster TLS and HTTP serving) or asyncio (the standard library's)",
+        "NAME",
+    )
+    sample_interval: float = option(
+        "1s", duration, "time between JMX rounds while the broker is not RUNNING", "DURATION"
+    )
+    running_interval: float | None = option(
+        None,
+        duration,
+        "time between JMX rounds while the broker is RUNNING (default: 1s with the persistent "
+        "backend, whose round costs about 2 ms of CPU, so a restart shows within a second or "
+        "two; 10s with jmxquery, a JVM per round)",
+        "DURATION",
+    )
+    sample_timeout: float = option("5s", duration, "hard time limit of one JMX round", "DURATION")
+    max_sample_age: float = option(
+        "30s", duration, "a sample older than this is not served (503 stale-sample)", "DURATION"
+    )
+    probe_listen: Address = option(
+        "127.0.0.1:8080",
+        parse_address,
+        "HOST:PORT of the plain-HTTP probe port (/v1/ready, /metrics)",
+        "HOST:PORT",
+    )
+    max_connections: int = option(
+        "64",
+        integer(1, 10000),
+        "connections the API port holds, handshakes included; when it is full, the oldest "
+        "connection not yet answered is closed for a new one",
+        "N",
+    )
+    probe_max_connections: int = option(
+        "32", integer(1, 10000), "connections the probe port holds (the same rule)", "N"
+    )
+    handshake_timeout: float = option(
+        "5s",
+        duration_between("100ms", "1m"),
+        "time a client has to complete the TLS handshake",
+        "DURATION",
+    )
+    header_timeout: float = option(
+        "10s",
+        duration_between("100ms", "5m"),
+        "time a request line and headers have to arrive, from the connection or from the "
+        "request's first byte (both ports)",
+        "DURATION",
+    )
+    idle_timeout: float = option(
+        "15s",
+        duration_between("1s", "1h"),  # uvicorn's keep-alive timer counts whole seconds
+        "a keep-alive connection with no request for this long is closed (both ports)",
+        "DURATION",
+    )
+    max_header_bytes: int = option(
+        "8192",
+        integer(1024, 1 << 20),
+        "a request line and headers larger than this are answered 431 (both ports)",
+        "BYTES",
+    )
+    ready_file: Path | None = option(
+        None, Path, "file that exists exactly while the broker is ready", "PATH"
+    )
+    log_level: str = option("info", _level, "debug, info, warning or error", "LEVEL")
+    log_format: str = option("text", _log_format, "text, or json (one object a line)", "FORMAT")
+    data_dir: Path | None = option(
+        None,
+        Path,
+        "folder for the durable recovery timeline (a persistent volume); unset: no timeline",
+        "DIR",
+    )
+    node_id: str | None = option(
+        None,
+        _node_id,
+        "node name in timeline records (default: the host name, the pod name on Kubernetes)",
+        "NAME",
+    )
+    heartbeat_interval: float = option(
+        "5m", duration, "time between timeline records while nothing changes", "DURATION"
+    )
+    timeline_segment_bytes: int = option(
+        "1048576",
+        integer(1024, 1 << 30),
+        "size at which a timeline segment file is rotated",
+        "BYTES",
+    )
+    timeline_retention: float = option(
+        "7d",
+        duration_between("36s", "3650d"),
+        "timeline segments older than this are deleted",
+        "DURATION",
+        deprecated=(("timeline-retention-hours", _hours),),
+    )
+
+
+@dataclass(frozen=True, kw_only=True)
+class AgentOptions(RetryOptions, _ServingOptions):
+    """Every flag of the agent. The retry settings are the ones every rollguard network client
+    shares; here they govern the retries of a transient JMX error within one round (never
+    beyond --sample-timeout)."""
+
+    def sampler(self) -> SamplerSettings:
+        running = self.running_interval
+        if running is None:
+            running = RUNNING_INTERVALS[self.jmx_backend]
+        return SamplerSettings(
+            interval=self.sample_interval,
+            running_interval=running,
+            timeout=self.sample_timeout,
+            max_age=self.max_sample_age,
+        )
+
+    def check(self) -> None:
+        sampler = self.sampler()
+        if sampler.max_age < sampler.running_interval + sampler.timeout:
+            raise ConfigError(
+                f"--max-sample-age {sampler.max_age:g} must be at least --running-interval plus "
+                f"--sample-timeout ({sampler.running_interval + sampler.timeout:g}), or every "
+                "RUNNING broker would be reported stale between two rounds"
+            )
+        super().check()  # the retry policy's ranges
+
+    def settings(self) -> AgentSettings:
+        """What the agent runs with; ConfigError naming the flag when java is not there or the
+        JMX credentials cannot be read."""
+        if find_java(self.java) is None:
+            raise ConfigError(f"--java: {self.java!r} is not an executable on PATH")
+        credentials = None
+        if self.jmx_credentials_file is not None:
+            path = self.jmx_credentials_file
+            try:
+                credentials = read_credentials(path)
+            except OSError as exc:
+                raise ConfigError(f"--jmx-credentials-file {path}: {exc.strerror}") from None
+            except ValueError as exc:
+                raise ConfigError(f"--jmx-credentials-file {path}: {exc}") from None
+        http = HttpLimits(self.header_timeout, self.idle_timeout, self.max_header_bytes)
+        return AgentSettings(
+            listen=self.listen,
+            tls_cert=self.cert,
+            tls_key=self.key,
+            tls_ca=self.cacert,
+            tls_reload_interval=self.cert_reload_interval,
+            jmx_url=self.jmx,
+            jmx_credentials=credentials,
+            jmx_backend=self.jmx_backend,
+            java=self.java,
+            event_loop=self.event_loop,
+            sampler=self.sampler(),
+            probe_listen=self.probe_listen,
+            ready_file=self.ready_file,
+            log_level=self.log_level,
+            log_format=self.log_format,
+            retry=self.retry_policy(),
+            data_dir=self.data_dir,
+            node_id=self.node_id or socket.gethostname(),
+            heartbeat_interval=self.heartbeat_interval,
+            timeline_segment_bytes=self.timeline_segment_bytes,
+            timeline_retention_seconds=self.timeline_retention,
+            tls_crl=self.crl,
+            max_connections=self.max_connections,
+            probe_max_connections=self.probe_max_connections,
+            handshake_timeout=self.handshake_timeout,
+            api_http=http,
+            probe_http=http,
+        )
+
+
+FLAGS: tuple[Flag, ...] = AgentOptions.flags()  # for the docs' test of every flag
+
+
 def build_parser(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
-    add_flags(parser, FLAGS, ENV_PREFIX)
+    AgentOptions.add_flags(parser, ENV_PREFIX)
     return parser
 
 
 def load(args: argparse.Namespace, environ: Mapping[str, str]) -> AgentSettings:
     """Resolve every flag (command line, then environment, then default) and check it."""
-    values = resolve(args, environ, FLAGS, ENV_PREFIX)
-    running_interval = values["running-interval"]
-    if running_interval is None:
-        running_interval = RUNNING_INTERVALS[values["jmx-backend"]]
-    sampler = SamplerSettings(
-        interval=values["sample-interval"],
-        running_interval=running_interval,
-        timeout=values["sample-timeout"],
-        max_age=values["max-sample-age"],
-    )
-    if sampler.max_age < sampler.running_interval + sampler.timeout:
-        raise ConfigError(
-            f"--max-sample-age {sampler.max_age:g} must be at least --running-interval plus "
-            f"--sample-timeout ({sampler.running_interval + sampler.timeout:g}), or every "
-            "RUNNING broker would be reported stale between two rounds"
-        )
-    retry = policy_from_settings({s.name: values[s.name] for s in RETRY_SETTINGS})
-    http = HttpLimits(values["header-timeout"], values["idle-timeout"], values["max-header-bytes"])
-    java = values["java"]
-    if find_java(java) is None:
-        raise ConfigError(f"--java: {java!r} is not an executable on PATH")
-    credentials = None
-    if values["jmx-credentials-file"] is not None:
-        path = values["jmx-credentials-file"]
-        try:
-            credentials = read_credentials(path)
-        except OSError as exc:
-            raise ConfigError(f"--jmx-credentials-file {path}: {exc.strerror}") from None
-        except ValueError as exc:
-            raise ConfigError(f"--jmx-credentials-file {path}: {exc}") from None
-    return AgentSettings(
-        listen=values["listen"],
-        tls_cert=values["cert"],
-        tls_key=values["key"],
-        tls_ca=values["cacert"],
-        tls_reload_interval=values["cert-reload-interval"],
-        jmx_url=values["jmx"],
-        jmx_credentials=credentials,
-        jmx_backend=values["jmx-backend"],
-        java=java,
-        event_loop=values["event-loop"],
-        sampler=sampler,
-        probe_listen=values["probe-listen"],
-        ready_file=values["ready-file"],
-        log_level=values["log-level"],
-        log_format=values["log-format"],
-        retry=retry,
-        data_dir=values["data-dir"],
-        node_id=values["node-id"] or socket.gethostname(),
-        heartbeat_interval=values["heartbeat-interval"],
-        timeline_segment_bytes=values["timeline-segment-bytes"],
-        timeline_retention_seconds=values["timeline-retention"],
-        tls_crl=values["crl"],
-        max_connections=values["max-connections"],
-        probe_max_connections=values["probe-max-connections"],
-        handshake_timeout=values["handshake-timeout"],
-        api_http=http,
-        probe_http=http,
-    )
+    return AgentOptions.load(args, environ, ENV_PREFIX).settings()
 
 
 # Files the agent holds besides its connections: listening sockets, the JMX reader's pipes,

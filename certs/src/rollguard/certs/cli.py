@@ -15,58 +15,88 @@ import argparse
 import json
 import sys
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 from rollguard.certs.describe import describe
-from rollguard.certs.pki import KeyType, issue, load_ca, make_ca, new_key, write_pair
-from rollguard.shared.cli import ExitCode, Parser, argument_type
+from rollguard.certs.pki import (
+    Issued,
+    KeyType,
+    PrivateKey,
+    issue,
+    load_ca,
+    make_ca,
+    new_key,
+    write_pair,
+)
+from rollguard.shared.cli import ExitCode, Parser
 from rollguard.shared.errors import ConfigError
-from rollguard.shared.settings import integer
+from rollguard.shared.settings import Options, boolean, braces, integer, one_of, option, same
 from rollguard.shared.tls import read_certificates
 
 EXIT_USAGE = ExitCode.USAGE
 MAX_DAYS = 36500  # a hundred years; X.509 dates end in 9999
 
+# The options are read from the command line only (no variables): argparse converts them, so a
+# bad value is its usage error, `argument --days: ...`, like an unknown flag.
+OUTPUTS = ("text", "json")
+KEY_TYPES = tuple(k.value for k in KeyType)
+RSA_BITS = (2048, 3072, 4096)
 
-OUTPUT_ARGS = ("--output",)
-OUTPUT_KWARGS: dict[str, Any] = {
-    "choices": ["text", "json"],
-    "default": "text",
-    "help": "text, or json (one object a line)",
-}
+
+@dataclass(frozen=True, kw_only=True)
+class ShowOptions(Options):
+    output: str = option(
+        "text", one_of(OUTPUTS), "text, or json (one object a line)", braces(OUTPUTS)
+    )
+
+
+@dataclass(frozen=True, kw_only=True)
+class KeyOptions(Options):
+    """Where a key pair is written, and the key and validity it gets: every command but show."""
+
+    dir: Path = option(".", Path, "PKI folder (default: .)")
+    force: bool = option("false", boolean, "overwrite existing files", switch=True)
+    output: str = option(
+        "text", one_of(OUTPUTS), "text, or json (one object a line)", braces(OUTPUTS)
+    )
+    key_type: str = option(
+        "ec", one_of(KEY_TYPES), "ec (ECDSA P-256, default) or rsa", braces(KEY_TYPES)
+    )
+    rsa_bits: int = option("3072", one_of(RSA_BITS, integer(0)), "", braces(RSA_BITS))
+    days: int | None = option(
+        None, integer(1, MAX_DAYS), f"validity in days, 1 to {MAX_DAYS} (CA 3650, others 365)"
+    )
+
+
+@dataclass(frozen=True, kw_only=True)
+class CaOptions(KeyOptions):
+    name: str = option("rollguard CA", str, "the CA's common name")
+
+
+@dataclass(frozen=True, kw_only=True)
+class IssueOptions(KeyOptions):
+    # --cacert as in every rollguard command (and curl); --ca-cert before 0.2.
+    cacert: Path | None = option(
+        None, Path, "CA certificate (default: DIR/ca.crt)", deprecated=(("ca-cert", same),)
+    )
+    cakey: Path | None = option(
+        None, Path, "CA key (default: DIR/ca.key)", deprecated=(("ca-key", same),)
+    )
 
 
 def build_parser() -> argparse.ArgumentParser:
     parser = Parser(prog="rollguard-certs", description=__doc__.split("\n")[0])
-    common = Parser(add_help=False)
-    common.add_argument("--dir", type=Path, default=Path(), help="PKI folder (default: .)")
-    common.add_argument("--force", action="store_true", help="overwrite existing files")
-    common.add_argument(*OUTPUT_ARGS, **OUTPUT_KWARGS)
-    common.add_argument(
-        "--key-type",
-        choices=[k.value for k in KeyType],
-        default="ec",
-        help="ec (ECDSA P-256, default) or rsa",
-    )
-    common.add_argument(
-        "--rsa-bits", type=argument_type(integer(0)), choices=[2048, 3072, 4096], default=3072
-    )
-    common.add_argument(
-        "--days",
-        type=argument_type(integer(1, MAX_DAYS)),
-        help=f"validity in days, 1 to {MAX_DAYS} (CA 3650, others 365)",
-    )
     sub = parser.add_subparsers(dest="command", required=True, parser_class=Parser)
 
     ca = sub.add_parser(
         "init-ca",
-        parents=[common],
         help="create ca.crt and ca.key",
         description="Create a CA: DIR/ca.crt and DIR/ca.key (mode 0600). Example:\n"
         "  rollguard-certs init-ca --dir pki --name 'prod rollguard CA'",
     )
-    ca.add_argument("--name", default="rollguard CA", help="the CA's common name")
+    CaOptions.add_flags(ca)
+    ca.set_defaults(options=CaOptions)
 
     examples = {
         "issue-server": "rollguard-certs issue-server --dir pki kafka-0 "
@@ -76,19 +106,16 @@ def build_parser() -> argparse.ArgumentParser:
     for command, what in (("issue-server", "an agent"), ("issue-client", "a roller")):
         leaf = sub.add_parser(
             command,
-            parents=[common],
             help=f"a certificate for {what}",
             description=f"Issue a certificate for {what}, signed by the CA: DIR/NAME.crt and "
             f"DIR/NAME.key (mode 0600). Example:\n  {examples[command]}",
         )
         leaf.add_argument("name", help="common name, and the base of the file names")
-        # --cacert as in every rollguard command (and curl); --ca-cert before 0.2.
-        leaf.add_argument("--cacert", type=Path, help="CA certificate (default: DIR/ca.crt)")
-        leaf.add_argument("--cakey", type=Path, help="CA key (default: DIR/ca.key)")
-        leaf.add_renamed("--ca-cert", "--cacert")
-        leaf.add_renamed("--ca-key", "--cakey")
+        IssueOptions.add_flags(leaf)
+        # What the certificate names, not settings: given per certificate, repeatable.
         leaf.add_argument("--dns", action="append", default=[], help="DNS SAN (repeatable)")
         leaf.add_argument("--ip", action="append", default=[], help="IP SAN (repeatable)")
+        leaf.set_defaults(options=IssueOptions)
 
     show = sub.add_parser(
         "show",
@@ -97,47 +124,57 @@ def build_parser() -> argparse.ArgumentParser:
         "  rollguard-certs show pki/kafka-0.crt --output json",
     )
     show.add_argument("files", nargs="+", type=Path)
-    show.add_argument(*OUTPUT_ARGS, **OUTPUT_KWARGS)
+    ShowOptions.add_flags(show)
+    show.set_defaults(options=ShowOptions)
     return parser
 
 
+def show(files: Sequence[Path], options: ShowOptions) -> None:
+    for index, path in enumerate(files):
+        if index and options.output == "text":
+            print()
+        for number, certificate in enumerate(read_certificates(path, "certificate")):
+            lines = describe(certificate)
+            if options.output == "json":
+                fields = dict(line.split(":", 1) for line in lines)
+                entry = {k.strip(): v.strip() for k, v in fields.items()}
+                print(json.dumps({"file": str(path), "index": number, **entry}))
+                continue
+            print(f"{path}" + (f" [{number}]" if number else "") + ":")
+            print("\n".join("  " + line for line in lines))
+
+
 def run(args: argparse.Namespace) -> None:
-    if args.command == "show":
-        for index, path in enumerate(args.files):
-            if index and args.output == "text":
-                print()
-            for number, certificate in enumerate(read_certificates(path, "certificate")):
-                lines = describe(certificate)
-                if args.output == "json":
-                    fields = dict(line.split(":", 1) for line in lines)
-                    entry = {k.strip(): v.strip() for k, v in fields.items()}
-                    print(json.dumps({"file": str(path), "index": number, **entry}))
-                    continue
-                print(f"{path}" + (f" [{number}]" if number else "") + ":")
-                print("\n".join("  " + line for line in lines))
-        return
-    key = new_key(KeyType(args.key_type), args.rsa_bits)
-    if args.command == "init-ca":
-        issued = make_ca(args.name, days=3650 if args.days is None else args.days, key=key)
-        cert_path, key_path = args.dir / "ca.crt", args.dir / "ca.key"
+    options = args.options.load(args)
+    if isinstance(options, ShowOptions):
+        show(args.files, options)
+    elif isinstance(options, CaOptions):
+        days = 3650 if options.days is None else options.days
+        write(options, "ca", make_ca(options.name, days=days, key=_new_key(options)))
     else:
-        ca = load_ca(args.cacert or args.dir / "ca.crt", args.cakey or args.dir / "ca.key")
-        server = args.command == "issue-server"
-        if not server and (args.dns or args.ip):
-            # Nothing checks SANs of a client certificate; refusing avoids a false sense of scope.
-            raise ConfigError("issue-client takes a name only; --dns and --ip are for issue-server")
-        issued = issue(
-            ca,
-            args.name,
-            server=server,
-            dns=args.dns,
-            ips=args.ip,
-            days=365 if args.days is None else args.days,
-            key=key,
-        )
-        cert_path, key_path = args.dir / f"{args.name}.crt", args.dir / f"{args.name}.key"
-    write_pair(issued, cert_path, key_path, force=args.force)
-    if args.output == "json":
+        write(options, args.name, _issue(args, options))
+
+
+def _new_key(options: KeyOptions) -> PrivateKey:
+    return new_key(KeyType(options.key_type), options.rsa_bits)
+
+
+def _issue(args: argparse.Namespace, options: IssueOptions) -> Issued:
+    ca = load_ca(options.cacert or options.dir / "ca.crt", options.cakey or options.dir / "ca.key")
+    server = args.command == "issue-server"
+    if not server and (args.dns or args.ip):
+        # Nothing checks SANs of a client certificate; refusing avoids a false sense of scope.
+        raise ConfigError("issue-client takes a name only; --dns and --ip are for issue-server")
+    days = 365 if options.days is None else options.days
+    key = _new_key(options)
+    return issue(ca, args.name, server=server, dns=args.dns, ips=args.ip, days=days, key=key)
+
+
+def write(options: KeyOptions, name: str, issued: Issued) -> None:
+    """DIR/NAME.crt and DIR/NAME.key (mode 0600), and what was written on stdout."""
+    cert_path, key_path = options.dir / f"{name}.crt", options.dir / f"{name}.key"
+    write_pair(issued, cert_path, key_path, force=options.force)
+    if options.output == "json":
         print(json.dumps({"certificate": str(cert_path), "key": str(key_path)}))
     else:
         print(f"wrote {cert_path} and {key_path} (key mode 0600)")

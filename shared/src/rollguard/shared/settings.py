@@ -1,20 +1,23 @@
-"""Settings from flags and the environment, the same way in every rollguard command.
+"""Settings from flags and the environment, declared the same way in every rollguard command.
 
-Each command declares its settings as a table of `Flag`s. A value comes from the command line,
-else from the variable `<PREFIX><FLAG>` (upper case, `-` as `_`), else from the default; it is
-converted once, and a value that does not convert is a ConfigError naming the flag or the
-variable it came from. The environment is an injectable mapping, so tests pass their own.
+A command declares its settings as an `Options` dataclass whose fields are `option(...)`s: the
+flag `--<field-name>`, its default (in the flag's own syntax: the one place it is written),
+converter (`rollguard.shared.converters`, re-exported here), help, and where it applies
+deprecated names, a switch, a variable of its own. Commands compose them by inheritance and
+read them once, at start-up, with `load`, which checks across options too (`check`).
 
-The converters here are the only way a rollguard command reads a number, a duration or a
-HOST:PORT, so every command accepts the same syntax and refuses the same mistakes:
+Where a value comes from depends on whether the command has an environment prefix:
 
-- a duration is `1500ms`, `90s`, `5m`, `6h` or `1d`, or several of them largest first (`1h30m`);
-  a bare number is seconds (`90`, `0.5`); each part is ASCII digits with an optional fraction.
-  No exponents, no `inf` or `nan`, no spaces inside; every duration flag has a range (a
-  negative one is refused as not positive).
-- a whole number is ASCII digits only (Python's `int()` also takes Arabic-Indic and other
-  digits, and `_`), within a range.
-- HOST:PORT has a non-empty host (IPv6 in brackets) and a port of ASCII digits in range.
+- with one (`rollguard`: ROLLGUARD_, `rollguard-agent`: ROLLGUARD_AGENT_), from the command
+  line, else from the variable `<PREFIX><FLAG>` (upper case, `-` as `_`), else from the
+  default; it is converted once, and a value that does not convert is a ConfigError naming the
+  flag or the variable it came from. The environment is an injectable mapping, so tests pass
+  their own.
+- without one (`rollguard-certs`, `rollguard-report`, which read no variables), from the
+  command line, else the default, converted by argparse as it parses: a bad value is a usage
+  error like an unknown flag, and the help is the option's own words.
+
+Underneath, an option is a `Flag`; `add_flags` and `resolve` work on a table of them.
 """
 
 from __future__ import annotations
@@ -22,13 +25,63 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import logging
-import re
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
+from types import MappingProxyType
 from typing import Any, NamedTuple, Self
 
+from rollguard.shared.cli import Parser, argument_type
+from rollguard.shared.converters import (
+    HostPort,
+    boolean,
+    braces,
+    choice,
+    decimal,
+    duration,
+    duration_between,
+    format_duration,
+    host_port,
+    integer,
+    listen_address,
+    milliseconds_to_duration,
+    number_between,
+    one_of,
+    parse_duration,
+    positive_seconds,
+    servers,
+)
 from rollguard.shared.errors import ConfigError
 from rollguard.shared.retry import MAX_INT, RETRY_SETTINGS, RetryPolicy, policy_from_settings
+
+__all__ = [
+    "Deprecated",
+    "Flag",
+    "HostPort",
+    "Options",
+    "RetryOptions",
+    "add_flags",
+    "boolean",
+    "braces",
+    "choice",
+    "decimal",
+    "default_of",
+    "duration",
+    "duration_between",
+    "env_name",
+    "format_duration",
+    "host_port",
+    "integer",
+    "listen_address",
+    "milliseconds_to_duration",
+    "number_between",
+    "one_of",
+    "option",
+    "parse_duration",
+    "positive_seconds",
+    "resolve",
+    "same",
+    "servers",
+]
 
 logger = logging.getLogger(__name__)
 
@@ -36,6 +89,11 @@ logger = logging.getLogger(__name__)
 # flag's syntax (e.g. "60" milliseconds into "60ms"), so that the new flag's own converter and
 # range apply to both.
 Deprecated = tuple[str, Callable[[str], str]]
+
+
+def same(text: str) -> str:
+    """The translation of a renamed flag whose syntax did not change (`--tls-cert` -> `--cert`)."""
+    return text
 
 
 @dataclass(frozen=True, slots=True)
@@ -64,183 +122,6 @@ def _dest(name: str) -> str:
     return name.replace("-", "_")
 
 
-# ---- converters ----------------------------------------------------------------------------
-
-_NUMBER = r"(?:[0-9]+(?:\.[0-9]+)?|\.[0-9]+)"
-_DECIMAL = re.compile(rf"-?{_NUMBER}")
-_UNITS = (("d", 86400.0), ("h", 3600.0), ("m", 60.0), ("s", 1.0), ("ms", 0.001))
-_DURATION = re.compile("".join(rf"(?:({_NUMBER}){unit})?" for unit, _ in _UNITS))
-_DURATION_HINT = "e.g. 90s, 5m, 6h, 1500ms; a bare number is seconds"
-_LONGEST = 64  # characters; longer input is a mistake, and would only overflow a float
-
-
-def decimal(text: str, what: str = "number") -> float:
-    """A finite decimal number in ASCII digits (`-12.5`, `.5`); no `inf`, `nan`, `1e3`, `1_0`."""
-    if len(text) > _LONGEST or not _DECIMAL.fullmatch(text):
-        raise ValueError(f"{text!r} is not a {what}")
-    return float(text)
-
-
-def parse_duration(text: str) -> float:
-    """Seconds in `text` (see the module docstring); ValueError with an example when not one."""
-    stripped = text.strip()
-    sign = -1.0 if stripped.startswith("-") else 1.0
-    body = stripped.removeprefix("-")
-    if len(body) <= _LONGEST and re.fullmatch(_NUMBER, body):
-        return sign * float(body)
-    match = _DURATION.fullmatch(body) if len(body) <= _LONGEST else None
-    if not body or match is None or not any(match.groups()):
-        raise ValueError(f"{text!r} is not a duration ({_DURATION_HINT})")
-    parts = zip(match.groups(), _UNITS, strict=True)
-    return sign * sum(float(part) * unit for part, (_, unit) in parts if part)
-
-
-def format_duration(seconds: float) -> str:
-    """The shortest duration text that reads back as `seconds` (`90` -> `1m30s`)."""
-    if seconds < 1:
-        return f"{_plain(seconds * 1000)}ms"
-    if seconds != int(seconds):
-        return f"{_plain(seconds)}s"
-    rest, parts = int(seconds), []
-    for unit, size in _UNITS[:4]:
-        count, rest = divmod(rest, int(size))
-        if count:
-            parts.append(f"{count}{unit}")
-    return "".join(parts)
-
-
-def _plain(value: float) -> str:
-    """`value` with at most six decimals and never an exponent, which durations do not take."""
-    return f"{value:.6f}".rstrip("0").rstrip(".")
-
-
-def duration_between(low: str, high: str) -> Callable[[str], float]:
-    """A duration converter to seconds, refusing values outside [low, high] (both durations)."""
-    lowest, highest = parse_duration(low), parse_duration(high)
-    span = f"give a duration from {low} to {high}"
-
-    def convert(text: str) -> float:
-        seconds = parse_duration(text)
-        if not seconds > 0:
-            raise ValueError(f"{text!r} is not a positive number; {span}")
-        if not lowest <= seconds <= highest:
-            raise ValueError(f"{text!r} is out of range; {span}")
-        return seconds
-
-    convert.__name__ = f"duration_{low}_to_{high}"
-    return convert
-
-
-duration = duration_between("10ms", "30d")
-"""A duration in seconds, from 10 ms (an interval below that is a mistake) to 30 days."""
-
-
-def milliseconds_to_duration(text: str) -> str:
-    """For a renamed `*-ms` flag: its old value as a duration (`60` -> `60ms`)."""
-    value = decimal(text.strip(), "number of milliseconds")
-    return format_duration(value / 1000) if value > 0 else text
-
-
-def positive_seconds(text: str) -> float:
-    """A positive, finite number (of seconds, or of the unit the flag's name gives)."""
-    value = decimal(text.strip(), "positive number")
-    if not value > 0:
-        raise ValueError(f"{text!r} is not a positive number")
-    return value
-
-
-def number_between(low: float, high: float, unit: str) -> Callable[[str], float]:
-    """A finite decimal number of `unit` in [low, high], for flags whose name gives the unit
-    (`--timeline-retention`)."""
-
-    def convert(text: str) -> float:
-        value = decimal(text.strip(), f"number of {unit}")
-        if not low <= value <= high:
-            raise ValueError(f"{text!r} is not a number of {unit} from {low:g} to {high:g}")
-        return value
-
-    return convert
-
-
-def integer(low: int = 0, high: int = MAX_INT) -> Callable[[str], int]:
-    """A whole number in ASCII digits (no `_`, no other scripts' digits) in [low, high]."""
-
-    def convert(text: str) -> int:
-        stripped = text.strip()
-        if not re.fullmatch(r"-?[0-9]+", stripped):
-            raise ValueError(f"{text!r} is not a whole number")
-        # Beyond 20 digits it is out of range anyway; int() would refuse past 4300.
-        value = int(stripped) if len(stripped) <= 20 else high + 1
-        if not low <= value <= high:
-            raise ValueError(f"{text!r} is not a whole number from {low} to {high}")
-        return value
-
-    return convert
-
-
-def choice(*allowed: str) -> Callable[[str], str]:
-    """A flag parser that accepts one of `allowed`, as given."""
-
-    def check(text: str) -> str:
-        if text not in allowed:
-            raise ValueError(f"{text!r} is not one of {', '.join(allowed)}")
-        return text
-
-    return check
-
-
-_TRUE, _FALSE = ("true", "1", "yes"), ("false", "0", "no")
-
-
-def boolean(text: str) -> bool:
-    """true/false, 1/0 or yes/no, in any case."""
-    if text.strip().lower() in _TRUE:
-        return True
-    if text.strip().lower() in _FALSE:
-        return False
-    raise ValueError(f"{text!r} is not true or false (or 1/0, yes/no)")
-
-
-class HostPort(NamedTuple):
-    host: str
-    port: int
-
-    def __str__(self) -> str:
-        return f"[{self.host}]:{self.port}" if ":" in self.host else f"{self.host}:{self.port}"
-
-
-def host_port(text: str, *, any_port: bool = False) -> HostPort:
-    """`HOST:PORT` or `[IPV6]:PORT`: a non-empty host and a port from 1 (0 with `any_port`, to
-    listen on any free port) to 65535, in ASCII digits."""
-    host, sep, port = text.strip().rpartition(":")
-    if host.startswith("[") and host.endswith("]"):
-        host = host[1:-1]
-    elif ":" in host:
-        raise ValueError(f"{text!r} is not HOST:PORT (an IPv6 address goes in brackets)")
-    if not sep or not host or any(c.isspace() or c in "[]/" for c in host):
-        raise ValueError(f"{text!r} is not HOST:PORT")
-    lowest = 0 if any_port else 1
-    if not re.fullmatch(r"[0-9]{1,5}", port) or not lowest <= int(port) <= 65535:
-        raise ValueError(f"{text!r}: port {port!r} is not a number from {lowest} to 65535")
-    return HostPort(host, int(port))
-
-
-def listen_address(text: str) -> HostPort:
-    """A HOST:PORT to listen on; port 0 means any free port."""
-    return host_port(text, any_port=True)
-
-
-def servers(text: str) -> str:
-    """`HOST:PORT[,HOST:PORT...]` (Kafka's bootstrap servers), checked entry by entry and
-    returned as the comma-separated list Kafka clients take."""
-    entries = text.split(",")
-    for entry in entries:
-        if not entry.strip():
-            raise ValueError(f"{text!r} has an empty entry")
-        host_port(entry)
-    return ",".join(entry.strip() for entry in entries)
-
-
 # ---- flags and the environment ---------------------------------------------------------------
 
 # The retry settings are the reference's (milliseconds, as their names say); the converters
@@ -254,16 +135,14 @@ _RETRY_CONVERTERS: dict[str, Callable[[str], Any]] = {
 }
 
 
-def retry_flags() -> tuple[Flag, ...]:
-    """The five retry settings, which every network client exposes under the same names."""
-    return tuple(
-        Flag(s.name, s.default, _RETRY_CONVERTERS.get(s.name, s.convert), s.help, "N")
-        for s in RETRY_SETTINGS
-    )
-
-
-def add_flags(parser: argparse.ArgumentParser, flags: Iterable[Flag], prefix: str) -> None:
+def add_flags(parser: argparse.ArgumentParser, flags: Iterable[Flag], prefix: str | None) -> None:
+    """Each flag as an option of `parser`, its deprecated names hidden. With a prefix, argparse
+    keeps the text for `resolve` (the help adds the default and the variable); without one,
+    argparse converts it (see `_add_converted`)."""
     for flag in flags:
+        if prefix is None:
+            _add_converted(parser, flag)
+            continue
         default = f" (default: {flag.default})" if flag.default is not None else ""
         required = " (required)" if flag.required else ""
         text = f"{flag.help}{default}{required}; env {flag.env(prefix)}"
@@ -273,6 +152,36 @@ def add_flags(parser: argparse.ArgumentParser, flags: Iterable[Flag], prefix: st
             parser.add_argument(f"--{flag.name}", metavar=flag.metavar or None, help=text)
         for old, _ in flag.deprecated:
             parser.add_argument(f"--{old}", dest=_dest(old), help=argparse.SUPPRESS)
+
+
+def _add_converted(parser: argparse.ArgumentParser, flag: Flag) -> None:
+    """A flag of a command without variables: argparse converts the value as it parses (a bad one
+    is its usage error, `argument --days: ...`, exit 2), and the default too; the help is the
+    flag's own words. A deprecated name is `Parser.add_renamed`'s (it warns on stderr), so it
+    keeps the flag's syntax (`same`)."""
+    name = f"--{flag.name}"
+    if flag.switch:
+        default = None if flag.default is None else flag.convert(flag.default)
+        const = flag.convert("true")
+        parser.add_argument(
+            name, action="store_const", const=const, default=default, help=flag.help or None
+        )
+    else:
+        parser.add_argument(
+            name,
+            type=argument_type(flag.convert),
+            default=flag.default,
+            metavar=flag.metavar or None,
+            required=flag.required,
+            help=flag.help or None,
+        )
+    for old, translate in flag.deprecated:
+        if translate is not same or not isinstance(parser, Parser):
+            raise TypeError(
+                f"--{old}: without variables, a flag is renamed by Parser.add_renamed, which "
+                "keeps its syntax (give `same`)"
+            )
+        parser.add_renamed(f"--{old}", name)
 
 
 def _variable(flag: Flag, prefix: str) -> Callable[[str], str]:
@@ -356,6 +265,7 @@ def resolve(
 # ---- typed options -----------------------------------------------------------------------
 
 _OPTION = "rollguard.option"
+_NO_ENVIRONMENT: Mapping[str, str] = MappingProxyType({})
 
 
 def option(
@@ -370,9 +280,9 @@ def option(
     variable: str | None = None,
 ) -> Any:
     """A field of an `Options` dataclass: the flag `--<field-name>` (`_` as `-`; a trailing `_`,
-    as in `from_`, dropped), its variable `<PREFIX><FIELD_NAME>` (or `<PREFIX><variable>`), its
-    default (in the flag's own syntax, converted like any value: the one place a default is
-    written), converter, help and metavar."""
+    as in `from_`, dropped), its variable `<PREFIX><FIELD_NAME>` (or `<PREFIX><variable>`) in a
+    command with a prefix, its default (in the flag's own syntax, converted like any value: the
+    one place a default is written), converter, help and metavar."""
     spec = Flag("", default, convert, help, metavar, required, switch, deprecated, variable)
     return dataclasses.field(metadata={_OPTION: spec})
 
@@ -380,8 +290,8 @@ def option(
 class Options:
     """The base of a command's typed settings: a frozen, keyword-only dataclass whose fields are
     declared with `option(...)`. Commands compose them by inheritance (the roll's options are
-    the agent's, the platform's, the retry policy's and its own), and read them with `load`:
-    command line, else environment, else default, converted and checked once."""
+    the agent's, the platform's, the retry policy's and its own), add them to their parser with
+    `add_flags` and read them with `load`, with the same prefix (None: no variables)."""
 
     @classmethod
     def flags(cls) -> tuple[Flag, ...]:
@@ -392,19 +302,24 @@ class Options:
         )
 
     @classmethod
-    def add_flags(cls, parser: argparse.ArgumentParser, prefix: str) -> None:
+    def add_flags(cls, parser: argparse.ArgumentParser, prefix: str | None = None) -> None:
         add_flags(parser, cls.flags(), prefix)
 
     @classmethod
     def load(
         cls,
         args: argparse.Namespace,
-        environ: Mapping[str, str],
-        prefix: str,
+        environ: Mapping[str, str] = _NO_ENVIRONMENT,
+        prefix: str | None = None,
         *,
         legacy_prefix: str | None = None,
     ) -> Self:
-        values = resolve(args, environ, cls.flags(), prefix, legacy_prefix=legacy_prefix)
+        """The options, checked: with a prefix, command line, else environment, else default,
+        converted here (`resolve`); without one, as argparse converted them."""
+        if prefix is None:
+            values = {flag.name: getattr(args, _dest(flag.name)) for flag in cls.flags()}
+        else:
+            values = resolve(args, environ, cls.flags(), prefix, legacy_prefix=legacy_prefix)
         fields = {_flag_name(f.name): f.name for f in dataclasses.fields(cls)}  # type: ignore[arg-type]
         options = cls(**{fields[name]: value for name, value in values.items()})
         options.check()
