@@ -46,9 +46,10 @@ import pyarrow.parquet as pq
 from report_duckdb import compute
 
 from rollguard.roller.collect import EVENTS_SCHEMA, TIMELINE_SCHEMA
+from rollguard.shared.dataset import Event
 
 WORK = Path("/tmp/benchreport")
-GENERATOR_VERSION = 3
+GENERATOR_VERSION = 4  # 4: each roll starts and ends with the roller's own events
 EPOCH_MS = 1_767_225_600_000  # 2026-01-01T00:00:00Z
 DAY_MS = 86_400_000
 SECOND = 1000
@@ -221,7 +222,7 @@ class Generator:
                     t += int(rng.integers(5, 30)) * SECOND
                     continue
                 if kind == "roll":
-                    self.event(t, cluster, self.roll_id(cluster, t), index, "restart", "roll")
+                    self.event(t, cluster, self.roll_id(cluster, t), index, Event.RESTART, "roll")
                     t += int(rng.integers(500, 3000))
                     n.point(t, PENDING_SHUTDOWN)
                     t += int(rng.integers(5, 30)) * SECOND
@@ -279,7 +280,7 @@ class Generator:
                     cluster,
                     self.roll_id(cluster, finish),
                     index,
-                    "ready",
+                    Event.READY,
                     "running",
                 )
             return finish, 0.0
@@ -290,7 +291,7 @@ class Generator:
                 cluster,
                 self.roll_id(cluster, cut),
                 index,
-                "restart",
+                Event.RESTART,
                 "timeout",
             )
         if how == "shutdown":
@@ -311,10 +312,10 @@ class Generator:
             roll = self.roll_id(cluster, first, other)
             waits = np.arange(first, end + 30 * SECOND, 30 * SECOND)
             self.events.extend(
-                (int(w), cluster, roll, index, "wait-recovery", "in recovery") for w in waits
+                (int(w), cluster, roll, index, Event.WAIT_RECOVERY, "in recovery") for w in waits
             )
             if rng.random() < 0.2:
-                self.event(first + SECOND, cluster, roll, index, "defer", "recovering")
+                self.event(first + SECOND, cluster, roll, index, Event.DEFER, "recovering")
 
 
 def generate(records: int, seed: int, days: int, folder: Path) -> dict[str, Any]:
@@ -397,15 +398,15 @@ def _events_table(g: Generator) -> tuple[pa.Table, np.ndarray]:
         span[cluster, roll] = (min(lo, at), max(hi, at))
     predicted: dict[tuple[int, str], float] = {}
     for (cluster, roll), (lo, hi) in span.items():
-        rows.append((lo - SECOND, cluster, roll, NULL, "start", "operator"))
-        rows.append((hi + SECOND, cluster, roll, NULL, "done", "all nodes ready"))
+        rows.append((lo - SECOND, cluster, roll, NULL, Event.ROLL_START, ""))
+        rows.append((hi + SECOND, cluster, roll, NULL, Event.ROLL_COMPLETED, ""))
         if zlib.crc32(roll.encode()) % 2:  # half the rolls had an expectations file
-            rows.append((lo - SECOND, cluster, roll, NULL, "roll-predicted", ""))
+            rows.append((lo - SECOND, cluster, roll, NULL, Event.ROLL_PREDICTED, ""))
             predicted[cluster, roll] = round((hi - lo) / SECOND * 0.9, 1)
     rows = [r for r in rows if r[0] < g.end]
     ts, clusters, rolls, nodes, actions, reasons = zip(*rows, strict=True)
     figures = [
-        predicted.get((c, r)) if a == "roll-predicted" else None
+        predicted.get((c, r)) if a == Event.ROLL_PREDICTED else None
         for c, r, a in zip(clusters, rolls, actions, strict=True)
     ]
     table = pa.Table.from_arrays(
@@ -686,26 +687,26 @@ CHECK_TIMELINES: dict[tuple[str, str], list[tuple[Any, ...]]] = {
     ],
 }
 # (seconds after CHECK_T0, cluster, rollId, node, action)
-CHECK_EVENTS: list[tuple[float, str, str, str | None, str]] = [
-    (398, "kafka-a", "r1", "kafka-0", "restart"),  # before the recovery: not during it
-    (450, "kafka-a", "r9", "kafka-0", "restart"),  # at its start: during it
-    (455, "kafka-a", "r1", None, "start"),
-    (455, "kafka-a", "r1", None, "roll-predicted"),  # 60 s (write_check_dataset)
-    (460, "kafka-a", "r1", "kafka-0", "wait-recovery"),
-    (490, "kafka-a", "r1", "kafka-0", "wait-recovery"),
-    (500, "kafka-a", "r1", "kafka-0", "defer"),
-    (843, "kafka-a", "r2", "kafka-0", "wait-recovery"),  # at its end: during it
-    (844, "kafka-a", "r3", "kafka-0", "wait-recovery"),
-    (80.5, "kafka-a", "r4", "kafka-1", "restart"),
-    (81.5, "kafka-a", "r4", "kafka-1", "restart"),  # after its last record
-    (404, "kafka-a", "r5", "kafka-2", "wait-recovery"),  # at its last record, still running
-    (405, "kafka-a", "r6", "kafka-2", "wait-recovery"),
-    (3, "kafka-b", "r7", "kafka-0", "wait-recovery"),
-    (460, "kafka-b", "r7", "kafka-0", "restart"),  # kafka-0 of the other cluster
-    (845, "kafka-a", "r2", "kafka-0", "ready"),  # rolls: a phase ended by `ready`
-    (846, "kafka-a", "r2", None, "roll-failed"),
-    (846, "kafka-a", "r2", None, "roll-completed"),  # same time: the greater action name wins
-    (501, "kafka-a", "r1", "kafka-0", "defer"),  # the same reason: one deferral
+CHECK_EVENTS: list[tuple[float, str, str, str | None, Event]] = [
+    (398, "kafka-a", "r1", "kafka-0", Event.RESTART),  # before the recovery: not during it
+    (450, "kafka-a", "r9", "kafka-0", Event.RESTART),  # at its start: during it
+    (455, "kafka-a", "r1", None, Event.ROLL_START),
+    (455, "kafka-a", "r1", None, Event.ROLL_PREDICTED),  # 60 s (write_check_dataset)
+    (460, "kafka-a", "r1", "kafka-0", Event.WAIT_RECOVERY),
+    (490, "kafka-a", "r1", "kafka-0", Event.WAIT_RECOVERY),
+    (500, "kafka-a", "r1", "kafka-0", Event.DEFER),
+    (843, "kafka-a", "r2", "kafka-0", Event.WAIT_RECOVERY),  # at its end: during it
+    (844, "kafka-a", "r3", "kafka-0", Event.WAIT_RECOVERY),
+    (80.5, "kafka-a", "r4", "kafka-1", Event.RESTART),
+    (81.5, "kafka-a", "r4", "kafka-1", Event.RESTART),  # after its last record
+    (404, "kafka-a", "r5", "kafka-2", Event.WAIT_RECOVERY),  # at its last record, still running
+    (405, "kafka-a", "r6", "kafka-2", Event.WAIT_RECOVERY),
+    (3, "kafka-b", "r7", "kafka-0", Event.WAIT_RECOVERY),
+    (460, "kafka-b", "r7", "kafka-0", Event.RESTART),  # kafka-0 of the other cluster
+    (845, "kafka-a", "r2", "kafka-0", Event.READY),  # rolls: a phase ended by `ready`
+    (846, "kafka-a", "r2", None, Event.ROLL_FAILED),
+    (846, "kafka-a", "r2", None, Event.ROLL_COMPLETED),  # same time: the greater action name wins
+    (501, "kafka-a", "r1", "kafka-0", Event.DEFER),  # the same reason: one deferral
 ]
 # (cluster, node, episode) -> outcome, start, end, firstSeq, lastSeq, records, missingRecords,
 # longestStallSeconds, logsAtStart, segmentsAtStart, meanRate, rollerRestarts, skippedRestarts,
@@ -807,7 +808,7 @@ def write_check_dataset(folder: Path) -> None:
             pa.array(nodes, pa.string()),
             pa.array(actions),
             pa.array(["check"] * len(actions)),
-            pa.array([60.0 if a == "roll-predicted" else None for a in actions], pa.float64()),
+            pa.array([60.0 if a == Event.ROLL_PREDICTED else None for a in actions], pa.float64()),
         ],
         schema=EVENTS_SCHEMA,
     )

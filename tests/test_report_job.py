@@ -385,7 +385,7 @@ def test_a_signal_stops_the_report_with_exit_3_and_one_line(
 
 
 def test_the_curves_read_the_days_an_episode_spans_in_the_collectors_folders() -> None:
-    from rollguard.spark.job import _days
+    from rollguard.spark.curves import _days
 
     day = 86_400_000
     midnight = 1_767_225_600_000  # 2026-01-01T00:00:00Z

@@ -46,14 +46,12 @@ from __future__ import annotations
 
 from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
-from pyspark.sql.types import (
-    DoubleType,
-    IntegerType,
-    LongType,
-    StringType,
-    StructField,
-    StructType,
-)
+
+from rollguard.shared.dataset import Event
+
+# The dataset's tables as this job reads them (rollguard.spark.schema), known from here too.
+from rollguard.spark.schema import EVENTS_SCHEMA as EVENTS_SCHEMA
+from rollguard.spark.schema import TIMELINE_SCHEMA as TIMELINE_SCHEMA
 
 STARTING, RECOVERY = 1, 2
 # recoveryPhase values (rollguard.shared.wire.RecoveryPhase, rollguard.shared.timeline)
@@ -61,35 +59,6 @@ LOADING, NO_RECOVERY = "loading", "none"
 DONE_STATES = (3, 6)  # RUNNING, PENDING_CONTROLLED_SHUTDOWN: recovery is over
 FRACTIONS = (25, 50, 75)
 EPISODE_KEY = ("cluster", "node", "episode")
-
-TIMELINE_SCHEMA = StructType(
-    [
-        StructField("node", StringType(), False),
-        StructField("nodeId", StringType(), True),
-        StructField("journal", IntegerType(), False),
-        StructField("bootId", StringType(), False),
-        StructField("seq", LongType(), False),
-        StructField("ts", LongType(), False),
-        StructField("brokerState", IntegerType(), True),
-        StructField("remainingLogsToRecover", IntegerType(), True),
-        StructField("remainingSegmentsToRecover", IntegerType(), True),
-        StructField("recoveryPhase", StringType(), True),  # null in older datasets
-        StructField("cluster", StringType(), False),
-        StructField("date", StringType(), False),
-    ]
-)
-EVENTS_SCHEMA = StructType(
-    [
-        StructField("ts", LongType(), False),
-        StructField("rollId", StringType(), False),
-        StructField("node", StringType(), True),
-        StructField("action", StringType(), False),
-        StructField("reason", StringType(), True),
-        StructField("seconds", DoubleType(), True),  # roll-predicted / roll-completed
-        StructField("cluster", StringType(), False),
-        StructField("date", StringType(), False),
-    ]
-)
 
 
 def _seconds(ms: Column) -> Column:
@@ -264,7 +233,7 @@ def _with_roller(e: DataFrame, events: DataFrame | None) -> DataFrame:
             F.lit(0).cast("long").alias("skippedRestarts"),
         )
     acts = events.filter(
-        F.col("node").isNotNull() & F.col("action").isin("restart", "wait-recovery")
+        F.col("node").isNotNull() & F.col("action").isin(Event.RESTART, Event.WAIT_RECOVERY)
     ).select(
         F.col("cluster").alias("_c"),
         F.col("node").alias("_n"),
@@ -286,8 +255,8 @@ def _with_roller(e: DataFrame, events: DataFrame | None) -> DataFrame:
     carried = [F.first(c).alias(c) for c in e.columns if c not in EPISODE_KEY]
     return joined.groupBy(*EPISODE_KEY).agg(
         *carried,
-        F.count(F.when(F.col("action") == "restart", True)).alias("rollerRestarts"),
-        F.countDistinct(F.when(F.col("action") == "wait-recovery", F.col("rollId"))).alias(
+        F.count(F.when(F.col("action") == Event.RESTART, True)).alias("rollerRestarts"),
+        F.countDistinct(F.when(F.col("action") == Event.WAIT_RECOVERY, F.col("rollId"))).alias(
             "skippedRestarts"
         ),
     )

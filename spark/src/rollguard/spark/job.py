@@ -13,13 +13,9 @@ flags or no dataset.
 
 from __future__ import annotations
 
-import argparse
-import functools
 import json
-import logging
 import os
 import shutil
-import signal
 import sys
 import time
 from collections.abc import Sequence
@@ -32,44 +28,7 @@ if __package__ in (None, ""):  # run as a file by spark-submit: make the namespa
     _SRC = Path(__file__).resolve().parents[2]
     sys.path[:0] = [str(p) for p in (_SRC, _SRC.parent.parent / "shared" / "src") if p.is_dir()]
 
-from rollguard.shared.cli import ExitCode, Parser, argument_type
 from rollguard.shared.expectations import MIN_EPISODES, Expectations, node_expectation
-from rollguard.shared.settings import integer
-
-EXIT_FAILED = ExitCode.FAILED
-EXIT_CONFIG = ExitCode.USAGE
-
-
-def build_parser() -> argparse.ArgumentParser:
-    parser = Parser(
-        prog="rollguard-report",
-        description="Recovery report from collected agent timelines: tables (Parquet), "
-        "summary.json, expectations.json and report.html. Example:\n"
-        "  rollguard-report --dataset dataset --out report",
-    )
-    parser.add_argument("--dataset", type=Path, required=True, help="folder written by collect")
-    parser.add_argument("--out", type=Path, required=True, help="folder for tables and report")
-    parser.add_argument(
-        "--master",
-        help="Spark master URL (default: local[*]; under spark-submit, spark-submit's)",
-    )
-    parser.add_argument("--cluster", action="append", help="only this cluster (repeatable)")
-    parser.add_argument(
-        "--output",
-        choices=["text", "json"],
-        default="text",
-        help="the closing summary as text, or json (summary.json's content)",
-    )
-    parser.add_argument(
-        "--driver-memory", default="2g", help="driver memory in local mode (default: 2g)"
-    )
-    parser.add_argument(
-        "--shuffle-partitions",
-        type=argument_type(integer(0, 100_000)),
-        default=0,
-        help="partitions of the one shuffle (default: 2 per core of the master)",
-    )
-    return parser
 
 
 @dataclass(frozen=True, slots=True)
@@ -131,7 +90,7 @@ def read_inputs(
 ) -> tuple[Any, Any]:
     from pyspark.sql import functions as F
 
-    from rollguard.spark.episodes import EVENTS_SCHEMA, TIMELINE_SCHEMA
+    from rollguard.spark.schema import EVENTS_SCHEMA, TIMELINE_SCHEMA
 
     timeline = (
         spark.read.schema(TIMELINE_SCHEMA)
@@ -162,8 +121,10 @@ def run(spark: Any, dataset: Path, out: Path, clusters: Sequence[str] | None = N
     from rollguard.spark import episodes as ep
     from rollguard.spark import rolls as rl
     from rollguard.spark import trends
+    from rollguard.spark.curves import link_episodes, read_curves
     from rollguard.spark.report import write_report
     from rollguard.spark.report_rolls import ROLLS_CHARTED
+    from rollguard.spark.schema import EVENTS_SCHEMA
 
     started = time.monotonic()
     inputs = find_inputs(dataset)
@@ -174,7 +135,7 @@ def run(spark: Any, dataset: Path, out: Path, clusters: Sequence[str] | None = N
     eta = ep.eta_accuracy(episodes).cache()
     eta_summary = ep.eta_summary(eta)
     if events is None:
-        events = spark.createDataFrame([], ep.EVENTS_SCHEMA)
+        events = spark.createDataFrame([], EVENTS_SCHEMA)
 
     out.mkdir(parents=True, exist_ok=True)
     # Each table sorted by the driver (pyarrow), not by Spark: a Spark sort is one more job
@@ -195,7 +156,7 @@ def run(spark: Any, dataset: Path, out: Path, clusters: Sequence[str] | None = N
     charted = {(r["cluster"], r["rollId"]) for r in rows["rolls"][:ROLLS_CHARTED]}
     drawn = [p for p in rows["roll_phases"] if (p["cluster"], p["rollId"]) in charted]
     links = link_episodes(drawn, rows["episodes"])
-    curves = _curves(inputs.timeline, rows["episodes"], links)
+    curves = read_curves(inputs.timeline, rows["episodes"], links)
     records = timeline.count()
     summary = {
         "generatedAt": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
@@ -253,187 +214,16 @@ def expectations_of(nodes: list[dict[str, Any]], generated_at: str) -> Expectati
     return Expectations(generated_at, MIN_EPISODES, entries)
 
 
-EpisodeKey = tuple[str, str, int]
-PhaseKey = tuple[str, str, str, int]
-
-
-def link_episodes(
-    phases: list[dict[str, Any]], episodes: list[dict[str, Any]]
-) -> dict[PhaseKey, list[EpisodeKey]]:
-    """Each log-recovery phase of a roll -> the node's recovery episodes that overlap it."""
-    by_node: dict[tuple[str, str], list[dict[str, Any]]] = {}
-    for e in episodes:
-        by_node.setdefault((e["cluster"], e["node"]), []).append(e)
-    links: dict[PhaseKey, list[EpisodeKey]] = {}
-    for p in phases:
-        if p["phase"] != "log recovery":
-            continue
-        found = [
-            (e["cluster"], e["node"], e["episode"])
-            for e in by_node.get((p["cluster"], p["node"]), [])
-            if e["start"] <= p["end"] and (e["end"] or e["lastSeen"]) >= p["start"]
-        ]
-        links[p["cluster"], p["rollId"], p["node"], p["run"]] = found
-    return links
-
-
-SLOWEST_CURVES = 5
-DAY_MS = 86_400_000
-LINKED_CURVES = 20  # curves of episodes waited for by the latest rolls, at most
-
-
-def _curves(
-    timeline: str,
-    episode_rows: list[dict[str, Any]],
-    links: dict[PhaseKey, list[EpisodeKey]],
-) -> dict[EpisodeKey, list[tuple[int, int]]]:
-    """Remaining segments over time of the slowest episodes and of those rolls waited for.
-
-    A few thousand points from a few nodes, for the charts: read by the driver with Arrow from
-    the collector's folders they are in, not by a Spark job. A Spark scan of 10M records took
-    3 s for them (17 s before its cheap filters came first); the driver already reads the
-    dataset's folder (`find_inputs`), so it sees the files wherever the executors do."""
-    import pyarrow as pa
-    import pyarrow.dataset as ds
-
-    slow = sorted(
-        (e for e in episode_rows if e["elapsedSeconds"] is not None),
-        key=lambda e: -e["elapsedSeconds"],
-    )[:SLOWEST_CURVES]
-    by_key = {(e["cluster"], e["node"], e["episode"]): e for e in episode_rows}
-    linked = list(dict.fromkeys(k for keys in links.values() for k in keys))[:LINKED_CURVES]
-    wanted = list({**{k: by_key[k] for k in linked}, **{_key(e): e for e in slow}}.values())
-    if not wanted:
-        return {}
-    # The collector files records by cluster and UTC day of `ts`: only the days an episode spans
-    # (a day's margin each side, for an agent whose clock stepped) are read, not the timeline.
-    days = sorted(
-        {
-            day
-            for e in wanted
-            for day in _days(e["start"] - DAY_MS, (e["end"] or e["lastSeen"]) + DAY_MS)
-        }
-    )
-    folders = ds.partitioning(
-        pa.schema([("cluster", pa.string()), ("date", pa.string())]), flavor="hive"
-    )
-    columns = pa.schema(
-        [
-            ("node", pa.string()),
-            ("journal", pa.int32()),
-            ("seq", pa.int64()),
-            ("ts", pa.int64()),
-            ("remainingSegmentsToRecover", pa.int32()),
-            ("cluster", pa.string()),
-            ("date", pa.string()),
-        ]
-    )
-    table = ds.dataset(timeline, schema=columns, format="parquet", partitioning=folders).to_table(
-        columns=["cluster", "node", "journal", "seq", "ts", "remainingSegmentsToRecover"],
-        filter=ds.field("cluster").isin(sorted({e["cluster"] for e in wanted}))
-        & ds.field("date").isin(days)
-        & ds.field("node").isin(sorted({e["node"] for e in wanted}))
-        & ds.field("remainingSegmentsToRecover").is_valid(),
-    )
-    by_journal: dict[tuple[str, str, int], list[tuple[int, int, int]]] = {}
-    for cluster, node, journal, seq, ts, remaining in zip(
-        *(table.column(i).to_pylist() for i in range(table.num_columns)), strict=True
-    ):
-        by_journal.setdefault((cluster, node, journal), []).append((seq, ts, remaining))
-    curves: dict[EpisodeKey, list[tuple[int, int]]] = {}
-    for e in wanted:
-        points = sorted(
-            (seq, ts - e["start"], remaining)
-            for seq, ts, remaining in by_journal.get((e["cluster"], e["node"], e["journal"]), [])
-            if e["firstSeq"] <= seq <= e["lastSeq"]
-        )
-        curves[_key(e)] = [(t, s) for _, t, s in points]
-    return curves
-
-
-def _days(first_ms: int, last_ms: int) -> list[str]:
-    """The UTC days (YYYY-MM-DD, the collector's `date=` folders) from `first_ms` to `last_ms`."""
-    first, last = first_ms // DAY_MS, last_ms // DAY_MS
-    return [
-        time.strftime("%Y-%m-%d", time.gmtime(day * DAY_MS // 1000))
-        for day in range(first, last + 1)
-    ]
-
-
-def _key(e: dict[str, Any]) -> EpisodeKey:
-    return (e["cluster"], e["node"], e["episode"])
-
-
 def _plain(row: dict[str, Any]) -> dict[str, Any]:
     return {k: (round(v, 3) if isinstance(v, float) else v) for k, v in row.items()}
 
 
-class _Interrupted(BaseException):
-    """SIGTERM, raised where the driver is (as Python raises KeyboardInterrupt for SIGINT)."""
-
-
-def _on_sigterm(signum: int, frame: object) -> None:
-    raise _Interrupted
-
-
-def _interrupted_now(out: Path, signum: int, frame: object) -> None:
-    sys.stdout.flush()
-    sys.stderr.write(f"rollguard-report: interrupted; {out} is incomplete, run the report again\n")
-    sys.stderr.flush()
-    os._exit(ExitCode.INTERRUPTED)
-
-
 def main(argv: Sequence[str] | None = None) -> int:
-    """Exit 0 written, 1 the job failed, 2 bad input, 3 interrupted by SIGINT or SIGTERM (Spark's
-    jobs cancelled and the session stopped; what is in --out is incomplete: run it again)."""
-    args = build_parser().parse_args(argv)
-    signal.signal(signal.SIGTERM, _on_sigterm)
-    # py4j logs the gateway call that an interruption cuts short, with a traceback; the one line
-    # below says what happened.
-    logging.getLogger("py4j").setLevel(logging.CRITICAL)
-    try:
-        return _main(args)
-    except (KeyboardInterrupt, _Interrupted):
-        print(
-            f"rollguard-report: interrupted; {args.out} is incomplete, run the report again",
-            file=sys.stderr,
-        )
-        return ExitCode.INTERRUPTED
+    """The command line (`rollguard.spark.cli.main`): the console script's entry point, and what
+    spark-submit runs. Imported here, not at the top, because the command line imports the job."""
+    from rollguard.spark.cli import main as command
 
-
-def _main(args: argparse.Namespace) -> int:
-    try:
-        find_inputs(args.dataset)
-    except FileNotFoundError as exc:
-        print(f"rollguard-report: {exc}", file=sys.stderr)
-        return EXIT_CONFIG
-    try:
-        spark = session(args.master, args.driver_memory, args.shuffle_partitions)
-    except Exception as exc:  # Java missing, master unreachable: Spark's own words, one line
-        print(f"rollguard-report: cannot start Spark: {str(exc).splitlines()[0]}", file=sys.stderr)
-        return EXIT_FAILED
-    # From here a signal ends the process at once, from the handler: an exception raised in the
-    # middle of a call to the JVM (PySpark's own SIGINT handler does that) leaves py4j's
-    # connection unusable and comes back as a job failure with a traceback logged. Spark's JVM
-    # is PySpark's gateway child, which exits when this process's end closes its stdin.
-    for signum in (signal.SIGINT, signal.SIGTERM):
-        signal.signal(signum, functools.partial(_interrupted_now, args.out))
-    try:
-        result = run(spark, args.dataset, args.out, args.cluster)
-    except Exception as exc:
-        spark.stop()
-        print(f"rollguard-report: the job failed: {str(exc).splitlines()[0]}", file=sys.stderr)
-        return EXIT_FAILED
-    spark.stop()
-    s = result.summary
-    if args.output == "json":
-        print(json.dumps({**s, "report": str(result.report.resolve())}, default=str))
-    else:
-        print(
-            f"{s['records']} records, {s['episodes']} episodes in {len(s['clusters'])} clusters; "
-            f"{s['seconds']:.1f}s; report: {result.report.resolve()}"
-        )
-    return 0
+    return command(argv)
 
 
 if __name__ == "__main__":

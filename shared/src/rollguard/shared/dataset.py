@@ -1,0 +1,139 @@
+"""The dataset `rollguard collect` writes and `rollguard-report` reads: its tables' columns and
+the names of the roller's events, declared once.
+
+The collector (`rollguard.roller.collect`) writes each table as Parquet through pyarrow, the
+report (`rollguard.spark`) reads it with Spark, and bench/report.py writes test datasets: each
+derives its own schema from `TIMELINE` and `EVENTS` here, so that a column added, retyped or
+made nullable is so for all of them. This module names column types in neither library's terms
+(shared imports neither pyarrow nor pyspark); the derivations map `ColumnType` to theirs.
+
+    OUT/timeline/cluster=C/date=YYYY-MM-DD/part-<run>.parquet   one row per timeline record
+    OUT/events/cluster=C/date=YYYY-MM-DD/part-<run>.parquet     one row per roller event
+
+`cluster` and `date` are the folders' (Hive-style partitions, `PARTITIONS`), not columns in the
+files: a reader of the folders sees them after the table's own columns.
+
+The roller (`rollguard.roller.roll`) writes an event, one JSON line, whenever something about a
+roll or a node changes; its `action` is an `Event`, copied as it is into the events table.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import StrEnum
+
+
+class ColumnType(StrEnum):
+    """A column's type, as the Parquet files store it."""
+
+    STRING = "string"
+    INT32 = "int32"
+    INT64 = "int64"
+    FLOAT64 = "float64"
+
+
+@dataclass(frozen=True, slots=True)
+class Column:
+    name: str
+    type: ColumnType
+    nullable: bool = True
+
+
+@dataclass(frozen=True, slots=True)
+class Table:
+    """One table of the dataset: its folder under the dataset's root, and its columns in the
+    files' order."""
+
+    folder: str
+    columns: tuple[Column, ...]
+
+    @property
+    def names(self) -> tuple[str, ...]:
+        return tuple(c.name for c in self.columns)
+
+    def column(self, name: str) -> Column:
+        """The column called `name`; KeyError naming the table when there is none."""
+        for column in self.columns:
+            if column.name == name:
+                return column
+        raise KeyError(f"the {self.folder} table has no column {name!r}")
+
+
+# The folders a table's files are in: cluster=C/date=YYYY-MM-DD (the UTC day of `ts`).
+PARTITIONS = (
+    Column("cluster", ColumnType.STRING, nullable=False),
+    Column("date", ColumnType.STRING, nullable=False),
+)
+
+# One row per record of an agent's recovery timeline (rollguard.shared.timeline), unique on
+# (node, bootId, seq) within a journal.
+TIMELINE = Table(
+    "timeline",
+    (
+        Column("node", ColumnType.STRING, nullable=False),  # the inventory's name for the node
+        Column("nodeId", ColumnType.STRING),  # the agent's
+        # The collector's count of the node's journal resets: the report orders a node's
+        # records by (journal, seq), never by time.
+        Column("journal", ColumnType.INT32, nullable=False),
+        Column("bootId", ColumnType.STRING, nullable=False),
+        Column("seq", ColumnType.INT64, nullable=False),
+        Column("ts", ColumnType.INT64, nullable=False),  # UTC epoch milliseconds
+        Column("brokerState", ColumnType.INT32),  # null: the agent had no sample, or a gap marker
+        Column("remainingLogsToRecover", ColumnType.INT32),
+        Column("remainingSegmentsToRecover", ColumnType.INT32),
+        # "loading" / "recovering" (rollguard.shared.wire.RecoveryPhase), or "none": a sample
+        # without a recovery object (rollguard.shared.timeline); null without a sample, from
+        # older agents, and in datasets collected before it: readers then judge the record by
+        # its state and counters alone.
+        Column("recoveryPhase", ColumnType.STRING),
+    ),
+)
+
+# One row per roller event (the roller's events-<rollId>.jsonl files).
+EVENTS = Table(
+    "events",
+    (
+        Column("ts", ColumnType.INT64, nullable=False),  # UTC epoch milliseconds
+        Column("rollId", ColumnType.STRING, nullable=False),
+        Column("node", ColumnType.STRING),  # null for the roll's own events
+        Column("action", ColumnType.STRING, nullable=False),  # an Event
+        Column("reason", ColumnType.STRING),
+        # A figure some events carry: `roll-predicted` the predicted roll, `roll-completed` (and
+        # failed, interrupted) the actual one, in seconds; null for the others and in datasets
+        # collected before it.
+        Column("seconds", ColumnType.FLOAT64),
+    ),
+)
+
+TABLES = (TIMELINE, EVENTS)
+
+
+class Event(StrEnum):
+    """A roller event's `action`. Values are stored in datasets: never rename one."""
+
+    # The roll's own (no node).
+    ROLL_PREDICTED = "roll-predicted"  # before the first restart: seconds, upperSeconds
+    ROLL_START = "roll-start"  # reason "resumed" for a resumed roll
+    ROLL_COMPLETED = "roll-completed"  # seconds
+    ROLL_FAILED = "roll-failed"  # why; seconds
+    ROLL_INTERRUPTED = "roll-interrupted"  # seconds
+    ADMIN_UNAVAILABLE = "admin-unavailable"  # Kafka's Admin API cannot be read (once per reason)
+    ELECT_LEADERS = "elect-leaders"  # after a batch: partitions
+    ELECT_FAILED = "elect-failed"
+    # A node's.
+    PREFLIGHT = "preflight"  # its agent's first answer, before any action: skew
+    SKIP = "skip"  # no restart needed, or opted out
+    DEFER = "defer"  # not safe to restart yet (once per reason)
+    WAIT_READY = "wait-ready"  # not ready before its turn (once per reason)
+    RESTART = "restart"  # its restart begins: instance; batch, rack in a batch
+    RESTART_NOT_OBSERVED = "restart-not-observed"  # resumed: the restart on record never happened
+    OBSERVE_AGENT = "observe-agent"  # its agent's answer: brokerState, remaining counters
+    WAIT_RECOVERY = "wait-recovery"  # at every poll while its logs recover: the verdict
+    CATCH_UP = "catch-up"  # partitions not yet back in the ISR: count (once per change)
+    # after its restart: partitions whose ISR it was already out of before it (not waited for)
+    OUT_OF_SYNC_BEFORE = "out-of-sync-before"
+    READY = "ready"  # restarted, ready and in sync
+
+
+# The roll's last event, when it ended (a roll without one is unfinished).
+ROLL_OUTCOMES = (Event.ROLL_COMPLETED, Event.ROLL_FAILED, Event.ROLL_INTERRUPTED)
