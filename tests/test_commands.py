@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from rollguard.roller.commands import CommandError, CommandResult, CommandTimeout, run_command
+from rollguard.roller.host_commands import CommandError, CommandResult, CommandTimeout, run_command
 
 from helpers import ROOT, wait_until
 
@@ -186,7 +186,7 @@ def test_a_cancelled_wait_leaves_the_command_running_to_its_end(tmp_path: Path) 
 ROLLER = """
 import asyncio, os, sys
 from pathlib import Path
-from rollguard.roller.commands import run_command
+from rollguard.roller.host_commands import run_command
 asyncio.run(run_command(sys.argv[1], env=dict(os.environ), timeout=60, log_path=Path(sys.argv[2]),
                         name="kafka-0", what="restart command"))
 """

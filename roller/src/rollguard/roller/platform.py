@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Protocol
 
 from rollguard.roller.agent_client import AgentClient
-from rollguard.roller.commands import CommandError, group_alive, run_command
+from rollguard.roller.host_commands import CommandError, group_alive, run_command
 from rollguard.roller.inventory import InventoryNode, load_inventory
 from rollguard.roller.model import BROKER_STATE_MISSING, AgentReport, Node, PlatformView
 from rollguard.shared.errors import RollguardError
