@@ -55,7 +55,7 @@ from rollguard.peers.sim import (
 )
 from rollguard.roller.model import Node
 from rollguard.roller.roll.batch import Placement, next_batch, plan_batches
-from rollguard.roller.roll.roller import RollSettings
+from rollguard.roller.roll.settings import RollSettings
 from rollguard.shared.cli import Parser, argument_type
 from rollguard.shared.settings import duration_between, integer, number_between
 

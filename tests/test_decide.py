@@ -17,12 +17,16 @@ from rollguard.roller.roll.decide import (
     AwaitReady,
     AwaitRecovery,
     AwaitUnknown,
+    Back,
     Defer,
     Fail,
     Restart,
+    after_restart,
     agent_unknown,
     decide,
+    wanted,
 )
+from rollguard.roller.roll.settings import RollSettings
 from rollguard.shared.states import BrokerState
 from rollguard.shared.wire import BrokerStateReport, RecoveryPhase, RecoveryProgress
 
@@ -50,10 +54,21 @@ LATE = 301.0  # past the default operation timeout of 300 s
 
 
 def view(
-    ready: bool = True, up_to_date: bool = False, stuck: str | None = None, gone: bool = False
+    ready: bool = True,
+    up_to_date: bool = False,
+    stuck: str | None = None,
+    gone: bool = False,
+    instance: str | None = None,
+    opted_out: bool = False,
 ) -> PlatformView:
     return PlatformView(
-        exists=True, ready=ready, up_to_date=up_to_date, stuck=stuck, process_gone=gone
+        exists=True,
+        ready=ready,
+        up_to_date=up_to_date,
+        stuck=stuck,
+        process_gone=gone,
+        instance=instance,
+        opted_out=opted_out,
     )
 
 
@@ -147,3 +162,68 @@ def test_a_recovering_broker_is_never_restarted_whatever_else_is_true() -> None:
                         force_unknown=force,
                     )
                     assert isinstance(action, AwaitRecovery)
+
+
+RUNNING = AgentReport(NODE.agent_url or "", BrokerStateReport(BrokerState.RUNNING))
+
+
+@pytest.mark.parametrize(
+    ("platform", "before", "waited", "agent", "expected", "text"),
+    [
+        # Back: a new process (by identity), ready; or any ready one when the old is unknown.
+        (view(instance="b"), "a", 0, RUNNING, Back, "ready again"),
+        (view(instance="a"), None, 0, RUNNING, Back, "ready again"),
+        # The old process still answers: not back, whatever it says.
+        (view(instance="a"), "a", 0, RUNNING, AwaitReady, "new process to start"),
+        (view(instance=None), "a", 0, RUNNING, AwaitReady, "new process to start"),
+        # In log recovery: waited for, never restarted, before or after the timeout.
+        (view(ready=False, instance="b"), "a", 0, RECOVERING, AwaitRecovery, "log recovery"),
+        (view(ready=False), "a", LATE, RECOVERING_IN_STARTING, AwaitRecovery, "STARTING"),
+        (view(ready=False, instance="b"), "a", 10, STARTING, AwaitReady, "STARTING"),
+        # Past the timeout: a readable agent, or a gone process, ends the roll: restarted once.
+        (view(ready=False, instance="b"), "a", LATE, STARTING, Fail, "not restarted again"),
+        (view(ready=False, gone=True), "a", LATE, DOWN, Fail, "not ready 5m00s after"),
+        # ... an unreadable one is unknown: waited for within the safety budget.
+        (view(ready=False), "a", LATE, DOWN, AwaitUnknown, "cannot be read"),
+        (view(ready=False), "a", LATE, None, AwaitUnknown, "no agent"),
+    ],
+)
+def test_after_a_restart(
+    platform: PlatformView,
+    before: str | None,
+    waited: float,
+    agent: AgentReport | AgentUnavailable | None,
+    expected: type,
+    text: str,
+) -> None:
+    step = after_restart(NODE, platform, agent, before=before, waited=waited, timeout=300)
+    assert isinstance(step, expected)
+    assert text in step.reason
+
+
+@pytest.mark.parametrize(
+    ("platform", "settings", "taken", "why"),
+    [
+        (view(), RollSettings(), True, ""),
+        (view(up_to_date=True), RollSettings(), False, "already runs the desired revision"),
+        (view(up_to_date=True), RollSettings(all_nodes=True), True, ""),
+        (view(up_to_date=True, stuck="CrashLoopBackOff"), RollSettings(), True, ""),
+        (view(), RollSettings(skip=frozenset({"kafka-1"})), False, "skipped with --skip"),
+        (view(opted_out=True), RollSettings(all_nodes=True), False, "opted out by annotation"),
+        (view(up_to_date=True), RollSettings(only=frozenset({"kafka-1"})), True, ""),
+        (view(), RollSettings(only=frozenset({"kafka-2"})), False, "not named by --only"),
+        # --skip wins over --only
+        (
+            view(),
+            RollSettings(only=frozenset({"kafka-1"}), skip=frozenset({"kafka-1"})),
+            False,
+            "skipped with --skip",
+        ),
+    ],
+)
+def test_which_nodes_a_roll_takes(
+    platform: PlatformView, settings: RollSettings, taken: bool, why: str
+) -> None:
+    got, reason = wanted(NODE, platform, settings)
+    assert got is taken
+    assert taken or reason == why

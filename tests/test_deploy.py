@@ -20,8 +20,8 @@ from rollguard.agent import config as agent_config
 from rollguard.peers.kube import KubeSim
 from rollguard.roller import cli as roller_cli
 from rollguard.roller.connect import cli as connect_cli
-from rollguard.roller.roll.cli import RollOptions
-from rollguard.roller.roll.lease import KubernetesLease
+from rollguard.roller.roll.lease_kubernetes import KubernetesLease
+from rollguard.roller.roll.options import RollOptions
 from rollguard.shared.cli import Parser as AgentParser
 from rollguard.shared.settings import resolve
 

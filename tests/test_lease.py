@@ -23,8 +23,6 @@ from lightkube.config.models import Cluster, User
 
 from rollguard.peers.kube import KubeSim, SeenRequest
 from rollguard.roller.roll.lease import (
-    FileLease,
-    KubernetesLease,
     LeaseError,
     LeaseHeld,
     LeaseLost,
@@ -32,6 +30,9 @@ from rollguard.roller.roll.lease import (
     holding,
     keep_renewed,
 )
+from rollguard.roller.roll.lease_file import FileLease
+from rollguard.roller.roll.lease_kubernetes import KubernetesLease
+from rollguard.roller.roll.settings import RollSettings
 from rollguard.shared.errors import ConfigError
 
 from helpers import ROOT, free_port
@@ -59,7 +60,8 @@ def file_lease(tmp_path: Path, holder: str, roll_id: str, clock: Clock, **kw: An
 RACER = """
 import asyncio, json, sys
 from pathlib import Path
-from rollguard.roller.roll.lease import FileLease, LeaseHeld, default_holder
+from rollguard.roller.roll.lease import LeaseHeld, default_holder
+from rollguard.roller.roll.lease_file import FileLease
 lease = FileLease(Path(sys.argv[1]), holder=default_holder(), roll_id=sys.argv[2])
 print("ready", flush=True)
 sys.stdin.readline()  # the start gate: every racer is at this line before any goes on
@@ -131,7 +133,7 @@ def test_a_lease_whose_holder_died_on_this_host_is_taken_over_at_once(
     host = socket.gethostname()
     asyncio.run(file_lease(tmp_path, f"{host}:{dead.pid}", "r1", clock).acquire())
     clock.now += 1  # well within the lease's 30 s
-    with caplog.at_level(logging.WARNING, logger="rollguard.roller.roll.lease"):
+    with caplog.at_level(logging.WARNING, logger="rollguard.roller.roll.lease_file"):
         asyncio.run(file_lease(tmp_path, f"{host}:{os.getpid()}", "r1", clock).acquire())
     assert "its process is gone" in caplog.text
     # A live holder on this host, and any holder on another host, still hold it.
@@ -181,7 +183,7 @@ def test_an_expired_lease_is_taken_over_and_its_old_holder_has_lost_it(
     asyncio.run(old.acquire())
     clock.now += 30  # renewedAt + duration == now: expired
     new = file_lease(tmp_path, "host:2", "r1", clock)
-    with caplog.at_level(logging.WARNING, logger="rollguard.roller.roll.lease"):
+    with caplog.at_level(logging.WARNING, logger="rollguard.roller.roll.lease_file"):
         asyncio.run(new.acquire())
     assert "took over the lease of host:1 (roll r1), which stopped renewing it 30s ago" in (
         caplog.text
@@ -335,16 +337,43 @@ def test_keep_renewed_rides_out_failed_renewals_while_the_lease_lasts(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
     clock = Clock()
+    start = clock.now
     recovering = FlakyLease([True, True, False, False])
+    sleep = FakeSleep(clock, 4, {})
     with caplog.at_level(logging.WARNING), pytest.raises(asyncio.CancelledError):
-        asyncio.run(keep_renewed(recovering, 10, sleep=FakeSleep(clock, 4, {}), clock=clock))
+        asyncio.run(keep_renewed(recovering, 10, sleep=sleep, clock=clock))
     assert recovering.renewals == 4
-    assert caplog.text.count("503 ServiceUnavailable; retrying in 10s") == 2
+    # failed at 10 and 12 s, renewed at 14, then every 10 s again: 24
+    assert clock.now - start == 24
+    assert caplog.text.count("503 ServiceUnavailable; retrying in 2s") == 2
 
-    never = FlakyLease([True] * 10)
-    with pytest.raises(LeaseLost, match=r"flaky lease: not renewed for 30s \(flaky lease: cannot"):
-        asyncio.run(keep_renewed(never, 10, sleep=FakeSleep(clock, 10, {}), clock=clock))
-    assert never.renewals == 3  # at 10, 20 and 30 s: then it may have expired
+    never = FlakyLease([True] * 20)
+    with pytest.raises(LeaseLost, match=r"flaky lease: not renewed for 28s \(flaky lease: cannot"):
+        asyncio.run(keep_renewed(never, 10, sleep=FakeSleep(clock, 20, {}), clock=clock))
+    # at 10, 12, ... 28 s: the next try, at 30 s, could come after the lease expired
+    assert never.renewals == 10
+
+
+def test_keep_renewed_survives_an_api_refusing_everything_for_20_seconds() -> None:
+    clock = Clock()
+    outage = (0.0, 0.0)
+
+    class Outage(FlakyLease):
+        async def renew(self) -> None:
+            self.renewals += 1
+            if outage[0] <= clock.now < outage[1]:
+                raise LeaseError("flaky lease: cannot renew it: 503 ServiceUnavailable")
+
+    # The roll's own settings (a 30 s lease renewed every 5 s), the outage starting anywhere
+    # in a renewal interval: at worst 5 + 20 s without a renewal, and a try 2 s later.
+    interval = RollSettings().lease_renew_interval
+    for tenth in range(0, 50):
+        begin = clock.now + tenth / 10
+        outage = (begin, begin + 20)
+        lease = Outage([])
+        with pytest.raises(asyncio.CancelledError):
+            asyncio.run(keep_renewed(lease, interval, sleep=FakeSleep(clock, 30, {}), clock=clock))
+        assert lease.renewals == 30
 
 
 def test_keep_renewed_needs_an_interval_below_the_duration() -> None:
@@ -357,13 +386,12 @@ def test_holding_renews_while_the_block_runs_and_releases_after(tmp_path: Path) 
     path = tmp_path / "lease.json"
 
     async def roll() -> None:
-        async with holding(lease, interval=0.05) as guard:
+        async with holding(lease, interval=0.05):
             first = json.loads(path.read_text())["renewedAt"]
             deadline = time.monotonic() + 10
             while json.loads(path.read_text())["renewedAt"] == first:
                 assert time.monotonic() < deadline, "never renewed"
                 await asyncio.sleep(0.02)
-            guard.check()
             with pytest.raises(LeaseHeld):
                 await FileLease(path, holder="host:2", roll_id="r2").acquire()
 
@@ -371,26 +399,41 @@ def test_holding_renews_while_the_block_runs_and_releases_after(tmp_path: Path) 
     assert not path.exists()
 
 
-def test_holding_reports_a_lost_lease_through_its_guard(tmp_path: Path) -> None:
+def test_a_lost_lease_cancels_the_block_and_raises_lease_lost_in_its_place(
+    tmp_path: Path,
+) -> None:
     path = tmp_path / "lease.json"
     lease = FileLease(path, holder="host:1", roll_id="r1", duration=2)
+    reached: list[str] = []
 
     async def roll() -> None:
-        async with holding(lease, interval=0.05) as guard:
+        async with holding(lease, interval=0.05):
             thief = FileLease(path, holder="host:2", roll_id="r2", clock=lambda: time.time() + 60)
             await thief.acquire()
-            deadline = time.monotonic() + 10
-            while True:
-                try:
-                    guard.check()
-                except LeaseLost as lost:
-                    assert "held by host:2" in str(lost)
-                    return
-                assert time.monotonic() < deadline, "the loss was never noticed"
-                await asyncio.sleep(0.02)
+            reached.append("taken")
+            await asyncio.sleep(30)  # the work: cut short by the loss, not finished
+            reached.append("finished")
 
-    asyncio.run(roll())
+    started = time.monotonic()
+    with pytest.raises(LeaseLost, match="held by host:2"):
+        asyncio.run(roll())
+    assert reached == ["taken"] and time.monotonic() - started < 10
     assert json.loads(path.read_text())["holder"] == "host:2"  # not released by the loser
+
+
+def test_a_block_cancelled_from_outside_stays_cancelled(tmp_path: Path) -> None:
+    lease = FileLease(tmp_path / "lease.json", holder="host:1", roll_id="r1", duration=2)
+
+    async def roll() -> None:
+        async with holding(lease, interval=0.05):
+            task = asyncio.current_task()
+            assert task is not None
+            asyncio.get_running_loop().call_later(0.1, task.cancel)
+            await asyncio.sleep(30)
+
+    with pytest.raises(asyncio.CancelledError):
+        asyncio.run(roll())
+    assert not (tmp_path / "lease.json").exists()  # released on the way out
 
 
 # --- the Kubernetes Lease ------------------------------------------------------------------------
@@ -543,7 +586,7 @@ def test_an_expired_kubernetes_lease_is_taken_over_and_release_clears_it(
         new = kube_lease(sim, "roller-def:1", "r2", clock)
         await old.acquire()
         clock.now += 31
-        with caplog.at_level(logging.WARNING, logger="rollguard.roller.roll.lease"):
+        with caplog.at_level(logging.WARNING, logger="rollguard.roller.roll.lease_kubernetes"):
             await new.acquire()
         with pytest.raises(LeaseLost, match=r"now held by roller-def:1 \(roll r2\)"):
             await old.renew()
@@ -598,13 +641,12 @@ def test_holding_a_kubernetes_lease_renews_it(sim: KubeSim) -> None:
     async def roll() -> None:
         client = lightkube.AsyncClient(config=sim.kubeconfig(namespace=NS))
         lease = KubernetesLease(client, NS, "rollguard", holder="h:1", roll_id="r1", duration=1)
-        async with holding(lease, interval=0.05) as guard:
+        async with holding(lease, interval=0.05):
             first = sim.lease("rollguard", NS)["spec"]["renewTime"]  # type: ignore[index]
             deadline = time.monotonic() + 10
             while sim.lease("rollguard", NS)["spec"]["renewTime"] == first:  # type: ignore[index]
                 assert time.monotonic() < deadline, "never renewed"
                 await asyncio.sleep(0.02)
-            guard.check()
         await client.close()
 
     asyncio.run(roll())

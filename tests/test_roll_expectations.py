@@ -26,7 +26,7 @@ from rollguard.peers.sim import (
 )
 from rollguard.roller.model import Node, Role
 from rollguard.roller.roll import expectations
-from rollguard.roller.roll.roller import PlanEntry
+from rollguard.roller.roll.planning import PlanEntry
 from rollguard.shared.errors import ConfigError
 from rollguard.shared.expectations import node_expectation
 

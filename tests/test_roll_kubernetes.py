@@ -9,15 +9,17 @@ from __future__ import annotations
 
 import json
 import subprocess
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import pytest
 import yaml
 
 from rollguard.peers.kafka import KafkaClusterSim, TopicSpec
-from rollguard.peers.kube import KubeSim
+from rollguard.peers.kube import KubeSim, SeenRequest
 
 from helpers import BIN, HttpsPeer, Pki, free_port
 
@@ -284,3 +286,102 @@ def test_an_unreadable_pod_list_is_one_line_not_a_traceback(cluster: Cluster, pk
     assert done.returncode == 1, done.stderr
     assert "Traceback" not in done.stderr
     assert "list pods in kafka: 403 Forbidden" in done.stderr
+
+
+class RecoveringAfterItsRestart:
+    """Agents at /agents/<pod>/v1/broker-state: RUNNING, except the first pod the roll deletes,
+    which is in log recovery for `seconds` after its deletion (its segments counting down)."""
+
+    def __init__(self, kube: KubeSim, seconds: float) -> None:
+        self.kube = kube
+        self.seconds = seconds
+
+    def deleted_at(self) -> float | None:
+        return self.kube.deletions[0].at if self.kube.deletions else None
+
+    async def __call__(self, scope, receive, send) -> None:  # type: ignore[no-untyped-def]
+        pod = scope["path"].split("/")[2]
+        body: dict[str, object] = {"brokerState": 3}
+        since = self.deleted_at()
+        if since is not None and pod == self.kube.deletions[0].name:
+            left = since + self.seconds - time.monotonic()
+            if left > 0:
+                segments = int(left * 100)
+                recovery = {
+                    "remainingLogsToRecover": 1 + segments // 100,
+                    "remainingSegmentsToRecover": segments,
+                }
+                body = {"brokerState": 2, "recovery": recovery}
+        await send({"type": "http.response.start", "status": 200, "headers": []})
+        await send({"type": "http.response.body", "body": json.dumps(body).encode()})
+
+
+def test_an_api_refusing_everything_for_20_s_during_a_recovery_wait_does_not_end_the_roll(
+    cluster: Cluster, pki: Pki
+) -> None:
+    cluster.kube.set_update_revision("prod-kafka", "rev-2", namespace=NS)
+    agents = RecoveringAfterItsRestart(cluster.kube, seconds=30)
+    lease_requests: list[float] = []
+
+    def seen(request: SeenRequest) -> None:
+        if "/leases/" in request.path:
+            lease_requests.append(time.monotonic())
+
+    def outage() -> tuple[float, float] | None:
+        since = agents.deleted_at()
+        return None if since is None else (since + 4, since + 24)
+
+    def unavailable() -> bool:
+        window = outage()
+        return window is not None and window[0] <= time.monotonic() < window[1]
+
+    cluster.kube.on_request = seen
+    cluster.kube.unavailable = unavailable
+    with HttpsPeer(agents, pki) as peer:
+        done = cluster.roll(pki, agent_url=peer.url + "/agents/{pod}/v1/broker-state")
+    assert done.returncode == 0, done.stderr
+    window = outage()
+    assert window is not None
+    refused = [t for t in lease_requests if window[0] <= t < window[1]]
+    assert len(refused) >= 5, lease_requests  # renewals tried all through the outage, refused
+    assert done.stderr.count("503 ServiceUnavailable") >= 5
+    assert "retrying in 2s" in done.stderr
+    # It waited out the recovery (never restarted the recovering pod again), then rolled on.
+    assert sorted(cluster.deleted()) == ["prod-kafka-0", "prod-kafka-1", "prod-kafka-2"]
+    assert any(e["action"] == "wait-recovery" for e in cluster.events())
+    lease = cluster.kube.lease("rollguard-roll", NS)
+    assert lease is not None and lease["spec"]["holderIdentity"] == ""  # released at the end
+
+
+def test_a_lease_taken_over_during_a_recovery_wait_stops_the_roll_and_the_journal_says_why(
+    cluster: Cluster, pki: Pki
+) -> None:
+    cluster.kube.set_update_revision("prod-kafka", "rev-2", namespace=NS)
+    agents = RecoveringAfterItsRestart(cluster.kube, seconds=60)
+    taken: list[float] = []
+
+    def take_over(request: SeenRequest) -> None:
+        since = agents.deleted_at()
+        if not taken and since is not None and time.monotonic() > since + 3:
+            taken.append(time.monotonic())
+
+            def steal(obj: dict[str, Any]) -> None:
+                obj["spec"]["holderIdentity"] = "other-roller:7"
+                obj["metadata"]["annotations"] = {"rollguard.io/roll-id": "r9"}
+
+            cluster.kube.edit("leases", "rollguard-roll", NS, steal)
+
+    cluster.kube.on_request = take_over
+    with HttpsPeer(agents, pki) as peer:
+        done = cluster.roll(pki, agent_url=peer.url + "/agents/{pod}/v1/broker-state")
+    assert done.returncode == 1, done.stderr
+    assert "Traceback" not in done.stderr
+    assert "lost the roll lease, stopping" in done.stderr
+    assert "held by other-roller:7 (roll r9)" in done.stderr
+    assert len(cluster.deleted()) == 1  # nothing more was done under a lease that is not ours
+    journal = json.loads(cluster.kube.configmap("rollguard-roll-k1", NS)["data"]["journal.json"])
+    assert journal["state"] == "failed" and "lost the roll lease" in journal["reason"]
+    first = cluster.deleted()[0]
+    assert journal["nodes"][first]["status"] == "restarting"  # for --resume to wait for it
+    lease = cluster.kube.lease("rollguard-roll", NS)
+    assert lease is not None and lease["spec"]["holderIdentity"] == "other-roller:7"

@@ -15,12 +15,16 @@ from rollguard.roller.model import (
 )
 from rollguard.roller.roll.progress import RecoveryTracker, Verdict, format_duration
 from rollguard.roller.roll.safety import (
+    Baseline,
     availability_blockers,
+    baseline,
     catching_up,
     describe_blockers,
     quorum_blocker,
+    rejoining,
     restart_blockers,
     roll_order,
+    unbalanced,
     voter_caught_up,
 )
 from rollguard.roller.roll.waits import ProgressWait
@@ -149,6 +153,64 @@ def test_catching_up_lists_the_partitions_whose_isr_lacks_the_broker() -> None:
     assert [p.replicas for p in catching_up(0, cluster)] == [(0, 1, 2)]
     assert [p.replicas for p in catching_up(3, cluster)] == [(1, 2, 3)]
     assert catching_up(1, cluster) == []
+
+
+def named(
+    topic: str, replicas: tuple[int, ...], isr: tuple[int, ...], leader: int | None = None
+) -> PartitionInfo:
+    return PartitionInfo(topic, 0, replicas, isr, 1, leader=leader)
+
+
+def test_a_baseline_names_what_a_broker_was_already_out_of_and_whether_its_voter_lagged() -> None:
+    payments, orders = named("payments", (0, 1, 2), (0, 1)), named("orders", (2, 0), (2, 0))
+    lagging = ClusterView((payments, orders), quorum(0, (0, 10_000), (2, 1_000)), 0)
+    combined = node(2, B, C)
+    assert baseline(combined, lagging) == Baseline(frozenset({"payments-0"}), False)
+    assert baseline(node(2), lagging) == Baseline(frozenset({"payments-0"}), True)
+    assert baseline(node(2, C), lagging) == Baseline(frozenset(), False)  # no partitions
+    assert baseline(node(0, B, C), lagging) == Baseline(frozenset(), True)  # the leader
+    assert baseline(node(1, B, C), lagging) == Baseline(frozenset(), True)  # not a voter
+    assert baseline(combined, None) == Baseline()  # not observed: everything is waited for
+
+
+@pytest.mark.parametrize(
+    ("isr_now", "before", "still", "already"),
+    [
+        # The restart took it out of both; it was out of payments-0 before: only orders-0 waits.
+        (((0, 1), (0,)), {"payments-0"}, ["orders-0"], ["payments-0"]),
+        (((0, 1), (0, 2)), {"payments-0"}, [], ["payments-0"]),
+        (((0, 1), (0,)), set(), ["payments-0", "orders-0"], []),
+        (((0, 1, 2), (0, 2)), {"payments-0"}, [], []),  # it rejoined anyway: nothing to say
+    ],
+)
+def test_after_a_restart_only_what_it_took_away_is_waited_for(
+    isr_now: tuple[tuple[int, ...], tuple[int, ...]],
+    before: set[str],
+    still: list[str],
+    already: list[str],
+) -> None:
+    cluster = ClusterView(
+        (named("payments", (0, 1, 2), isr_now[0]), named("orders", (2, 0), isr_now[1])), None, None
+    )
+    waiting, out_before = rejoining(2, cluster, Baseline(frozenset(before)))
+    assert [p.name for p in waiting] == still
+    assert [p.name for p in out_before] == already
+
+
+def test_an_election_is_wanted_where_an_in_sync_preferred_replica_does_not_lead() -> None:
+    cluster = ClusterView(
+        (
+            named("a", (1, 0), (1, 0), leader=0),  # 1 is preferred, in sync, not leading
+            named("b", (1, 0), (0,), leader=0),  # 1 is not in sync: an election cannot help
+            named("c", (1, 0), (1, 0), leader=1),  # already led by it
+            named("d", (0, 1), (0, 1), leader=1),  # 0 is preferred, not a member
+        ),
+        None,
+        None,
+    )
+    assert unbalanced(cluster, {1}) == [("a", 0)]
+    assert unbalanced(cluster, {0}) == [("d", 0)]
+    assert unbalanced(cluster, {2}) == []
 
 
 def test_a_safety_wait_lasts_while_the_cluster_makes_progress() -> None:

@@ -43,16 +43,10 @@ if TYPE_CHECKING:
     from rollguard.roller.roll.decide import decide
     from rollguard.roller.roll.journal import EventLog, FileJournalStore, JournalStore
     from rollguard.roller.roll.kafka_admin import AdminApiError, KafkaObserver
-    from rollguard.roller.roll.planning import plan
-    from rollguard.roller.roll.roller import (
-        OnAgentUnreachable,
-        PlanEntry,
-        Roller,
-        RollFailed,
-        RollResult,
-        RollSettings,
-    )
+    from rollguard.roller.roll.planning import PlanEntry, plan
+    from rollguard.roller.roll.roller import Roller, RollResult
     from rollguard.roller.roll.safety import Blocker, restart_blockers, roll_order
+    from rollguard.roller.roll.settings import OnAgentUnreachable, RollFailed, RollSettings
 
 _WHERE = {
     "AgentClient": "rollguard.roller.agent_client",
@@ -77,12 +71,12 @@ _WHERE = {
     "AdminApiError": "rollguard.roller.roll.kafka_admin",
     "KafkaObserver": "rollguard.roller.roll.kafka_admin",
     "plan": "rollguard.roller.roll.planning",
-    "OnAgentUnreachable": "rollguard.roller.roll.roller",
-    "PlanEntry": "rollguard.roller.roll.roller",
+    "PlanEntry": "rollguard.roller.roll.planning",
     "Roller": "rollguard.roller.roll.roller",
-    "RollFailed": "rollguard.roller.roll.roller",
     "RollResult": "rollguard.roller.roll.roller",
-    "RollSettings": "rollguard.roller.roll.roller",
+    "OnAgentUnreachable": "rollguard.roller.roll.settings",
+    "RollFailed": "rollguard.roller.roll.settings",
+    "RollSettings": "rollguard.roller.roll.settings",
     "Blocker": "rollguard.roller.roll.safety",
     "restart_blockers": "rollguard.roller.roll.safety",
     "roll_order": "rollguard.roller.roll.safety",

@@ -17,6 +17,7 @@ import os
 import sys
 from collections.abc import Mapping, Sequence
 
+from rollguard.roller import state
 from rollguard.roller.collect import cli as collect_cli
 from rollguard.roller.connect import cli as connect_cli
 from rollguard.roller.roll import cli as roll_cli
@@ -31,6 +32,7 @@ def build_parser() -> Parser:
         "Connect.",
     )
     sub = parser.add_subparsers(dest="command", required=True, parser_class=Parser)
+    state.add_parser(sub)
     roll_cli.add_parsers(sub)
     collect_cli.add_parsers(sub)
     connect_cli.add_parsers(sub)

@@ -38,7 +38,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 
-from rollguard.roller.model import ClusterView, Node, PartitionInfo
+from rollguard.roller.model import ClusterView, Node, PartitionInfo, PlatformView
 from rollguard.roller.roll.safety import Blocker, availability_blockers, describe_blockers
 
 __all__ = ["Batch", "BatchPlan", "Held", "Placement", "next_batch", "plan_batches"]
@@ -140,6 +140,12 @@ class _Growing:
             if node.node_id in placement.partitions[index].isr:
                 self.in_sync[index] = self.in_sync.get(index, 0) + 1
         self.members.append(node)
+
+
+def batchable(node: Node, view: PlatformView) -> bool:
+    """A ready broker that is not a controller: the batch planner's to place. Controllers,
+    combined nodes and brokers that are not ready are handled alone, as in a serial roll."""
+    return node.is_broker and not node.is_controller and view.ready and not view.stuck
 
 
 def _grow(placement: Placement, order: Sequence[Node], max_size: int) -> list[Node]:

@@ -14,6 +14,14 @@ The rules for a node that is not ready, in order:
    the platform proves the broker process is gone, or with `--on-agent-unreachable force`;
    otherwise wait within the safety budget.
 A ready node is restarted when no safety rule blocks it, else deferred.
+
+After its restart (`after_restart`), a node is back once a new process (by identity) is ready;
+until then its log recovery is waited for, never restarted; past the operation timeout a
+readable agent (or a gone process) fails the roll: it was restarted once and is not restarted
+again; an unreadable one is unknown and waited for within the safety budget.
+
+Which nodes a roll takes (`wanted`): not those named by `--skip` or opted out by annotation;
+with `--only`, exactly those named; else those out of date or stuck (all with `--all`).
 """
 
 from __future__ import annotations
@@ -31,18 +39,23 @@ from rollguard.roller.model import (
     describe_answer,
     is_recovering,
 )
+from rollguard.roller.roll.progress import format_duration
 from rollguard.roller.roll.safety import Blocker, describe_blockers, restart_blockers
+from rollguard.roller.roll.settings import RollSettings
 
 __all__ = [
     "Action",
     "AwaitReady",
     "AwaitRecovery",
     "AwaitUnknown",
+    "Back",
     "Defer",
     "Fail",
     "Restart",
+    "after_restart",
     "agent_unknown",
     "decide",
+    "wanted",
 ]
 
 
@@ -78,7 +91,26 @@ class AwaitUnknown:
     reason: str  # its agent cannot be read: wait within the safety budget, never force
 
 
+@dataclass(frozen=True, slots=True)
+class Back:
+    reason: str  # after its restart: a new process, ready
+
+
 Action = Restart | Defer | Fail | AwaitReady | AwaitRecovery | AwaitUnknown
+AfterRestart = Back | Fail | AwaitReady | AwaitRecovery | AwaitUnknown
+
+
+def wanted(node: Node, view: PlatformView, settings: RollSettings) -> tuple[bool, str]:
+    """Whether a roll takes `node`, and why not when it does not."""
+    if node.name in settings.skip:
+        return False, "skipped with --skip"
+    if view.opted_out:
+        return False, "opted out by annotation"
+    if settings.only:
+        return (node.name in settings.only), "not named by --only"
+    if settings.all_nodes or not view.up_to_date or view.stuck:
+        return True, ""
+    return False, "already runs the desired revision"
 
 
 def agent_unknown(node: Node, answer: AgentAnswer | None) -> bool:
@@ -153,3 +185,36 @@ def _unavailable(answer: AgentAnswer | None) -> str:
     if isinstance(answer, AgentUnavailable):
         return f"{answer.reason}: {answer.message}"
     return describe_answer(answer)
+
+
+def after_restart(
+    node: Node,
+    view: PlatformView,
+    agent: AgentAnswer | None,
+    *,
+    before: str | None,
+    waited: float,
+    timeout: float,
+) -> AfterRestart:
+    """Where a restarted node stands: `before` is its identity before the restart (None: not
+    known, any ready process will do); `waited`: seconds since the restart."""
+    if is_recovering(agent):
+        return AwaitRecovery(f"{node.name} is performing log recovery: {describe_answer(agent)}")
+    new = before is None or (view.instance is not None and view.instance != before)
+    if view.ready and new:
+        return Back(f"{node.name} is ready again")
+    if waited >= timeout:
+        if not agent_unknown(node, agent) or view.process_gone:
+            return Fail(
+                f"{node.name} is not ready {format_duration(timeout)} after its restart (agent: "
+                f"{describe_answer(agent)}); it was restarted once in this roll and is not "
+                "restarted again"
+            )
+        return AwaitUnknown(
+            f"{node.name} is not ready after its restart and its agent cannot be read "
+            f"({describe_answer(agent)})"
+        )
+    if new:
+        return AwaitReady(f"waiting for readiness: {describe_answer(agent)}")
+    # The process from before the restart is still the one that answers.
+    return AwaitReady("waiting for the new process to start")

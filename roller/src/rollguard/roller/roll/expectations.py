@@ -17,11 +17,17 @@ writes (format and formulas: `rollguard.shared.expectations`).
 
 from __future__ import annotations
 
+import json
+import sys
+import time
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from rollguard.roller.model import Node
-from rollguard.roller.roll.roller import PlanEntry
+from rollguard.roller.roll.journal import EventLog
+from rollguard.roller.roll.planning import PlanEntry
+from rollguard.shared.dataset import Event
 from rollguard.shared.errors import ConfigError
 from rollguard.shared.expectations import (
     Budget,
@@ -129,3 +135,44 @@ def prediction_json(prediction: RollPrediction, budgets: Mapping[str, Budget]) -
             ],
         }
     }
+
+
+@dataclass
+class History:
+    """What --expectations gave this run: the cluster's entries, each node's budget, and the
+    prediction once announced."""
+
+    entries: dict[str, NodeExpectation]
+    budgets: dict[str, Budget]
+    started: float = field(default_factory=time.monotonic)
+    predicted: float | None = None
+
+    def announce(
+        self, plan: list[PlanEntry], restart_estimate: float, output: str, events: EventLog
+    ) -> None:
+        """Print the prediction (stdout as JSON with `--output json`, else stderr) and record
+        it as a `roll-predicted` event."""
+        prediction = predict(plan, self.entries, restart_estimate)
+        self.predicted = prediction.seconds
+        self.started = time.monotonic()
+        if output == "json":
+            print(json.dumps(prediction_json(prediction, self.budgets)), flush=True)
+        else:
+            for line in describe(prediction, self.budgets):
+                print(line, file=sys.stderr)
+        events.write(
+            None,
+            Event.ROLL_PREDICTED,
+            f"{len(prediction.batches)} restarts; without history: "
+            f"{', '.join(prediction.without_history) or '-'}",
+            seconds=prediction.seconds,
+            upperSeconds=prediction.upper_seconds,
+        )
+
+
+def history_for(
+    path: Path, cluster_hint: str | None, nodes: list[Node], max_recovery_wait: float
+) -> History:
+    """What `--expectations path` gives a roll of `nodes`."""
+    entries = for_nodes(path, cluster_hint, nodes)
+    return History(entries, budgets(entries, nodes, max_recovery_wait))

@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from rollguard.roller.configmap import ConfigMapStore, MissingKey
+from rollguard.shared.dataset import Event
 from rollguard.shared.errors import ConfigError, RollguardError
 from rollguard.shared.files import atomic_write
 from rollguard.shared.wire import format_time
@@ -57,6 +58,10 @@ class NodeRecord:
     # The batch it was restarted in (1, 2, ...; `--max-batch-size` above 1), None alone. Every
     # member's intent is saved before any member restarts, so a resumed roll knows the batch.
     batch: int | None = None
+    # Its baseline, saved with the intent so that a resumed roll waits for the same thing: the
+    # partitions whose ISR it was already out of, and whether its voter was lagging, before.
+    out_of_sync: tuple[str, ...] = ()
+    voter_lagging: bool = False
 
 
 @dataclass
@@ -85,6 +90,8 @@ class RollRecord:
                     "instance": r.instance,
                     "reason": r.reason,
                     **({"batch": r.batch} if r.batch is not None else {}),
+                    **({"outOfSyncBefore": list(r.out_of_sync)} if r.out_of_sync else {}),
+                    **({"voterLaggingBefore": True} if r.voter_lagging else {}),
                 }
                 for name, r in self.nodes.items()
             },
@@ -116,6 +123,8 @@ class RollRecord:
                     r.get("instance"),
                     r.get("reason", ""),
                     _batch(r.get("batch")),
+                    _names(r.get("outOfSyncBefore", [])),
+                    r.get("voterLaggingBefore", False) is True,
                 )
                 for name, r in data.get("nodes", {}).items()
             },
@@ -128,6 +137,12 @@ def _batch(value: object) -> int | None:
     if not isinstance(value, int) or isinstance(value, bool) or value < 1:
         raise ValueError(f"batch {value!r} is not a positive whole number")
     return value
+
+
+def _names(value: object) -> tuple[str, ...]:
+    if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+        raise ValueError(f"outOfSyncBefore {value!r} is not a list of partition names")
+    return tuple(value)
 
 
 def now_text() -> str:
@@ -180,7 +195,8 @@ class EventLog:
         if path is not None:
             path.parent.mkdir(parents=True, exist_ok=True)
 
-    def write(self, node: str | None, action: str, reason: str = "", **figures: Any) -> None:
+    def write(self, node: str | None, action: Event, reason: str = "", **figures: Any) -> None:
+        """One event; `action` is one of the dataset's event names (`shared.dataset.Event`)."""
         if self.path is None:
             return
         known = {k: v for k, v in figures.items() if v is not None}

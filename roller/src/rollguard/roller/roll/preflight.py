@@ -18,6 +18,7 @@ from rollguard.roller.agent_client import AgentClient, Probe
 from rollguard.roller.model import AgentUnavailable, Node, Unavailable
 from rollguard.roller.roll.decide import agent_unknown
 from rollguard.roller.roll.journal import EventLog
+from rollguard.shared.dataset import Event
 from rollguard.shared.errors import ConfigError
 
 logger = logging.getLogger(__name__)
@@ -73,7 +74,7 @@ async def preflight(
             )
         events.write(
             node.name,
-            "preflight",
+            Event.PREFLIGHT,
             found or _outcome(node, probe),
             skew=round(probe.skew, 3) if probe.skew is not None else None,
         )

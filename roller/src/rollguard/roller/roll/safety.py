@@ -184,9 +184,61 @@ def restart_blockers(node: Node, cluster: ClusterView | None) -> list[Blocker]:
 
 
 def catching_up(node_id: int, cluster: ClusterView) -> list[PartitionInfo]:
-    """The partitions with a replica on `node_id` whose ISR does not (yet) include it: after a
-    restart, the broker must fetch what it missed before it is back in every ISR."""
+    """The partitions with a replica on `node_id` whose ISR does not (yet) include it."""
     return [p for p in cluster.partitions if node_id in p.replicas and node_id not in p.isr]
+
+
+@dataclass(frozen=True, slots=True)
+class Baseline:
+    """Where a node stood just before its restart: what the wait after it must give back.
+
+    A restart takes a broker out of the ISRs it was in; it cannot take it out of one it was not
+    in (a follower already lagging, a partition with an offline member), and waiting for it to
+    join those would wait for something the restart did not take away, possibly forever. Same
+    for a controller whose voter was not caught up before its restart."""
+
+    out_of_sync: frozenset[str] = frozenset()  # partitions whose ISR it was not in
+    voter_caught_up: bool = True
+
+
+def baseline(node: Node, cluster: ClusterView | None) -> Baseline:
+    """The node's baseline in `cluster` (None: not observed, so everything is waited for)."""
+    if cluster is None:
+        return Baseline()
+    out = frozenset(p.name for p in catching_up(node.node_id, cluster)) if node.is_broker else None
+    caught_up = True
+    if node.is_controller and cluster.quorum is not None:
+        voters = {v.node_id for v in cluster.quorum.voters}
+        caught_up = node.node_id not in voters or voter_caught_up(
+            node.node_id, cluster.quorum, cluster.quorum_fetch_timeout_ms
+        )
+    return Baseline(out or frozenset(), caught_up)
+
+
+def rejoining(
+    node_id: int, cluster: ClusterView, before: Baseline
+) -> tuple[list[PartitionInfo], list[PartitionInfo]]:
+    """After a restart: the partitions the broker must still rejoin (it was in their ISR before
+    the restart and is not now), and those it is out of but already was before."""
+    out = catching_up(node_id, cluster)
+    return (
+        [p for p in out if p.name not in before.out_of_sync],
+        [p for p in out if p.name in before.out_of_sync],
+    )
+
+
+def unbalanced(cluster: ClusterView, ids: Iterable[int]) -> list[tuple[str, int]]:
+    """The partitions whose preferred leader (first replica) is one of `ids`, is in sync, and
+    does not lead: what a preferred leader election would give back to them."""
+    wanted = set(ids)
+    return [
+        (p.topic, p.partition)
+        for p in cluster.partitions
+        if p.replicas
+        and p.replicas[0] in wanted
+        and p.replicas[0] in p.isr
+        and p.leader != p.replicas[0]
+    ]
 
 
 def describe_blockers(blockers: list[Blocker], limit: int = 3) -> str:

@@ -125,6 +125,9 @@ class KubeSim(Workloads):
         self.on_request: Callable[[SeenRequest], object] | None = None
         # (verb, plural) pairs the client's account may not use: answered 403 as RBAC does.
         self.forbidden: set[tuple[str, str]] = set()
+        # While it returns True, every request is answered 503 ServiceUnavailable, as an API
+        # server behind a load balancer answers while it restarts or loses etcd.
+        self.unavailable: Callable[[], bool] = lambda: False
         self.url = ""
         self._server: uvicorn.Server | None = None
         self._sock: socket.socket | None = None
@@ -206,6 +209,8 @@ class KubeSim(Workloads):
         if self.on_request is not None:
             self.on_request(seen)
         try:
+            if self.unavailable():
+                raise ApiFailure(503, "ServiceUnavailable", "the server is currently unavailable")
             if self.token is not None and (
                 request.headers.get("authorization") != f"Bearer {self.token}"
             ):

@@ -101,6 +101,9 @@ class Broker:
                 "java",
                 "-Xmx64m",
                 "-XX:+UseSerialGC",
+                # A test broker lives seconds to minutes: C1 only, no perf file (less CPU).
+                "-XX:TieredStopAtLevel=1",
+                "-XX:-UsePerfData",
                 "-cp",
                 str(classes),
                 "TestBroker",

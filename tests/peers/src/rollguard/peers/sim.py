@@ -50,7 +50,8 @@ from rollguard.roller.model import (
 )
 from rollguard.roller.platform import InventoryNode, InventoryPlatform
 from rollguard.roller.roll.journal import EventLog, FileJournalStore
-from rollguard.roller.roll.roller import Roller, RollFailed, RollSettings
+from rollguard.roller.roll.roller import Roller
+from rollguard.roller.roll.settings import RollFailed, RollSettings
 from rollguard.shared.retry import RetryPolicy
 from rollguard.shared.states import BrokerState
 from rollguard.shared.wire import format_time
@@ -166,6 +167,18 @@ class SimNode:
             moments += [self.running_at, *self.rejoin_times().values()]
         return max(moments)
 
+    def back_at(self, was_in: set[int], voter_was_caught_up: bool) -> float:
+        """When the current run is back where the node stood before its restart: running, in
+        the ISRs it was in (`was_in`), caught up with the quorum if it was (`synced_at` of
+        what the restart took away; the roller waits for exactly that)."""
+        moments = [self.jvm_started_at + self.quorum_lag] if self.node.is_controller else []
+        if not voter_was_caught_up:
+            moments = []
+        if self.node.is_broker:
+            times = self.rejoin_times()
+            moments += [self.running_at, *(times[i] for i in was_in)]
+        return max(moments, default=self.jvm_started_at)
+
     def events(self) -> list[float]:
         """Every moment of the current run at which its state changes."""
         moments = [self.jvm_started_at, self.down_until, self.recovery_until]
@@ -197,7 +210,8 @@ class Violations:
 class RestartEntry:
     """One restart. `earliest`: from the moment the node restarted before it was back in sync
     (0 for the first), the first moment some node not yet restarted could have been restarted
-    without a violation; `synced_at`: when this restart's node is back in sync. Between
+    without a violation; `synced_at`: when this restart's node is back where it was before it
+    (in the ISRs it was in, caught up if it was: what the roller waits for). Between
     `earliest` and `at` the roller was slower than the cluster; before `earliest` the cluster
     itself was not ready."""
 
@@ -307,6 +321,8 @@ class SimCluster:
         ):
             mine += theirs
         sim.restarts += 1
+        was_in = {i for i in sim.rejoin if sim.in_sync(i, now)} if sim.node.is_broker else set()
+        voter_was_caught_up = sim.caught_up(now) if sim.node.is_controller else True
         if any(fraction > 1 for fraction in sim.rejoin.values()):
             # A lagging follower (`rack_cluster`'s `lagging`) catches up after its restart.
             sim.rejoin = {index: min(f, 1.0) for index, f in sim.rejoin.items()}
@@ -315,7 +331,7 @@ class SimCluster:
         sim.down_until = now + sim.restart_seconds
         sim.recovery_until = sim.down_until + sim.recovery_after_restart
         sim.recovery_segments = int(sim.recovery_after_restart * 10)
-        synced = sim.synced_at()
+        synced = sim.back_at(was_in, voter_was_caught_up)
         self.log.append(RestartEntry(name, now, earliest, synced, synced - now))
 
     # the Admin API ---------------------------------------------------------------------------

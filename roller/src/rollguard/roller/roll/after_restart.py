@@ -1,0 +1,290 @@
+"""Everything after a restart, until the node is back where it was before it.
+
+    the new process (by identity) ready; its log recovery waited for, never restarted
+    -> controllers: the voter caught up with the quorum leader (if it was before)
+    -> brokers: back in the ISR of every partition it was in before (not those it was
+       already out of: a restart cannot take away what was not there)
+
+Each wait returns an outcome, `Rejoined` or `NotBack` with the reason; it never writes the
+roll journal and never raises for the roll: the loop (`roller.py`) records the outcome and
+decides. Waiting for the cluster is judged by progress (`ProgressWait`, `--safety-wait`);
+waiting for a recovery by its rate and stalls (`RecoveryTracker`). A batch's preferred leaders
+are given back here too: leadership balance is not safety, so that one only logs.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass
+
+from rollguard.roller.model import AgentAnswer, AgentReport, Node, describe_answer, is_recovering
+from rollguard.roller.roll.decide import (
+    AwaitRecovery,
+    AwaitUnknown,
+    Back,
+    Fail,
+    after_restart,
+)
+from rollguard.roller.roll.observer import Observer
+from rollguard.roller.roll.progress import RecoveryTracker, Verdict, format_duration
+from rollguard.roller.roll.safety import (
+    Baseline,
+    describe_partitions,
+    rejoining,
+    unbalanced,
+    voter_caught_up,
+)
+from rollguard.roller.roll.settings import RollSettings
+from rollguard.roller.roll.waits import ProgressWait
+from rollguard.shared.dataset import Event
+from rollguard.shared.errors import RollguardError
+
+logger = logging.getLogger(__name__)
+
+Progress = Callable[[Node, str, RecoveryTracker | None], None]
+# A preferred leader election of these (topic, partition)s; RollguardError when it fails.
+LeaderElection = Callable[[Sequence[tuple[str, int]]], Awaitable[None]]
+
+
+@dataclass(frozen=True, slots=True)
+class Rejoined:
+    node: Node
+    note: str = ""  # what it was already out of before its restart, if anything
+
+
+@dataclass(frozen=True, slots=True)
+class NotBack:
+    node: Node
+    reason: str  # for the roll's failure: names the node and what never came back
+
+
+class AfterRestart:
+    def __init__(
+        self,
+        observer: Observer,
+        settings: RollSettings,
+        *,
+        clock: Callable[[], float] = time.monotonic,
+        sleep: Callable[[float], Awaitable[object]] = asyncio.sleep,
+        on_progress: Progress | None = None,
+        elect_leaders: LeaderElection | None = None,
+    ) -> None:
+        self.observer = observer
+        self.settings = settings
+        self._clock = clock
+        self._sleep = sleep
+        self._on_progress = on_progress or (lambda node, text, tracker: None)
+        self.elect_leaders = elect_leaders
+
+    async def wait(self, node: Node, before: str | None, base: Baseline) -> Rejoined | NotBack:
+        """Until `node` is back where it was: `before` is its identity before the restart (None:
+        unknown), `base` where it stood in the cluster."""
+        failed = await self._ready(node, before)
+        if failed is None and node.is_controller:
+            if base.voter_caught_up:
+                failed = await self._quorum(node)
+            else:
+                logger.info("%s: its voter was not caught up before its restart", node)
+        if failed is not None:
+            return failed
+        return await self._isr(node, base) if node.is_broker else Rejoined(node)
+
+    async def _ready(self, node: Node, before: str | None) -> NotBack | None:
+        s = self.settings
+        started = self._clock()
+        unknown: ProgressWait | None = None
+        while True:
+            view = await self.observer.view(node, await self.observer.cluster())
+            answer = await self.observer.ask(node)
+            step = after_restart(
+                node,
+                view,
+                answer,
+                before=before,
+                waited=self._clock() - started,
+                timeout=s.operation_timeout,
+            )
+            if isinstance(step, Back):
+                return None
+            if isinstance(step, Fail):
+                return NotBack(node, step.reason)
+            if isinstance(step, AwaitRecovery):
+                failed = await self._recovered(node, answer)
+                if failed is not None:
+                    return failed
+                continue
+            text = step.reason
+            if isinstance(step, AwaitUnknown):
+                now = self._clock()
+                unknown = unknown or ProgressWait(s.safety_wait, now)
+                if unknown.expired(now):
+                    waited = format_duration(unknown.waited(now))
+                    return NotBack(node, f"{step.reason} for {waited}; not restarting it again")
+                text = f"waiting for readiness: {describe_answer(answer)}"
+            self._on_progress(node, text, None)
+            await self._sleep(s.poll_interval)
+
+    async def _recovered(self, node: Node, answer: AgentAnswer | None) -> NotBack | None:
+        """While the restarted broker recovers, asking only its agent; NotBack when it stalls or
+        takes too long. It is never restarted: that would start its recovery over."""
+        tracker = self.tracker(node)
+        while not (isinstance(answer, AgentReport) and not is_recovering(answer)):
+            # An unreadable agent in the middle of a recovery: still recovering, for all we know.
+            failed = self.recovery_step(node, tracker, answer)
+            if failed is not None:
+                return failed
+            await self._sleep(self.settings.poll_interval)
+            answer = await self.observer.ask(node)
+        return None
+
+    def tracker(self, node: Node) -> RecoveryTracker:
+        s = self.settings
+        return RecoveryTracker(s.stall_timeout, s.recovery_budget(node.name), started=self._clock())
+
+    def recovery_step(
+        self, node: Node, tracker: RecoveryTracker, answer: AgentAnswer | None
+    ) -> NotBack | None:
+        """One look at a recovering broker, recorded; NotBack on a stall or past its budget."""
+        if isinstance(answer, AgentReport) and answer.report.recovery is not None:
+            recovery = answer.report.recovery
+            tracker.observe(self._clock(), recovery.remaining_logs, recovery.remaining_segments)
+        verdict = tracker.verdict(self._clock())
+        text = tracker.describe()
+        self._on_progress(node, "recovering: " + text, tracker)
+        logger.info("%s is performing log recovery: %s", node, text)
+        self.observer.events.write(
+            node.name, Event.WAIT_RECOVERY, verdict.value, **_figures(tracker)
+        )
+        if verdict is Verdict.STALLED:
+            return NotBack(
+                node,
+                f"{node.name} is performing log recovery but made no progress for "
+                f"{format_duration(self.settings.stall_timeout)} ({text}); not restarting it",
+            )
+        if verdict is Verdict.TOO_LONG:
+            history = (
+                " (its budget from history)" if node.name in self.settings.recovery_budgets else ""
+            )
+            return NotBack(
+                node,
+                f"{node.name} is still performing log recovery after "
+                f"{format_duration(self.settings.recovery_budget(node.name))}{history} ({text}); "
+                "not restarting it",
+            )
+        return None
+
+    async def _quorum(self, node: Node) -> NotBack | None:
+        """Until the controller's new process has fetched from the leader: a caught-up time
+        later than the leader's time when it came back (the leader's clock on both sides)."""
+        since: int | None = None
+        waiting = ProgressWait(self.settings.safety_wait, self._clock())
+        while True:
+            cluster = await self.observer.cluster()
+            quorum = cluster.quorum if cluster is not None else None
+            if quorum is not None and node.node_id not in {v.node_id for v in quorum.voters}:
+                return None  # not a voter (an observer or a broker-only id): nothing to wait for
+            if quorum is not None and cluster is not None:
+                leader = next((v for v in quorum.voters if v.node_id == quorum.leader_id), None)
+                if since is None and leader is not None:
+                    since = leader.last_caught_up_ms
+                if since is not None and voter_caught_up(
+                    node.node_id, quorum, cluster.quorum_fetch_timeout_ms, since_ms=since
+                ):
+                    return None
+            now = self._clock()
+            if waiting.expired(now):
+                return NotBack(
+                    node,
+                    f"{node.name} has not caught up with the KRaft quorum leader "
+                    f"{format_duration(waiting.waited(now))} after its restart",
+                )
+            self._on_progress(node, "catching up with the quorum", None)
+            await self._sleep(self.settings.poll_interval)
+
+    async def _isr(self, node: Node, base: Baseline) -> Rejoined | NotBack:
+        """Until the restarted broker is back in the ISR of every partition it was in before:
+        until then, restarting another replica of those could take them below min ISR."""
+        waiting = ProgressWait(self.settings.safety_wait, self._clock())
+        note = ""
+        while True:
+            cluster = await self.observer.cluster()
+            lagging = None
+            if cluster is not None:
+                lagging, already = rejoining(node.node_id, cluster, base)
+                if already:
+                    note = f"already out of sync before its restart: {describe_partitions(already)}"
+                    self.observer.say(node.name, "out-of-sync", Event.OUT_OF_SYNC_BEFORE, note)
+                if not lagging:
+                    return Rejoined(node, note)
+            now = self._clock()
+            if lagging is not None:
+                waiting.observe(now, len(lagging))
+            if waiting.expired(now):
+                what = (
+                    f"{len(lagging)} partitions ({describe_partitions(lagging)})"
+                    if lagging
+                    else "its partitions (the Admin API cannot be reached)"
+                )
+                return NotBack(
+                    node,
+                    f"{node.name} has not rejoined the ISR of {what}: no progress for "
+                    f"{format_duration(self.settings.safety_wait)} (--safety-wait)",
+                )
+            if lagging:
+                text = f"catching up: {len(lagging)} partitions not yet in sync"
+                self.observer.say(node.name, "catch-up", Event.CATCH_UP, text, count=len(lagging))
+                self._on_progress(node, text, None)
+            await self._sleep(self.settings.poll_interval)
+
+    async def elect_preferred(self, members: Sequence[Node], number: int) -> None:
+        """Give the batch's members back the leadership they lost (ElectLeaders, preferred),
+        and watch it come back for a moment. Leadership balance is not safety: a failed
+        election or a slow one is logged, never fatal."""
+        s = self.settings
+        if not s.elect_preferred_leaders or self.elect_leaders is None:
+            return
+        ids = {m.node_id for m in members}
+        cluster = await self.observer.cluster()
+        wanted = unbalanced(cluster, ids) if cluster is not None else []
+        if not wanted:
+            return
+        try:
+            await self.elect_leaders(wanted)
+        except RollguardError as exc:
+            self.observer.say(
+                None, "elect", Event.ELECT_FAILED, f"batch {number}: {exc}", logging.WARNING
+            )
+            return
+        self.observer.events.write(
+            None, Event.ELECT_LEADERS, f"batch {number}", partitions=len(wanted)
+        )
+        deadline = self._clock() + s.election_wait
+        while True:
+            cluster = await self.observer.cluster()
+            left = unbalanced(cluster, ids) if cluster is not None else wanted
+            if not left:
+                return
+            if self._clock() >= deadline:
+                logger.warning(
+                    "batch %d: %d partitions not yet led by their preferred leader after %s",
+                    number,
+                    len(left),
+                    format_duration(s.election_wait),
+                )
+                return
+            await self._sleep(s.poll_interval)
+
+
+def _figures(tracker: RecoveryTracker) -> dict[str, float | int | None]:
+    if not tracker.points:
+        return {}
+    last = tracker.points[-1]
+    return {
+        "remainingLogsToRecover": last.logs,
+        "remainingSegmentsToRecover": last.segments,
+        "rate": tracker.rate(),
+        "eta": tracker.eta(),
+    }

@@ -1,0 +1,133 @@
+"""What the roll and the plan see: Kafka through the Admin API, each node through its platform
+and its agent; and the say-once log of why something waits.
+
+Observation never changes anything and never writes the roll journal. A cluster that cannot be
+observed is None (its transient errors retried first with the shared policy): nothing can be
+proven safe without it, so every restart waits. An agent that cannot be read is an
+`AgentUnavailable` or None: unknown, never "not recovering".
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import replace
+from typing import Any
+
+from rollguard.roller.agent_client import AgentClient
+from rollguard.roller.model import (
+    AgentAnswer,
+    AgentReport,
+    ClusterView,
+    Node,
+    PlatformView,
+    describe_answer,
+)
+from rollguard.roller.platform import Platform
+from rollguard.roller.roll.journal import EventLog
+from rollguard.roller.roll.safety import voter_caught_up
+from rollguard.shared.dataset import Event
+from rollguard.shared.errors import RollguardError
+from rollguard.shared.retry import RetryPolicy, retry_async
+
+logger = logging.getLogger(__name__)
+
+ClusterObserver = Callable[[], Awaitable[ClusterView]]
+
+
+class Observer:
+    def __init__(
+        self,
+        platform: Platform,
+        observe_cluster: ClusterObserver | None,
+        agents: AgentClient,
+        events: EventLog,
+        *,
+        policy: RetryPolicy | None = None,
+        sleep: Callable[[float], Awaitable[object]] = asyncio.sleep,
+    ) -> None:
+        self.platform = platform
+        self.observe_cluster = observe_cluster
+        self.agents = agents
+        self.events = events
+        self.policy = policy or RetryPolicy()  # transient Admin API errors
+        self._sleep = sleep
+        self._said: dict[tuple[str, str], str] = {}  # (node, kind) -> last reason logged
+
+    async def nodes(self) -> list[Node]:
+        return await self.platform.nodes()
+
+    async def cluster(self) -> ClusterView | None:
+        """Kafka's view; transient errors retried with the shared policy, then None (nothing
+        can be proven safe without it, so every restart waits)."""
+        if self.observe_cluster is None:
+            return None
+        try:
+            return await retry_async(
+                self.observe_cluster,
+                self.policy,
+                operation="kafka-admin",
+                retriable=(RollguardError,),
+                sleep=self._sleep,
+            )
+        except RollguardError as exc:
+            self.say(None, "admin", Event.ADMIN_UNAVAILABLE, str(exc), logging.WARNING)
+            return None
+
+    async def view(self, node: Node, cluster: ClusterView | None) -> PlatformView:
+        """The platform's view; a controller-only node is ready only when the KRaft quorum
+        says it is caught up (it has no BrokerState that could say so)."""
+        view = await self.platform.observe(node)
+        # Without the quorum its readiness cannot be judged; the quorum check that every
+        # controller restart needs then holds it back anyway.
+        if (
+            view.ready
+            and node.is_controller
+            and not node.is_broker
+            and cluster is not None
+            and cluster.quorum is not None
+        ):
+            caught_up = voter_caught_up(
+                node.node_id, cluster.quorum, cluster.quorum_fetch_timeout_ms
+            )
+            view = replace(view, ready=caught_up)
+        return view
+
+    async def views(
+        self, nodes: Sequence[Node], cluster: ClusterView | None
+    ) -> dict[str, PlatformView]:
+        return {n.name: await self.view(n, cluster) for n in nodes}
+
+    async def ask(self, node: Node, *, log: bool = True) -> AgentAnswer | None:
+        """What its agent says now (None: it has none); with `log`, an `observe-agent` event."""
+        if node.agent_url is None:
+            return None
+        answer = await self.agents.broker_state(node.agent_url, once=True)
+        if log:
+            figures = {}
+            if isinstance(answer, AgentReport):
+                figures["brokerState"] = int(answer.report.broker_state)
+                if answer.report.recovery is not None:
+                    figures["remainingLogsToRecover"] = answer.report.recovery.remaining_logs
+                    figures["remainingSegmentsToRecover"] = (
+                        answer.report.recovery.remaining_segments
+                    )
+            self.events.write(node.name, Event.OBSERVE_AGENT, describe_answer(answer), **figures)
+        return answer
+
+    def say(
+        self,
+        node: str | None,
+        kind: str,
+        action: Event,
+        reason: str,
+        level: int = logging.INFO,
+        **figures: Any,
+    ) -> None:
+        """Log and record a wait once per change of its reason, not at every poll."""
+        if self._said.get((node or "", kind)) == reason:
+            return
+        self._said[(node or "", kind)] = reason
+        logger.log(level, "%s: %s", node or "cluster", reason)
+        self.events.write(node, action, reason, **figures)

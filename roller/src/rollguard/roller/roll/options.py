@@ -1,0 +1,180 @@
+"""`rollguard roll` and `rollguard plan`'s options: every flag, with its default written once
+(the roll's timings are `RollSettings`' defaults), and the `RollSettings` they make."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from rollguard.roller.options import (
+    AgentOptions,
+    OutputOptions,
+    PlatformOptions,
+    names,
+)
+from rollguard.roller.roll.settings import OnAgentUnreachable, RollSettings
+from rollguard.shared.settings import (
+    boolean,
+    choice,
+    default_of,
+    duration_between,
+    format_duration,
+    integer,
+    milliseconds_to_duration,
+    option,
+    servers,
+)
+
+
+def _roll_id(text: str) -> str:
+    if not (text.isascii() and text.replace("-", "").isalnum()) or len(text) > 40:
+        raise ValueError(f"{text!r}: a roll id is letters, digits and dashes, 40 at most")
+    return text.lower()
+
+
+def _on_agent_unreachable(text: str) -> OnAgentUnreachable:
+    return OnAgentUnreachable(choice(*(o.value for o in OnAgentUnreachable))(text))
+
+
+def _rack_aware(text: str) -> bool | None:
+    """auto (None: on when brokers report racks), or true/false."""
+    return None if text.strip().lower() == "auto" else boolean(text)
+
+
+def _default(name: str) -> str:
+    """A RollSettings default in the option's syntax: the library's default is the CLI's."""
+    value = default_of(RollSettings, name)
+    return value.value if isinstance(value, OnAgentUnreachable) else format_duration(value)
+
+
+def _duration(name: str, low: str, high: str, help: str, **kwargs: Any) -> Any:
+    return option(_default(name), duration_between(low, high), help, "DURATION", **kwargs)
+
+
+@dataclass(frozen=True, kw_only=True)
+class RollOptions(AgentOptions, OutputOptions, PlatformOptions):
+    """`rollguard roll` and `rollguard plan`: every option, with its default written once (the
+    roll's timings are `RollSettings`' defaults)."""
+
+    bootstrap: str = option(
+        None,
+        servers,
+        "Kafka bootstrap servers HOST:PORT[,...] for the Admin API",
+        "SERVERS",
+        required=True,
+    )
+    kafka_properties: Path | None = option(
+        None, Path, "Kafka client properties file (TLS, SASL)", "FILE"
+    )
+    operation_timeout: float = _duration(
+        "operation_timeout",
+        "10ms",
+        "7d",
+        "how long a node may take to become ready before its agent decides",
+        deprecated=(("operation-timeout-ms", milliseconds_to_duration),),
+    )
+    poll_interval: float = _duration(
+        "poll_interval", "10ms", "1h", "time between readiness, safety and agent checks"
+    )
+    max_recovery_wait: float = _duration(
+        "max_recovery_wait",
+        "10ms",
+        "30d",
+        "longest wait for a broker in log recovery that makes progress",
+    )
+    stall_timeout: float = _duration(
+        "stall_timeout", "10ms", "7d", "a recovery with no progress for this long is stalled"
+    )
+    restart_timeout: float = option(
+        "5m",
+        duration_between("10ms", "1d"),
+        "time limit of an inventory restart command",
+        "DURATION",
+    )
+    safety_wait: float = _duration(
+        "safety_wait",
+        "10ms",
+        "30d",
+        "how long a roll waits without progress for a restart to become safe and for a "
+        "restarted broker to rejoin its ISRs",
+    )
+    on_agent_unreachable: OnAgentUnreachable = option(
+        _default("on_agent_unreachable"),
+        _on_agent_unreachable,
+        "a node whose agent cannot answer: wait (within --safety-wait) or force (restart it "
+        "after --operation-timeout)",
+        "wait|force",
+    )
+    max_clock_skew: float = _duration(
+        "max_clock_skew",
+        "10ms",
+        "1d",
+        "largest clock difference between the roller and an agent before anything is done",
+    )
+    only: frozenset[str] = option(
+        "", names, "restart only these nodes (comma-separated names)", "NODES"
+    )
+    skip: frozenset[str] = option(
+        "", names, "never restart these nodes (comma-separated names)", "NODES"
+    )
+    all: bool = option(
+        "false",
+        boolean,
+        "on Kubernetes, restart pods that are already up to date too (a switch)",
+        switch=True,
+    )
+    max_batch_size: int = option(
+        "1",
+        integer(1, 100_000),
+        "restart up to N brokers at once when no partition can spare fewer (1: one at a time)",
+        "N",
+    )
+    rack_aware: bool | None = option(
+        "auto",
+        _rack_aware,
+        "batches of one rack first (auto: when brokers report racks; false: ignore racks)",
+        "auto|true|false",
+    )
+    elect_preferred_leaders: bool = option(
+        "true",
+        boolean,
+        "after each batch, elect the preferred leaders of its brokers' partitions",
+        "true|false",
+    )
+    roll_id: str | None = option(
+        None, _roll_id, "id of a new roll (default: time and random)", "ID"
+    )
+    resume: str | None = option(None, _roll_id, "resume the roll with this id", "ID")
+    expectations: Path | None = option(
+        None,
+        Path,
+        "expectations.json from rollguard-report: per-node recovery budgets from history "
+        "(never above --max-recovery-wait) and a predicted roll duration",
+        "FILE",
+    )
+    restart_estimate: float = option(
+        "1m",
+        duration_between("10ms", "1d"),
+        "with --expectations: time one restart takes without log recovery (stop, start, "
+        "ISR catch-up), for the prediction",
+        "DURATION",
+    )
+    state_dir: Path = option(".rollguard", Path, "folder of roll journals and event logs", "DIR")
+
+    def settings(self) -> RollSettings:
+        return RollSettings(
+            operation_timeout=self.operation_timeout,
+            poll_interval=self.poll_interval,
+            max_recovery_wait=self.max_recovery_wait,
+            stall_timeout=self.stall_timeout,
+            safety_wait=self.safety_wait,
+            on_agent_unreachable=self.on_agent_unreachable,
+            max_clock_skew=self.max_clock_skew,
+            only=self.only,
+            skip=self.skip,
+            all_nodes=self.all,
+            max_batch_size=self.max_batch_size,
+            rack_aware=self.rack_aware,
+            elect_preferred_leaders=self.elect_preferred_leaders,
+        )

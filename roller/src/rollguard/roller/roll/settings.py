@@ -1,0 +1,53 @@
+"""What a roll is told and how it fails: the bottom of the roll package.
+
+`RollSettings` is the one frozen settings object of a roll (built by `roll/cli.py` from flags and
+the environment, or by a library user); `RollFailed` is the one error the roll loop raises, its
+message naming the node and the cause. Every other module of the package may import this one;
+it imports none of them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from enum import StrEnum
+
+from rollguard.shared.errors import RollguardError
+
+
+class RollFailed(RollguardError):
+    """The roll stopped; the message names the node and the cause."""
+
+
+class OnAgentUnreachable(StrEnum):
+    """What a node whose agent cannot be read gets once the operation timeout has passed."""
+
+    WAIT = "wait"  # unknown is not "not recovering": wait within the safety budget
+    FORCE = "force"  # the old rule, on explicit request: force-restart it
+
+
+@dataclass(frozen=True, slots=True)
+class RollSettings:
+    operation_timeout: float = 300.0
+    poll_interval: float = 2.0
+    max_recovery_wait: float = 6 * 3600.0
+    stall_timeout: float = 600.0
+    safety_wait: float = 1800.0  # waiting until a restart is safe: budget without progress
+    on_agent_unreachable: OnAgentUnreachable = OnAgentUnreachable.WAIT
+    max_clock_skew: float = 30.0  # between the roller and any agent, checked before acting
+    # A 30 s lease renewed every 5 s, a failed renewal tried again every 2 s (lease.py): an API
+    # that refuses everything for up to ~23 s does not cost the roll its lease.
+    lease_renew_interval: float = 5.0
+    only: frozenset[str] = frozenset()  # node names; empty: every node that needs it
+    skip: frozenset[str] = frozenset()
+    all_nodes: bool = False  # restart nodes that are already up to date too
+    max_batch_size: int = 1  # brokers restarted together; 1 is the serial roll
+    rack_aware: bool | None = None  # batches by rack first; None: when brokers report racks
+    elect_preferred_leaders: bool = True  # after each batch (--max-batch-size above 1)
+    election_wait: float = 10.0  # how long to watch a batch's preferred leaders come back
+    # per node name: its log recovery's wait budget from history (`--expectations`), never
+    # above max_recovery_wait; a node without one gets max_recovery_wait
+    recovery_budgets: Mapping[str, float] = field(default_factory=dict)
+
+    def recovery_budget(self, node: str) -> float:
+        return min(self.recovery_budgets.get(node, self.max_recovery_wait), self.max_recovery_wait)
