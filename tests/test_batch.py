@@ -10,6 +10,7 @@ from rollguard.roller.model import (
     ClusterView,
     Node,
     PartitionInfo,
+    PlatformView,
     QuorumInfo,
     Reassignment,
     Role,
@@ -18,6 +19,7 @@ from rollguard.roller.model import (
 from rollguard.roller.roll.batch import (
     CONTROLLER_ALONE,
     NOT_READY_ALONE,
+    batchable,
     next_batch,
     plan_batches,
 )
@@ -207,3 +209,20 @@ def test_planning_a_thousand_brokers_and_a_hundred_thousand_partitions_is_quick(
     elapsed = time.perf_counter() - started
     assert plan.batch is not None and len(plan.batch.members) >= 300
     assert elapsed < 20, elapsed
+
+
+@pytest.mark.parametrize(
+    ("node", "ready", "stuck", "placed"),
+    [
+        (broker(1), True, None, True),  # a ready broker: the batch planner's
+        (broker(1), False, None, False),  # not ready: waited for alone, first
+        (broker(1), False, "CrashLoopBackOff", False),  # stuck: force-restarted alone
+        (combined(1), True, None, False),  # a controller too: alone, quorum check
+        (Node(9, "ctrl-9", frozenset({Role.CONTROLLER})), True, None, False),
+    ],
+)
+def test_only_ready_brokers_that_are_not_controllers_go_in_batches(
+    node: Node, ready: bool, stuck: str | None, placed: bool
+) -> None:
+    platform = PlatformView(exists=True, ready=ready, up_to_date=False, stuck=stuck)
+    assert batchable(node, platform) is placed
