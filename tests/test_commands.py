@@ -1,6 +1,6 @@
-"""Restart and health commands (`rollguard.roller.commands`) with real processes: exit codes and
-output, a log file instead of pipes, the time limit enforced on the whole process group, and a
-command that outlives the roller (cancelled, or killed with its pipes)."""
+"""Restart and health commands (`rollguard.roller.host_commands`) with real processes: exit
+codes and output, a log file instead of pipes, the time limit enforced on the whole process
+group, and a command that outlives the roller (cancelled, or killed with its pipes)."""
 
 from __future__ import annotations
 

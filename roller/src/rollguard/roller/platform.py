@@ -48,7 +48,7 @@ class Platform(Protocol):
 class InventoryPlatform:
     """Nodes from an inventory file (`rollguard.roller.inventory`); readiness and identity from the
     agent; restart by running the node's command, and proof that its broker process is gone from its
-    `health` command (`rollguard.roller.commands`: own process group, output to a log file)."""
+    `health` command (`rollguard.roller.host_commands`: own process group, output to a log file)."""
 
     def __init__(
         self,
