@@ -91,17 +91,25 @@ kafka: $(KAFKA)
 # every run installs the same ones. To move to newer versions: delete constraints.txt's pins you
 # want to move (or all of them), `make clean venv` with an empty constraints.txt, then
 #   .venv/bin/python -m pip freeze --all --exclude-editable | grep -v '^rollguard-' > constraints.txt
-# and run `make test` before committing it. The components build with the venv's own pinned
-# setuptools (no isolated build environment to make six times).
+# and run `make test` before committing it. uv (pinned, installed into the venv by pip) installs
+# them: seconds where pip took forty. PySpark is published only as a source distribution, which
+# uv would build again at every install: its wheel is built once into $(WHEELS), outside the
+# clone, as Maven keeps its jars.
+WHEELS ?= $(HOME)/.cache/rollguard/wheels
+PYSPARK := $(shell sed -n 's/^pyspark==//p' constraints.txt)
 COMPONENTS := shared agent roller certs spark tests/peers
 PYPROJECTS := $(foreach c,$(COMPONENTS),$(c)/pyproject.toml)
 
 $(INSTALLED): $(PYPROJECTS) requirements-dev.txt constraints.txt
 	@$(PYTHON) -c 'import sys; sys.exit(sys.version_info < (3, 11) and "rollguard needs Python 3.11 or newer")'
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
-	$(BIN)/python -m pip install --quiet --no-compile --upgrade -c constraints.txt pip setuptools
-	$(BIN)/python -m pip install --quiet --no-compile --no-build-isolation -c constraints.txt \
-		-r requirements-dev.txt -e shared -e agent -e 'roller[collect]' -e certs -e spark -e tests/peers
+	$(BIN)/python -m pip install --quiet --no-compile -c constraints.txt uv
+	@mkdir -p $(WHEELS)
+	@test -f $(WHEELS)/pyspark-$(PYSPARK)-py2.py3-none-any.whl || \
+		$(BIN)/python -m pip wheel --quiet --no-deps -w $(WHEELS) pyspark==$(PYSPARK)
+	$(BIN)/uv pip install --python $(BIN)/python --quiet --find-links $(WHEELS) -c constraints.txt \
+		pip setuptools -r requirements-dev.txt \
+		-e shared -e agent -e 'roller[collect]' -e certs -e spark -e tests/peers
 	touch $@
 
 $(BROKER): tests/broker/TestBroker.java
