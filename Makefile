@@ -26,14 +26,15 @@ build/kafka-connect/$(CONNECT_VERSION)/.resolved: | build/kafka/$(KAFKA_OLDEST)/
 # two cores run four at once (five made the agent's timing tests flaky, for no gain); the
 # real-Kafka and real-Connect files go first (tests/conftest.py; xdist would
 # otherwise start the files with the most tests first). Tests marked
-# `alone` measure timings and run afterwards, with nothing beside them.
+# `alone` measure timings and run afterwards, with nothing beside them (only their files are
+# collected again).
 # The venv, the test broker and the Kafka and Connect jars do not depend on each other: made side
 # by side, then the lint, then the tests.
 test:
 	@$(MAKE) --no-print-directory -j4 $(INSTALLED) $(BROKER) $(KAFKA)
 	@$(MAKE) --no-print-directory lint
 	$(BIN)/pytest -n 4 --dist loadfile --no-loadscope-reorder -m "not alone" --durations=25
-	$(BIN)/pytest -m alone
+	$(BIN)/pytest -m alone $(shell grep -l 'pytest.mark.alone' tests/test_*.py)
 
 demo: $(INSTALLED) $(BROKER) build/kafka/$(KAFKA_NEWEST)/.resolved
 	$(BIN)/python demo/roll_demo.py

@@ -28,10 +28,12 @@ cgroup-v1 `cpu` hierarchy (not root, cgroup v2 only) recovery is not throttled a
 from __future__ import annotations
 
 import atexit
+import base64
 import contextlib
 import os
 import random
 import re
+import secrets
 import shutil
 import signal
 import socket
@@ -501,7 +503,7 @@ class KafkaCluster:
         """Write every node's config and format its storage (one StorageTool JVM per node)."""
         self.folder.mkdir(parents=True, exist_ok=True)
         (self.folder / "log4j2.yaml").write_text(_LOG4J2)
-        self.cluster_id = _java(self.lib, "kafka.tools.StorageTool", "random-uuid").strip()
+        self.cluster_id = random_uuid()
         formatting = []
         for node in self.nodes.values():
             node.folder.mkdir(parents=True, exist_ok=True)
@@ -643,6 +645,19 @@ class KafkaCluster:
 
     def __exit__(self, *exc: object) -> None:
         self.stop()
+
+
+def random_uuid() -> str:
+    """A cluster id as `kafka-storage random-uuid` makes one (Kafka's `Uuid.randomUuid`): 16
+    random bytes, version 4, in URL-safe base64 without padding, never starting with `-` (it
+    would read as a flag): the same thing without a JVM's start."""
+    while True:
+        raw = bytearray(secrets.token_bytes(16))
+        raw[6] = (raw[6] & 0x0F) | 0x40  # version 4
+        raw[8] = (raw[8] & 0x3F) | 0x80  # IETF variant
+        text = base64.urlsafe_b64encode(bytes(raw)).decode().rstrip("=")
+        if not text.startswith("-") and any(raw):
+            return text
 
 
 def _java_start(lib: Path, main: str, *args: str, heap: str = "128m") -> subprocess.Popen[bytes]:
