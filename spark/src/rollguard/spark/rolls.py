@@ -27,18 +27,21 @@ from __future__ import annotations
 from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
 
+from rollguard.shared.dataset import ROLL_OUTCOMES, Event
+
 # action -> phase shown in the report (`ready` only ends the one before it)
+# The roller's event names (`shared.dataset.Event`), as plain strings for Spark's literals.
 PHASES = {
-    "defer": "deferred",
-    "wait-ready": "readiness wait",
-    "restart": "restart",
-    "wait-recovery": "log recovery",
-    "catch-up": "ISR catch-up",
-    "skip": "skipped",
-    "ready": "ready",
+    Event.DEFER.value: "deferred",
+    Event.WAIT_READY.value: "readiness wait",
+    Event.RESTART.value: "restart",
+    Event.WAIT_RECOVERY.value: "log recovery",
+    Event.CATCH_UP.value: "ISR catch-up",
+    Event.SKIP.value: "skipped",
+    Event.READY.value: "ready",
 }
-REASONED = ("defer", "wait-ready", "skip")
-OUTCOMES = ("roll-completed", "roll-failed", "roll-interrupted")
+REASONED = (Event.DEFER.value, Event.WAIT_READY.value, Event.SKIP.value)
+OUTCOMES = tuple(e.value for e in ROLL_OUTCOMES)
 
 
 def _phase(action: Column) -> Column:
