@@ -34,7 +34,7 @@ test:
 	@$(MAKE) --no-print-directory -j4 $(INSTALLED) $(BROKER) $(KAFKA)
 	@$(MAKE) --no-print-directory lint
 	$(BIN)/pytest -n 4 --dist loadfile --no-loadscope-reorder -m "not alone" --durations=25
-	$(BIN)/pytest -m alone $(shell grep -l 'pytest.mark.alone' tests/test_*.py)
+	$(BIN)/pytest -m alone $$(grep -l 'pytest.mark.alone' tests/test_*.py)
 
 demo: $(INSTALLED) $(BROKER) build/kafka/$(KAFKA_NEWEST)/.resolved
 	$(BIN)/python demo/roll_demo.py

@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from rollguard.roller.configmap import ConfigMapStore, MissingKey
+from rollguard.roller.roll.safety import Baseline
 from rollguard.shared.dataset import Event
 from rollguard.shared.errors import ConfigError, RollguardError
 from rollguard.shared.files import atomic_write
@@ -62,6 +63,26 @@ class NodeRecord:
     # partitions whose ISR it was already out of, and whether its voter was lagging, before.
     out_of_sync: tuple[str, ...] = ()
     voter_lagging: bool = False
+
+    @classmethod
+    def intent(
+        cls, instance: str | None, reason: str, batch: int | None, base: Baseline
+    ) -> NodeRecord:
+        """The record saved before a restart: never restart it again in this roll."""
+        return cls(
+            NodeStatus.RESTARTING,
+            now_text(),
+            instance,
+            reason,
+            batch,
+            tuple(sorted(base.out_of_sync)),
+            not base.voter_caught_up,
+        )
+
+    @property
+    def baseline(self) -> Baseline:
+        """Where the node stood before the restart on record."""
+        return Baseline(frozenset(self.out_of_sync), not self.voter_lagging)
 
 
 @dataclass

@@ -56,7 +56,7 @@ from rollguard.roller.roll.pending import PendingWaits
 from rollguard.roller.roll.planning import PlanEntry, check_names, plan_with
 from rollguard.roller.roll.preflight import preflight
 from rollguard.roller.roll.progress import format_duration
-from rollguard.roller.roll.safety import Baseline, baseline, roll_order
+from rollguard.roller.roll.safety import baseline, roll_order
 from rollguard.roller.roll.settings import RollFailed, RollSettings
 from rollguard.roller.roll.waits import ProgressWait
 from rollguard.shared.dataset import Event
@@ -298,7 +298,9 @@ class Roller:
         number = record.next_batch() if batch is not None else None
         bases = {m.name: baseline(m, cluster) for m in members}
         for m in members:
-            record.nodes[m.name] = _intent(views[m.name].instance, reason, number, bases[m.name])
+            record.nodes[m.name] = NodeRecord.intent(
+                views[m.name].instance, reason, number, bases[m.name]
+            )
         await self._save(record)
         names = ", ".join(m.name for m in members)
         if batch is None:
@@ -374,22 +376,8 @@ class Roller:
             self.events.write(node.name, Event.RESTART_NOT_OBSERVED, "identity unchanged")
             return False
         logger.info("%s: restart on record; waiting for it, not restarting", node)
-        base = Baseline(frozenset(done.out_of_sync), not done.voter_lagging)
-        back = await self.after.wait(node, done.instance, base)
+        back = await self.after.wait(node, done.instance, done.baseline)
         if isinstance(back, NotBack):
             raise RollFailed(back.reason)
         await self._rejoined(back, record)
         return True
-
-
-def _intent(instance: str | None, reason: str, batch: int | None, base: Baseline) -> NodeRecord:
-    """The record saved before a restart: never restart it again in this roll."""
-    return NodeRecord(
-        NodeStatus.RESTARTING,
-        now_text(),
-        instance,
-        reason,
-        batch,
-        tuple(sorted(base.out_of_sync)),
-        not base.voter_caught_up,
-    )

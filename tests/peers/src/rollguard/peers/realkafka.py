@@ -656,7 +656,7 @@ def random_uuid() -> str:
         raw[6] = (raw[6] & 0x0F) | 0x40  # version 4
         raw[8] = (raw[8] & 0x3F) | 0x80  # IETF variant
         text = base64.urlsafe_b64encode(bytes(raw)).decode().rstrip("=")
-        if not text.startswith("-") and any(raw):
+        if not text.startswith("-"):
             return text
 
 
