@@ -588,16 +588,27 @@ class KafkaCluster:
         )
 
     def create_topics(self, topics: Sequence[tuple[str, int, int]], **configs: str) -> None:
-        """(name, partitions, replication) each, with the same topic configs."""
+        """(name, partitions, replication) each, with the same topic configs. A new admin
+        client may pick a broker its first metadata does not list yet (kafka-python's
+        UnknownBrokerIdError, before anything is sent): asked again, for up to 30 s."""
         from kafka.admin import NewTopic
+        from kafka.errors import NodeNotReadyError, UnknownBrokerIdError
 
-        with self.admin() as admin:
-            admin.create_topics(  # type: ignore[attr-defined]
-                [
-                    NewTopic(name, partitions, replication, topic_configs=dict(configs))
-                    for name, partitions, replication in topics
-                ]
-            )
+        deadline = time.monotonic() + 30
+        while True:
+            try:
+                with self.admin() as admin:
+                    admin.create_topics(  # type: ignore[attr-defined]
+                        [
+                            NewTopic(name, partitions, replication, topic_configs=dict(configs))
+                            for name, partitions, replication in topics
+                        ]
+                    )
+                return
+            except (UnknownBrokerIdError, NodeNotReadyError):
+                if time.monotonic() > deadline:
+                    raise
+                time.sleep(0.5)
 
     def make_consumer_offsets(self, timeout: float = 60) -> None:
         """Kafka creates `__consumer_offsets` at the first FindCoordinator: ask for one, and wait
