@@ -130,3 +130,118 @@ def test_every_module_in_the_docs_imports() -> None:
             for attribute in dotted.split(".")[len(parts) :]:
                 assert hasattr(thing, attribute), f"{name} names {dotted}, which does not exist"
                 thing = getattr(thing, attribute)
+
+
+# What reads as a note between developers, not as documentation for the people who run rollguard:
+# the guides say what the tool does and why, never which ticket or change brought it. Citations
+# of the specifications it follows (Strimzi proposals, KIPs) are not notes.
+NOTES = {
+    r"\bissues? #?\d+": "an issue number",
+    r"\b(TODO|FIXME|TBD)\b": "a to-do",
+    r"earlier rule|old behaviou?r|\bas before\b": "a change described against what came before",
+    r"\[(here|this|link|click here)\]\(": '"here" as a link\'s text',
+}
+# A dated log of measurements, whose entries are named after the changes they measured.
+LOGS = {"docs/benchmarks.md"}
+
+
+def guides() -> dict[str, str]:
+    """README.md and every guide in docs/ (read now: a guide added later is checked too)."""
+    found = {"README.md": (ROOT / "README.md").read_text()}
+    for path in sorted((ROOT / "docs").glob("*.md")):
+        if f"docs/{path.name}" not in LOGS:
+            found[f"docs/{path.name}"] = path.read_text()
+    return found
+
+
+def prose(text: str) -> list[tuple[int, str]]:
+    """The lines of `text` outside fenced code blocks (where `#` starts a shell comment), with
+    their numbers."""
+    lines, fenced = [], False
+    for number, line in enumerate(text.splitlines(), 1):
+        if line.lstrip().startswith("```"):
+            fenced = not fenced
+        elif not fenced:
+            lines.append((number, line))
+    return lines
+
+
+def test_the_guides_hold_no_notes_between_developers() -> None:
+    found = [
+        f"{name}:{number}: {what}: {line.strip()[:100]}"
+        for name, text in guides().items()
+        for number, line in prose(text)
+        for pattern, what in NOTES.items()
+        if re.search(pattern, line, re.IGNORECASE)
+    ]
+    assert not found, "\n".join(found)
+
+
+def test_every_heading_has_text_and_something_under_it() -> None:
+    found = []
+    for name, text in guides().items():
+        lines = [(n, line) for n, line in prose(text) if line.strip()]
+        for (number, line), (_, after) in zip(lines, [*lines[1:], (0, "")], strict=True):
+            if not line.startswith("#"):
+                continue
+            if not line.lstrip("#").strip():
+                found.append(f"{name}:{number}: a heading without text")
+            elif after.startswith("#") or not after:
+                found.append(f"{name}:{number}: nothing under {line!r} before the next heading")
+    assert not found, "\n".join(found)
+
+
+def test_no_table_has_a_column_that_says_the_same_in_every_row() -> None:
+    """A column whose every row holds the same word (a `state` of `built` everywhere) says
+    nothing to the reader: a leftover of how the work was tracked."""
+    found = []
+    for name, text in guides().items():
+        table: list[list[str]] = []
+        for number, line in [*prose(text), (0, "")]:
+            if line.startswith("|"):
+                table.append([cell.strip() for cell in line.strip().strip("|").split("|")])
+                continue
+            body = [row for row in table[2:] if len(row) == len(table[0])]
+            for i, title in enumerate(table[0] if len(body) >= 3 else []):
+                values = {row[i] for row in body}
+                if len(values) == 1 and values != {""}:
+                    found.append(
+                        f"{name}:{number}: column {title!r} is {values.pop()!r} in every row"
+                    )
+            table = []
+    assert not found, "\n".join(found)
+
+
+# One set of names in every example, the README's quick start's (docs/operations.md says them
+# once, at its top), so that a command copied from one guide fits the files and names another
+# guide made: cluster `prod`, on Kubernetes in namespace `kafka`, on VMs the hosts
+# `kafka-N.example` of `prod.yaml`, certificates in `pki/` (`pki/agents/` and `pki/rollers/` in
+# the Kubernetes walkthrough, which has two CAs).
+EXAMPLES = {
+    "namespace": {"kafka"},
+    "selector": {"strimzi.io/cluster=prod"},
+    "service": {"prod-kafka-brokers"},
+    "bootstrap": {"prod-kafka-bootstrap.kafka.svc:9092", "kafka-0.example:9092"},
+    "inventory": {"prod.yaml"},
+    "cert": {
+        "pki/roller.crt",
+        "pki/kafka-0.crt",
+        "pki/rollers/roller.crt",
+        "pki/agents/agents.crt",
+    },
+    "key": {"pki/roller.key", "pki/kafka-0.key", "pki/rollers/roller.key", "pki/agents/agents.key"},
+    "cacert": {"pki/ca.crt", "pki/agents/ca.crt"},
+}
+
+
+def test_every_example_uses_the_quick_starts_names() -> None:
+    flags = "|".join(EXAMPLES)
+    found = [
+        f"{name}:{text[: m.start()].count(chr(10)) + 1}: --{m[1]} {m[2]}, not one of "
+        f"{', '.join(sorted(EXAMPLES[m[1]]))}"
+        for name, text in guides().items()
+        for m in re.finditer(rf"--({flags})[ =]([^\s`\\|)]+)", text)
+        # placeholders: NS, FILE, `...`, or the next flag (`--cert --key --cacert`)
+        if not re.fullmatch(r"[A-Z_]+|\.\.\.|--.*", m[2]) and m[2] not in EXAMPLES[m[1]]
+    ]
+    assert not found, "\n".join(found)

@@ -200,6 +200,8 @@ def check_outputs(out: Path) -> dict[str, Any]:
     assert not any(n["enoughHistory"] for n in expected["nodes"])  # 2 episodes each
     html = (out / "report.html").read_text()
     assert html.index("Roll r2") < html.index("Expectations for the next roll")
+    # the page tells how to use the file the job wrote, by its path
+    assert f"rollguard roll --expectations {(out / 'expectations.json').resolve()}" in html
     assert 'href="#curves-east-r2"' in html and 'id="curves-east-r2"' in html
     images = re.findall(r'src="data:image/png;base64,([^"]+)"', html)
     assert len(images) == 3 + 3 + 2 + 3  # 3 rolls: 3 timelines, 2 with curves (+ 5 others)

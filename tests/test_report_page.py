@@ -1,14 +1,17 @@
 """report.html as a browser shows it: headless Chromium (Debian's `chromium`) at 1280 px renders
 a report written from hand-made tables, and a script injected before the page's own content
 records every error (scripts, images that fail to load) and, once loaded, whether each chart is
-decoded and displayed, whether the page is wider than the window and whether a name cell wraps;
---dump-dom then prints what it found. No Spark: write_report takes the job's rows.
+decoded and displayed, whether the page is wider than the window, whether any table is wider
+than the page (or than the box it would scroll in) and whether a name wraps; --dump-dom then
+prints what it found. What the page says, and in which order, is read from its HTML. No Spark:
+write_report takes the job's rows.
 
 When chromium is missing the setup installs it (`apt-get install -y chromium`, as root);
 where it cannot, the test skips saying why."""
 
 from __future__ import annotations
 
+import html
 import json
 import os
 import re
@@ -22,7 +25,8 @@ import pytest
 pytest.importorskip("matplotlib", reason="matplotlib is part of the spark component")
 
 from rollguard.shared.expectations import Expectations, node_expectation
-from rollguard.spark.report import duration, when, write_report
+from rollguard.spark import charts
+from rollguard.spark.report import duration, slowest_shown, when, write_report
 
 WIDTH = 1280
 T0 = 1_790_000_000_000
@@ -42,17 +46,31 @@ CHECK = """<script>
                      getComputedStyle(img).visibility !== "hidden"};
     });
     var wrapped = [];
-    document.querySelectorAll("td.t").forEach(function (cell) {
+    // name cells, and names (or an episode's link) kept whole in text that may wrap
+    document.querySelectorAll("td.t, tr.group th, .whole").forEach(function (cell) {
       var style = getComputedStyle(cell);
       var range = document.createRange();  // the text's own box: one line high, or more
       range.selectNodeContents(cell);
       var line = parseFloat(style.lineHeight) || 1.2 * parseFloat(style.fontSize);
       if (range.getBoundingClientRect().height > 1.5 * line) { wrapped.push(cell.textContent); }
     });
+    var body = document.body.getBoundingClientRect();
+    var room = body.width - parseFloat(getComputedStyle(document.body).paddingLeft)
+                          - parseFloat(getComputedStyle(document.body).paddingRight);
+    var tables = Array.prototype.map.call(document.querySelectorAll("table"), function (t) {
+      var box = t.parentElement, title = box;  // the nearest heading or text before it
+      while (title.previousElementSibling && !/^(H[1-4]|P)$/.test(title.tagName)) {
+        title = title.previousElementSibling;
+      }
+      return {before: title === box ? "" : title.textContent.slice(0, 60),
+              width: t.getBoundingClientRect().width, room: room,
+              scrolls: box.scrollWidth > box.clientWidth};
+    });
     var out = document.createElement("pre");
     out.id = "rollguard-check";
     out.textContent = JSON.stringify({errors: errors, images: images, wrapped: wrapped,
-      pageWidth: document.documentElement.scrollWidth, windowWidth: window.innerWidth});
+      tables: tables, pageWidth: document.documentElement.scrollWidth,
+      windowWidth: window.innerWidth});
     document.body.appendChild(out);
   });
 })();
@@ -78,16 +96,29 @@ def chromium() -> str:
     pytest.skip(f"chromium could not be installed with apt-get: {last[-1]}")
 
 
-def episode(node: str, n: int, start: int, seconds: float, segments: int) -> dict[str, Any]:
+CLUSTER, STAGING = "production-eu-west-1", "staging-us-east-2"
+
+
+def episode(
+    node: str,
+    n: int,
+    start: int,
+    seconds: float,
+    segments: int,
+    cluster: str = CLUSTER,
+    outcome: str = "completed",
+    missing: int = 0,
+) -> dict[str, Any]:
+    done = outcome == "completed"
     return {
-        "cluster": "production-eu-west-1",
+        "cluster": cluster,
         "node": node,
         "episode": n,
         "start": start,
         "end": start + int(seconds * 1000),
         "lastSeen": start + int(seconds * 1000),
-        "outcome": "completed",
-        "durationSeconds": seconds,
+        "outcome": outcome,
+        "durationSeconds": seconds if done else None,
         "elapsedSeconds": seconds,
         "logsAtStart": 40,
         "segmentsAtStart": segments,
@@ -95,8 +126,18 @@ def episode(node: str, n: int, start: int, seconds: float, segments: int) -> dic
         "longestStallSeconds": 12.0,
         "rollerRestarts": 0,
         "skippedRestarts": 1 if n == 9 else 0,
-        "missingRecords": 0,
+        "missingRecords": missing,
     }
+
+
+def node_row(
+    cluster: str, node: str, completed: int, rate: float, slow: bool = False
+) -> dict[str, Any]:
+    seconds = {"p50Seconds": 400.0, "p90Seconds": 600.0, "p99Seconds": 700.0, "maxSeconds": 710.0}
+    return {"cluster": cluster, "node": node, "episodes": max(completed, 1),
+            "completed": completed, **{k: v if completed else None for k, v in seconds.items()},
+            "meanRate": rate, "ratedEpisodes": max(completed, 1), "medianRate": rate,
+            "longestStallSeconds": 12.0, "clusterRate": 80.0, "slow": slow}  # fmt: skip
 
 
 def tables() -> dict[str, list[dict[str, Any]]]:
@@ -105,6 +146,12 @@ def tables() -> dict[str, list[dict[str, Any]]]:
         episode(node, n, T0 + n * 86_400_000, (300 + 40 * n) * (4 if i == 2 else 1), 30000 + n)
         for i, node in enumerate(nodes)
         for n in range(1, 10)
+    ]
+    # A second cluster: its episode seen through a gap and cut short is the slowest of all,
+    # its other one the 10th slowest, listed second (under its cluster).
+    episodes += [
+        episode("kafka-0", 1, T0, 7500, 120_000, STAGING, "interrupted", missing=12),
+        episode("kafka-1", 1, T0, 1500, 9_000, STAGING),
     ]
     roll_start = T0 + 9 * 86_400_000 - 60_000
 
@@ -129,13 +176,9 @@ def tables() -> dict[str, list[dict[str, Any]]]:
         for d in range(1, 10)
     ]  # fmt: skip
     node_rows = [
-        {"cluster": "production-eu-west-1", "node": node, "episodes": 9, "completed": 9,
-         "p50Seconds": 400.0, "p90Seconds": 600.0, "p99Seconds": 700.0, "maxSeconds": 710.0,
-         "meanRate": 80.0 / (4 if i == 2 else 1), "ratedEpisodes": 9,
-         "medianRate": 80.0 / (4 if i == 2 else 1), "longestStallSeconds": 12.0,
-         "clusterRate": 80.0, "slow": i == 2}
+        node_row(CLUSTER, node, 9, 80.0 / (4 if i == 2 else 1), i == 2)
         for i, node in enumerate(nodes)
-    ]  # fmt: skip
+    ] + [node_row(STAGING, "kafka-0", 0, 16.0), node_row(STAGING, "kafka-1", 1, 45.0)]
     rolls = [
         {"cluster": "production-eu-west-1", "rollId": "roll-2026-11-23", "start": roll_start,
          "end": roll_start + 601_000, "outcome": "completed", "durationSeconds": 601.0,
@@ -148,24 +191,34 @@ def tables() -> dict[str, list[dict[str, Any]]]:
         "rolls": rolls,
         "roll_phases": phases,
         "eta_summary": [
+            {"cluster": "production-eu-west-1", "progressPercent": 25, "episodes": 27,
+             "medianAbsRelativeError": 0.31, "medianErrorSeconds": -65.0},
             {"cluster": "production-eu-west-1", "progressPercent": 50, "episodes": 27,
-             "medianAbsRelativeError": 0.12, "medianErrorSeconds": 30.0}
+             "medianAbsRelativeError": 0.12, "medianErrorSeconds": 30.0},
         ],
     }  # fmt: skip
 
 
-def write(path: Path) -> None:
-    rows = tables()
+def write(path: Path, rows: dict[str, list[dict[str, Any]]] | None = None) -> str:
+    """The report of `rows` (`tables()` by default) at `path`; its HTML."""
+    rows = rows or tables()
     waited = ("production-eu-west-1", rows["nodes"][0]["node"], 9)
     links = {("production-eu-west-1", "roll-2026-11-23", waited[1], 2): [waited]}
     curves = {waited: [(i * 10_000, 30000 - i * 600) for i in range(50)]}
     expected = Expectations(
         "2026-11-23T14:00:00Z",
         5,
-        tuple(
-            node_expectation("production-eu-west-1", n["node"], episodes=9 - 5 * (i == 1),
-                             p50=400.0, p90=600.0, p99=700.0, rated_episodes=9, rate=80.0)
-            for i, n in enumerate(rows["nodes"])
+        (
+            *(
+                node_expectation(CLUSTER, n["node"], episodes=9 - 5 * (i == 1), p50=400.0,
+                                 p90=600.0, p99=700.0, rated_episodes=9, rate=80.0)
+                for i, n in enumerate(rows["nodes"])
+                if n["cluster"] == CLUSTER
+            ),
+            node_expectation(STAGING, "kafka-0", episodes=0, p50=None, p90=None, p99=None,
+                             rated_episodes=1, rate=16.0),
+            node_expectation(STAGING, "kafka-1", episodes=1, p50=200.0, p90=200.0, p99=200.0,
+                             rated_episodes=1, rate=45.0),
         ),
     )  # fmt: skip
     summary = {
@@ -175,12 +228,18 @@ def write(path: Path) -> None:
         "generatedAt": "2026-11-23T14:00:00Z",
         "dataset": "/data/rollguard",
         "clusters": [
+            # the job lists up to 3 nodes, slowest first: here every node of the cluster
             {"cluster": "production-eu-west-1", "episodes": 27, "completed": 27,
              "interrupted": 0, "running": 0, "p50Seconds": 400.0, "p90Seconds": 3505.2,
-             "p99Seconds": 3600.0, "maxSeconds": 3700.0, "slowestNodes": ["kafka-broker-2"]}
+             "p99Seconds": 3600.0, "maxSeconds": 3700.0,
+             "slowestNodes": [rows["nodes"][i]["node"] for i in (2, 0, 1)]},
+            {"cluster": STAGING, "episodes": 2, "completed": 1, "interrupted": 1, "running": 0,
+             "p50Seconds": 200.0, "p90Seconds": 200.0, "p99Seconds": 200.0, "maxSeconds": 200.0,
+             "slowestNodes": ["kafka-1"]},
         ],
     }  # fmt: skip
     write_report(path, summary, rows, links, curves, expected)
+    return path.read_text()
 
 
 def test_durations_and_times_read_as_people_write_them() -> None:
@@ -193,8 +252,7 @@ def test_durations_and_times_read_as_people_write_them() -> None:
 def test_the_page_in_headless_chromium_at_1280_px(tmp_path: Path) -> None:
     binary = chromium()
     report = tmp_path / "report.html"
-    write(report)
-    page = report.read_text()
+    page = write(report)
     assert page.index("Roll roll-2026-11-23") < page.index("Expectations for the next roll")
     assert "not enough history" in page and "58m 25s" in page and "3,505.2" not in page
     checked = tmp_path / "checked.html"
@@ -219,3 +277,82 @@ def test_the_page_in_headless_chromium_at_1280_px(tmp_path: Path) -> None:
         assert chart["width"] <= WIDTH, chart["alt"]
     assert result["wrapped"] == []
     assert result["pageWidth"] <= result["windowWidth"] == WIDTH
+    # Every table fits the page as it is, with names of 50 characters: none is cut off at the
+    # page's edge or scrolls inside its box.
+    assert len(result["tables"]) == page.count("<table") == 6
+    too_wide = [t for t in result["tables"] if t["scrolls"] or t["width"] > t["room"] + 0.5]
+    assert too_wide == []
+
+
+def section(page: str, heading: str) -> str:
+    """The page's HTML from the heading that starts with `heading` to the next h2."""
+    start = page.index(f"<h2>{heading}")
+    end = page.find("<h2>", start + 4)
+    return page[start : end if end > 0 else None]
+
+
+def text(markup: str) -> str:
+    """What a reader sees of `markup`: tags dropped, entities decoded, spaces collapsed."""
+    return " ".join(html.unescape(re.sub(r"<[^>]+>", " ", markup)).split())
+
+
+def test_the_expectations_say_how_to_give_them_to_the_next_roll(tmp_path: Path) -> None:
+    seen = text(section(write(tmp_path / "report.html"), "Expectations for the next roll"))
+    file = tmp_path.resolve() / "expectations.json"
+    assert f"rollguard roll --expectations {file} ..." in seen
+    assert f"rollguard plan --expectations {file} ... # the prediction; restarts nothing" in seen
+    assert "up to that node's budget, p99 \N{MULTIPLICATION SIGN} 1.5 + 60 s" in seen
+    assert "never more than --max-recovery-wait" in seen
+    # the budget of each node with enough history: p99 700 s * 1.5 + 60 s
+    assert "18m 30s" in seen and "not enough history" in seen
+
+
+def test_the_eta_error_says_what_its_sign_means(tmp_path: Path) -> None:
+    with_sign = text(section(write(tmp_path / "report.html"), "ETA accuracy"))
+    assert "The error is the predicted finish minus the actual one" in with_sign
+    assert "positive (+), the recovery finished earlier than predicted" in with_sign
+    assert "negative (\N{MINUS SIGN}), it finished later" in with_sign
+    assert "median error (predicted \N{MINUS SIGN} actual finish)" in with_sign
+    assert "\N{MINUS SIGN}1m 05s" in with_sign and "+30s" in with_sign  # -65 s and 30 s, signed
+
+
+def test_a_clusters_slowest_nodes_are_its_slowest_tenth_not_every_node(tmp_path: Path) -> None:
+    clusters = section(write(tmp_path / "report.html"), "Clusters")
+    assert "slowest nodes (the slowest 10 %, 1 to 3), longest recovery first" in text(clusters)
+    production = next(r for r in clusters.split("<tr>") if CLUSTER in r)
+    # the job's list of 3 is every node of this 3-node cluster: the page shows the slowest
+    assert "kafka-broker-2.very" in production
+    assert "kafka-broker-0.very" not in production and "kafka-broker-1.very" not in production
+    shown = {0: 1, 1: 1, 3: 1, 10: 1, 11: 2, 20: 2, 21: 3, 3890: 3}
+    assert {n: slowest_shown(n) for n in shown} == shown
+
+
+def test_the_rate_chart_draws_the_slowest_node_at_the_top(tmp_path: Path) -> None:
+    nodes = [
+        {"cluster": "c", "node": f"n{i:02d}", "medianRate": float(100 - i), "slow": i > 35}
+        for i in range(40)
+    ]
+    figure = charts.rates_figure(nodes)
+    figure.canvas.draw()
+    axes = figure.axes[0]
+    top_down = sorted(axes.get_yticklabels(), key=lambda t: -t.get_window_extent().y0)
+    assert [t.get_text() for t in top_down] == [f"c/n{i:02d}" for i in range(39, 9, -1)]
+    assert figure.get_suptitle() == (
+        "Median recovery rate per node, slowest at the top (the 30 slowest of 40)"
+    )
+    assert axes.get_xlabel() == "median recovery rate (segments per second)"
+    trends = text(section(write(tmp_path / "report.html"), "Trends and diagnosis"))
+    assert "the slowest node is at the top" in trends and "segments recovered per second" in trends
+
+
+def test_the_slowest_episodes_say_how_many_grouped_by_cluster_slowest_first(tmp_path: Path) -> None:
+    slowest = section(write(tmp_path / "report.html"), "The 25 slowest recovery episodes")
+    groups = re.findall(r'<tr class="group">.*?</tr>', slowest)
+    assert [text(g) for g in groups] == [f"cluster {STAGING}", f"cluster {CLUSTER}"]
+    durations = [
+        text(cells[3])
+        for row in re.findall(r"<tr>(.*?)</tr>", slowest)
+        if len(cells := re.findall(r"<td[^>]*>(.*?)</td>", row)) > 3
+    ]
+    assert durations[:4] == ["2h 05m", "25m 00s", "44m 00s", "41m 20s"]
+    assert "missing records: 12: the episode was seen through gaps" in text(slowest)

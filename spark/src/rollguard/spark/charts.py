@@ -192,23 +192,40 @@ def scatter(episodes: Sequence[dict[str, Any]], slow: set[tuple[str, str]]) -> s
     if groups:
         axes.set_xscale("log")
         axes.set_yscale("log")
-        axes.legend(fontsize="small", loc="upper left", bbox_to_anchor=(1.01, 1.0))
+        # Below the axes: beside them, long node names would leave the points no width.
+        figure.legend(fontsize="small", loc="outside lower center")
     axes.set_xlabel("segments to recover at the start (log scale)")
     axes.set_ylabel("recovery duration (minutes, log scale)")
-    axes.set_title("Duration against data to recover, completed recoveries")
+    # The figure's title, which the layout keeps within the figure (an axes' title is centred
+    # on the axes and may run past the figure's edge).
+    figure.suptitle("Duration against data to recover, completed recoveries")
     return png(figure)
 
 
-def rates(nodes: Sequence[dict[str, Any]]) -> str:
-    rated = sorted(
-        (n for n in nodes if n["medianRate"] is not None), key=lambda n: n["medianRate"]
-    )[:RATE_NODES]
-    figure, axes = _figure(max(2.5, 0.25 * len(rated) + 1))
-    colours = ["#d9534f" if n["slow"] else "#4a7ebb" for n in rated]
-    axes.barh([f"{n['cluster']}/{n['node']}" for n in rated], [n["medianRate"] for n in rated],
+def slowest_rates(nodes: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The RATE_NODES nodes with the lowest median rate, slowest first (ties by name)."""
+    rated = (n for n in nodes if n["medianRate"] is not None)
+    return sorted(rated, key=lambda n: (n["medianRate"], n["cluster"], n["node"]))[:RATE_NODES]
+
+
+def rates_title(shown: int, rated: int) -> str:
+    """The rate chart's title, which says what is drawn and in which order (the page's text too)."""
+    which = f"the {shown} slowest of {rated}" if shown < rated else f"all {rated}"
+    return f"Median recovery rate per node, slowest at the top ({which})"
+
+
+def rates_figure(nodes: Sequence[dict[str, Any]]) -> Any:
+    """Horizontal bars, the slowest node at the top: barh draws its first bar at the bottom, so
+    the y axis is inverted."""
+    shown = slowest_rates(nodes)
+    rated = sum(1 for n in nodes if n["medianRate"] is not None)
+    figure, axes = _figure(max(2.5, 0.25 * len(shown) + 1))
+    colours = ["#d9534f" if n["slow"] else "#4a7ebb" for n in shown]
+    axes.barh([f"{n['cluster']}/{n['node']}" for n in shown], [n["medianRate"] for n in shown],
               color=colours)  # fmt: skip
+    axes.invert_yaxis()
     axes.set_xlabel("median recovery rate (segments per second)")
-    axes.set_title(f"Recovery rate per node (the {RATE_NODES} slowest)")
+    figure.suptitle(rates_title(len(shown), rated))  # within the figure, whatever the names
     axes.tick_params(axis="y", labelsize="small")
     axes.legend(
         handles=[
@@ -216,6 +233,11 @@ def rates(nodes: Sequence[dict[str, Any]]) -> str:
             Patch(color="#4a7ebb", label="not flagged"),
         ],
         fontsize="small",
-        loc="lower right",
+        loc="upper left",
+        bbox_to_anchor=(1.01, 1.0),  # beside the bars: the longest are at the bottom now
     )
-    return png(figure)
+    return figure
+
+
+def rates(nodes: Sequence[dict[str, Any]]) -> str:
+    return png(rates_figure(nodes))

@@ -1,4 +1,5 @@
-"""The report page's pieces: people's durations and UTC times, anchors, tables and images."""
+"""The report page's pieces: people's durations and UTC times, names that never wrap, anchors,
+tables and images."""
 
 from __future__ import annotations
 
@@ -30,11 +31,28 @@ def duration(seconds: float | None) -> str:
     return f"{minutes}m {secs:02d}s"
 
 
+def signed_duration(seconds: float | None) -> str:
+    """`+30s`, `-1m 05s` (with U+2212, the minus sign): a difference, its sign always shown."""
+    if seconds is None:
+        return "-"
+    return ("\N{MINUS SIGN}" if seconds < 0 else "+") + duration(abs(seconds))
+
+
 def when(ms: int | None) -> str:
     """UTC ISO 8601 to the second: 2026-11-23T14:05:09Z."""
     if ms is None:
         return "-"
     return datetime.fromtimestamp(ms / 1000, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def name(text: object) -> str:
+    """A cluster or node name, escaped, that never breaks across lines (a list of names may)."""
+    return whole(html.escape(str(text)))
+
+
+def whole(markup: str) -> str:
+    """HTML kept on one line, in a cell or a paragraph that may wrap around it."""
+    return f'<span class="whole">{markup}</span>'
 
 
 def anchor(*parts: object) -> str:
@@ -46,19 +64,21 @@ def img(png: str, alt: str, element_id: str = "") -> str:
     return f'<img{ident} alt="{html.escape(alt)}" src="data:image/png;base64,{png}">'
 
 
-# A column: key, title, kind (t: text, d: duration in seconds, ts: ms time, r: rate, n: number,
-# h: HTML already escaped).
+# A column: key, title, kind (t: text, d: duration in seconds, ts: ms time, n: number, w: HTML
+# already escaped, which may wrap between words). A list is names, each kept whole.
 Column = tuple[str, str, str]
 
 
 def _cell(value: Any, kind: str) -> str:
     if value is None:
         return "-"
+    if isinstance(value, list):
+        return ", ".join(name(v) for v in value) or "-"
     if kind == "d":
         return duration(value)
     if kind == "ts":
         return when(value)
-    if kind in ("h", "w"):
+    if kind == "w":
         return str(value)
     if isinstance(value, bool):
         return "yes" if value else ""
@@ -66,20 +86,43 @@ def _cell(value: Any, kind: str) -> str:
         return f"{value:,.1f}"
     if isinstance(value, int):
         return f"{value:,}"
-    if isinstance(value, list):
-        return html.escape(", ".join(map(str, value)))
     return html.escape(str(value))
 
 
-def table(rows: Sequence[Row], columns: Sequence[Column]) -> str:
+def table(
+    rows: Sequence[Row],
+    columns: Sequence[Column],
+    group: str = "",
+    detail: Sequence[tuple[str, str]] = (),
+) -> str:
+    """`rows` under `columns`. With `group` (a key the rows are sorted by), each run of rows with
+    the same value is headed by a row across the table naming it, instead of a column repeating
+    it: a cluster's name once, not on every line. `detail` (key, title) pairs are HTML shown on
+    a line of their own under a row, across the table, when the row has any: long prose (a
+    reason, a list of links) beside a long name would widen the table past the page."""
+
     def cls(kind: str) -> str:
-        return ' class="t"' if kind in ("t", "h", "ts") else (' class="why"' if kind == "w" else "")
+        return ' class="t"' if kind in ("t", "ts") else (' class="why"' if kind == "w" else "")
 
     head = "".join(f"<th{cls(kind)}>{html.escape(title)}</th>" for _, title, kind in columns)
-    body = "".join(
-        "<tr>"
-        + "".join(f"<td{cls(kind)}>{_cell(row.get(key), kind)}</td>" for key, _, kind in columns)
-        + "</tr>"
-        for row in rows
-    )
-    return f'<div class="scroll"><table><tr>{head}</tr>{body}</table></div>'
+    body = []
+    current: object = None
+    for i, row in enumerate(rows):
+        if group and (i == 0 or row.get(group) != current):
+            current = row.get(group)
+            body.append(
+                f'<tr class="group"><th class="t" colspan="{len(columns)}">'
+                f"{html.escape(group)} {name(current)}</th></tr>"
+            )
+        cells = "".join(
+            f"<td{cls(kind)}>{_cell(row.get(key), kind)}</td>" for key, _, kind in columns
+        )
+        body.append(f"<tr>{cells}</tr>")
+        notes = [f"{html.escape(title)}: {row[key]}" for key, title in detail if row.get(key)]
+        if notes:
+            body.append(
+                f'<tr class="detail"><td class="why" colspan="{len(columns)}">'
+                + "<br>".join(notes)
+                + "</td></tr>"
+            )
+    return f'<div class="scroll"><table><tr>{head}</tr>{"".join(body)}</table></div>'

@@ -6,7 +6,7 @@ from __future__ import annotations
 import html
 
 from rollguard.spark import charts
-from rollguard.spark.page import Row, anchor, duration, img, table, when
+from rollguard.spark.page import Row, anchor, duration, img, name, table, when, whole
 
 ROLLS_CHARTED = 3  # the latest rolls, each with its timeline; the earlier ones in a table
 ROLLS_LISTED = 30
@@ -45,9 +45,13 @@ def _roll_section(
         for p in n["phases"]:
             totals[p["phase"]] = totals.get(p["phase"], 0.0) + p["seconds"]
         reasons = sorted({p["reason"] for p in n["phases"] if p["phase"] == "deferred"})
+        # The row names the node: an episode is its number (the curve's legend has the same
+        # `#N`), its duration and outcome, each kept on one line.
         links_html = ", ".join(
-            f'<a href="#{curve_id}">{html.escape(episode_label(k))}</a> '
-            f"({duration(episodes[k]['elapsedSeconds'])}, {episodes[k]['outcome']})"
+            whole(
+                f'<a href="#{curve_id}">episode #{k[2]}</a> '
+                f"({duration(episodes[k]['elapsedSeconds'])}, {episodes[k]['outcome']})"
+            )
             for k in n["episodes"]
             if k in episodes
         )
@@ -59,12 +63,12 @@ def _roll_section(
                 "own": (n["last"] - restart) / 1000 if restart is not None else None,
                 **{f"p:{k}": v for k, v in totals.items()},
                 "why": html.escape("; ".join(reasons)),
-                "episodes": links_html or "-",
+                "episodes": links_html,
             }
         )
     seen = {p["phase"] for p in phases}
     summary = (
-        f"<p>{html.escape(cluster)} · started {when(roll['start'])}, last event "
+        f"<p>{name(cluster)} · started {when(roll['start'])}, last event "
         f"{when(roll['end'])} · outcome <strong>{html.escape(roll['outcome'])}</strong> · "
         f"<strong>{duration(roll['durationSeconds'])}</strong> from first to last event, "
         f"against <strong>{duration(roll['nodeSeconds'])}</strong> of its "
@@ -93,8 +97,10 @@ def _roll_section(
                 ("restart", "restart (UTC)", "ts"),
                 ("own", "own time", "d"),
                 *((f"p:{phase}", phase, "d") for phase in charts.PHASE_COLOURS if phase in seen),
-                *((("why", "deferred because", "w"),) if any(r["why"] for r in rows) else ()),
-                ("episodes", "recovery episodes waited for (curve)", "h"),
+            ],
+            detail=[
+                ("why", "deferred because"),
+                ("episodes", "recovery episodes waited for (curve)"),
             ],
         ),
     ]
