@@ -19,7 +19,7 @@ KAFKA := build/kafka/$(KAFKA_NEWEST)/.resolved build/kafka/$(KAFKA_OLDEST)/.reso
 build/kafka/$(KAFKA_OLDEST)/.resolved: | build/kafka/$(KAFKA_NEWEST)/.resolved
 build/kafka-connect/$(CONNECT_VERSION)/.resolved: | build/kafka/$(KAFKA_OLDEST)/.resolved
 
-.PHONY: test demo demo-connect demo-agent lint bench venv broker kafka format clean image test-image test-security
+.PHONY: test demo demo-connect demo-agent demo-cluster dist lint bench venv broker kafka format clean image test-image test-security
 
 # Four workers, each taking whole test files (module fixtures, such as a real Kafka cluster,
 # stay in one process): most tests wait on real processes (Kafka restarts, agents, Spark), so
@@ -44,6 +44,18 @@ demo-connect: $(INSTALLED) $(KAFKA)
 
 demo-agent: $(INSTALLED) $(BROKER)
 	$(BIN)/python demo/agent_demo.py
+
+# A real 3-node Kafka cluster with an agent beside each node, left running until Ctrl-C; prints
+# the commands to try on it (demo/cluster_demo.py). About 35 s to start.
+demo-cluster: $(INSTALLED) build/kafka/$(KAFKA_NEWEST)/.resolved
+	$(BIN)/python demo/cluster_demo.py
+
+# The wheels of the five components in dist/ (not the test peers'), each built by its PEP 517
+# backend from a copy of its folder (scripts/wheels.py; tests/test_install.py installs them).
+# PySpark, which rollguard-spark needs, is published as a source distribution only: its wheel
+# is in $(WHEELS) after `make`.
+dist: $(INSTALLED)
+	$(BIN)/python scripts/wheels.py --out dist
 
 lint: $(INSTALLED)
 	$(BIN)/ruff check .

@@ -4,19 +4,18 @@ Five distributions share one import namespace (PEP 420): a wheel that shipped
 `rollguard/__init__.py` would shadow the other portions, and one that shipped a top-level `agent/`
 or `shared/` would collide with other projects in site-packages (issue 15). The wheels are built
 from copies of the component folders, so a stale `build/` in the working tree cannot hide or add
-a file.
+a file; they are built as `make dist` builds them (scripts/wheels.py).
 """
 
 from __future__ import annotations
 
-import shutil
-import subprocess
 import sys
-import tomllib
 import zipfile
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "scripts"))
+import wheels  # noqa: E402  (scripts/wheels.py, what `make dist` runs)
 
 #: Component folder -> (distribution, its console scripts, data files it must carry).
 COMPONENTS = {
@@ -38,26 +37,9 @@ COMPONENTS = {
 
 
 def build_wheel(component: str, tmp_path: Path) -> Path:
-    source = tmp_path / "src" / component.replace("/", "-")
-    shutil.copytree(
-        ROOT / component,
-        source,
-        ignore=shutil.ignore_patterns("build", "*.egg-info", "__pycache__"),
-    )
-    out = tmp_path / "wheels"
-    out.mkdir(exist_ok=True)
-    # The PEP 517 hook pip itself would call (`build_wheel` of the component's declared backend),
-    # in a process of its own: the same wheel, without pip's seconds of start-up each time.
-    project = tomllib.loads((source / "pyproject.toml").read_text())
-    backend = project["build-system"]["build-backend"]
-    done = subprocess.run(
-        [sys.executable, "-c",
-         f"import {backend} as backend, sys; backend.build_wheel(sys.argv[1])", str(out)],
-        cwd=source, capture_output=True, text=True, timeout=120, check=False,
-    )  # fmt: skip
-    assert done.returncode == 0, done.stderr
-    (wheel,) = out.glob(f"{COMPONENTS[component][0]}-*.whl")
-    return wheel
+    """The component's wheel, built as `make dist` builds it (scripts/wheels.py: the PEP 517
+    backend's `build_wheel` hook, called directly, on a copy of the component's folder)."""
+    return wheels.build_wheel(component, tmp_path / "wheels", tmp_path / "src")
 
 
 def test_each_wheel_holds_only_its_own_portion_of_the_namespace(tmp_path: Path) -> None:
