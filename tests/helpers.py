@@ -101,6 +101,13 @@ class SilentJmxPort:
             conn.close()
 
 
+async def running_agent(scope, receive, send) -> None:  # type: ignore[no-untyped-def]
+    """An agent-shaped ASGI app whose broker is always RUNNING: for tests about something else
+    than what the agents say (a roll does not start when not one agent answers)."""
+    await send({"type": "http.response.start", "status": 200, "headers": []})
+    await send({"type": "http.response.body", "body": b'{"brokerState": 3}'})
+
+
 class HttpsPeer:
     """An ASGI app served by uvicorn on 127.0.0.1 over mutual TLS, in a background thread.
 
@@ -115,6 +122,7 @@ class HttpsPeer:
 
         from rollguard.shared.tls import server_context
 
+        self.app = app
         tls = server_context(pki.server_cert, pki.server_key, pki.ca)
         self.sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM, socket.IPPROTO_TCP)
         self.sock.bind(("127.0.0.1", 0))

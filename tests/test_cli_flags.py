@@ -331,7 +331,7 @@ def test_a_state_dir_that_is_a_file_is_exit_2(tmp_path: Path) -> None:
     (tmp_path / "file").write_text("")
     done = run([*COMMANDS["roll"], "--state-dir", "file"], tmp_path)
     refused(done, "--state-dir file: exists and is not a directory")
-    done = run([*COMMANDS["plan"]], tmp_path, {"ROLLGUARD_STATE_DIR": "file/sub"})
+    done = run([*COMMANDS["roll"]], tmp_path, {"ROLLGUARD_STATE_DIR": "file/sub"})
     refused(done, "--state-dir file/sub: cannot be created, file is not a directory")
 
 

@@ -30,7 +30,7 @@ from rollguard.roller.roll.planning import PlanEntry
 from rollguard.shared.errors import ConfigError
 from rollguard.shared.expectations import node_expectation
 
-from helpers import BIN, Pki
+from helpers import BIN, HttpsPeer, Pki, running_agent
 
 COMBINED = frozenset({Role.BROKER, Role.CONTROLLER})
 
@@ -140,16 +140,22 @@ def test_plan_with_expectations_prints_the_prediction_and_writes_nothing(
         broker_ids=[0, 1, 2], voters=[0, 1, 2], topics={"orders": TopicSpec(3, 3, 2)}
     )
     kafka.start()
+    agent = HttpsPeer(running_agent, pki)
     try:
-        inventory = tmp_path / "prod.yaml"
+        # The inventory's `cluster:` picks this cluster's entries, whatever its file is called.
+        inventory = tmp_path / "inventory.yaml"
         inventory.write_text(
             "cluster: prod\nnodes:\n"
             + "".join(
-                f"  - {{id: {i}, name: kafka-{i}, agent: 'https://127.0.0.1:1', restart: 'true'}}\n"
+                f"  - {{id: {i}, name: kafka-{i}, agent: '{agent.url}', restart: 'true'}}\n"
                 for i in range(3)
             )
         )
-        path = write(tmp_path / "e.json", history("prod", "kafka-0", 30, 90))
+        path = write(
+            tmp_path / "e.json",
+            history("prod", "kafka-0", 30, 90),
+            history("inventory", "kafka-1", 600, 900),
+        )
         done = subprocess.run(
             [str(BIN / "rollguard"), "plan", "--inventory", str(inventory), "--bootstrap",
              kafka.bootstrap, *pki.client_flags(), "--expectations", str(path),
@@ -158,6 +164,7 @@ def test_plan_with_expectations_prints_the_prediction_and_writes_nothing(
             capture_output=True, text=True, timeout=120, check=False,
         )  # fmt: skip
     finally:
+        agent.stop()
         kafka.stop()
     assert done.returncode == 0, done.stderr
     lines = [json.loads(line) for line in done.stdout.splitlines()]

@@ -21,7 +21,7 @@ import yaml
 from rollguard.peers.kafka import KafkaClusterSim, TopicSpec
 from rollguard.peers.kube import KubeSim, SeenRequest
 
-from helpers import BIN, HttpsPeer, Pki, free_port
+from helpers import BIN, HttpsPeer, Pki
 
 NS = "kafka"
 SELECTOR = "strimzi.io/cluster=prod"
@@ -43,9 +43,15 @@ class Cluster:
     kubeconfig: Path
     folder: Path
 
+    agents: HttpsPeer
+
     def roll(
         self, pki: Pki, *extra: str, command: str = "roll", agent_url: str | None = None
     ) -> subprocess.CompletedProcess[str]:
+        """The installed roller; its agents are `self.agents` unless `agent_url` says (""
+        gives no --agent-url at all: the default template)."""
+        if agent_url is None:
+            agent_url = self.agents.url + "/agents/{pod}/v1/broker-state"
         args = [
             str(BIN / "rollguard"),
             command,
@@ -55,8 +61,7 @@ class Cluster:
             SELECTOR,
             "--bootstrap",
             self.kafka.bootstrap,
-            "--agent-url",
-            agent_url or f"https://127.0.0.1:{free_port()}",
+            *(["--agent-url", agent_url] if agent_url else []),
             *pki.client_flags(),
             "--state-dir",
             str(self.folder / "state"),
@@ -83,8 +88,24 @@ class Cluster:
         return [json.loads(line) for line in path.read_text().splitlines()]
 
 
+class RunningAgents:
+    """Agents at /agents/<pod>/v1/broker-state: RUNNING, except the pods in `unreadable`, whose
+    agent answers 503 `jmx-unreachable` (it cannot read its broker: the node is unknown)."""
+
+    def __init__(self) -> None:
+        self.unreadable: set[str] = set()
+
+    async def __call__(self, scope, receive, send) -> None:  # type: ignore[no-untyped-def]
+        pod = scope["path"].split("/")[2]
+        status, body = 200, {"brokerState": 3}
+        if pod in self.unreadable:
+            status, body = 503, {"error": "jmx-unreachable", "message": "connection refused"}
+        await send({"type": "http.response.start", "status": status, "headers": []})
+        await send({"type": "http.response.body", "body": json.dumps(body).encode()})
+
+
 @pytest.fixture
-def cluster(tmp_path: Path) -> Iterator[Cluster]:
+def cluster(tmp_path: Path, pki: Pki) -> Iterator[Cluster]:
     kafka = KafkaClusterSim(
         broker_ids=[0, 1, 2], voters=[0, 1, 2], topics={"orders": TopicSpec(3, 3, 2)}
     )
@@ -111,7 +132,8 @@ def cluster(tmp_path: Path) -> Iterator[Cluster]:
     kubeconfig = tmp_path / "kubeconfig"
     kubeconfig.write_text(yaml.safe_dump(config))
     try:
-        yield Cluster(kube, kafka, kubeconfig, tmp_path)
+        with HttpsPeer(RunningAgents(), pki) as agents:
+            yield Cluster(kube, kafka, kubeconfig, tmp_path, agents)
     finally:
         kube.stop()
         kafka.stop()
@@ -145,9 +167,9 @@ def test_plan_prints_decisions_and_restarts_nothing(cluster: Cluster, pki: Pki) 
     cluster.kube.set_update_revision("prod-kafka", "rev-2", namespace=NS)
     done = cluster.roll(pki, command="plan")
     assert done.returncode == 0, done.stderr
-    lines = done.stdout.splitlines()
-    assert [line.split()[0] for line in lines] == ["prod-kafka-1", "prod-kafka-2", "prod-kafka-0"]
-    assert all(line.split()[1] == "restart:" for line in lines)
+    rows = [line.split() for line in done.stdout.splitlines()[2:5]]  # summary, header, rows
+    assert [row[1] for row in rows] == ["prod-kafka-1", "prod-kafka-2", "prod-kafka-0"]
+    assert all(row[3] == "restart" for row in rows)
     assert cluster.deleted() == []
     assert not (cluster.folder / "state").exists()  # a plan writes nothing
     as_json = cluster.roll(pki, "--output", "json", command="plan")
@@ -184,7 +206,8 @@ def test_a_not_ready_pod_whose_agent_is_unreachable_is_unknown_never_forced(
 ) -> None:
     cluster.kube.set_update_revision("prod-kafka", "rev-2", namespace=NS)
     cluster.kube.set_ready("prod-kafka-1", False)
-    done = cluster.roll(pki, "--safety-wait", "3s")  # the agent URL points at a closed port
+    cluster.agents.app.unreadable.add("prod-kafka-1")
+    done = cluster.roll(pki, "--safety-wait", "3s")
     assert done.returncode == 1
     assert "prod-kafka-1 is not ready and its agent cannot be read" in done.stderr
     assert "--on-agent-unreachable force" in done.stderr
@@ -200,6 +223,7 @@ def test_an_unreachable_agents_node_is_forced_on_explicit_request(
 ) -> None:
     cluster.kube.set_update_revision("prod-kafka", "rev-2", namespace=NS)
     cluster.kube.set_ready("prod-kafka-1", False)
+    cluster.agents.app.unreadable.add("prod-kafka-1")
     done = cluster.roll(pki, "--on-agent-unreachable", "force")
     assert done.returncode == 0, done.stderr
     assert "prod-kafka-1" in cluster.deleted()
@@ -385,3 +409,41 @@ def test_a_lease_taken_over_during_a_recovery_wait_stops_the_roll_and_the_journa
     assert journal["nodes"][first]["status"] == "restarting"  # for --resume to wait for it
     lease = cluster.kube.lease("rollguard-roll", NS)
     assert lease is not None and lease["spec"]["holderIdentity"] == "other-roller:7"
+
+
+def test_agent_urls_that_resolve_nowhere_stop_the_roll_before_any_restart(
+    cluster: Cluster, pki: Pki
+) -> None:
+    # `plan --help`'s own example: no --agent-url, no --service. The headless service comes
+    # from the pods' spec.subdomain; these names exist in no DNS here, so nothing may start.
+    cluster.kube.set_update_revision("prod-kafka", "rev-2", namespace=NS)
+    done = cluster.roll(pki, agent_url="")
+    assert done.returncode == 2, done.stderr
+    assert "Traceback" not in done.stderr
+    for ordinal in range(3):
+        url = f"https://prod-kafka-{ordinal}.prod-kafka.kafka.svc:8443"
+        assert f"prod-kafka-{ordinal} ({url}): its host" in done.stderr
+    assert "does not resolve" in done.stderr and "--on-agent-unreachable force" in done.stderr
+    assert cluster.deleted() == []
+
+
+def test_a_service_template_without_a_service_to_fill_it_is_a_usage_error() -> None:
+
+    from lightkube.models.core_v1 import PodSpec
+    from lightkube.models.meta_v1 import ObjectMeta
+    from lightkube.resources.core_v1 import Pod
+
+    from rollguard.roller.kubernetes import KubernetesPlatform, KubernetesSettings
+    from rollguard.shared.errors import ConfigError
+
+    pod = Pod(metadata=ObjectMeta(name="prod-kafka-0"), spec=PodSpec(containers=[]))
+    platform = KubernetesPlatform(None, KubernetesSettings(NS, SELECTOR))  # type: ignore[arg-type]
+    with pytest.raises(ConfigError) as caught:
+        platform._node(pod)
+    assert "needs {service}" in str(caught.value) and "--service NAME" in str(caught.value)
+    named = KubernetesPlatform(None, KubernetesSettings(NS, SELECTOR, service="brokers"))  # type: ignore[arg-type]
+    assert named._node(pod).agent_url == "https://prod-kafka-0.brokers.kafka.svc:8443"
+    pod.spec.subdomain = "prod-kafka-brokers"  # type: ignore[union-attr]
+    assert platform._node(pod).agent_url == (
+        "https://prod-kafka-0.prod-kafka-brokers.kafka.svc:8443"
+    )

@@ -301,7 +301,7 @@ def test_plan_honours_json_writes_nothing_and_fails_clearly(
     ]
     assert not (tmp_path / "state").exists()  # no journal, no events, no lease
     unknown = run([*command, "--only", "kafka-1,kafka-9"])
-    assert unknown.returncode == 1 and "no node named kafka-9" in unknown.stderr
+    assert unknown.returncode == 2 and "--only kafka-9: no such node" in unknown.stderr
     bootstrap = command.index("--bootstrap") + 1
     blind = [*command[:bootstrap], "127.0.0.1:9", *command[bootstrap + 1 :]]
     unreachable = run([*blind, "--retry-max-retries", "0"])

@@ -13,11 +13,15 @@ import logging
 import os
 import sys
 from collections.abc import Callable, Mapping, Sequence
+from datetime import UTC, datetime
 
 from rollguard.agent import config
 from rollguard.agent.server import AgentCrashed, serve
+from rollguard.agent.server_cert import check_server_certificate
 from rollguard.shared.cli import ExitCode, Parser, run_until_signal
 from rollguard.shared.errors import ConfigError
+
+logger = logging.getLogger(__name__)
 
 
 class JsonFormatter(logging.Formatter):
@@ -70,10 +74,14 @@ def main(argv: Sequence[str] | None = None, environ: Mapping[str, str] | None = 
     args = build_parser().parse_args(argv)
     try:
         settings = config.load(args, os.environ if environ is None else environ)
+        # A certificate no client would accept is refused now, not found at each handshake.
+        warnings = check_server_certificate(settings.tls_cert, now=datetime.now(UTC))
     except ConfigError as exc:
         print(f"rollguard-agent: {exc}", file=sys.stderr)
         return ExitCode.USAGE
     configure_logging(settings.log_level, settings.log_format)
+    for warning in warnings:
+        logger.warning("%s", warning)
     try:
         return run_until_signal(
             _serve(settings),

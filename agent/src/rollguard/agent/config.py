@@ -21,6 +21,7 @@ from pathlib import Path
 from rollguard.agent.connections import HttpLimits
 from rollguard.agent.jmx import BACKENDS, JmxCredentials, read_credentials, service_url
 from rollguard.agent.jvm import find_java
+from rollguard.agent.readyfile import check_ready_file
 from rollguard.agent.sampler import SamplerSettings
 from rollguard.shared.errors import ConfigError
 from rollguard.shared.retry import RetryPolicy
@@ -36,6 +37,7 @@ from rollguard.shared.settings import (
     option,
     same,
 )
+from rollguard.shared.suggest import did_you_mean
 
 ENV_PREFIX = "ROLLGUARD_AGENT_"
 DEFAULT_HTTP_LIMITS = HttpLimits(header_timeout=10.0, idle_timeout=15.0, max_header_bytes=8192)
@@ -93,8 +95,9 @@ def _node_id(text: str) -> str:
 
 
 def _level(text: str) -> str:
-    if text.lower() not in ("debug", "info", "warning", "error"):
-        raise ValueError(f"{text!r} is not one of debug, info, warning, error")
+    levels = ("debug", "info", "warning", "error")
+    if text.lower() not in levels:
+        raise ValueError(f"{text!r} is not one of {', '.join(levels)}{did_you_mean(text, levels)}")
     return text.lower()
 
 
@@ -105,8 +108,9 @@ def _log_format(text: str) -> str:
 
 
 def _event_loop(text: str) -> str:
-    if text not in ("uvloop", "asyncio"):
-        raise ValueError(f"{text!r} is not uvloop or asyncio")
+    loops = ("uvloop", "asyncio")
+    if text not in loops:
+        raise ValueError(f"{text!r} is not uvloop or asyncio{did_you_mean(text, loops)}")
     return text
 
 
@@ -307,8 +311,8 @@ class AgentOptions(RetryOptions, _ServingOptions):
         super().check()  # the retry policy's ranges
 
     def settings(self) -> AgentSettings:
-        """What the agent runs with; ConfigError naming the flag when java is not there or the
-        JMX credentials cannot be read."""
+        """What the agent runs with; ConfigError naming the flag when java is not there, the
+        JMX credentials cannot be read, or the ready file could never be written."""
         if find_java(self.java) is None:
             raise ConfigError(f"--java: {self.java!r} is not an executable on PATH")
         credentials = None
@@ -320,6 +324,8 @@ class AgentOptions(RetryOptions, _ServingOptions):
                 raise ConfigError(f"--jmx-credentials-file {path}: {exc.strerror}") from None
             except ValueError as exc:
                 raise ConfigError(f"--jmx-credentials-file {path}: {exc}") from None
+        if self.ready_file is not None:
+            check_ready_file(self.ready_file)
         http = HttpLimits(self.header_timeout, self.idle_timeout, self.max_header_bytes)
         return AgentSettings(
             listen=self.listen,

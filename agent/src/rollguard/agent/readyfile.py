@@ -7,11 +7,28 @@ The file is touched only when readiness changes, not on every round.
 from __future__ import annotations
 
 import logging
+import os
 from pathlib import Path
 
 from rollguard.agent.sampler import Sample, Unavailable
+from rollguard.shared.errors import ConfigError
 
 logger = logging.getLogger(__name__)
+
+
+def check_ready_file(path: Path) -> None:
+    """ConfigError naming --ready-file when the file could never be created or removed: its
+    folder does not exist or cannot be written, or it is a folder. Checked at start-up, not
+    found at the first change of readiness (and then logged at every one)."""
+    folder = path.parent
+    if path.is_dir():
+        raise ConfigError(f"--ready-file {path}: is a directory, not a file")
+    if not folder.exists():
+        raise ConfigError(f"--ready-file {path}: its folder {folder} does not exist")
+    if not folder.is_dir():
+        raise ConfigError(f"--ready-file {path}: {folder} is not a folder")
+    if not os.access(folder, os.W_OK | os.X_OK):
+        raise ConfigError(f"--ready-file {path}: its folder {folder} is not writable")
 
 
 def is_ready(outcome: Sample | Unavailable) -> bool:

@@ -5,16 +5,26 @@ Proposal 048's rule shapes the answer: a report when the agent says 200 with a v
 otherwise `AgentUnavailable`, and the caller "continues with the previous behaviour". So
 nothing here raises for an agent that is down, slow or broken: it is an answer like any other.
 
-Transport errors (refused, reset, timed out) and 5xx answers are retried with the shared retry
-policy (an agent that has just started says 503 `no-sample-yet`); 4xx answers and malformed
-bodies are not, because asking again will not change them.
+Transport errors (refused, reset, timed out) and 5xx answers that are not the agent's (a proxy's
+502, a crash's 500) are retried with the shared retry policy, each retry announced as it
+happens; 4xx answers and malformed bodies are not, because asking again will not change them.
+
+A 503 with the agent's JSON reason (`jmx-unreachable`, `stale-sample`...: `shared.wire`) is an
+answer, not an agent that cannot be reached: its broker is not ready, and asking five times in
+twelve seconds will not make it so. It is returned at once and counted as "answered not ready",
+apart from failures. One reason is worth a short wait: `no-sample-yet`, said by an agent that
+has just started, before its first sample (due within its sample interval). That one is asked
+again at most `NO_SAMPLE_YET_RETRIES` times, after the agent's Retry-After (capped at the
+policy's maximum backoff), and only by calls that retry at all (not `once` polls).
 """
 
 from __future__ import annotations
 
 import asyncio
 import json
+import math
 import random
+import socket
 import ssl
 import time
 from collections.abc import Awaitable, Callable
@@ -26,7 +36,15 @@ import httpx
 
 from rollguard.roller.model import AgentAnswer, AgentReport, AgentUnavailable, Unavailable
 from rollguard.shared.errors import WireFormatError
-from rollguard.shared.retry import RetryPolicy, RetryStats, retry_async
+from rollguard.shared.retry import (
+    NotReady,
+    Retrying,
+    RetryPolicy,
+    RetryStats,
+    announce,
+    describe_error,
+    retry_async,
+)
 from rollguard.shared.timeline import TIMELINE_PATH, Page
 from rollguard.shared.wire import BROKER_STATE_PATH, BrokerStateReport
 
@@ -43,6 +61,8 @@ __all__ = [
 OPERATION = "agent-broker-state"
 TIMELINE_OPERATION = "agent-timeline"
 _ONCE = RetryPolicy(max_retries=0)
+NO_SAMPLE_YET = "no-sample-yet"
+NO_SAMPLE_YET_RETRIES = 3  # the agent's first sample is due within its interval (default 5s)
 
 
 @dataclass(frozen=True, slots=True)
@@ -55,11 +75,22 @@ class Probe:
 
 
 class _ServerError(Exception):
-    """A 5xx answer, raised inside the retry loop so that it is retried."""
+    """A 5xx answer that is not the agent's (a proxy's, a crash's), raised inside the retry loop
+    so that it is retried like an agent that cannot be reached."""
 
     def __init__(self, response: httpx.Response) -> None:
-        super().__init__(f"HTTP {response.status_code}")
+        super().__init__(f"HTTP {response.status_code}: {response.text[:100]}")
         self.response = response
+
+
+class _NotReady(NotReady):
+    """A 503 with the agent's reason: an answer (counted apart), retried only when it is
+    `no-sample-yet`."""
+
+    def __init__(self, response: httpx.Response, reason: str, message: str) -> None:
+        super().__init__(f"HTTP 503 {reason}: {message}", retry_after(response))
+        self.response = response
+        self.reason = reason
 
 
 def broker_state_url(url: str) -> str:
@@ -90,6 +121,7 @@ class AgentClient:
         transport: httpx.AsyncBaseTransport | None = None,
         sleep: Callable[[float], Awaitable[object]] = asyncio.sleep,
         uniform: Callable[[], float] = random.random,
+        on_retry: Callable[[Retrying], object] = announce,
     ) -> None:
         # httpx drops a cert= tuple given beside a CA path: the context carries both.
         self._http = httpx.AsyncClient(verify=tls, timeout=timeout, transport=transport)
@@ -97,6 +129,7 @@ class AgentClient:
         self.stats = stats or RetryStats()
         self._sleep = sleep
         self._uniform = uniform
+        self._on_retry = on_retry  # every retry is announced (a warning) as it happens
 
     async def __aenter__(self) -> AgentClient:
         return self
@@ -151,32 +184,80 @@ class AgentClient:
         async def attempt() -> httpx.Response:
             response = await self._http.get(url, params=params)
             if response.status_code >= 500:
+                said = _agent_error(response)
+                if response.status_code == 503 and said is not None:
+                    raise _NotReady(response, *said)
                 raise _ServerError(response)
             return response
+
+        no_sample_yet = 0
+
+        def retriable(error: BaseException) -> bool:
+            nonlocal no_sample_yet
+            if isinstance(error, _NotReady):
+                no_sample_yet += error.reason == NO_SAMPLE_YET
+                return error.reason == NO_SAMPLE_YET and no_sample_yet <= NO_SAMPLE_YET_RETRIES
+            return isinstance(error, httpx.TransportError | _ServerError)
 
         try:
             return await retry_async(
                 attempt,
                 policy,
                 operation=operation,
-                retriable=(httpx.TransportError, _ServerError),
+                retriable=retriable,
                 stats=self.stats,
                 sleep=self._sleep,
                 uniform=self._uniform,
+                target=url,
+                describe=_describe,
+                on_retry=self._on_retry,
             )
-        except _ServerError as exc:
+        except (_NotReady, _ServerError) as exc:
             return exc.response
         except TRANSPORT_ERRORS as exc:
             return AgentUnavailable(url, None, classify(exc), describe_transport_error(exc))
 
 
-def _unavailable(url: str, response: httpx.Response) -> AgentUnavailable:
-    reason, message = f"http-{response.status_code}", response.text[:300]
+def _describe(error: BaseException) -> str:
+    """An error's words in retry lines: a transport error by its innermost cause."""
+    if isinstance(error, TRANSPORT_ERRORS):
+        return describe_transport_error(error)
+    if isinstance(error, _NotReady | _ServerError):
+        return str(error)
+    return describe_error(error)
+
+
+def _agent_error(response: httpx.Response) -> tuple[str, str] | None:
+    """The agent's `{"error": reason, "message": ...}` body, or None when it is not one."""
     try:
         body = json.loads(response.content)
-        reason, message = str(body["error"]), str(body.get("message", ""))
-    except (ValueError, KeyError, TypeError):
-        pass
+    except ValueError:
+        return None
+    if not isinstance(body, dict) or not isinstance(body.get("error"), str):
+        return None
+    return body["error"], str(body.get("message", ""))
+
+
+def retry_after(response: httpx.Response) -> float | None:
+    """The Retry-After header in seconds (delta-seconds or an HTTP date), or None."""
+    value = response.headers.get("retry-after", "").strip()
+    if not value:
+        return None
+    try:
+        seconds = float(value)
+    except ValueError:
+        try:
+            seconds = parsedate_to_datetime(value).timestamp() - time.time()
+        except (TypeError, ValueError):
+            return None
+    return max(seconds, 0.0) if math.isfinite(seconds) else None
+
+
+def _unavailable(url: str, response: httpx.Response) -> AgentUnavailable:
+    reason, message = _agent_error(response) or (
+        f"http-{response.status_code}",
+        response.text[:300],
+    )
     return AgentUnavailable(url, response.status_code, reason, message)
 
 
@@ -206,15 +287,26 @@ _REFUSAL_ALERTS = (
 # httpx does not wrap every TLS failure: a TLS alert that arrives while the response is read
 # (TLS 1.3 refuses a client certificate after the handshake) comes out of anyio as a bare
 # ssl.SSLError. Both are "no HTTP answer", classified below.
-TRANSPORT_ERRORS: tuple[type[Exception], ...] = (httpx.TransportError, ssl.SSLError)
+# A host name that is not a valid DNS name (`prod-kafka-0..kafka.svc`, from an empty
+# `{service}`) fails before any connection, as a bare UnicodeError from the IDNA codec, or as
+# httpx.InvalidURL: no HTTP answer either, and one that no retry will change.
+TRANSPORT_ERRORS: tuple[type[Exception], ...] = (
+    httpx.TransportError,
+    ssl.SSLError,
+    httpx.InvalidURL,
+    UnicodeError,
+)
 
 
 def classify(exc: BaseException) -> str:
-    """`tls-untrusted` when our check of the agent's certificate failed, `tls-refused` when the
-    agent sent a TLS alert refusing ours, else `unreachable`: the first two are configuration
-    errors (a roll must not start), the last may be a node that is down."""
+    """`unresolved` when the URL's host has no address, `tls-untrusted` when our check of the
+    agent's certificate failed, `tls-refused` when the agent sent a TLS alert refusing ours,
+    else `unreachable`: the first three are configuration errors (a roll must not start), the
+    last may be a node that is down."""
     cause: BaseException | None = exc
     while cause is not None:
+        if isinstance(cause, socket.gaierror | UnicodeError | httpx.InvalidURL):
+            return Unavailable.UNRESOLVED
         if isinstance(cause, ssl.SSLCertVerificationError):
             return Unavailable.TLS_UNTRUSTED
         if isinstance(cause, ssl.SSLError):

@@ -5,7 +5,8 @@
   `<cluster>-<pool>-<id>` and a StatefulSet's `<name>-<ordinal>` both work). Roles come from
   Strimzi's `strimzi.io/broker-role` / `strimzi.io/controller-role` labels ("true"); a pod with
   neither is a broker.
-- Agent URL: a template such as `https://{pod}.{service}.{namespace}.svc:8443`.
+- Agent URL: a template such as `https://{pod}.{service}.{namespace}.svc:8443`; `{service}` is
+  --service or, by default, the pod's `spec.subdomain` (its headless service).
 - Up to date: the pod's `controller-revision-hash` equals its StatefulSet's `updateRevision`,
   or Strimzi's `strimzi.io/revision` annotation is unchanged when no StatefulSet owns it.
 - Ready: the pod's Ready condition. Stuck: a container waiting for a reason that waiting will not
@@ -22,6 +23,7 @@
 
 from __future__ import annotations
 
+import logging
 import re
 from dataclasses import dataclass
 from typing import Any
@@ -40,6 +42,8 @@ SKIP_ANNOTATION = "rollguard.io/skip-restart"
 BROKER_ROLE_LABEL = "strimzi.io/broker-role"
 CONTROLLER_ROLE_LABEL = "strimzi.io/controller-role"
 DEFAULT_AGENT_URL = "https://{pod}.{service}.{namespace}.svc:8443"
+
+logger = logging.getLogger(__name__)
 
 
 def _http_errors() -> tuple[type[Exception], ...]:
@@ -110,6 +114,7 @@ class KubernetesPlatform:
         self.settings = settings
         self._selector = parse_selector(settings.selector)
         self._revisions: dict[str, str] = {}
+        self._announced = ""  # the service read from the pods, said once
 
     def _node(self, pod: Pod) -> Node:
         meta = pod.metadata
@@ -135,9 +140,34 @@ class KubernetesPlatform:
         if labels.get(self.settings.controller_role_label) == "true":
             roles.add(Role.CONTROLLER)
         url = self.settings.agent_url.format(
-            pod=meta.name, service=self.settings.service, namespace=self.settings.namespace
+            pod=meta.name, service=self._service(pod), namespace=self.settings.namespace
         )
         return Node(node_id, meta.name, frozenset(roles or {Role.BROKER}), url)
+
+    def _service(self, pod: Pod) -> str:
+        """The headless service of `{service}`: --service, else the pod's own `spec.subdomain`
+        (a StatefulSet's pods, and Strimzi's, carry it: their DNS names are
+        `<pod>.<subdomain>.<namespace>.svc`). Neither, while the template needs it: ConfigError,
+        for a URL with an empty label resolves nowhere."""
+        if self.settings.service or "{service}" not in self.settings.agent_url:
+            return self.settings.service
+        assert pod.metadata is not None
+        subdomain = pod.spec.subdomain if pod.spec is not None else None
+        if not subdomain:
+            raise ConfigError(
+                f"--agent-url {self.settings.agent_url} needs {{service}}, and pod "
+                f"{pod.metadata.name} names no headless service (no spec.subdomain): give "
+                "--service NAME (the brokers' headless service) or an --agent-url without "
+                "{service}"
+            )
+        if self._announced != subdomain:
+            self._announced = subdomain
+            logger.info(
+                "agent URLs use the headless service %s (the pods' spec.subdomain; --service "
+                "sets another)",
+                subdomain,
+            )
+        return subdomain
 
     async def nodes(self) -> list[Node]:
         try:

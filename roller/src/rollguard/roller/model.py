@@ -150,6 +150,7 @@ class Unavailable(StrEnum):
     """Why an agent gave no report, by what the roller may conclude from it."""
 
     UNREACHABLE = "unreachable"  # no HTTP answer: host down, port closed, timed out
+    UNRESOLVED = "unresolved"  # the URL's host has no address: a configuration error
     TLS_REFUSED = "tls-refused"  # the agent refused our client certificate (TLS alert)
     TLS_UNTRUSTED = "tls-untrusted"  # the agent's certificate failed our verification
 
@@ -168,6 +169,21 @@ class AgentUnavailable:
     @property
     def tls_failure(self) -> bool:
         return self.reason in (Unavailable.TLS_REFUSED, Unavailable.TLS_UNTRUSTED)
+
+    @property
+    def not_ready(self) -> bool:
+        """The agent answered 503 with its reason: it is there, its broker is not ready."""
+        return self.status == 503
+
+    def describe(self) -> str:
+        """Why, with the agent's URL: a message about an agent always says which one.
+
+        `https://kafka-1:8443/v1/broker-state: unreachable: ConnectError: [Errno 111] ...`
+        `https://kafka-1:8443/v1/broker-state: HTTP 503 jmx-unreachable: ...`
+        """
+        status = f"HTTP {self.status} " if self.status is not None else ""
+        message = f": {self.message}" if self.message else ""
+        return f"{self.url}: {status}{self.reason}{message}"
 
 
 AgentAnswer = AgentReport | AgentUnavailable
@@ -197,7 +213,7 @@ def describe_answer(answer: AgentAnswer | None) -> str:
         return "no agent configured"
     if isinstance(answer, AgentReport):
         return answer.report.describe()
-    return f"unavailable ({answer.reason}: {answer.message})"
+    return f"{'not ready' if answer.not_ready else 'unavailable'} ({answer.describe()})"
 
 
 CLUSTER_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,62}")

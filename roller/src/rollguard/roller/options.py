@@ -8,17 +8,21 @@ by inheritance with its own.
 
 from __future__ import annotations
 
+import logging
 from contextlib import ExitStack
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from rollguard.roller.agent_client import AgentClient
+from rollguard.roller.inventory import read_inventory
 from rollguard.roller.kubernetes import DEFAULT_AGENT_URL
 from rollguard.roller.platform import InventoryPlatform, Platform, load_inventory
 from rollguard.shared.errors import ConfigError
+from rollguard.shared.logs import LOG_FORMATS
 from rollguard.shared.retry import RetryStats
 from rollguard.shared.settings import (
+    Group,
     Options,
     RetryOptions,
     choice,
@@ -29,6 +33,14 @@ from rollguard.shared.tls import client_context
 
 ENV_PREFIX = "ROLLGUARD_"
 
+# Sections of --help shared by the roller's commands.
+CONNECTION = Group(
+    "connection", "where the nodes are (an inventory, or pods on Kubernetes) and how to reach them"
+)
+OUTPUT = Group("output")
+
+logger = logging.getLogger(__name__)
+
 
 def names(text: str) -> frozenset[str]:
     """A comma-separated list of node names."""
@@ -38,6 +50,8 @@ def names(text: str) -> frozenset[str]:
 @dataclass(frozen=True, kw_only=True)
 class AgentOptions(RetryOptions):
     """The roller's client certificate for agents' mutual TLS, and its patience."""
+
+    group = CONNECTION
 
     cert: Path = option(
         None, Path, "client certificate (PEM) presented to agents", "PATH", required=True
@@ -57,8 +71,18 @@ class AgentOptions(RetryOptions):
 
 @dataclass(frozen=True, kw_only=True)
 class OutputOptions(Options):
+    group = OUTPUT
+
     output: str = option(
         "text", choice("text", "json"), "text, or json (one object a line)", "FORMAT"
+    )
+    # Read by the entry point (`rollguard.roller.cli`), which configures logging before the
+    # command runs; declared here so that every command has it, with its variable.
+    log_format: str = option(
+        "text",
+        choice(*LOG_FORMATS),
+        "log and progress lines on stderr: text (timestamped lines) or json (one object a line)",
+        "FORMAT",
     )
 
 
@@ -66,11 +90,19 @@ class OutputOptions(Options):
 class PlatformOptions(Options):
     """Where the nodes are: an inventory file, or broker pods on Kubernetes."""
 
+    group = CONNECTION
+
     inventory: Path | None = option(None, Path, "YAML inventory of nodes (VMs, bare metal)", "FILE")
     namespace: str | None = option(None, str, "Kubernetes namespace of the broker pods", "NS")
     selector: str | None = option(None, str, "label selector of the broker pods", "SELECTOR")
     agent_url: str = option(DEFAULT_AGENT_URL, str, "agent URL template on Kubernetes", "TEMPLATE")
-    service: str = option("", str, "headless service of the broker pods, for --agent-url", "NAME")
+    service: str = option(
+        "",
+        str,
+        "headless service of the broker pods, for {service} in --agent-url (default: each "
+        "pod's spec.subdomain)",
+        "NAME",
+    )
     broker_role_label: str = option(
         "strimzi.io/broker-role", str, 'pod label that is "true" on brokers', "LABEL"
     )
@@ -89,13 +121,36 @@ class PlatformOptions(Options):
             raise ConfigError("--namespace needs --selector (e.g. strimzi.io/cluster=my-cluster)")
 
     def cluster_name(self) -> str:
-        """The cluster's name in datasets (and so in reports and expectations) when none is
-        given: the inventory file's stem, or the selector's strimzi.io/cluster, or the
-        namespace; unchecked ("" when there is nothing to go by)."""
+        """The cluster's name in roll events, datasets, reports and expectations: the
+        inventory's `cluster:`; when nothing names it, the inventory file's stem, or the
+        selector's strimzi.io/cluster, or the namespace, and the guess is said (call once per
+        command). Unchecked ("" when there is nothing to go by)."""
+        name, guessed = self.cluster_naming()
+        if guessed is not None:
+            logger.warning("%s", guessed)
+        return name
+
+    def cluster_naming(self) -> tuple[str, str | None]:
+        """The cluster's name, and how it was guessed when nothing names it (or None)."""
         if self.inventory is not None:
-            return self.inventory.stem.strip()
+            named = read_inventory(self.inventory).cluster
+            if named:
+                return named, None
+            name = self.inventory.stem.strip()
+            return name, (
+                f"the cluster is named {name!r} after the inventory file {self.inventory.name} "
+                "(no `cluster:` in it): its events, dataset and expectations go by that name; "
+                "name it with `cluster: NAME` in the inventory"
+            )
         terms = dict(t.split("=", 1) for t in (self.selector or "").split(",") if "=" in t)
-        return terms.get("strimzi.io/cluster", self.namespace or "").strip()
+        name = terms.get("strimzi.io/cluster", "").strip()
+        if name:
+            return name, None  # Strimzi's own name for it
+        name = (self.namespace or "").strip()
+        return name, (
+            f"the cluster is named {name!r} after --namespace (the selector has no "
+            "strimzi.io/cluster): its events, dataset and expectations go by that name"
+        )
 
     def platform(
         self,

@@ -50,6 +50,10 @@ class InventoryPlatform:
     agent; restart by running the node's command, and proof that its broker process is gone from its
     `health` command (`rollguard.roller.host_commands`: own process group, output to a log file)."""
 
+    # An inventory says which nodes there are, not which revision each should run: every node
+    # of it is out of date at every roll (`rollguard plan` says so).
+    revisions = False
+
     def __init__(
         self,
         inventory: list[InventoryNode],

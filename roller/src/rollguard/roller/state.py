@@ -1,7 +1,13 @@
 """`rollguard state URL...`: ask agents for their broker's state once, like curl.
 
-Exit codes: 0 every agent reported, 1 some did not, 2 bad flags, variables or URLs. Every
-option can also be set as `ROLLGUARD_<OPTION>`.
+One line (or JSON object) an agent on stdout, at once: its report, its 503 reason and message
+(an answer: its broker is not ready), or why it cannot be read. A quick look, so fewer retries
+than a roll's by default (`--retry-max-retries 2`: a closed port is reported in about a second,
+each retry announced on stderr as it happens). The summary is a line on stderr.
+
+Exit codes: 0 every agent reported, 1 some did not (with `--output json`, a last `{"error": ...}`
+object says so), 2 bad flags, variables or URLs. Every option can also be set as
+`ROLLGUARD_<OPTION>`.
 """
 
 from __future__ import annotations
@@ -9,21 +15,43 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
-import sys
+import logging
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from rollguard.roller.agent_client import AgentAnswer, AgentClient, AgentReport, broker_state_url
+from rollguard.roller.agent_client import (
+    AgentAnswer,
+    AgentClient,
+    AgentReport,
+    AgentUnavailable,
+    broker_state_url,
+)
 from rollguard.roller.options import ENV_PREFIX, AgentOptions, OutputOptions
-from rollguard.shared.cli import ExitCode, run_until_signal
+from rollguard.shared.cli import ExitCode, report_failure, run_until_signal
 from rollguard.shared.errors import ConfigError
-from rollguard.shared.retry import RetryStats
+from rollguard.shared.logs import PROGRESS
+from rollguard.shared.retry import MAX_INT, RETRY_SETTINGS, RetryStats
+from rollguard.shared.settings import RETRIES, integer, option
+
+progress = logging.getLogger(PROGRESS)
+
+# A look, like curl: a closed port or a dead host is reported after two quick retries (about a
+# second), not after a roll's five (twelve seconds). A 503 is an answer and not retried at all.
+STATE_RETRIES = "2"
 
 
 @dataclass(frozen=True, kw_only=True)
 class StateOptions(AgentOptions, OutputOptions):
-    """`rollguard state`'s options."""
+    """`rollguard state`'s options: the agents' and the output's, with fewer retries."""
+
+    retry_max_retries: int = option(
+        STATE_RETRIES,
+        integer(0, MAX_INT),
+        next(s.help for s in RETRY_SETTINGS if s.name == "retry-max-retries"),
+        "N",
+        group=RETRIES,
+    )
 
 
 def add_parser(sub: Any) -> None:
@@ -45,7 +73,8 @@ def describe(answer: AgentAnswer) -> str:
     if isinstance(answer, AgentReport):
         return answer.report.describe()
     status = f"HTTP {answer.status}" if answer.status is not None else "no HTTP answer"
-    return f"unavailable ({status}, {answer.reason}): {answer.message}"
+    what = "not ready" if answer.not_ready else "unavailable"
+    return f"{what} ({status}, {answer.reason}): {answer.message}"
 
 
 def as_json(answer: AgentAnswer) -> dict[str, Any]:
@@ -72,13 +101,21 @@ async def _state(urls: Sequence[str], options: StateOptions, stats: RetryStats) 
             print(json.dumps(as_json(answer)))
         else:
             print(f"{answer.url:<{width}}  {describe(answer)}")
+    summary = f"{summarise(answers)}; {stats.summary()}"
+    if all(isinstance(a, AgentReport) for a in answers):
+        progress.info("%s", summary)
+        return ExitCode.OK
+    return report_failure(summary, ExitCode.FAILED, json_output=options.output == "json")
+
+
+def summarise(answers: Sequence[AgentAnswer]) -> str:
+    """`3 agents: 1 reported, 1 answered not ready, 1 unavailable` (none not ready: left out)."""
     reported = sum(isinstance(a, AgentReport) for a in answers)
-    print(
-        f"{len(answers)} agents: {reported} reported, {len(answers) - reported} unavailable; "
-        f"{stats.summary()}",
-        file=sys.stderr,
-    )
-    return ExitCode.OK if reported == len(answers) else ExitCode.FAILED
+    waiting = sum(isinstance(a, AgentUnavailable) and a.not_ready for a in answers)
+    text = f"{len(answers)} agent{'' if len(answers) == 1 else 's'}: {reported} reported"
+    if waiting:
+        text += f", {waiting} answered not ready"
+    return text + f", {len(answers) - reported - waiting} unavailable"
 
 
 def state_command(args: argparse.Namespace, environ: Mapping[str, str]) -> int:

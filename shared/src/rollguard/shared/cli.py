@@ -11,8 +11,9 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import difflib
 import importlib.metadata
+import json
+import logging
 import os
 import signal
 import sys
@@ -20,6 +21,10 @@ import threading
 from collections.abc import Callable, Coroutine, Sequence
 from enum import IntEnum
 from typing import Any, NoReturn, TypeVar
+
+from rollguard.shared.errors import ConfigError, RollguardError
+from rollguard.shared.logs import FAILURE
+from rollguard.shared.suggest import closest, did_you_mean
 
 T = TypeVar("T")
 
@@ -56,7 +61,8 @@ class _Formatter(argparse.HelpFormatter):
 
 
 class Parser(argparse.ArgumentParser):
-    """argparse without prefix matching, with one-line errors (exit 2) and "did you mean".
+    """argparse without prefix matching, with one-line errors (exit 2) and "did you mean" for a
+    mistyped flag, sub-command or choice (`rollguard.shared.suggest`).
 
     A parser that shows help also gets `--version` (unless `with_version=False`): the top-level
     command and each sub-command. Parsers used only as `parents=` (add_help=False) do not, so
@@ -119,6 +125,22 @@ class Parser(argparse.ArgumentParser):
                 parser._apply_renamed(parsed)
         return parsed
 
+    def _check_value(self, action: argparse.Action, value: Any) -> None:
+        # A value outside `choices` (a sub-command's name, most often) is a one-line usage
+        # error that lists the choices and, as for a flag, suggests the closest one.
+        choices = action.choices
+        if choices is None or value in choices:
+            return
+        names = [str(c) for c in choices]
+        hint = did_you_mean(str(value), names)
+        if isinstance(action, argparse._SubParsersAction):
+            message = f"invalid choice: {value!r} is not a command (choose from {', '.join(names)})"
+            message += hint
+            raise argparse.ArgumentError(None, message)
+        listed = ", ".join(map(repr, choices))
+        message = f"invalid choice: {value!r} (choose from {listed}){hint}"
+        raise argparse.ArgumentError(action, message)
+
     def error(self, message: str) -> NoReturn:
         self.exit(ExitCode.USAGE, f"{self.prog}: {message} (see --help)\n")
 
@@ -168,10 +190,9 @@ def _suggest(parser: argparse.ArgumentParser, extras: Sequence[str]) -> str:
         if not extra.startswith("--") or extra == "--":
             continue
         name = extra.split("=", 1)[0]
-        longer = sorted((k for k in known if k.startswith(name)), key=len)
-        close = longer[:1] or difflib.get_close_matches(name, known, n=1, cutoff=0.6)
-        if close:
-            hints.append((name, close[0]))
+        close = closest(name, known)
+        if close is not None:
+            hints.append((name, close))
     if not hints:
         return ""
     if len(hints) == 1:
@@ -265,3 +286,47 @@ def _close(loop: asyncio.AbstractEventLoop) -> None:
         loop.run_until_complete(loop.shutdown_asyncgens())
     finally:
         loop.close()
+
+
+# ---- a command's failure: one line on stderr, and one JSON object on stdout ----------------
+
+# What the running command has reported through `report_failure`: one command per process, so
+# `run_command` knows whether a failing exit code still needs its JSON object.
+_reported: list[int] = []
+
+
+def failure_json(message: str, code: int) -> dict[str, Any]:
+    """`{"error": {"kind", "message", "exitCode"}}`: `config` for exit 2 (bad flags, variables
+    or files: nothing was started), `failed` for any other failure."""
+    kind = "config" if code == ExitCode.USAGE else "failed"
+    return {"error": {"kind": kind, "message": message, "exitCode": int(code)}}
+
+
+def report_failure(message: str, code: int, *, json_output: bool = False) -> int:
+    """Say why a command failed: one line on stderr (`rollguard: <why>`, through the logger
+    `rollguard.failure`, so a JSON log format makes it an object too) and, with `json_output`
+    (`--output json`), `failure_json` on stdout. Returns `code`, for `return report_failure(...)`.
+    A command whose JSON result carries its error itself passes `json_output=False`."""
+    logging.getLogger(FAILURE).error("%s", message)
+    if json_output:
+        print(json.dumps(failure_json(message, code)), flush=True)
+    _reported.append(int(code))
+    return int(code)
+
+
+def run_command(command: Callable[[], int], *, json_output: bool = False) -> int:
+    """Run a command to its exit code. A ConfigError it raises is exit 2 and any other
+    RollguardError exit 1, each reported by `report_failure`. With `json_output`, a command that
+    fails (exit 1, 2 or 4 and above) without having reported why still leaves one JSON object on
+    stdout, pointing at stderr: a script reads the outcome of every failure the same way."""
+    _reported.clear()
+    try:
+        code = int(command())
+    except ConfigError as exc:
+        return report_failure(str(exc), ExitCode.USAGE, json_output=json_output)
+    except RollguardError as exc:  # a platform's or a peer's error, translated at its boundary
+        return report_failure(str(exc), ExitCode.FAILED, json_output=json_output)
+    if json_output and code not in (ExitCode.OK, ExitCode.INTERRUPTED) and not _reported:
+        text = f"the command failed with exit code {code}; its reason is on stderr"
+        print(json.dumps(failure_json(text, code)), flush=True)
+    return code

@@ -20,6 +20,7 @@ from collections.abc import Callable, Sequence
 from typing import Any, NamedTuple
 
 from rollguard.shared.retry import MAX_INT
+from rollguard.shared.suggest import did_you_mean
 
 _NUMBER = r"(?:[0-9]+(?:\.[0-9]+)?|\.[0-9]+)"
 _DECIMAL = re.compile(rf"-?{_NUMBER}")
@@ -134,11 +135,12 @@ def integer(low: int = 0, high: int = MAX_INT) -> Callable[[str], int]:
 
 
 def choice(*allowed: str) -> Callable[[str], str]:
-    """A flag parser that accepts one of `allowed`, as given."""
+    """A flag parser that accepts one of `allowed`, as given; a near miss is suggested."""
 
     def check(text: str) -> str:
         if text not in allowed:
-            raise ValueError(f"{text!r} is not one of {', '.join(allowed)}")
+            hint = did_you_mean(text, allowed)
+            raise ValueError(f"{text!r} is not one of {', '.join(allowed)}{hint}")
         return text
 
     return check
@@ -154,7 +156,8 @@ def one_of(allowed: Sequence[Any], convert: Callable[[str], Any] = str) -> Calla
         value = convert(text)
         if value not in allowed:
             listed = ", ".join(map(repr, allowed))
-            raise ValueError(f"invalid choice: {value!r} (choose from {listed})")
+            hint = did_you_mean(str(value), map(str, allowed))
+            raise ValueError(f"invalid choice: {value!r} (choose from {listed}){hint}")
         return value
 
     return check

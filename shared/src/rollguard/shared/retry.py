@@ -19,7 +19,14 @@ the reference specifies: the cap applies before the jitter, so that clients that
 still spread out instead of retrying in lockstep.
 
 Counters per operation follow the reference's metrics: retries (`status-update-retry-total`),
-failures after all retries (`-failure-total`) and successes (`-success-total`).
+failures after all retries (`-failure-total`) and successes (`-success-total`); and, apart from
+failures, answers that say the peer is not ready yet (`NotReady`: an HTTP 503 with a reason),
+which are answers, not a peer that cannot be reached.
+
+Each retry can be announced as it happens (`on_retry=announce`: one warning a retry, naming the
+operation, what it is against and why), so that a command waiting on a peer is never silent:
+
+    retrying 2/6 in 0.7s: agent-broker-state https://kafka-0:8443/v1/broker-state: ConnectError: ...
 """
 
 from __future__ import annotations
@@ -126,11 +133,63 @@ def backoff_ms(policy: RetryPolicy, retry: int, uniform: float) -> float:
     return capped + capped * policy.jitter_factor * uniform
 
 
+class NotReady(Exception):
+    """An answer that says the peer is not ready yet (an HTTP 503 with a reason): the peer is
+    there, so it is not a failure to reach it. An attempt raises it; it is retried only when
+    `retriable` accepts it, after `retry_after` seconds when the peer said how long (at most
+    the policy's maximum backoff), and when it is the last word it is counted as `not_ready`,
+    not as a failure."""
+
+    def __init__(self, message: str, retry_after: float | None = None) -> None:
+        super().__init__(message)
+        self.retry_after = retry_after
+
+
+@dataclass(frozen=True, slots=True)
+class Retrying:
+    """One retry about to happen: after attempt `attempt - 1` of `attempts` failed with
+    `error` (described as `reason`), attempt `attempt` starts in `delay` seconds."""
+
+    operation: str
+    target: str  # what the operation is against (a URL, bootstrap servers), or ""
+    attempt: int
+    attempts: int
+    delay: float
+    reason: str
+    error: BaseException
+
+    def __str__(self) -> str:
+        wait = f"{self.delay:.1f}s" if self.delay >= 0.1 else f"{self.delay * 1000:.0f}ms"
+        return (
+            f"retrying {self.attempt}/{self.attempts} in {wait}: "
+            f"{_subject(self.operation, self.target)}: {self.reason}"
+        )
+
+
+def announce(retrying: Retrying) -> None:
+    """`on_retry` for commands a person waits on: each retry is a warning, as it happens."""
+    logger.warning("%s", retrying)
+
+
+def _quiet(retrying: Retrying) -> None:
+    logger.debug("%s", retrying)
+
+
+def describe_error(error: BaseException) -> str:
+    """`Type: message`, the default description of an error in retry and failure lines."""
+    return f"{type(error).__name__}: {error}" if str(error) else type(error).__name__
+
+
+def _subject(operation: str, target: str) -> str:
+    return f"{operation} {target}" if target else operation
+
+
 @dataclass(slots=True)
 class OperationCounts:
     retries: int = 0
     failures: int = 0
     successes: int = 0
+    not_ready: int = 0  # the last answer said "not ready yet" (NotReady): not a failure
 
 
 class RetryStats:
@@ -140,24 +199,36 @@ class RetryStats:
         self._lock = threading.Lock()
         self._counts: dict[str, OperationCounts] = {}
 
-    def record(self, operation: str, *, retries: int = 0, failures: int = 0, successes: int = 0
-               ) -> None:  # fmt: skip
+    def record(self, operation: str, *, retries: int = 0, failures: int = 0, successes: int = 0,
+               not_ready: int = 0) -> None:  # fmt: skip
         with self._lock:
             counts = self._counts.setdefault(operation, OperationCounts())
             counts.retries += retries
             counts.failures += failures
             counts.successes += successes
+            counts.not_ready += not_ready
 
     def snapshot(self) -> dict[str, OperationCounts]:
         with self._lock:
-            return {name: OperationCounts(c.retries, c.failures, c.successes)
+            return {name: OperationCounts(c.retries, c.failures, c.successes, c.not_ready)
                     for name, c in sorted(self._counts.items())}  # fmt: skip
 
     def summary(self) -> str:
-        """One line for a CLI's closing summary."""
-        parts = [f"{name}: {c.successes} ok, {c.retries} retries, {c.failures} failed"
-                 for name, c in self.snapshot().items()]  # fmt: skip
+        """One line for a CLI's closing summary. Answers that said "not ready" (a broker being
+        restarted says so through its agent) are counted apart from failures, and shown only
+        when there were some."""
+        parts = []
+        for name, c in self.snapshot().items():
+            waiting = f", {c.not_ready} answered not ready" if c.not_ready else ""
+            parts.append(f"{name}: {c.successes} ok{waiting}, {c.retries} retries, "
+                         f"{c.failures} failed")  # fmt: skip
         return "; ".join(parts) or "no network operations"
+
+    def to_json(self) -> dict[str, dict[str, int]]:
+        """The counts by operation, for JSON output (camelCase, as every JSON rollguard writes)."""
+        return {name: {"ok": c.successes, "notReady": c.not_ready, "retries": c.retries,
+                       "failed": c.failures}
+                for name, c in self.snapshot().items()}  # fmt: skip
 
 
 def _is_retriable(retriable: Retriable, error: BaseException) -> bool:
@@ -177,23 +248,40 @@ class _Attempts:
     uniform: Callable[[], float]
     clock: Callable[[], float]
     deadline: float | None
+    target: str = ""
+    describe: Callable[[BaseException], str] = describe_error
+    on_retry: Callable[[Retrying], object] = _quiet
 
     def delay_after(self, retry: int, error: Exception) -> float | None:
-        """Seconds to wait before the next attempt, or None to give up (counted as a failure)."""
+        """Seconds to wait before the next attempt, or None to give up: counted as a failure,
+        or as `not_ready` when the last word was an answer saying so (`NotReady`)."""
+        answered = isinstance(error, NotReady)
+        subject = _subject(self.operation, self.target)
         if not _is_retriable(self.retriable, error) or retry >= self.policy.max_retries:
-            if retry >= self.policy.max_retries and retry:
-                logger.warning("%s failed after %d attempts: %s", self.operation, retry + 1, error)
-            self._record(failures=1)
+            if retry >= self.policy.max_retries and retry and not answered:
+                logger.warning("%s: failed after %d attempts: %s",
+                               subject, retry + 1, self.describe(error))  # fmt: skip
+            self._give_up(answered)
             return None
         delay = backoff_ms(self.policy, retry, self.uniform()) / 1000
+        if isinstance(error, NotReady) and error.retry_after is not None:  # honoured, capped
+            delay = min(max(error.retry_after, 0.0), self.policy.max_backoff_ms / 1000)
         if self.deadline is not None and self.clock() + delay >= self.deadline:
-            logger.warning("%s failed, and no time is left to retry: %s", self.operation, error)
-            self._record(failures=1)
+            if not answered:
+                logger.warning("%s: failed, and no time is left to retry: %s",
+                               subject, self.describe(error))  # fmt: skip
+            self._give_up(answered)
             return None
-        logger.debug("%s: attempt %d failed (%s); retrying in %.3fs",
-                     self.operation, retry + 1, error, delay)  # fmt: skip
         self._record(retries=1)
+        reason = self.describe(error)
+        self.on_retry(
+            Retrying(self.operation, self.target, retry + 2, self.policy.attempts, delay, reason,
+                     error)
+        )  # fmt: skip
         return delay
+
+    def _give_up(self, answered: bool) -> None:
+        self._record(**({"not_ready": 1} if answered else {"failures": 1}))
 
     def _record(self, **counts: int) -> None:
         if self.stats is not None:
@@ -214,6 +302,9 @@ async def retry_async(
     uniform: Callable[[], float] = random.random,
     clock: Callable[[], float] = time.monotonic,
     deadline: float | None = None,
+    target: str = "",
+    describe: Callable[[BaseException], str] = describe_error,
+    on_retry: Callable[[Retrying], object] | None = None,
 ) -> T:
     """Await `attempt()` until it succeeds, retrying errors that `retriable` accepts.
 
@@ -221,8 +312,13 @@ async def retry_async(
     event loop; cancellation (during an attempt or a wait) propagates at once and counts nothing.
     After the last attempt, or on an error that is not retriable, the last error is raised as is.
     `deadline` (on `clock`) stops retrying when the next wait would pass it.
+
+    `on_retry` is told of each retry before its wait (`announce`: a warning a retry; default: a
+    debug line); `target` (what the operation is against) and `describe` (an error's words) go
+    into those lines and into the warning after the last attempt.
     """
-    attempts = _Attempts(policy, operation, retriable, stats, uniform, clock, deadline)
+    attempts = _Attempts(policy, operation, retriable, stats, uniform, clock, deadline,
+                         target, describe, on_retry or _quiet)  # fmt: skip
     retry = 0
     while True:
         try:
@@ -249,9 +345,13 @@ def retry_sync(
     uniform: Callable[[], float] = random.random,
     clock: Callable[[], float] = time.monotonic,
     deadline: float | None = None,
+    target: str = "",
+    describe: Callable[[BaseException], str] = describe_error,
+    on_retry: Callable[[Retrying], object] | None = None,
 ) -> T:
     """The blocking twin of `retry_async`, for code that is not asynchronous."""
-    attempts = _Attempts(policy, operation, retriable, stats, uniform, clock, deadline)
+    attempts = _Attempts(policy, operation, retriable, stats, uniform, clock, deadline,
+                         target, describe, on_retry or _quiet)  # fmt: skip
     retry = 0
     while True:
         try:

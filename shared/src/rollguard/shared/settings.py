@@ -3,8 +3,14 @@
 A command declares its settings as an `Options` dataclass whose fields are `option(...)`s: the
 flag `--<field-name>`, its default (in the flag's own syntax: the one place it is written),
 converter (`rollguard.shared.converters`, re-exported here), help, and where it applies
-deprecated names, a switch, a variable of its own. Commands compose them by inheritance and
-read them once, at start-up, with `load`, which checks across options too (`check`).
+deprecated names, a switch, a variable of its own, the `Group` its --help lists it under and
+the commands it applies to. Commands compose them by inheritance and read them once, at start-up,
+with `load`, which checks across options too (`check`).
+
+One options class may serve several commands (`rollguard roll` and `plan`): an option declared
+with `commands=` belongs to those alone. The others still accept it, so that one command line
+serves both, but leave it out of their --help, never read its variable, keep its default, and
+say on stderr that they ignore it when it is given.
 
 Where a value comes from depends on whether the command has an environment prefix:
 
@@ -25,10 +31,10 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import logging
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from types import MappingProxyType
-from typing import Any, NamedTuple, Self
+from typing import Any, ClassVar, NamedTuple, Self
 
 from rollguard.shared.cli import Parser, argument_type
 from rollguard.shared.converters import (
@@ -54,8 +60,10 @@ from rollguard.shared.errors import ConfigError
 from rollguard.shared.retry import MAX_INT, RETRY_SETTINGS, RetryPolicy, policy_from_settings
 
 __all__ = [
+    "RETRIES",
     "Deprecated",
     "Flag",
+    "Group",
     "HostPort",
     "Options",
     "RetryOptions",
@@ -97,6 +105,14 @@ def same(text: str) -> str:
 
 
 @dataclass(frozen=True, slots=True)
+class Group:
+    """A section of a command's --help: a title, and a line on what its flags decide."""
+
+    title: str
+    description: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
 class Flag:
     name: str
     default: str | None
@@ -109,9 +125,14 @@ class Flag:
     # The variable's name after the prefix, when it is not the flag's name: a tool whose prefix
     # repeats the flag's first word (ROLLGUARD_CONNECT_ and --connect-url) says it once.
     variable: str | None = None
+    group: Group | None = None  # its section of --help (None: the parser's own "options")
+    commands: frozenset[str] = frozenset()  # the commands it applies to; empty: every one
 
     def env(self, prefix: str) -> str:
         return prefix + self.variable if self.variable else env_name(prefix, self.name)
+
+    def applies_to(self, command: str | None) -> bool:
+        return command is None or not self.commands or command in self.commands
 
 
 def env_name(prefix: str, name: str) -> str:
@@ -135,39 +156,62 @@ _RETRY_CONVERTERS: dict[str, Callable[[str], Any]] = {
 }
 
 
-def add_flags(parser: argparse.ArgumentParser, flags: Iterable[Flag], prefix: str | None) -> None:
-    """Each flag as an option of `parser`, its deprecated names hidden. With a prefix, argparse
-    keeps the text for `resolve` (the help adds the default and the variable); without one,
-    argparse converts it (see `_add_converted`)."""
+def add_flags(
+    parser: argparse.ArgumentParser,
+    flags: Iterable[Flag],
+    prefix: str | None,
+    *,
+    command: str | None = None,
+    sections: Sequence[Group] = (),
+) -> None:
+    """Each flag as an option of `parser`, its deprecated names hidden, under its group's
+    section of --help: the `sections` in their order, then any other in the order met. With a
+    prefix, argparse keeps the text for `resolve` (the help adds the default and the variable);
+    without one, argparse converts it (see `_add_converted`). A flag that does not apply to
+    `command` is accepted and hidden (see `Options.load`)."""
+    flags = list(flags)
+    shown = [f for f in flags if f.applies_to(command)]
+    groups = list(dict.fromkeys([*sections, *(f.group for f in shown if f.group is not None)]))
+    containers: dict[Group | None, Any] = {None: parser}
+    for group in groups:
+        if any(f.group == group for f in shown):
+            containers[group] = parser.add_argument_group(group.title, group.description)
     for flag in flags:
+        hidden = not flag.applies_to(command)
+        container = parser if hidden else containers[flag.group]
+        if hidden:  # parsed, so that `load` can tell it was given, and nothing else
+            flag = dataclasses.replace(flag, help=argparse.SUPPRESS, default=None, required=False)
         if prefix is None:
-            _add_converted(parser, flag)
+            _add_converted(parser, container, flag)
             continue
-        default = f" (default: {flag.default})" if flag.default is not None else ""
+        # An empty default ("" for none) is not shown: the help says what happens without it.
+        default = f" (default: {flag.default})" if flag.default else ""
         required = " (required)" if flag.required else ""
         text = f"{flag.help}{default}{required}; env {flag.env(prefix)}"
+        if flag.help == argparse.SUPPRESS:
+            text = argparse.SUPPRESS
         if flag.switch:
-            parser.add_argument(f"--{flag.name}", action="store_const", const="true", help=text)
+            container.add_argument(f"--{flag.name}", action="store_const", const="true", help=text)
         else:
-            parser.add_argument(f"--{flag.name}", metavar=flag.metavar or None, help=text)
+            container.add_argument(f"--{flag.name}", metavar=flag.metavar or None, help=text)
         for old, _ in flag.deprecated:
             parser.add_argument(f"--{old}", dest=_dest(old), help=argparse.SUPPRESS)
 
 
-def _add_converted(parser: argparse.ArgumentParser, flag: Flag) -> None:
+def _add_converted(parser: argparse.ArgumentParser, container: Any, flag: Flag) -> None:
     """A flag of a command without variables: argparse converts the value as it parses (a bad one
     is its usage error, `argument --days: ...`, exit 2), and the default too; the help is the
-    flag's own words. A deprecated name is `Parser.add_renamed`'s (it warns on stderr), so it
-    keeps the flag's syntax (`same`)."""
+    flag's own words, in `container` (the parser or one of its argument groups). A deprecated
+    name is `Parser.add_renamed`'s (it warns on stderr), so it keeps the flag's syntax (`same`)."""
     name = f"--{flag.name}"
     if flag.switch:
         default = None if flag.default is None else flag.convert(flag.default)
         const = flag.convert("true")
-        parser.add_argument(
+        container.add_argument(
             name, action="store_const", const=const, default=default, help=flag.help or None
         )
     else:
-        parser.add_argument(
+        container.add_argument(
             name,
             type=argument_type(flag.convert),
             default=flag.default,
@@ -278,12 +322,27 @@ def option(
     switch: bool = False,
     deprecated: tuple[Deprecated, ...] = (),
     variable: str | None = None,
+    group: Group | None = None,
+    commands: Iterable[str] = (),
 ) -> Any:
     """A field of an `Options` dataclass: the flag `--<field-name>` (`_` as `-`; a trailing `_`,
     as in `from_`, dropped), its variable `<PREFIX><FIELD_NAME>` (or `<PREFIX><variable>`) in a
     command with a prefix, its default (in the flag's own syntax, converted like any value: the
-    one place a default is written), converter, help and metavar."""
-    spec = Flag("", default, convert, help, metavar, required, switch, deprecated, variable)
+    one place a default is written), converter, help and metavar; its section of --help, and
+    the commands it applies to (none given: every command of the options)."""
+    spec = Flag(
+        "",
+        default,
+        convert,
+        help,
+        metavar,
+        required,
+        switch,
+        deprecated,
+        variable,
+        group,
+        frozenset(commands),
+    )
     return dataclasses.field(metadata={_OPTION: spec})
 
 
@@ -291,19 +350,33 @@ class Options:
     """The base of a command's typed settings: a frozen, keyword-only dataclass whose fields are
     declared with `option(...)`. Commands compose them by inheritance (the roll's options are
     the agent's, the platform's, the retry policy's and its own), add them to their parser with
-    `add_flags` and read them with `load`, with the same prefix (None: no variables)."""
+    `add_flags` and read them with `load`, with the same prefix (None: no variables) and the
+    same command (None: every option applies)."""
+
+    # The section of --help of the options a class declares (unless one names its own), and
+    # the order of the sections; a section not listed comes after these, in the order met.
+    group: ClassVar[Group | None] = None
+    sections: ClassVar[tuple[Group, ...]] = ()
 
     @classmethod
     def flags(cls) -> tuple[Flag, ...]:
-        return tuple(
-            dataclasses.replace(f.metadata[_OPTION], name=_flag_name(f.name))
-            for f in dataclasses.fields(cls)  # type: ignore[arg-type]
-            if _OPTION in f.metadata
-        )
+        declared_by: dict[str, type] = {}  # each field's class (the most derived one)
+        for klass in reversed(cls.__mro__):
+            declared_by.update(dict.fromkeys(vars(klass).get("__annotations__", {}), klass))
+        flags = []
+        for f in dataclasses.fields(cls):  # type: ignore[arg-type]
+            if _OPTION not in f.metadata:
+                continue
+            spec = f.metadata[_OPTION]
+            group = spec.group or vars(declared_by[f.name]).get("group")
+            flags.append(dataclasses.replace(spec, name=_flag_name(f.name), group=group))
+        return tuple(flags)
 
     @classmethod
-    def add_flags(cls, parser: argparse.ArgumentParser, prefix: str | None = None) -> None:
-        add_flags(parser, cls.flags(), prefix)
+    def add_flags(
+        cls, parser: argparse.ArgumentParser, prefix: str | None = None, command: str | None = None
+    ) -> None:
+        add_flags(parser, cls.flags(), prefix, command=command, sections=cls.sections)
 
     @classmethod
     def load(
@@ -313,13 +386,18 @@ class Options:
         prefix: str | None = None,
         *,
         legacy_prefix: str | None = None,
+        command: str | None = None,
     ) -> Self:
         """The options, checked: with a prefix, command line, else environment, else default,
-        converted here (`resolve`); without one, as argparse converted them."""
+        converted here (`resolve`); without one, as argparse converted them. An option that
+        does not apply to `command` keeps its default, and a warning names it if it was given."""
+        used = [flag for flag in cls.flags() if flag.applies_to(command)]
+        unused = [flag for flag in cls.flags() if not flag.applies_to(command)]
         if prefix is None:
-            values = {flag.name: getattr(args, _dest(flag.name)) for flag in cls.flags()}
+            values = {flag.name: getattr(args, _dest(flag.name)) for flag in used}
         else:
-            values = resolve(args, environ, cls.flags(), prefix, legacy_prefix=legacy_prefix)
+            values = resolve(args, environ, used, prefix, legacy_prefix=legacy_prefix)
+        values.update(_ignored(args, unused, command))
         fields = {_flag_name(f.name): f.name for f in dataclasses.fields(cls)}  # type: ignore[arg-type]
         options = cls(**{fields[name]: value for name, value in values.items()})
         options.check()
@@ -327,6 +405,28 @@ class Options:
 
     def check(self) -> None:
         """Checks across options (ConfigError); each class adds its own and calls super()."""
+
+
+def _ignored(args: argparse.Namespace, flags: list[Flag], command: str | None) -> dict[str, Any]:
+    """The defaults of the options `command` does not take; one warning names those given."""
+    given = {
+        f"--{name}": flag
+        for flag in flags
+        for name in (flag.name, *(old for old, _ in flag.deprecated))
+        if getattr(args, _dest(name), None) is not None
+    }
+    if given:
+        owners = sorted({c for flag in given.values() for c in flag.commands})
+        logger.warning(
+            "%s ignores %s: %s for %s only",
+            command,
+            ", ".join(given),
+            "it is" if len(given) == 1 else "they are",
+            " and ".join(owners),
+        )
+    return {
+        flag.name: None if flag.default is None else flag.convert(flag.default) for flag in flags
+    }
 
 
 def _flag_name(field: str) -> str:
@@ -346,6 +446,11 @@ def default_of(cls: type[Any], name: str) -> Any:
     raise LookupError(f"{cls.__name__} has no field {name} with a default")
 
 
+RETRIES = Group(
+    "retries", "a request that failed for a reason that may pass is tried again, with this backoff"
+)
+
+
 def _retry_option(name: str) -> Any:
     setting = next(s for s in RETRY_SETTINGS if s.name == name)
     return option(setting.default, _RETRY_CONVERTERS[name], setting.help, "N")
@@ -354,6 +459,8 @@ def _retry_option(name: str) -> Any:
 @dataclasses.dataclass(frozen=True, kw_only=True)
 class RetryOptions(Options):
     """The retry policy's five options, the same in every network client (`--retry-*`)."""
+
+    group = RETRIES
 
     retry_max_retries: int = _retry_option("retry-max-retries")
     retry_initial_backoff_ms: float = _retry_option("retry-initial-backoff-ms")

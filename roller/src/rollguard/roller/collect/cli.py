@@ -111,6 +111,12 @@ async def _collect(options: CollectOptions, stats: RetryStats) -> int:
             print(f"{node.node:<24} {describe_pull(node)}")
     for line in result.events.malformed:
         print(f"rollguard: malformed event skipped: {line}", file=sys.stderr)
+    for other, count in sorted(result.events.other_clusters.items()):
+        print(
+            f"rollguard: {count} events of cluster {other} left out (this is cluster "
+            f"{dataset.cluster}; collect them with that cluster's inventory or --cluster)",
+            file=sys.stderr,
+        )
     records = sum(n.records for n in result.nodes)
     gaps = sum(len(n.expired) for n in result.nodes)
     print(

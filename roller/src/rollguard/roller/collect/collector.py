@@ -236,6 +236,6 @@ async def collect(
 
         results = list(await asyncio.gather(*(one(n) for n in nodes if n.agent_url)))
         event_rows: list[dict[str, Any]] = []
-        events_result = read_events(files, state.events, event_rows)
+        events_result = read_events(files, state.events, event_rows, dataset.cluster)
         written = dataset.commit(state, rows, event_rows)
     return CollectResult(results, events_result, written, time.monotonic() - started)

@@ -27,6 +27,7 @@ class EventsResult:
     files: int = 0
     events: int = 0
     malformed: list[str] = field(default_factory=list)  # "file:line: why"
+    other_clusters: dict[str, int] = field(default_factory=dict)  # cluster -> events left
 
 
 def event_files(paths: Iterable[Path]) -> list[Path]:
@@ -42,10 +43,15 @@ def event_files(paths: Iterable[Path]) -> list[Path]:
 
 
 def read_events(
-    files: Iterable[Path], cursors: dict[str, FileCursor], rows: list[dict[str, Any]]
+    files: Iterable[Path],
+    cursors: dict[str, FileCursor],
+    rows: list[dict[str, Any]],
+    cluster: str | None = None,
 ) -> EventsResult:
     """Complete lines after each file's cursor in `cursors` (keyed by the resolved path, moved
-    past what was read); a file replaced or cut short is read again."""
+    past what was read); a file replaced or cut short is read again. An event that names
+    another cluster than `cluster` (rolls of several clusters share a --state-dir) is left out
+    and counted; one that names none (an older roller's) is this cluster's."""
     result = EventsResult()
     for path in files:
         key = str(path.resolve())
@@ -59,7 +65,12 @@ def read_events(
         complete = data[: data.rfind(b"\n") + 1]  # a line being written stays for next time
         for line_no, line in enumerate(complete.splitlines(), 1):
             try:
-                rows.append(_event_row(json.loads(line)))
+                entry = json.loads(line)
+                other = entry.get("cluster")
+                if cluster is not None and other is not None and other != cluster:
+                    result.other_clusters[str(other)] = result.other_clusters.get(str(other), 0) + 1
+                    continue
+                rows.append(_event_row(entry))
                 result.events += 1
             except (ValueError, KeyError, TypeError) as exc:
                 result.malformed.append(

@@ -1,19 +1,22 @@
 """`rollguard roll` and `rollguard plan`: the roll's commands (`rollguard state`: `state.py`).
 
     rollguard roll  (--inventory FILE | --namespace NS --selector SEL) --bootstrap HOST:PORT ...
-    rollguard plan  (same flags): the same observation and decisions, printed; nothing restarted,
-        nothing written
+    rollguard plan  (same flags): the same observation and decisions, printed with why each node
+        is in the plan, its place in the order and what holds it; nothing restarted, nothing
+        written (roll's own flags are accepted and ignored, with a warning)
 
 Every option can also be set as `ROLLGUARD_<OPTION>`. Exit codes: `roll` 0 rolled, 1 the roll
-failed (the reason names the node and the cause), 2 bad flags, variables or files (nothing was
-restarted), 3 interrupted by SIGINT or SIGTERM (resume with --resume ROLL_ID); `plan` 0, or 1
-when the cluster cannot be observed.
+failed (the reason names the node and the cause), 2 bad flags, variables, files or node names,
+or no journal to resume (nothing was restarted), 3 interrupted by SIGINT or SIGTERM (resume with
+--resume ROLL_ID); `plan` 0, 1 when the cluster cannot be observed, or 2.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
+import logging
 import os
 import secrets
 import signal
@@ -45,14 +48,19 @@ from rollguard.roller.roll.lease import Lease, default_holder
 from rollguard.roller.roll.lease_file import LEASE_FILE, FileLease
 from rollguard.roller.roll.lease_kubernetes import KUBERNETES_LEASE, KubernetesLease
 from rollguard.roller.roll.options import RollOptions
+from rollguard.roller.roll.planning import plan_lines
 from rollguard.roller.roll.progress import RecoveryTracker
 from rollguard.roller.roll.roller import Roller
-from rollguard.shared.cli import ExitCode, run_until_signal
+from rollguard.shared.cli import ExitCode, failure_json, report_failure, run_until_signal
 from rollguard.shared.errors import ConfigError, RollguardError
+from rollguard.shared.logs import FAILURE, PROGRESS
 from rollguard.shared.retry import RetryStats
 from rollguard.shared.settings import (
     format_duration,
 )
+
+logger = logging.getLogger(__name__)
+progress = logging.getLogger(PROGRESS)  # the roll's progress lines, on stderr
 
 
 def check_state_dir(folder: Path) -> None:
@@ -67,6 +75,13 @@ def check_state_dir(folder: Path) -> None:
     if not os.access(existing, os.W_OK | os.X_OK):
         what = "is not writable" if existing == folder else f"cannot be created in {existing}"
         raise ConfigError(f"--state-dir {folder}: {what}")
+
+
+# What every roll and plan needs, then the sections of --help (the full list is 40 flags long).
+USAGE = (
+    "(--inventory FILE | --namespace NS --selector SELECTOR)\n"
+    f"{'':22}--bootstrap SERVERS --cert PATH --key PATH --cacert PATH [options]"
+)
 
 
 def add_parsers(sub: Any) -> None:
@@ -86,9 +101,13 @@ def add_parsers(sub: Any) -> None:
         ),
     ):
         parser = sub.add_parser(
-            name, help=text, description=f"{text[0].upper()}{text[1:]}. Example:\n  {example}"
+            name,
+            help=text,
+            description=f"{text[0].upper()}{text[1:]}. Example:\n  {example}",
+            usage=f"rollguard {name} {USAGE}",
         )
-        RollOptions.add_flags(parser, ENV_PREFIX)
+        # Each command lists its own flags, by section; `plan` accepts roll's too, hidden.
+        RollOptions.add_flags(parser, ENV_PREFIX, command=name)
         parser.set_defaults(run=roll_command)
 
 
@@ -96,13 +115,19 @@ def add_parsers(sub: Any) -> None:
 
 
 def _platform(
-    options: RollOptions, agents: AgentClient, stack: ExitStack, roll_id: str
+    options: RollOptions, agents: AgentClient, stack: ExitStack, roll_id: str, *, plan: bool
 ) -> tuple[Platform, JournalStore, Lease]:
     """The platform, the roll journal's store and the cluster's lease: files in --state-dir for
     an inventory, a ConfigMap and a coordination.k8s.io Lease on Kubernetes."""
     folder = options.state_dir
+    # `plan` runs nothing on the hosts (no restart or health command, no log of them): an
+    # inventory platform without a folder cannot.
     platform, sync_client = options.platform(
-        agents, stack, restart_timeout=options.restart_timeout, folder=folder, roll_id=roll_id
+        agents,
+        stack,
+        restart_timeout=options.restart_timeout,
+        folder=None if plan else folder,
+        roll_id=roll_id,
     )
     if sync_client is None:
         lease: Lease = FileLease(folder / LEASE_FILE, holder=default_holder(), roll_id=roll_id)
@@ -129,7 +154,9 @@ async def _run(command: str, options: RollOptions, stats: RetryStats, roll_id: s
     folder = options.state_dir
     with ExitStack() as stack:
         agents = options.agent_client(stats)
-        platform, journal, lease = _platform(options, agents, stack, roll_id)
+        platform, journal, lease = _platform(
+            options, agents, stack, roll_id, plan=command == "plan"
+        )
         properties = {}
         if options.kafka_properties is not None:
             properties = read_client_properties(options.kafka_properties)
@@ -138,12 +165,27 @@ async def _run(command: str, options: RollOptions, stats: RetryStats, roll_id: s
         observer = kafka.observe
         settings = options.settings()
         # `plan` writes nothing: no events, no journal, no lease.
+        cluster = options.cluster_name()
         events = EventLog(
-            None if command == "plan" else folder / f"events-{roll_id}.jsonl", roll_id
+            None if command == "plan" else folder / f"events-{roll_id}.jsonl",
+            roll_id,
+            cluster=cluster or None,
         )
         try:
             nodes = await platform.nodes()
-            display = LiveTable(nodes) if on_terminal() and options.output == "text" else None
+            # A live table only for a person at a terminal; anything else gets plain lines.
+            display = (
+                LiveTable(nodes)
+                if on_terminal() and options.output == "text" and options.log_format == "text"
+                else None
+            )
+            progress.info(
+                "%s: %d node%s; asking Kafka at %s (Admin API) and the agents",
+                command,
+                len(nodes),
+                "" if len(nodes) == 1 else "s",
+                options.bootstrap,
+            )
             roller = Roller(
                 platform,
                 observer,
@@ -160,7 +202,7 @@ async def _run(command: str, options: RollOptions, stats: RetryStats, roll_id: s
             if options.expectations is not None:
                 history = expectations.history_for(
                     options.expectations,
-                    options.cluster_name() or None,
+                    cluster or None,
                     nodes,
                     options.max_recovery_wait,
                 )
@@ -176,32 +218,37 @@ async def _run(command: str, options: RollOptions, stats: RetryStats, roll_id: s
                 except ConfigError:
                     raise
                 except RollguardError as exc:
-                    print(f"rollguard: plan failed: {exc}", file=sys.stderr)
-                    return ExitCode.FAILED
-                for entry in entries:
-                    if options.output == "json":
+                    json_output = options.output == "json"
+                    return report_failure(f"plan failed: {exc}", ExitCode.FAILED,
+                                          json_output=json_output)  # fmt: skip
+                if options.output == "json":
+                    for entry in entries:
                         print(json.dumps(entry.to_json()))
-                    else:
-                        print(f"{entry.node.name:<24} {entry.text()}")
+                else:
+                    print("\n".join(plan_lines(entries)))
                 if history is not None:
                     history.announce(entries, options.restart_estimate, options.output, events)
                 return 0
             if history is not None:
                 try:
-                    history.announce(
-                        await roller.plan(), options.restart_estimate, options.output, events
-                    )
+                    # The roll checks its agents itself, at once.
+                    entries = await roller.plan(check_agents=False)
+                    history.announce(entries, options.restart_estimate, options.output, events)
                 except RollguardError as exc:  # the roll itself says it better, at once
-                    print(f"rollguard: no prediction: {exc}", file=sys.stderr)
-            if display is not None:
-                stack.enter_context(display)
-            print(f"roll {roll_id}: journal and events in {folder}", file=sys.stderr)
-            try:
-                result = await roller.roll(roll_id, resume=options.resume is not None)
-            except ConfigError:
-                raise  # exit 2: nothing was restarted
-            except RollguardError as exc:  # RollFailed, LeaseHeld, a platform's error...
-                _finish(options, roll_id, "failed", str(exc), stats)
+                    logger.warning("no prediction: %s", exc)
+            progress.info("roll %s: journal and events in %s", roll_id, folder)
+            # The table is gone before the outcome is printed: it is stdout's, not the table's.
+            with display if display is not None else contextlib.nullcontext():
+                try:
+                    result = await roller.roll(roll_id, resume=options.resume is not None)
+                except ConfigError:
+                    raise  # exit 2: nothing was restarted
+                except RollguardError as exc:  # RollFailed, LeaseHeld, a platform's error...
+                    failure: RollguardError | None = exc
+                else:
+                    failure = None
+            if failure is not None:
+                _finish(options, roll_id, "failed", str(failure), stats)
                 return ExitCode.FAILED
             detail = f"restarted {len(result.restarted)}, skipped {len(result.skipped)}"
             if history is not None and history.predicted is not None:
@@ -221,6 +268,8 @@ PROGRESS_EVERY = 5.0  # seconds between two recovery progress lines of one node,
 
 
 def _progress(display: LiveTable | None, output: str):  # type: ignore[no-untyped-def]
+    """Where progress goes: the live table (a terminal), one JSON object a line on stdout
+    (`--output json`: the stream a program reads), else log lines on stderr (`--log-format`)."""
     last: dict[str, str] = {}
     last_line: dict[str, float] = {}
 
@@ -244,7 +293,7 @@ def _progress(display: LiveTable | None, output: str):  # type: ignore[no-untype
             due = tracker is not None and now - last_line.get(node.name, 0.0) >= PROGRESS_EVERY
             if last.get(node.name) != state or due:
                 last[node.name], last_line[node.name] = state, now
-                print(f"{node.name}: {text}", file=sys.stderr, flush=True)
+                progress.info("%s: %s", node.name, text)
 
     return report
 
@@ -252,32 +301,50 @@ def _progress(display: LiveTable | None, output: str):  # type: ignore[no-untype
 def _finish(
     options: RollOptions, roll_id: str, outcome: str, detail: str, stats: RetryStats
 ) -> None:
+    """The roll's outcome: its result on stdout (a line, or an object that carries the error
+    when it failed), and the same as the last line of stderr's progress (or its failure line),
+    so that `roll > result` and `roll 2> progress.log` each end with it. Once, when both streams
+    are one file (`> roll.log 2>&1`, or one terminal)."""
+    line = f"roll {roll_id} {outcome}: {detail}; {stats.summary()}"
     if options.output == "json":
-        print(
-            json.dumps(
-                {
-                    "rollId": roll_id,
-                    "outcome": outcome,
-                    "detail": detail,
-                    "retries": stats.summary(),
-                }
-            )
-        )
+        result: dict[str, Any] = {
+            "rollId": roll_id,
+            "outcome": outcome,
+            "detail": detail,
+            "retries": stats.summary(),
+            "operations": stats.to_json(),
+            "stateDir": str(options.state_dir),
+        }
+        if outcome == "failed":
+            result.update(failure_json(detail, ExitCode.FAILED))
+        print(json.dumps(result), flush=True)
     else:
-        print(f"roll {roll_id} {outcome}: {detail}; {stats.summary()}", file=sys.stderr)
+        print(f"{line}; journal and events in {options.state_dir}", flush=True)
+    if options.output == "json" or not _one_destination():
+        if outcome == "failed":
+            report_failure(line, ExitCode.FAILED)  # the JSON object above carries it
+        else:
+            progress.info("%s", line)
+
+
+def _one_destination() -> bool:
+    """stdout and stderr are the same open file."""
+    try:
+        return os.path.sameopenfile(sys.stdout.fileno(), sys.stderr.fileno())
+    except (OSError, ValueError):  # not real files (captured): two destinations
+        return False
 
 
 def roll_command(args: argparse.Namespace, environ: Mapping[str, str]) -> int:
-    options = RollOptions.load(args, environ, ENV_PREFIX)
-    check_state_dir(options.state_dir)
+    options = RollOptions.load(args, environ, ENV_PREFIX, command=args.command)
+    if args.command == "roll":  # `plan` writes nothing
+        check_state_dir(options.state_dir)
     roll_id = options.resume or options.roll_id or _new_roll_id()
 
     def interrupted(signum: signal.Signals) -> None:
         if args.command == "roll":
-            print(
-                f"rollguard: interrupted by {signum.name}; resume with --resume {roll_id}",
-                file=sys.stderr,
-            )
+            failure = logging.getLogger(FAILURE)
+            failure.error("interrupted by %s; resume with --resume %s", signum.name, roll_id)
 
     return run_until_signal(
         _run(args.command, options, RetryStats(), roll_id), interrupted=interrupted

@@ -100,16 +100,25 @@ Action = Restart | Defer | Fail | AwaitReady | AwaitRecovery | AwaitUnknown
 AfterRestart = Back | Fail | AwaitReady | AwaitRecovery | AwaitUnknown
 
 
-def wanted(node: Node, view: PlatformView, settings: RollSettings) -> tuple[bool, str]:
-    """Whether a roll takes `node`, and why not when it does not."""
+def wanted(
+    node: Node, view: PlatformView, settings: RollSettings, *, revisions: bool = True
+) -> tuple[bool, str]:
+    """Whether a roll takes `node`, and why (or why not). `revisions`: the platform knows which
+    revision a node should run (Kubernetes); an inventory does not, so it has every node out of
+    date at every roll, and the reason says so."""
     if node.name in settings.skip:
         return False, "skipped with --skip"
     if view.opted_out:
         return False, "opted out by annotation"
     if settings.only:
-        return (node.name in settings.only), "not named by --only"
-    if settings.all_nodes or not view.up_to_date or view.stuck:
-        return True, ""
+        named = node.name in settings.only
+        return named, "named by --only" if named else "not named by --only"
+    if view.stuck:
+        return True, f"stuck ({view.stuck})"
+    if not view.up_to_date:
+        return True, "outdated pod revision" if revisions else "inventory (no revision to compare)"
+    if settings.all_nodes:
+        return True, "--all"
     return False, "already runs the desired revision"
 
 
@@ -183,7 +192,7 @@ def decide(
 
 def _unavailable(answer: AgentAnswer | None) -> str:
     if isinstance(answer, AgentUnavailable):
-        return f"{answer.reason}: {answer.message}"
+        return answer.describe()  # with the agent's URL, as every message about an agent
     return describe_answer(answer)
 
 

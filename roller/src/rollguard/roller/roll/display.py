@@ -1,8 +1,13 @@
-"""Live progress of a roll: a table on a terminal (rich), log lines otherwise."""
+"""Live progress of a roll: a table on a terminal (rich), log lines otherwise.
+
+The table is drawn on stderr and takes stderr's other lines (warnings, retries) above itself;
+stdout is left alone, so that the roll's result still goes where stdout was sent.
+"""
 
 from __future__ import annotations
 
 import logging
+import re
 import sys
 from types import TracebackType
 
@@ -17,6 +22,7 @@ logger = logging.getLogger(__name__)
 
 
 DETAIL_WIDTH = 72  # what a node waits on, cut to fit a terminal line
+_AGENT_URL = re.compile(r"https://\S+?: ")  # `https://kafka-0:8443/v1/broker-state: ` in reasons
 
 
 class LiveTable:
@@ -27,7 +33,9 @@ class LiveTable:
         self.rows: dict[str, tuple[str, str, str, str]] = {
             n.name: ("pending", "", "", "") for n in nodes
         }
-        self._live = Live(self._table(), console=Console(stderr=True), auto_refresh=False)
+        self._live = Live(
+            self._table(), console=Console(stderr=True), auto_refresh=False, redirect_stdout=False
+        )
 
     def __enter__(self) -> LiveTable:
         self._live.__enter__()
@@ -51,7 +59,8 @@ class LiveTable:
             remaining = tracker.eta()
             eta = format_duration(remaining) if remaining is not None else "?"
         state, _, detail = text.partition(":")
-        detail = detail.strip()
+        # The row names the node: its agent's URL would leave no room for what it said.
+        detail = _AGENT_URL.sub("", detail.strip())
         if len(detail) > DETAIL_WIDTH:
             detail = detail[: DETAIL_WIDTH - 1] + "…"
         self.rows[node.name] = (state, detail, bar, eta)

@@ -3,8 +3,9 @@ budgets and a predicted roll duration, from the `expectations.json` that `rollgu
 writes (format and formulas: `rollguard.shared.expectations`).
 
 - Which cluster's entries: the file's only cluster; with several, the one named as the
-  collector names this cluster's dataset (`PlatformOptions.cluster_name`: the inventory file's
-  stem, the selector's `strimzi.io/cluster`, or the namespace). A file with none of this
+  collector names this cluster's dataset (`PlatformOptions.cluster_name`: the inventory's
+  `cluster:`, else the inventory file's stem, the selector's `strimzi.io/cluster`, or the
+  namespace, said once). A file with none of this
   cluster's nodes is a usage error (exit 2): a budget from another cluster's history would be
   a guess.
 - The budget replaces `--max-recovery-wait` for that node, never above it

@@ -20,7 +20,10 @@ from enum import StrEnum
 from pathlib import Path
 from typing import Any, Protocol
 
-from rollguard.roller.configmap import ConfigMapStore, MissingKey
+from lightkube.resources.core_v1 import ConfigMap
+
+from rollguard.roller.configmap import MANAGED_BY, ConfigMapStore, MissingKey
+from rollguard.roller.kubernetes import API_ERRORS
 from rollguard.roller.roll.safety import Baseline
 from rollguard.shared.dataset import Event
 from rollguard.shared.errors import ConfigError, RollguardError
@@ -175,6 +178,32 @@ class JournalStore(Protocol):
 
     def save(self, record: RollRecord) -> None: ...
 
+    def where(self, roll_id: str) -> str:
+        """Where the journal of `roll_id` is (or would be), for messages."""
+        ...
+
+    def rolls(self) -> list[str] | None:
+        """The ids of the rolls on record here; None when they cannot be listed."""
+        ...
+
+
+ROLLS_SHOWN = 10  # roll ids a message lists, the last ones in name (and so time) order
+
+
+def nothing_to_resume(store: JournalStore, roll_id: str) -> ConfigError:
+    """The error of `--resume` without a journal (exit 2, nothing was done): where it was looked
+    for, and the rolls that are on record there."""
+    rolls = store.rolls()
+    if rolls is None:
+        there = ""
+    elif not rolls:
+        there = "; there is no roll on record there"
+    else:
+        shown = rolls[-ROLLS_SHOWN:]
+        more = f"{len(rolls) - len(shown)} older and " if len(rolls) > len(shown) else ""
+        there = f"; the rolls on record there: {more}{', '.join(shown)}"
+    return ConfigError(f"--resume {roll_id}: no roll journal {store.where(roll_id)}{there}")
+
 
 class FileJournalStore:
     """One file per roll: DIR/roll-ROLL_ID.json."""
@@ -184,6 +213,16 @@ class FileJournalStore:
 
     def path(self, roll_id: str) -> Path:
         return self.folder / f"roll-{roll_id}.json"
+
+    def where(self, roll_id: str) -> str:
+        return str(self.path(roll_id))
+
+    def rolls(self) -> list[str] | None:
+        try:
+            found = [p.name for p in self.folder.glob("roll-*.json")]
+        except OSError:
+            return None
+        return sorted(name[len("roll-") : -len(".json")] for name in found)
 
     def load(self, roll_id: str) -> RollRecord | None:
         try:
@@ -208,9 +247,10 @@ class EventLog:
     """Appends one JSON object a line, flushed at once; thread-safe. Without a path (`rollguard
     plan`, which writes nothing) events are dropped."""
 
-    def __init__(self, path: Path | None, roll_id: str) -> None:
+    def __init__(self, path: Path | None, roll_id: str, *, cluster: str | None = None) -> None:
         self.path = path
         self.roll_id = roll_id
+        self.cluster = cluster  # in every event: `rollguard collect` keeps each cluster's own
         self._lock = threading.Lock()
         self._failing = False
         if path is not None:
@@ -224,6 +264,7 @@ class EventLog:
         entry = {
             "ts": now_text(),
             "rollId": self.roll_id,
+            **({"cluster": self.cluster} if self.cluster else {}),
             "node": node,
             "action": action,
             "reason": reason,
@@ -259,6 +300,19 @@ class ConfigMapJournalStore:
 
     def _store(self, roll_id: str) -> ConfigMapStore:
         return ConfigMapStore(self.client, self.namespace, self.name(roll_id))
+
+    def where(self, roll_id: str) -> str:
+        return f"in {self._store(roll_id).where}"
+
+    def rolls(self) -> list[str] | None:
+        """Listed when the roller's Role allows it (`list` on configmaps); else None."""
+        prefix = self.name("")
+        try:
+            found = self.client.list(ConfigMap, namespace=self.namespace, labels=MANAGED_BY)
+            names = [cm.metadata.name for cm in found if cm.metadata is not None]
+        except API_ERRORS:
+            return None
+        return sorted(n[len(prefix) :] for n in names if n and n.startswith(prefix))
 
     def load(self, roll_id: str) -> RollRecord | None:
         try:

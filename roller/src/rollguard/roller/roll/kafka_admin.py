@@ -9,12 +9,19 @@ for batches by rack); and, after a batch, preferred leader elections (ElectLeade
 admin client is
 blocking, so calls run in a worker thread; its errors are translated here into
 `AdminApiError`.
+
+kafka-python keeps trying a bootstrap server that refuses connections until its bootstrap
+timeout (10 s here), so a `plan` against a closed port once sat silent for six attempts of ten
+seconds. Before a new admin client is made, each bootstrap server is connected to once: when
+every one refuses or does not resolve, the attempt fails at once, saying so; anything else (a
+host that does not answer) is left to the client and its timeout.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
+import socket
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -87,6 +94,26 @@ def read_client_properties(path: Path) -> dict[str, Any]:
 
 
 QUORUM_FETCH_TIMEOUT = "controller.quorum.fetch.timeout.ms"
+CONNECT_CHECK_TIMEOUT = 2.0  # seconds for the TCP check of one bootstrap server
+
+
+def refused_everywhere(bootstrap: str, timeout: float = CONNECT_CHECK_TIMEOUT) -> str | None:
+    """Why no bootstrap server can be reached at all: every one refused the connection or has
+    no address. None as soon as one accepts, or when one could not say (timed out): the client
+    then tries for its own timeout."""
+    reasons = []
+    for server in (s.strip() for s in bootstrap.split(",")):
+        host, _, port = server.rpartition(":")
+        try:
+            with socket.create_connection((host.strip("[]"), int(port)), timeout=timeout):
+                return None
+        except ConnectionRefusedError:
+            reasons.append(f"{server} refused the connection")
+        except socket.gaierror as exc:
+            reasons.append(f"{server} does not resolve ({exc.strerror or exc})")
+        except (OSError, ValueError):
+            return None
+    return "; ".join(reasons) or None
 
 
 def cluster_view(
@@ -193,6 +220,10 @@ class KafkaObserver:
         from kafka.admin import ConfigResource, ConfigResourceType
         from kafka.errors import KafkaError
 
+        if self._admin is None:
+            refused = refused_everywhere(self.bootstrap)
+            if refused is not None:
+                raise AdminApiError(f"Kafka Admin API at {self.bootstrap}: {refused}")
         try:
             admin = self._client()
             # Internal topics included: their partitions go below min ISR like any other.

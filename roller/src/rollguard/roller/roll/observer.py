@@ -29,7 +29,7 @@ from rollguard.roller.roll.journal import EventLog
 from rollguard.roller.roll.safety import voter_caught_up
 from rollguard.shared.dataset import Event
 from rollguard.shared.errors import RollguardError
-from rollguard.shared.retry import RetryPolicy, retry_async
+from rollguard.shared.retry import RetryPolicy, announce, retry_async
 
 logger = logging.getLogger(__name__)
 
@@ -70,6 +70,8 @@ class Observer:
                 operation="kafka-admin",
                 retriable=(RollguardError,),
                 sleep=self._sleep,
+                describe=str,  # an AdminApiError names the bootstrap servers and the cause
+                on_retry=announce,  # never silent while Kafka cannot be reached
             )
         except RollguardError as exc:
             self.say(None, "admin", Event.ADMIN_UNAVAILABLE, str(exc), logging.WARNING)

@@ -1,5 +1,10 @@
 """`rollguard roll` and `rollguard plan`'s options: every flag, with its default written once
-(the roll's timings are `RollSettings`' defaults), and the `RollSettings` they make."""
+(the roll's timings are `RollSettings`' defaults), and the `RollSettings` they make.
+
+Each flag says its section of --help and, when `plan` has no use for it (it restarts nothing,
+waits for nothing and writes nothing), that it is `roll`'s alone (`ROLL`): `plan --help` then
+leaves it out, and `plan` ignores it, with a warning when it is given.
+"""
 
 from __future__ import annotations
 
@@ -8,6 +13,8 @@ from pathlib import Path
 from typing import Any
 
 from rollguard.roller.options import (
+    CONNECTION,
+    OUTPUT,
     AgentOptions,
     OutputOptions,
     PlatformOptions,
@@ -15,6 +22,8 @@ from rollguard.roller.options import (
 )
 from rollguard.roller.roll.settings import OnAgentUnreachable, RollSettings
 from rollguard.shared.settings import (
+    RETRIES,
+    Group,
     boolean,
     choice,
     default_of,
@@ -25,6 +34,15 @@ from rollguard.shared.settings import (
     option,
     servers,
 )
+
+ROLL = ("roll",)  # the flags only a roll reads
+
+NODES = Group("nodes", "which nodes a roll takes (default: those out of date; all of an inventory)")
+SAFETY = Group("safety", "what may be restarted, and what a roll does when it cannot tell")
+TIMING = Group("timing", "how long a roll waits for a node, and how often it looks")
+BATCHES = Group("batches", "restarting several brokers at once")
+PREDICTION = Group("prediction", "the roll's duration, predicted from recovery history")
+JOURNAL = Group("journal", "where a roll keeps its progress, to resume it after an interruption")
 
 
 def _roll_id(text: str) -> str:
@@ -57,15 +75,18 @@ class RollOptions(AgentOptions, OutputOptions, PlatformOptions):
     """`rollguard roll` and `rollguard plan`: every option, with its default written once (the
     roll's timings are `RollSettings`' defaults)."""
 
+    sections = (CONNECTION, NODES, SAFETY, TIMING, BATCHES, PREDICTION, JOURNAL, OUTPUT, RETRIES)
+
     bootstrap: str = option(
         None,
         servers,
         "Kafka bootstrap servers HOST:PORT[,...] for the Admin API",
         "SERVERS",
         required=True,
+        group=CONNECTION,
     )
     kafka_properties: Path | None = option(
-        None, Path, "Kafka client properties file (TLS, SASL)", "FILE"
+        None, Path, "Kafka client properties file (TLS, SASL)", "FILE", group=CONNECTION
     )
     operation_timeout: float = _duration(
         "operation_timeout",
@@ -73,24 +94,38 @@ class RollOptions(AgentOptions, OutputOptions, PlatformOptions):
         "7d",
         "how long a node may take to become ready before its agent decides",
         deprecated=(("operation-timeout-ms", milliseconds_to_duration),),
+        group=TIMING,
     )
     poll_interval: float = _duration(
-        "poll_interval", "10ms", "1h", "time between readiness, safety and agent checks"
+        "poll_interval",
+        "10ms",
+        "1h",
+        "time between readiness, safety and agent checks",
+        group=TIMING,
+        commands=ROLL,
     )
     max_recovery_wait: float = _duration(
         "max_recovery_wait",
         "10ms",
         "30d",
         "longest wait for a broker in log recovery that makes progress",
+        group=TIMING,
     )
     stall_timeout: float = _duration(
-        "stall_timeout", "10ms", "7d", "a recovery with no progress for this long is stalled"
+        "stall_timeout",
+        "10ms",
+        "7d",
+        "a recovery with no progress for this long is stalled",
+        group=TIMING,
+        commands=ROLL,
     )
     restart_timeout: float = option(
         "5m",
         duration_between("10ms", "1d"),
         "time limit of an inventory restart command",
         "DURATION",
+        group=TIMING,
+        commands=ROLL,
     )
     safety_wait: float = _duration(
         "safety_wait",
@@ -98,6 +133,8 @@ class RollOptions(AgentOptions, OutputOptions, PlatformOptions):
         "30d",
         "how long a roll waits without progress for a restart to become safe and for a "
         "restarted broker to rejoin its ISRs",
+        group=SAFETY,
+        commands=ROLL,
     )
     on_agent_unreachable: OnAgentUnreachable = option(
         _default("on_agent_unreachable"),
@@ -105,53 +142,68 @@ class RollOptions(AgentOptions, OutputOptions, PlatformOptions):
         "a node whose agent cannot answer: wait (within --safety-wait) or force (restart it "
         "after --operation-timeout)",
         "wait|force",
+        group=SAFETY,
     )
     max_clock_skew: float = _duration(
         "max_clock_skew",
         "10ms",
         "1d",
         "largest clock difference between the roller and an agent before anything is done",
+        group=SAFETY,
     )
     only: frozenset[str] = option(
-        "", names, "restart only these nodes (comma-separated names)", "NODES"
+        "", names, "restart only these nodes (comma-separated names)", "NODES", group=NODES
     )
     skip: frozenset[str] = option(
-        "", names, "never restart these nodes (comma-separated names)", "NODES"
+        "", names, "never restart these nodes (comma-separated names)", "NODES", group=NODES
     )
     all: bool = option(
         "false",
         boolean,
         "on Kubernetes, restart pods that are already up to date too (a switch)",
         switch=True,
+        group=NODES,
     )
     max_batch_size: int = option(
         "1",
         integer(1, 100_000),
         "restart up to N brokers at once when no partition can spare fewer (1: one at a time)",
         "N",
+        group=BATCHES,
     )
     rack_aware: bool | None = option(
         "auto",
         _rack_aware,
         "batches of one rack first (auto: when brokers report racks; false: ignore racks)",
         "auto|true|false",
+        group=BATCHES,
     )
     elect_preferred_leaders: bool = option(
         "true",
         boolean,
         "after each batch, elect the preferred leaders of its brokers' partitions",
         "true|false",
+        group=BATCHES,
+        commands=ROLL,
     )
     roll_id: str | None = option(
-        None, _roll_id, "id of a new roll (default: time and random)", "ID"
+        None,
+        _roll_id,
+        "id of a new roll (default: time and random)",
+        "ID",
+        group=JOURNAL,
+        commands=ROLL,
     )
-    resume: str | None = option(None, _roll_id, "resume the roll with this id", "ID")
+    resume: str | None = option(
+        None, _roll_id, "resume the roll with this id", "ID", group=JOURNAL, commands=ROLL
+    )
     expectations: Path | None = option(
         None,
         Path,
         "expectations.json from rollguard-report: per-node recovery budgets from history "
         "(never above --max-recovery-wait) and a predicted roll duration",
         "FILE",
+        group=PREDICTION,
     )
     restart_estimate: float = option(
         "1m",
@@ -159,8 +211,16 @@ class RollOptions(AgentOptions, OutputOptions, PlatformOptions):
         "with --expectations: time one restart takes without log recovery (stop, start, "
         "ISR catch-up), for the prediction",
         "DURATION",
+        group=PREDICTION,
     )
-    state_dir: Path = option(".rollguard", Path, "folder of roll journals and event logs", "DIR")
+    state_dir: Path = option(
+        ".rollguard",
+        Path,
+        "folder of roll journals and event logs",
+        "DIR",
+        group=JOURNAL,
+        commands=ROLL,
+    )
 
     def settings(self) -> RollSettings:
         return RollSettings(

@@ -4,23 +4,71 @@
 same `Observer`) and returns what a roll would do now, node by node in roll order, with the
 reasons; it writes nothing (no journal, no events, no lease), so it is safe to call from a
 reconcile loop as often as the cluster can bear the Admin API calls.
+
+Each entry explains itself with the roll's own rules, never a copy of them: why the roll takes
+the node or leaves it out (`decide.wanted`), its place in the order and why (`safety.roll_order`
+and `order_reason`, or the batch it would restart in, `batch.plan_batches`), and what would hold
+it now (`decide.decide`, and the `Blocker`s of `safety`).
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections import Counter
+from dataclasses import dataclass, replace
 from typing import Any
 
 from rollguard.roller.agent_client import AgentClient
-from rollguard.roller.model import ClusterView, Node
+from rollguard.roller.model import AgentAnswer, ClusterView, Node
 from rollguard.roller.platform import Platform
-from rollguard.roller.roll.batch import batchable, plan_batches
-from rollguard.roller.roll.decide import Action, Defer, Fail, Restart, decide, wanted
+from rollguard.roller.roll.batch import Held, batchable, plan_batches
+from rollguard.roller.roll.decide import (
+    Action,
+    AwaitRecovery,
+    AwaitUnknown,
+    Defer,
+    Fail,
+    Restart,
+    agent_unknown,
+    decide,
+    wanted,
+)
 from rollguard.roller.roll.journal import EventLog
 from rollguard.roller.roll.observer import ClusterObserver, Observer
-from rollguard.roller.roll.safety import roll_order
+from rollguard.roller.roll.safety import Blocker, order_reason, roll_order
 from rollguard.roller.roll.settings import RollFailed, RollSettings
+from rollguard.shared.errors import ConfigError
 from rollguard.shared.retry import RetryPolicy
+from rollguard.shared.suggest import closest
+
+
+@dataclass(frozen=True, slots=True)
+class Hold:
+    """What keeps a node from being restarted now, as the roll's decision says it.
+
+    `kind`: `unsafe` (a safety rule: a partition's ISR, the quorum, a reassignment),
+    `recovering` (log recovery, never interrupted), `not-ready`, `agent-unknown` (not ready, and
+    its agent cannot say why) or `fatal` (the roll would fail on it)."""
+
+    kind: str
+    reason: str
+    blockers: tuple[Blocker, ...] = ()
+
+    def to_json(self) -> dict[str, Any]:
+        """`blockers`: the first BLOCKERS_SHOWN (a broker of a large cluster may have thousands
+        of partitions at min ISR), `moreBlockers` how many more there are."""
+        shown = self.blockers[:BLOCKERS_SHOWN]
+        return {
+            "kind": self.kind,
+            "reason": self.reason,
+            "blockers": [
+                {"subject": b.subject, "reason": b.reason, "waitingOn": list(b.waiting_on)}
+                for b in shown
+            ],
+            "moreBlockers": len(self.blockers) - len(shown),
+        }
+
+
+BLOCKERS_SHOWN = 20
 
 
 @dataclass(frozen=True, slots=True)
@@ -32,6 +80,12 @@ class PlanEntry:
     reason: str
     batch: int | None = None  # with --max-batch-size above 1: the batch it would restart in
     rack: str | None = None  # the batch's one rack, when it has one
+    why: str = ""  # why the roll takes the node, or leaves it out (`skip`)
+    order: str = ""  # `place: why` in the roll order; "" for a node left out
+    # 1, 2...: its place in the roll order (a batch's members share theirs); None: left out.
+    # A place, not a schedule: a deferred node is passed by those after it, and tried again.
+    position: int | None = None
+    hold: Hold | None = None  # what would hold it now; None: nothing does, or it is left out
 
     def to_json(self) -> dict[str, Any]:
         entry = {
@@ -40,6 +94,10 @@ class PlanEntry:
             "roles": sorted(self.node.roles),
             "action": self.action,
             "reason": self.reason,
+            "why": self.why,
+            "position": self.position,
+            "order": self.order or None,
+            "hold": self.hold.to_json() if self.hold is not None else None,
         }
         if self.batch is not None:
             entry.update(batch=self.batch, rack=self.rack)
@@ -53,14 +111,36 @@ class PlanEntry:
         return text
 
 
+NAMES_SHOWN = 12  # node names listed in a message before "and N more"
+
+
 def check_names(nodes: list[Node], settings: RollSettings) -> None:
-    """RollFailed for names in `--only`/`--skip` that no node has."""
-    known = {n.name for n in nodes}
-    unknown = sorted((settings.only | settings.skip) - known)
-    if unknown:
-        raise RollFailed(
-            f"no node named {', '.join(unknown)} (the nodes are {', '.join(sorted(known))})"
-        )
+    """ConfigError (exit 2, before anything is done) for a name in `--only`/`--skip` that no
+    node has: it suggests the name meant, or lists the nodes there are."""
+    known = sorted(n.name for n in nodes)
+    for flag, given in (("--only", settings.only), ("--skip", settings.skip)):
+        unknown = sorted(given - set(known))
+        if not unknown:
+            continue
+        what = f"{flag} {','.join(unknown)}: no such node{'s' if len(unknown) > 1 else ''}"
+        meant = _meant(unknown[0], known) if len(unknown) == 1 else None
+        if meant is not None:
+            raise ConfigError(f"{what}; did you mean {meant}?")
+        listed = ", ".join(known[:NAMES_SHOWN])
+        if len(known) > NAMES_SHOWN:
+            listed += f" and {len(known) - NAMES_SHOWN} more"
+        raise ConfigError(f"{what} (the nodes are {listed or 'none'})")
+
+
+def _meant(name: str, known: list[str]) -> str | None:
+    """The node `name` was a typo of. Not one whose name differs only in its numbers:
+    `kafka-9` for `kafka-0` is another node (one that was removed, say), not a typo."""
+    typos = [k for k in known if _shape(k) != _shape(name) or k.lower() == name.lower()]
+    return closest(name, typos)
+
+
+def _shape(name: str) -> str:
+    return "".join("#" if c.isdigit() else c for c in name.lower())
 
 
 async def plan_with(observer: Observer, settings: RollSettings) -> list[PlanEntry]:
@@ -75,49 +155,132 @@ async def plan_with(observer: Observer, settings: RollSettings) -> list[PlanEntr
         )
     views = await observer.views(nodes, cluster)
     ready = {n.node_id: views[n.name].ready for n in nodes}
+    # An inventory has no revisions: every node of it is out of date, and the plan says why.
+    revisions = getattr(observer.platform, "revisions", True)
     entries = []
     brokers: list[Node] = []
+    reasons: dict[str, tuple[str, str]] = {}  # a batched broker's (why, order)
     for node in roll_order(nodes, ready, cluster.active_controller):
-        taken, why = wanted(node, views[node.name], settings)
+        view = views[node.name]
+        taken, why = wanted(node, view, settings, revisions=revisions)
         if not taken:
-            entries.append(PlanEntry(node, "skip", why))
+            entries.append(PlanEntry(node, "skip", why, why=why))
             continue
-        if settings.max_batch_size > 1 and batchable(node, views[node.name]):
+        order = order_reason(node, view.ready, cluster.active_controller)
+        if settings.max_batch_size > 1 and batchable(node, view):
             brokers.append(node)
+            reasons[node.name] = why, order
             continue
-        answer = None if views[node.name].ready else await observer.ask(node, log=False)
-        action = decide(
-            node, views[node.name], cluster, agent=answer, timeout=settings.operation_timeout
-        )
-        entries.append(_entry(node, action))
+        answer = None if view.ready else await observer.ask(node, log=False)
+        action = decide(node, view, cluster, agent=answer, timeout=settings.operation_timeout)
+        entries.append(replace(_entry(node, action, answer), why=why, order=order))
     if brokers:
-        entries += _batches(brokers, cluster, settings)
-    return entries
+        entries += _batches(brokers, cluster, settings, reasons)
+    return _numbered(entries)
 
 
-def _batches(brokers: list[Node], cluster: ClusterView, settings: RollSettings) -> list[PlanEntry]:
+def _batches(
+    brokers: list[Node],
+    cluster: ClusterView,
+    settings: RollSettings,
+    reasons: dict[str, tuple[str, str]],
+) -> list[PlanEntry]:
     """The batches the ready brokers would restart in, each assumed back in sync before
     the next, and the ones held back now (waiting for the cluster), with the reasons."""
     batches, held = plan_batches(
         brokers, cluster, max_size=settings.max_batch_size, rack_aware=settings.rack_aware
     )
-    entries = [
-        PlanEntry(member, "restart", batch.reason, number, batch.rack)
-        for number, batch in enumerate(batches, 1)
-        for member in batch.members
-    ]
-    entries += [PlanEntry(h.node, "defer", h.reason) for h in held]
+    entries = []
+    for number, batch in enumerate(batches, 1):
+        rack = f", rack {batch.rack}" if batch.rack is not None else ""
+        order = f"batch {number}{rack}: {batch.reason}"
+        for member in batch.members:
+            why = reasons[member.name][0]
+            entries.append(
+                PlanEntry(member, "restart", batch.reason, number, batch.rack, why, order)
+            )
+    entries += [_held(h, *reasons[h.node.name]) for h in held]
     return entries
 
 
-def _entry(node: Node, action: Action) -> PlanEntry:
+def _held(held: Held, why: str, order: str) -> PlanEntry:
+    hold = Hold("unsafe", held.reason, held.blockers)
+    return PlanEntry(held.node, "defer", held.reason, why=why, order=order, hold=hold)
+
+
+def _entry(node: Node, action: Action, answer: AgentAnswer | None) -> PlanEntry:
     if isinstance(action, Restart):
         return PlanEntry(node, "force-restart" if action.force else "restart", action.reason)
     if isinstance(action, Defer):
-        return PlanEntry(node, "defer", action.reason)
+        hold = Hold("unsafe", action.reason, action.blockers)
+        return PlanEntry(node, "defer", action.reason, hold=hold)
     if isinstance(action, Fail):
-        return PlanEntry(node, "fail", action.reason)
-    return PlanEntry(node, "wait", action.reason)
+        return PlanEntry(node, "fail", action.reason, hold=Hold("fatal", action.reason))
+    if isinstance(action, AwaitRecovery):
+        kind = "recovering"
+    elif isinstance(action, AwaitUnknown) or agent_unknown(node, answer):
+        kind = "agent-unknown"
+    else:
+        kind = "not-ready"
+    return PlanEntry(node, "wait", action.reason, hold=Hold(kind, action.reason))
+
+
+def _numbered(entries: list[PlanEntry]) -> list[PlanEntry]:
+    """Each taken node's place: one after the other, a batch's members together."""
+    numbered, position, batch = [], 0, None
+    for entry in entries:
+        if entry.action == "skip":
+            numbered.append(entry)
+            continue
+        if entry.batch is None or entry.batch != batch:
+            position += 1
+        batch = entry.batch
+        numbered.append(replace(entry, position=position))
+    return numbered
+
+
+ACTIONS = ("restart", "force-restart", "defer", "wait", "fail", "skip")  # the summary's order
+
+
+def plan_lines(entries: list[PlanEntry]) -> list[str]:
+    """`rollguard plan`'s text: a summary line, a table (one row per node, in roll order), and
+    what each place in the order means."""
+    counts = Counter(e.action for e in entries)
+    summary = ", ".join(f"{counts[a]} {a}" for a in ACTIONS if counts[a]) or "nothing"
+    rows = [["#", "NODE", "ROLE", "ACTION", "IN THE PLAN", "ORDER", "NOW"]]
+    meanings: dict[str, str] = {}
+    for e in entries:
+        place, _, meaning = e.order.partition(": ")
+        if place:
+            meanings.setdefault(place, meaning)
+        number = str(e.position) if e.position is not None else "-"
+        rows.append([number, e.node.name, _role(e.node), e.action, e.why, place or "-", _now(e)])
+    # Every column as wide as its widest cell, but the last: it may be long, and it wraps.
+    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]) - 1)]
+    lines = [f"{len(entries)} node{'s' if len(entries) != 1 else ''}: {summary}"]
+    for row in rows:
+        cells = [cell.ljust(width) for cell, width in zip(row[:-1], widths, strict=True)]
+        lines.append("  ".join([*cells, row[-1]]))
+    if meanings:
+        lines += ["", *(f"{place}: {meaning}" for place, meaning in meanings.items())]
+    return lines
+
+
+def _role(node: Node) -> str:
+    if node.is_broker and node.is_controller:
+        return "combined"
+    return "controller" if node.is_controller else "broker"
+
+
+def _now(entry: PlanEntry) -> str:
+    """What would hold it now, in a word or the roll's own reason."""
+    if entry.hold is not None:
+        return entry.hold.reason
+    if entry.action == "skip":
+        return "-"
+    if entry.action == "force-restart":
+        return entry.reason
+    return "nothing holds it"
 
 
 async def plan(
@@ -132,7 +295,8 @@ async def plan(
 
     `observe_cluster` is a `KafkaObserver(...).observe`; `agents` an `AgentClient` with the
     roller's client certificate. Raises `RollFailed` when the cluster cannot be observed (a plan
-    without it would be a guess) and for names in `settings.only`/`skip` that no node has.
+    without it would be a guess), and `ConfigError` for names in `settings.only`/`skip` that no
+    node has.
     `policy` retries the Admin API's transient errors (default: `RetryPolicy()`)."""
     observer = Observer(platform, observe_cluster, agents, EventLog(None, "plan"), policy=policy)
     return await plan_with(observer, settings or RollSettings())

@@ -3,9 +3,13 @@
 A roller whose client certificate the agents refuse (a CA rotation gone wrong), that does not
 trust an agent's certificate, or whose clock is far from an agent's would otherwise take every
 agent for "unreachable" and every node for "not ready". Those are configuration errors: the roll
-does not start (exit 2), and the message names each agent and the cause. An agent that simply
-does not answer may be a node that is down: that node is then *unknown* during the roll (it is
-waited for, never taken for "not recovering"), and the check says so without stopping.
+does not start (exit 2), and the message names each agent, its URL and the cause. So are an agent
+URL whose host does not resolve (a wrong `--agent-url`, `--service` or inventory) and agents of
+which not one answers: a roll that went on would protect no recovering broker while the operator
+believes it does. Rolling anyway is an explicit choice, `--on-agent-unreachable force`, which
+the message names. One agent that does not answer while others do may be a node that is down:
+that node is then *unknown* during the roll (waited for, never taken for "not recovering"), and
+the check says so, with its URL, without stopping.
 """
 
 from __future__ import annotations
@@ -13,6 +17,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Sequence
+from urllib.parse import urlsplit
 
 from rollguard.roller.agent_client import AgentClient, Probe
 from rollguard.roller.model import AgentUnavailable, Node, Unavailable
@@ -25,6 +30,7 @@ logger = logging.getLogger(__name__)
 
 # The HTTP Date header has a resolution of one second.
 DATE_RESOLUTION = 1.0
+FORCE = "--on-agent-unreachable force"
 
 
 def problem(probe: Probe, max_skew: float) -> str | None:
@@ -46,6 +52,15 @@ def problem(probe: Probe, max_skew: float) -> str | None:
     return None
 
 
+def unresolved(answer: AgentUnavailable) -> str:
+    """Why an agent URL's host has no address, for a person to act on."""
+    try:
+        host = urlsplit(answer.url).hostname or answer.url
+    except ValueError:
+        host = answer.url
+    return f"its host {host!r} does not resolve ({answer.message})"
+
+
 def _outcome(node: Node, probe: Probe) -> str:
     answer = probe.answer
     if isinstance(answer, AgentUnavailable) and agent_unknown(node, answer):
@@ -54,24 +69,38 @@ def _outcome(node: Node, probe: Probe) -> str:
 
 
 async def preflight(
-    agents: AgentClient, nodes: Sequence[Node], max_skew: float, events: EventLog
+    agents: AgentClient,
+    nodes: Sequence[Node],
+    max_skew: float,
+    events: EventLog,
+    *,
+    force: bool = False,
 ) -> None:
-    """ConfigError naming every agent that cannot be trusted; warnings for silent ones."""
+    """ConfigError naming every agent that cannot be trusted or found, with its URL; warnings
+    for silent ones. `force` (`--on-agent-unreachable force`): the operator rolls without the
+    agents that cannot be read, so those are warnings too."""
     with_agent = [n for n in nodes if n.agent_url is not None]
-    probes = await asyncio.gather(*(agents.probe(str(n.agent_url)) for n in with_agent))
-    problems = []
-    for node, probe in zip(with_agent, probes, strict=True):
-        found = problem(probe, max_skew)
-        if found is not None:
-            problems.append(f"{node.name} ({probe.answer.url}): {found}")
-        elif isinstance(probe.answer, AgentUnavailable) and agent_unknown(node, probe.answer):
+    if not with_agent:
+        if nodes:
             logger.warning(
-                "%s: its agent does not answer (%s: %s); the node is unknown until it does, "
-                "and is not restarted while it is",
-                node.name,
-                probe.answer.reason,
-                probe.answer.message,
+                "no node has an agent: nothing protects a broker in log recovery beyond its "
+                "readiness"
             )
+        return
+    urls = [str(n.agent_url) for n in with_agent]
+    probes = await asyncio.gather(*(agents.probe(url) for url in urls))
+    problems, lost, silent = [], [], []
+    answered = 0  # agents that gave an HTTP answer (a 503 is one: the agent is there)
+    for node, url, probe in zip(with_agent, urls, probes, strict=True):
+        answer = probe.answer
+        found = problem(probe, max_skew)
+        answered += not isinstance(answer, AgentUnavailable) or answer.status is not None
+        if found is not None:
+            problems.append(f"{node.name} ({url}): {found}")
+        elif isinstance(answer, AgentUnavailable) and answer.reason == Unavailable.UNRESOLVED:
+            lost.append(f"{node.name} ({url}): {unresolved(answer)}")
+        elif isinstance(answer, AgentUnavailable) and agent_unknown(node, answer):
+            silent.append(f"{node.name} ({url}): {answer.reason}: {answer.message}")
         events.write(
             node.name,
             Event.PREFLIGHT,
@@ -81,5 +110,29 @@ async def preflight(
     if problems:
         raise ConfigError(
             "nothing was restarted: the roller cannot read its agents safely: "
-            + "; ".join(problems)
+            + "; ".join(problems + lost)
+        )
+    if lost and not force:
+        raise ConfigError(
+            "nothing was restarted: agent URLs that do not resolve (check --agent-url, "
+            "--service or the inventory; on Kubernetes the headless service must publish "
+            "not-ready addresses, or a recovering broker's agent has no name): "
+            + "; ".join(lost)
+            + f"; to roll without these agents anyway, give {FORCE}"
+        )
+    if not answered and not force:
+        raise ConfigError(
+            "nothing was restarted: not one agent answers, so nothing would protect a broker "
+            "in log recovery: "
+            + "; ".join(silent + lost)
+            + f"; to roll without the agents anyway, give {FORCE} (a node whose agent cannot "
+            "be read is then restarted after --operation-timeout, recovering or not)"
+        )
+    for line in lost + silent:
+        logger.warning(
+            "%s; the node is unknown until its agent answers, and is %s",
+            line,
+            f"restarted after --operation-timeout ({FORCE})"
+            if force
+            else "not restarted while it is",
         )

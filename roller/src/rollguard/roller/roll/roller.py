@@ -48,6 +48,7 @@ from rollguard.roller.roll.journal import (
     NodeStatus,
     RollRecord,
     RollState,
+    nothing_to_resume,
     now_text,
 )
 from rollguard.roller.roll.lease import Lease, LeaseLost, renewing
@@ -57,7 +58,7 @@ from rollguard.roller.roll.planning import PlanEntry, check_names, plan_with
 from rollguard.roller.roll.preflight import preflight
 from rollguard.roller.roll.progress import format_duration
 from rollguard.roller.roll.safety import baseline, roll_order
-from rollguard.roller.roll.settings import RollFailed, RollSettings
+from rollguard.roller.roll.settings import OnAgentUnreachable, RollFailed, RollSettings
 from rollguard.roller.roll.waits import ProgressWait
 from rollguard.shared.dataset import Event
 from rollguard.shared.errors import RollguardError
@@ -124,21 +125,36 @@ class Roller:
     def settings(self, settings: RollSettings) -> None:
         self.after.settings = settings
 
-    async def plan(self) -> list[PlanEntry]:
-        """What a roll would do now (`planning.plan_with`); writes nothing."""
+    async def plan(self, *, check_agents: bool = True) -> list[PlanEntry]:
+        """What a roll would do now (`planning.plan_with`); writes nothing. The agents are
+        checked as a roll checks them first (`check_agents`): what would stop a roll stops the
+        plan (exit 2)."""
+        if check_agents:
+            nodes = await self.platform.nodes()
+            check_names(nodes, self.settings)  # a name that does not exist: before any request
+            await self._preflight(nodes)
         return await plan_with(self.observer, self.settings)
+
+    async def _preflight(self, nodes: list[Node]) -> None:
+        """Never act blind: every agent answers over TLS, or the roll does not start."""
+        await preflight(
+            self.observer.agents,
+            nodes,
+            self.settings.max_clock_skew,
+            self.events,
+            force=self.settings.on_agent_unreachable == OnAgentUnreachable.FORCE,
+        )
 
     async def roll(self, roll_id: str, *, resume: bool = False) -> RollResult:
         nodes = await self.platform.nodes()
         check_names(nodes, self.settings)
         record = await asyncio.to_thread(self.journal.load, roll_id) if resume else None
         if resume and record is None:
-            raise RollFailed(f"no journal for roll {roll_id} to resume")
+            raise nothing_to_resume(self.journal, roll_id)  # exit 2: nothing was done
         if self.lease is not None:
             await self.lease.acquire()
         try:
-            # Never act blind: every agent answers over TLS, or the roll does not start.
-            await preflight(self.observer.agents, nodes, self.settings.max_clock_skew, self.events)
+            await self._preflight(nodes)
             if record is None:
                 record = RollRecord(roll_id, now_text())
             return await self._guarded(record, nodes, resume)

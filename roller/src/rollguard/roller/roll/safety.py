@@ -48,6 +48,18 @@ def roll_order(
     return sorted(nodes, key=key)
 
 
+def order_reason(node: Node, ready: bool, active_controller: int | None) -> str:
+    """Why `roll_order` puts `node` where it is, in the words of the first key that sets it
+    apart: `place: why`, for `rollguard plan`."""
+    if not ready:
+        return "not ready: first, so that the others are judged on a settled cluster"
+    if node.is_controller and node.node_id == active_controller:
+        return "active controller: last of the controllers, so that leadership moves once"
+    if node.is_controller:
+        return "controller: before the brokers, so that the quorum rolls while every broker is up"
+    return "broker: after the controllers"
+
+
 def availability_blockers(node_id: int, cluster: ClusterView) -> list[Blocker]:
     """Why restarting broker `node_id` now would take a partition below min.insync.replicas.
 

@@ -392,6 +392,8 @@ class SimPlatform:
     """The inventory platform as production observes it (its agent: readiness, and identity
     from `brokerStartedAt`), with the restart carried out by the simulation, not a command."""
 
+    revisions = False  # as an inventory's: every node is out of date
+
     def __init__(self, cluster: SimCluster, agents: AgentClient, folder: Path) -> None:
         self.cluster = cluster
         clock = cluster.clock
