@@ -178,18 +178,20 @@ def test_a_redirected_roll_keeps_its_outcome_on_stdout_and_its_progress_on_stder
             first = subprocess.run(roll(cluster, pki, tmp_path, "r1"), stdout=stdout,
                                    stderr=stderr, timeout=240)  # fmt: skip
         assert first.returncode == 0, err.read_text()
-        # rollguard roll --log-format json > roll.log 2>&1
+        # rollguard roll --log-format json > roll.log 2>&1 (one node is enough to see it)
         with both.open("w") as stdout:
-            command = roll(cluster, pki, tmp_path, "r2", "--log-format", "json")
+            command = roll(
+                cluster, pki, tmp_path, "r2", "--log-format", "json", "--only", "kafka-2"
+            )
             second = subprocess.run(command, stdout=stdout, stderr=subprocess.STDOUT, timeout=240)
         assert second.returncode == 0, both.read_text()
 
-    # stdout: the outcome alone. The agents' 503s while their brokers restarted are answers,
-    # counted apart: a normal roll does not end with "N failed".
+    # stdout: the outcome alone. The agents' 503s while their brokers restarted (if a poll
+    # came then) are answers, counted apart: a normal roll does not end with "N failed".
     (outcome,) = out.read_text().splitlines()
     assert re.fullmatch(
         r"roll r1 completed: restarted 3, skipped 0; agent-broker-state: \d+ ok, "
-        r"[1-9]\d* answered not ready, \d+ retries, 0 failed.*; journal and events in .+",
+        r"(\d+ answered not ready, )?\d+ retries, 0 failed.*; journal and events in .+",
         outcome,
     ), outcome
     # stderr: timestamped lines, one per transition, no live table off a terminal, ending
@@ -205,7 +207,7 @@ def test_a_redirected_roll_keeps_its_outcome_on_stdout_and_its_progress_on_stder
     assert all(set(e) == {"time", "level", "logger", "message"} for e in entries)
     assert any(e["message"] == "kafka-2: restarting" for e in entries)
     assert not any("completed" in e["message"] for e in entries)
-    assert result.startswith("roll r2 completed: restarted 3, skipped 0; agent-broker-state: ")
+    assert result.startswith("roll r2 completed: restarted 1, skipped 2; agent-broker-state: ")
 
 
 # ---- the one place failures are told (in-process) -------------------------------------------

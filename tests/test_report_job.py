@@ -252,6 +252,13 @@ class Standalone:
         self.url = f"spark://127.0.0.1:{self.port}"
         self.processes: list[subprocess.Popen[bytes]] = []
         self.logs = work
+        try:
+            self._start_both()
+        except BaseException:
+            self.stop()  # a master without its worker is not left behind for the next test
+            raise
+
+    def _start_both(self) -> None:
         self._start(
             "master",
             "org.apache.spark.deploy.master.Master",
@@ -262,7 +269,7 @@ class Standalone:
             "worker",
             "org.apache.spark.deploy.worker.Worker",
             self.url, "--host", "127.0.0.1", "--cores", "2", "--memory", "2g",
-            "--webui-port", str(free_port()), "--work-dir", str(work / "work"),
+            "--webui-port", str(free_port()), "--work-dir", str(self.logs / "work"),
         )  # fmt: skip
         wait_until(self.workers_alive(1), timeout=60, what="a Spark worker to register")
 
@@ -282,7 +289,7 @@ class Standalone:
         try:
             with urllib.request.urlopen(f"http://127.0.0.1:{self.ui}/json/", timeout=2) as answer:
                 return json.loads(answer.read())  # type: ignore[no-any-return]
-        except OSError:
+        except (OSError, ValueError):  # not up, or its UI not yet serving the JSON page
             return None
 
     def workers_alive(self, count: int):  # type: ignore[no-untyped-def]
