@@ -45,6 +45,7 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from rollguard.peers import jvmcds
 from rollguard.peers.processes import ROOT, wait_until
 
 NEWEST = "4.4.0"  # the newest 4.x on Maven Central (2026-11)
@@ -108,6 +109,24 @@ Configuration:
 # Every Kafka JVM this process started and has not seen end: killed at exit, so that a test run
 # that dies or is interrupted leaves no broker behind (they run in sessions of their own).
 _LIVE: set[subprocess.Popen[bytes]] = set()
+# The JVMs that write their class-data archive when they exit (jvmcds), and where.
+_ARCHIVING: dict[subprocess.Popen[bytes], Path] = {}
+
+
+def with_class_archive(command: list[str], lib: Path) -> tuple[list[str], Path | None]:
+    """`command` (java first) with the class-data-sharing flags of `-cp lib/*` (jvmcds)."""
+    extra, pending = jvmcds.flags(command[0], lib)
+    return [command[0], *extra, *command[1:]], pending
+
+
+def archiving(process: subprocess.Popen[bytes], pending: Path | None) -> None:
+    if pending is not None:
+        _ARCHIVING[process] = pending
+
+
+def _ended(process: subprocess.Popen[bytes]) -> None:
+    _LIVE.discard(process)
+    jvmcds.publish(_ARCHIVING.pop(process, None))
 
 
 @atexit.register
@@ -130,13 +149,15 @@ def read_log(path: Path) -> str:
 def stop_jvm(process: subprocess.Popen[bytes] | None, timeout: float) -> int | None:
     """SIGTERM, SIGKILL if the JVM outlasts `timeout`; its exit code (None: never started)."""
     if process is None or process.poll() is not None:
+        if process is not None:
+            _ended(process)
         return process.returncode if process else None
     process.send_signal(signal.SIGTERM)
     try:
         code = process.wait(timeout)
     except subprocess.TimeoutExpired:
         return kill_jvm(process)
-    _LIVE.discard(process)
+    _ended(process)
     return code
 
 
@@ -147,7 +168,7 @@ def kill_jvm(process: subprocess.Popen[bytes] | None) -> int | None:
     if process.poll() is None:
         process.kill()
     code = process.wait()
-    _LIVE.discard(process)
+    _ended(process)
     return code
 
 
@@ -294,15 +315,17 @@ class KafkaNode:
         if self.running():
             raise RuntimeError(f"node {self.node_id} is already running")
         mark = self.log_file.stat().st_size if self.log_file.exists() else 0
+        command, pending = with_class_archive(self.command(), self.lib)
         with open(self.log_file, "ab") as log:
             self.process = subprocess.Popen(
-                self.command(),
+                command,
                 stdout=log,
                 stderr=subprocess.STDOUT,
                 stdin=subprocess.DEVNULL,
                 start_new_session=True,
             )
         _LIVE.add(self.process)
+        archiving(self.process, pending)
         self.starts += 1
         self.throttled = False
         if throttle_loading:
