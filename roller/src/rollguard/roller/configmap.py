@@ -7,18 +7,14 @@ per connector). All go through `ConfigMapStore`: a write replaces the ConfigMap 
 `resourceVersion`, so a concurrent writer makes it fail instead of being overwritten (no lost
 update); it keeps the ConfigMap's other keys, and creates the ConfigMap (with rollguard's
 `managed-by` label) when it does not exist. The client is lightkube's synchronous `Client`: a
-ConfigMap is read or written a few times per command, never on a hot path.
+ConfigMap is read or written a few times per command, never on a hot path, so lightkube is
+imported when one is (every other command starts without it).
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from lightkube import ApiError
-from lightkube.models.meta_v1 import ObjectMeta
-from lightkube.resources.core_v1 import ConfigMap
-
-from rollguard.roller.kubernetes import API_ERRORS, api_error
 from rollguard.shared.errors import ConfigError
 
 MANAGED_BY = {"app.kubernetes.io/managed-by": "rollguard"}
@@ -39,6 +35,11 @@ class ConfigMapStore:
         self.where = f"ConfigMap {namespace}/{name}"
 
     def _get(self) -> Any | None:
+        from lightkube import ApiError
+        from lightkube.resources.core_v1 import ConfigMap
+
+        from rollguard.roller.kubernetes import API_ERRORS, api_error
+
         try:
             return self.client.get(ConfigMap, self.name, namespace=self.namespace)
         except ApiError as exc:
@@ -60,6 +61,11 @@ class ConfigMapStore:
 
     def write(self, key: str, text: str) -> str:
         """Set `key` (creating the ConfigMap if needed); returns where it went, for messages."""
+        from lightkube.models.meta_v1 import ObjectMeta
+        from lightkube.resources.core_v1 import ConfigMap
+
+        from rollguard.roller.kubernetes import API_ERRORS, api_error
+
         try:
             cm = self._get()
             if cm is None:

@@ -34,14 +34,13 @@ from lightkube import operators as op
 from lightkube.resources.apps_v1 import StatefulSet
 from lightkube.resources.core_v1 import Pod
 
-from rollguard.roller.model import STUCK_REASONS, Node, PlatformView, Role
+from rollguard.roller.model import DEFAULT_AGENT_URL, STUCK_REASONS, Node, PlatformView, Role
 from rollguard.roller.platform import RestartError
 from rollguard.shared.errors import ConfigError, RollguardError
 
 SKIP_ANNOTATION = "rollguard.io/skip-restart"
 BROKER_ROLE_LABEL = "strimzi.io/broker-role"
 CONTROLLER_ROLE_LABEL = "strimzi.io/controller-role"
-DEFAULT_AGENT_URL = "https://{pod}.{service}.{namespace}.svc:8443"
 
 logger = logging.getLogger(__name__)
 

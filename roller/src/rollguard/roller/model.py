@@ -146,6 +146,10 @@ class AgentReport:
     report: BrokerStateReport
 
 
+# Where an agent answers on Kubernetes, by default: its pod's name under the pods' headless service.
+DEFAULT_AGENT_URL = "https://{pod}.{service}.{namespace}.svc:8443"
+
+
 class Unavailable(StrEnum):
     """Why an agent gave no report, by what the roller may conclude from it."""
 

@@ -16,7 +16,7 @@ from typing import Any
 
 from rollguard.roller.agent_client import AgentClient
 from rollguard.roller.inventory import read_inventory
-from rollguard.roller.kubernetes import DEFAULT_AGENT_URL
+from rollguard.roller.model import DEFAULT_AGENT_URL
 from rollguard.roller.platform import InventoryPlatform, Platform, load_inventory
 from rollguard.shared.errors import ConfigError
 from rollguard.shared.logs import LOG_FORMATS

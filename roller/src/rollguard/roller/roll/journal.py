@@ -20,10 +20,7 @@ from enum import StrEnum
 from pathlib import Path
 from typing import Any, Protocol
 
-from lightkube.resources.core_v1 import ConfigMap
-
 from rollguard.roller.configmap import MANAGED_BY, ConfigMapStore, MissingKey
-from rollguard.roller.kubernetes import API_ERRORS
 from rollguard.roller.roll.safety import Baseline
 from rollguard.shared.dataset import Event
 from rollguard.shared.errors import ConfigError, RollguardError
@@ -306,6 +303,10 @@ class ConfigMapJournalStore:
 
     def rolls(self) -> list[str] | None:
         """Listed when the roller's Role allows it (`list` on configmaps); else None."""
+        from lightkube.resources.core_v1 import ConfigMap
+
+        from rollguard.roller.kubernetes import API_ERRORS
+
         prefix = self.name("")
         try:
             found = self.client.list(ConfigMap, namespace=self.namespace, labels=MANAGED_BY)
