@@ -73,3 +73,15 @@ def until_running_again(
 def events(folder: Path) -> list[dict[str, Any]]:
     path = folder / "state" / f"events-{ROLL_ID}.jsonl"
     return [json.loads(line) for line in path.read_text().splitlines()]
+
+
+def assert_one_stretch_of_recovering(phases: list[str]) -> None:
+    """A real recovery's phases, read by the agent: `loading` until a thread has a log's segments
+    to recover (the first reads, on a slow start), then `recovering` in one stretch, then
+    possibly `loading` again for the last reads (Kafka removes the replay's segment gauges before
+    the logs gauge). Never `recovering` again after that: the phase does not flap."""
+    assert "recovering" in phases, phases
+    first = phases.index("recovering")
+    last = len(phases) - phases[::-1].index("recovering")
+    assert set(phases[:first]) <= {"loading"} and set(phases[last:]) <= {"loading"}, phases
+    assert set(phases[first:last]) == {"recovering"}, phases

@@ -82,7 +82,10 @@ def test_curl_follows_a_broker_through_starting_recovery_and_running(
     segments = [r["remainingSegmentsToRecover"] for r in recovering]  # type: ignore[index]
     assert max(logs) <= 20 and max(segments) <= 40
     assert max(segments) > 10, "the sum over 4 gauges must exceed what one gauge can hold"
-    assert logs == sorted(logs, reverse=True) and logs[0] > logs[-1]
+    # Each dir's gauges are registered as its loading starts, one dir after the other: the sum
+    # may rise in the first reads (10, then 20), and only counts down from its peak.
+    peak = logs.index(max(logs))
+    assert logs[peak:] == sorted(logs[peak:], reverse=True) and logs[peak] > logs[-1], logs
     assert any(b > a for a, b in itertools.pairwise(segments)), "no thread started a new log"
 
 

@@ -24,7 +24,14 @@ from rollguard.roller.roll.kafka_admin import KafkaObserver
 from rollguard.shared.wire import parse_time
 
 from helpers import BIN, Pki, wait_until
-from real_kafka import events, follow, look, roll, until_running_again
+from real_kafka import (
+    assert_one_stretch_of_recovering,
+    events,
+    follow,
+    look,
+    roll,
+    until_running_again,
+)
 
 
 @pytest.fixture(scope="module")
@@ -79,16 +86,7 @@ def test_a_real_recovery_is_reported_in_starting_or_recovery_with_its_logs_count
     recovering = [s for s in seen if s.recovery is not None]
     assert recovering, f"no recovery seen in {len(seen)} answers"
     assert {s.state for s in recovering} <= {1, 2}
-    # `loading` until a thread has a log's segments to recover (the first reads, on a slow
-    # start), then `recovering` in one stretch; then, seen once a node started faster, `loading`
-    # again for the last reads: the replay's segment gauges are gone, the logs gauge not yet.
-    # Never `recovering` again after that: the phase does not flap.
-    phases = [s.recovery["phase"] for s in recovering if s.recovery]
-    assert "recovering" in phases, phases
-    first = phases.index("recovering")
-    last = len(phases) - phases[::-1].index("recovering")
-    assert set(phases[:first]) <= {"loading"} and set(phases[last:]) <= {"loading"}, phases
-    assert set(phases[first:last]) == {"recovering"}, phases
+    assert_one_stretch_of_recovering([s.recovery["phase"] for s in recovering if s.recovery])
     logs = [s.recovery["remainingLogsToRecover"] for s in recovering if s.recovery]
     assert logs == sorted(logs, reverse=True) and logs[0] > logs[-1]
     assert recovering[-1].at - recovering[0].at > 5, "the throttled recovery lasted too little"
