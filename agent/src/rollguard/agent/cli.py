@@ -8,7 +8,6 @@ listening); 1 an unexpected failure while serving.
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
 import os
 import sys
@@ -18,23 +17,18 @@ from datetime import UTC, datetime
 from rollguard.agent import config
 from rollguard.agent.server import AgentCrashed, serve
 from rollguard.agent.server_cert import check_server_certificate
+from rollguard.shared import logs
 from rollguard.shared.cli import ExitCode, Parser, run_until_signal
 from rollguard.shared.errors import ConfigError
 
 logger = logging.getLogger(__name__)
 
 
-class JsonFormatter(logging.Formatter):
-    def format(self, record: logging.LogRecord) -> str:
-        entry = {
-            "time": self.formatTime(record, "%Y-%m-%dT%H:%M:%S"),
-            "level": record.levelname.lower(),
-            "logger": record.name,
-            "message": record.getMessage(),
-        }
-        if record.exc_info:
-            entry["exception"] = self.formatException(record.exc_info)
-        return json.dumps(entry)
+class JsonFormatter(logs.JsonFormatter):
+    """The shared JSON log line, with the agent's time as it has always written it (local)."""
+
+    def when(self, record: logging.LogRecord) -> str:
+        return self.formatTime(record, "%Y-%m-%dT%H:%M:%S")
 
 
 def configure_logging(level: str, log_format: str) -> None:

@@ -59,11 +59,15 @@ class TextFormatter(logging.Formatter):
 
 
 class JsonFormatter(logging.Formatter):
-    """One object a line: time, level (lower case), logger, message (and exception)."""
+    """One object a line: time, level (lower case), logger, message (and exception). The time
+    is `when(record)`: UTC with milliseconds here; a subclass may say it otherwise."""
+
+    def when(self, record: logging.LogRecord) -> str:
+        return _utc(record)
 
     def format(self, record: logging.LogRecord) -> str:
         entry = {
-            "time": _utc(record),
+            "time": self.when(record),
             "level": record.levelname.lower(),
             "logger": record.name,
             "message": record.getMessage(),
