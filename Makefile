@@ -27,13 +27,14 @@ build/kafka-connect/$(CONNECT_VERSION)/.resolved: | build/kafka/$(KAFKA_OLDEST)/
 # real-Kafka and real-Connect files go first (tests/conftest.py; xdist would
 # otherwise start the files with the most tests first). Tests marked
 # `alone` measure timings and run afterwards, with nothing beside them (only their files are
-# collected again).
+# collected again). Tests marked `kube` (a real Kubernetes control plane) are left to
+# `make test-kube`.
 # The venv, the test broker and the Kafka and Connect jars do not depend on each other: made side
 # by side, then the lint, then the tests.
 test:
 	@$(MAKE) --no-print-directory -j4 $(INSTALLED) $(BROKER) $(KAFKA)
 	@$(MAKE) --no-print-directory lint
-	$(BIN)/pytest -n 4 --dist loadfile --no-loadscope-reorder -m "not alone" --durations=25
+	$(BIN)/pytest -n 4 --dist loadfile --no-loadscope-reorder -m "not alone and not kube" --durations=25
 	$(BIN)/pytest -m alone $$(grep -l 'pytest.mark.alone' tests/test_*.py)
 
 demo: $(INSTALLED) $(BROKER) build/kafka/$(KAFKA_NEWEST)/.resolved
@@ -90,6 +91,22 @@ test-image: $(INSTALLED) $(BROKER)
 # against a real agent on 127.0.0.1, failing on what it must not find (scripts/test-security).
 test-security: $(INSTALLED) $(BROKER)
 	$(BIN)/python scripts/test-security
+
+# A real Kubernetes control plane for tests/test_real_kube.py: kube-apiserver, -controller-manager
+# and -scheduler (the newest Kubernetes and one minor older), etcd and kwok, built by
+# scripts/kube-build from the Go module proxy (pins: tests/kube/versions.env) into $(KUBE_CACHE),
+# outside the clone, as Maven keeps its jars (the tests look there too, or in
+# $$ROLLGUARD_KUBE_CACHE). Needs Go only to build: 15-40 minutes of both cores the first time
+# (the API servers take most), then a second; a changed pin builds that one again.
+KUBE_CACHE ?= $(HOME)/.cache/rollguard/kube
+.PHONY: kube test-kube
+kube:
+	@ROLLGUARD_KUBE_CACHE=$(KUBE_CACHE) $(PYTHON) scripts/kube-build
+
+# The real control plane's tests (marked `kube`), not yet part of `make test`: its cold build
+# takes 15-40 minutes on 2 cores (cached in $(KUBE_CACHE)).
+test-kube: $(INSTALLED) kube
+	ROLLGUARD_KUBE_CACHE=$(KUBE_CACHE) $(BIN)/pytest -q -m kube tests/test_real_kube.py
 
 format: $(INSTALLED)
 	$(BIN)/ruff check --fix .
