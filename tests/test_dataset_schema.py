@@ -110,6 +110,7 @@ STORED = [
     (Event.ROLL_FAILED, "roll-failed"),
     (Event.ROLL_INTERRUPTED, "roll-interrupted"),
     (Event.ADMIN_UNAVAILABLE, "admin-unavailable"),
+    (Event.PLATFORM_UNAVAILABLE, "platform-unavailable"),
     (Event.ELECT_LEADERS, "elect-leaders"),
     (Event.ELECT_FAILED, "elect-failed"),
     (Event.PREFLIGHT, "preflight"),

@@ -28,26 +28,43 @@ class ConfigMapStore:
     """The keys of ConfigMap `namespace/name`. API failures are `KubernetesError`s naming the
     call; a missing ConfigMap or key is `MissingKey`."""
 
-    def __init__(self, client: Any, namespace: str, name: str) -> None:
+    def __init__(self, client: Any, namespace: str, name: str, allowed: Any = None) -> None:
+        """`allowed`: a `kubernetes.AllowedCalls` shared by the stores of one command (a 403
+        on a call it allowed before is an API server that has just started)."""
         self.client = client  # a synchronous lightkube Client
         self.namespace = namespace
         self.name = name
         self.where = f"ConfigMap {namespace}/{name}"
+        self.allowed = allowed
 
     def _get(self) -> Any | None:
         from lightkube import ApiError
         from lightkube.resources.core_v1 import ConfigMap
 
-        from rollguard.roller.kubernetes import API_ERRORS, api_error
+        from rollguard.roller.kubernetes import API_ERRORS
 
         try:
-            return self.client.get(ConfigMap, self.name, namespace=self.namespace)
+            found = self.client.get(ConfigMap, self.name, namespace=self.namespace)
         except ApiError as exc:
             if exc.status.code == 404:
+                self._allowed("get configmaps")
                 return None
-            raise api_error(f"get configmap {self.name}", exc) from exc
+            raise self._error("get configmaps", f"get configmap {self.name}", exc) from exc
         except API_ERRORS as exc:
-            raise api_error(f"get configmap {self.name}", exc) from exc
+            raise self._error("get configmaps", f"get configmap {self.name}", exc) from exc
+        self._allowed("get configmaps")
+        return found
+
+    def _allowed(self, kind: str) -> None:
+        if self.allowed is not None:
+            self.allowed.allowed(kind)
+
+    def _error(self, kind: str, what: str, exc: Exception) -> Exception:
+        from rollguard.roller.kubernetes import api_error
+
+        if self.allowed is not None:
+            return self.allowed.error(kind, what, exc)  # type: ignore[no-any-return]
+        return api_error(what, exc)
 
     def read(self, key: str) -> str:
         cm = self._get()
@@ -64,10 +81,11 @@ class ConfigMapStore:
         from lightkube.models.meta_v1 import ObjectMeta
         from lightkube.resources.core_v1 import ConfigMap
 
-        from rollguard.roller.kubernetes import API_ERRORS, api_error
+        from rollguard.roller.kubernetes import API_ERRORS
 
+        cm = self._get()
+        kind = "create configmaps" if cm is None else "update configmaps"
         try:
-            cm = self._get()
             if cm is None:
                 meta = ObjectMeta(name=self.name, namespace=self.namespace, labels=MANAGED_BY)
                 self.client.create(ConfigMap(metadata=meta, data={key: text}))
@@ -75,5 +93,6 @@ class ConfigMapStore:
                 cm.data = {**(cm.data or {}), key: text}
                 self.client.replace(cm)  # with its resourceVersion: no lost update
         except API_ERRORS as exc:
-            raise api_error(f"write configmap {self.name}", exc) from exc
+            raise self._error(kind, f"write configmap {self.name}", exc) from exc
+        self._allowed(kind)
         return f"{self.where} key {key}"

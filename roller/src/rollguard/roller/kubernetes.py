@@ -35,7 +35,7 @@ from lightkube.resources.apps_v1 import StatefulSet
 from lightkube.resources.core_v1 import Pod
 
 from rollguard.roller.model import DEFAULT_AGENT_URL, STUCK_REASONS, Node, PlatformView, Role
-from rollguard.roller.platform import RestartError
+from rollguard.roller.platform import PlatformUnavailable, RestartError
 from rollguard.shared.errors import ConfigError, RollguardError
 
 SKIP_ANNOTATION = "rollguard.io/skip-restart"
@@ -63,13 +63,45 @@ class KubernetesError(RollguardError):
     """The Kubernetes API refused or failed a call; the message says which and why."""
 
 
+class KubernetesUnavailable(KubernetesError, PlatformUnavailable):
+    """The API server did not answer (stopped, restarting, unreachable) or answered 429 or
+    5xx: the call may work shortly."""
+
+
+# The answers that say "not now" rather than "no": throttled, or the server (or a proxy or
+# load balancer before it) failing.
+UNAVAILABLE_STATUSES = frozenset({429, 500, 502, 503, 504})
+
+
 def api_error(what: str, exc: Exception) -> KubernetesError:
     if isinstance(exc, ApiError):
         status = exc.status
-        return KubernetesError(
-            f"Kubernetes API: {what}: {status.code} {status.reason}: {status.message}"
-        )
-    return KubernetesError(f"Kubernetes API: {what}: {type(exc).__name__}: {exc}")
+        kind = KubernetesUnavailable if status.code in UNAVAILABLE_STATUSES else KubernetesError
+        return kind(f"Kubernetes API: {what}: {status.code} {status.reason}: {status.message}")
+    return KubernetesUnavailable(f"Kubernetes API: {what}: {type(exc).__name__}: {exc}")
+
+
+class AllowedCalls:
+    """The kinds of call (`verb resource`) the API server has allowed once. An API server that
+    has just started answers 403 until its RBAC authorizer has read the Roles and bindings
+    (seen here: for a few seconds after a restart): a 403 on a call allowed before is taken for
+    that, `KubernetesUnavailable`, and waited out as an outage is; a 403 on a call never
+    allowed is the Role's, a `KubernetesError` at once."""
+
+    def __init__(self) -> None:
+        self._kinds: set[str] = set()
+
+    def allowed(self, kind: str) -> None:
+        self._kinds.add(kind)
+
+    def error(self, kind: str, what: str, exc: Exception) -> KubernetesError:
+        error = api_error(what, exc)
+        if isinstance(exc, ApiError) and exc.status.code == 403 and kind in self._kinds:
+            return KubernetesUnavailable(
+                f"{error} (allowed before: an API server that has just started refuses until "
+                "its authorizer has read the RBAC objects)"
+            )
+        return error
 
 
 def parse_selector(text: str) -> dict[str, Any]:
@@ -114,6 +146,7 @@ class KubernetesPlatform:
         self._selector = parse_selector(settings.selector)
         self._revisions: dict[str, str] = {}
         self._announced = ""  # the service read from the pods, said once
+        self._allowed = AllowedCalls()
 
     def _node(self, pod: Pod) -> Node:
         meta = pod.metadata
@@ -177,7 +210,9 @@ class KubernetesPlatform:
                 )
             ]
         except API_ERRORS as exc:
-            raise api_error(f"list pods in {self.settings.namespace}", exc) from exc
+            what = f"list pods in {self.settings.namespace}"
+            raise self._allowed.error("list pods", what, exc) from exc
+        self._allowed.allowed("list pods")
         if not pods:
             raise ConfigError(
                 f"no pods match --selector {self.settings.selector!r} in "
@@ -193,7 +228,9 @@ class KubernetesPlatform:
         try:
             sts = await self.client.get(StatefulSet, owner.name, namespace=self.settings.namespace)
         except API_ERRORS as exc:
-            raise api_error(f"get statefulset {owner.name}", exc) from exc
+            what = f"get statefulset {owner.name}"
+            raise self._allowed.error("get statefulsets", what, exc) from exc
+        self._allowed.allowed("get statefulsets")
         return sts.status.updateRevision if sts.status else None
 
     async def observe(self, node: Node) -> PlatformView:
@@ -202,9 +239,10 @@ class KubernetesPlatform:
         except ApiError as exc:
             if exc.status.code == 404:
                 return PlatformView(exists=False, ready=False, up_to_date=True)
-            raise api_error(f"get pod {node.name}", exc) from exc
+            raise self._allowed.error("get pods", f"get pod {node.name}", exc) from exc
         except HTTP_ERRORS as exc:
             raise api_error(f"get pod {node.name}", exc) from exc
+        self._allowed.allowed("get pods")
         meta, status = pod.metadata, pod.status
         assert meta is not None
         labels, annotations = meta.labels or {}, meta.annotations or {}

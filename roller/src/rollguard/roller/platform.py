@@ -22,13 +22,26 @@ from rollguard.shared.errors import RollguardError
 from rollguard.shared.files import atomic_write
 from rollguard.shared.wire import format_time
 
-__all__ = ["InventoryNode", "InventoryPlatform", "Platform", "RestartError", "load_inventory"]
+__all__ = [
+    "InventoryNode",
+    "InventoryPlatform",
+    "Platform",
+    "PlatformUnavailable",
+    "RestartError",
+    "load_inventory",
+]
 
 logger = logging.getLogger(__name__)
 
 
 class RestartError(RollguardError):
     """A restart could not be carried out (the command failed, the API refused)."""
+
+
+class PlatformUnavailable(RollguardError):
+    """The platform's API did not answer, or answered that it cannot now (HTTP 429 or 5xx): the
+    same call may work shortly. A roll waits it out for as long as its lease could not have
+    expired (`rollguard.roller.roll.observer.Observer.through_outage`)."""
 
 
 class Platform(Protocol):

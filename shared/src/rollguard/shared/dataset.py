@@ -118,6 +118,9 @@ class Event(StrEnum):
     ROLL_FAILED = "roll-failed"  # why; seconds
     ROLL_INTERRUPTED = "roll-interrupted"  # seconds
     ADMIN_UNAVAILABLE = "admin-unavailable"  # Kafka's Admin API cannot be read (once per reason)
+    # The platform's API (Kubernetes) does not answer: waited out (once per reason, and once
+    # when it answers again)
+    PLATFORM_UNAVAILABLE = "platform-unavailable"
     ELECT_LEADERS = "elect-leaders"  # after a batch: partitions
     ELECT_FAILED = "elect-failed"
     # A node's.

@@ -288,15 +288,18 @@ class ConfigMapJournalStore:
     KEY = "journal.json"
 
     def __init__(self, client: Any, namespace: str) -> None:
+        from rollguard.roller.kubernetes import AllowedCalls
+
         self.client = client  # a synchronous lightkube Client
         self.namespace = namespace
+        self.allowed = AllowedCalls()  # a 403 after a restart of the API server: see there
 
     @staticmethod
     def name(roll_id: str) -> str:
         return f"rollguard-roll-{roll_id}"
 
     def _store(self, roll_id: str) -> ConfigMapStore:
-        return ConfigMapStore(self.client, self.namespace, self.name(roll_id))
+        return ConfigMapStore(self.client, self.namespace, self.name(roll_id), self.allowed)
 
     def where(self, roll_id: str) -> str:
         return f"in {self._store(roll_id).where}"

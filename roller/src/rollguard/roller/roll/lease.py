@@ -272,3 +272,17 @@ async def holding(
             await lease.release()
         except RollguardError as exc:
             logger.warning("%s; it will expire by itself", exc)
+
+
+async def release(lease: Lease | None, *, failed: bool) -> None:
+    """Release `lease` at the end of a roll. After a failure, a lease that cannot be released
+    (the API unreachable) is said, not raised: the roll's own error is the one to report, and
+    the lease expires by itself."""
+    if lease is None:
+        return
+    try:
+        await lease.release()
+    except RollguardError as exc:
+        if not failed:
+            raise
+        logger.warning("%s; it expires by itself", exc)

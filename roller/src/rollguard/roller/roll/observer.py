@@ -4,16 +4,19 @@ and its agent; and the say-once log of why something waits.
 Observation never changes anything and never writes the roll journal. A cluster that cannot be
 observed is None (its transient errors retried first with the shared policy): nothing can be
 proven safe without it, so every restart waits. An agent that cannot be read is an
-`AgentUnavailable` or None: unknown, never "not recovering".
+`AgentUnavailable` or None: unknown, never "not recovering". A platform whose API does not
+answer (`PlatformUnavailable`: the Kubernetes API server restarting) is waited out by the
+lease's rule (`through_outage`).
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import replace
-from typing import Any
+from typing import Any, TypeVar
 
 from rollguard.roller.agent_client import AgentClient
 from rollguard.roller.model import (
@@ -24,7 +27,7 @@ from rollguard.roller.model import (
     PlatformView,
     describe_answer,
 )
-from rollguard.roller.platform import Platform
+from rollguard.roller.platform import Platform, PlatformUnavailable
 from rollguard.roller.roll.journal import EventLog
 from rollguard.roller.roll.safety import voter_caught_up
 from rollguard.shared.dataset import Event
@@ -33,6 +36,7 @@ from rollguard.shared.retry import RetryPolicy, announce, retry_async
 
 logger = logging.getLogger(__name__)
 
+T = TypeVar("T")
 ClusterObserver = Callable[[], Awaitable[ClusterView]]
 
 
@@ -46,13 +50,21 @@ class Observer:
         *,
         policy: RetryPolicy | None = None,
         sleep: Callable[[float], Awaitable[object]] = asyncio.sleep,
+        clock: Callable[[], float] = time.monotonic,
+        outage_limit: float = 30.0,
+        outage_retry: float = 2.0,
     ) -> None:
+        """`outage_limit`: how long a platform API that does not answer is waited out (the
+        roll lease's duration); `outage_retry`: how often it is asked meanwhile."""
         self.platform = platform
         self.observe_cluster = observe_cluster
         self.agents = agents
         self.events = events
         self.policy = policy or RetryPolicy()  # transient Admin API errors
+        self.outage_limit = outage_limit
+        self.outage_retry = outage_retry
         self._sleep = sleep
+        self._clock = clock
         self._said: dict[tuple[str, str], str] = {}  # (node, kind) -> last reason logged
 
     async def nodes(self) -> list[Node]:
@@ -80,7 +92,7 @@ class Observer:
     async def view(self, node: Node, cluster: ClusterView | None) -> PlatformView:
         """The platform's view; a controller-only node is ready only when the KRaft quorum
         says it is caught up (it has no BrokerState that could say so)."""
-        view = await self.platform.observe(node)
+        view = await self.platform_view(node)
         # Without the quorum its readiness cannot be judged; the quorum check that every
         # controller restart needs then holds it back anyway.
         if (
@@ -95,6 +107,45 @@ class Observer:
             )
             view = replace(view, ready=caught_up)
         return view
+
+    async def platform_view(self, node: Node) -> PlatformView:
+        """The platform's own view of `node`, through an outage of its API (`through_outage`)."""
+        return await self.through_outage(lambda: self.platform.observe(node))
+
+    async def through_outage(self, call: Callable[[], Awaitable[T]]) -> T:
+        """`call`, asked again every `outage_retry` seconds while the platform's API does not
+        answer, for up to `outage_limit` seconds from the first failure; then its error.
+
+        The lease's rule (`roll.lease.keep_renewed`) for every other call to that API: a roll
+        that could not renew its lease for the lease's duration stops anyway, so an API that
+        answers again within it costs the roll nothing, and one that does not fails it once,
+        naming the call. Said once when it begins and once when it ends."""
+        began: float | None = None
+        while True:
+            try:
+                result = await call()
+            except PlatformUnavailable as exc:
+                now = self._clock()
+                began = now if began is None else began
+                if now - began + self.outage_retry >= self.outage_limit:
+                    raise
+                reason = (
+                    f"{exc}; asking again every {self.outage_retry:g}s for up to "
+                    f"{self.outage_limit:g}s (the roll lease's duration)"
+                )
+                self.say(None, "platform", Event.PLATFORM_UNAVAILABLE, reason, logging.WARNING)
+                await self._sleep(self.outage_retry)
+                continue
+            if began is not None:
+                waited = self._clock() - began
+                self.say(
+                    None,
+                    "platform",
+                    Event.PLATFORM_UNAVAILABLE,
+                    f"the platform's API answers again, after {waited:.0f}s",
+                    seconds=round(waited, 3),
+                )
+            return result
 
     async def views(
         self, nodes: Sequence[Node], cluster: ClusterView | None

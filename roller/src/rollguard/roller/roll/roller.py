@@ -51,7 +51,7 @@ from rollguard.roller.roll.journal import (
     nothing_to_resume,
     now_text,
 )
-from rollguard.roller.roll.lease import Lease, LeaseLost, renewing
+from rollguard.roller.roll.lease import Lease, LeaseLost, release, renewing
 from rollguard.roller.roll.observer import ClusterObserver, Observer
 from rollguard.roller.roll.pending import PendingWaits
 from rollguard.roller.roll.planning import PlanEntry, check_names, plan_with
@@ -101,7 +101,15 @@ class Roller:
         self.events = events
         self.lease = lease
         self.observer = Observer(
-            platform, observe_cluster, agents, events, policy=policy, sleep=sleep
+            platform,
+            observe_cluster,
+            agents,
+            events,
+            policy=policy,
+            sleep=sleep,
+            clock=clock,
+            # the lease's rule for every call to the platform's API: see Observer.through_outage
+            outage_limit=lease.duration if lease is not None else 30.0,
         )
         self.after = AfterRestart(
             self.observer,
@@ -157,10 +165,12 @@ class Roller:
             await self._preflight(nodes)
             if record is None:
                 record = RollRecord(roll_id, now_text())
-            return await self._guarded(record, nodes, resume)
-        finally:
-            if self.lease is not None:
-                await self.lease.release()
+            result = await self._guarded(record, nodes, resume)
+        except BaseException:
+            await release(self.lease, failed=True)
+            raise
+        await release(self.lease, failed=False)
+        return result
 
     async def _guarded(self, record: RollRecord, nodes: list[Node], resume: bool) -> RollResult:
         record.state, record.reason = RollState.RUNNING, ""
@@ -198,8 +208,9 @@ class Roller:
         return renewing(self.lease, every, sleep=self._sleep, clock=self._clock)
 
     async def _save(self, record: RollRecord) -> None:
-        # A ConfigMap store makes blocking HTTP calls: keep them off the event loop.
-        await asyncio.to_thread(self.journal.save, record)
+        # A ConfigMap store makes blocking HTTP calls: keep them off the event loop; an API
+        # server that does not answer for a while is waited out as for every platform call.
+        await self.observer.through_outage(lambda: asyncio.to_thread(self.journal.save, record))
 
     async def _roll(self, record: RollRecord, nodes: list[Node]) -> RollResult:
         result = RollResult(record.roll_id, RollState.RUNNING)
@@ -215,7 +226,8 @@ class Roller:
             ):
                 result.restarted.append(node.name)
                 continue
-            taken, why = wanted(node, await self.platform.observe(node), self.settings)
+            view = await self.observer.platform_view(node)
+            taken, why = wanted(node, view, self.settings)
             if not taken:
                 record.nodes[node.name] = NodeRecord(NodeStatus.SKIPPED, now_text(), reason=why)
                 await self._save(record)
@@ -386,7 +398,7 @@ class Roller:
                     f"{format_duration(self.settings.safety_wait)}; not acting on it"
                 )
             await self._sleep(self.settings.poll_interval)
-        view = await self.platform.observe(node)
+        view = await self.observer.platform_view(node)
         if done.instance is not None and view.instance == done.instance:
             logger.warning("%s: the restart on record did not happen; it is pending again", node)
             self.events.write(node.name, Event.RESTART_NOT_OBSERVED, "identity unchanged")
