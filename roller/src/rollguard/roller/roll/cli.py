@@ -7,8 +7,9 @@
 
 Every option can also be set as `ROLLGUARD_<OPTION>`. Exit codes: `roll` 0 rolled, 1 the roll
 failed (the reason names the node and the cause), 2 bad flags, variables, files or node names,
-or no journal to resume (nothing was restarted), 3 interrupted by SIGINT or SIGTERM (resume with
---resume ROLL_ID); `plan` 0, 1 when the cluster cannot be observed, or 2.
+no journal to resume, or on Kubernetes a permission the roller's Role lacks (nothing was
+restarted), 3 interrupted by SIGINT or SIGTERM (resume with --resume ROLL_ID); `plan` 0, 1 when
+the cluster cannot be observed, or 2.
 """
 
 from __future__ import annotations
@@ -146,6 +147,29 @@ def _platform(
     return platform, ConfigMapJournalStore(sync_client, namespace), lease
 
 
+async def _check_access(
+    options: RollOptions, platform: Platform, command: str, roll_id: str
+) -> None:
+    """On Kubernetes, the roller's RBAC before its first call (`kubernetes_access`): a Role
+    without a verb the command needs is exit 2 now, not a 403 half way through a roll."""
+    if options.namespace is None:  # an inventory: no Kubernetes, and lightkube left unloaded
+        return
+    from rollguard.roller.kubernetes import KubernetesPlatform
+    from rollguard.roller.kubernetes_access import check_access, plan_permissions, roll_permissions
+
+    assert isinstance(platform, KubernetesPlatform)
+    needed = (
+        plan_permissions()
+        if command == "plan"
+        else roll_permissions(
+            journal=ConfigMapJournalStore.name(roll_id),
+            lease=KUBERNETES_LEASE,
+            resume=options.resume is not None,
+        )
+    )
+    await check_access(platform.client, platform.settings.namespace, needed)
+
+
 def _new_roll_id() -> str:
     return datetime.now(UTC).strftime("%Y%m%d-%H%M%S-") + secrets.token_hex(2)
 
@@ -172,6 +196,8 @@ async def _run(command: str, options: RollOptions, stats: RetryStats, roll_id: s
             cluster=cluster or None,
         )
         try:
+            # Before the first call: the pods listed, the lease taken, the journal written.
+            await _check_access(options, platform, command, roll_id)
             nodes = await platform.nodes()
             # A live table only for a person at a terminal; anything else gets plain lines.
             display = (
