@@ -2,13 +2,17 @@
 
 from __future__ import annotations
 
+import itertools
 import os
 import socket
+from collections.abc import Iterator
 from typing import Any
 
 import pytest
 import trustme
 from kafka.net.inet import KafkaNetSocket
+
+from rollguard.peers.realkube import NEWEST, Binaries, ControlPlane, KubeBinariesMissing
 
 from helpers import Pki, build_broker, make_pki
 
@@ -32,7 +36,7 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     files, rather than last with the other workers idle; then the other long ones (`LONG`)."""
 
     def rank(item: pytest.Item) -> int:
-        if item.nodeid.startswith("tests/test_real_"):
+        if item.nodeid.startswith(("tests/test_real_", "tests/test_kube_roll")):
             return 0
         return 1 if any(item.nodeid.startswith(f"tests/{name}") for name in LONG) else 2
 
@@ -95,3 +99,29 @@ def _close_failed_client_sockets(monkeypatch: pytest.MonkeyPatch) -> None:
             raise
 
     monkeypatch.setattr(KafkaNetSocket, "sock_connect", sock_connect)
+
+
+@pytest.fixture(scope="session")
+def kube(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ControlPlane]:
+    """A real Kubernetes control plane (the newest pinned version), one per test process,
+    shared by every test file that needs one; each test works in a namespace of its own
+    (`kube_namespace`). Skipped, naming the missing binary, without `make kube`'s build."""
+    try:
+        binaries = Binaries.find(NEWEST)
+    except KubeBinariesMissing as missing:
+        pytest.skip(str(missing))
+    plane = ControlPlane(tmp_path_factory.mktemp("kube"), NEWEST, binaries=binaries)
+    with plane:
+        yield plane
+
+
+_NAMESPACES = itertools.count(1)
+
+
+@pytest.fixture
+def kube_namespace(kube: ControlPlane, request: pytest.FixtureRequest) -> str:
+    """A fresh namespace of the shared control plane, named after the test file and a count."""
+    stem = request.path.stem.removeprefix("test_").replace("_", "-")[:40]
+    name = f"{stem}-{next(_NAMESPACES)}"
+    kube.create_namespace(name)
+    return name

@@ -1,5 +1,6 @@
-"""Kafka Connect operations against the Connect test peer (a real socket) and the Kubernetes
-peer: the auto-restart policy on an injected clock, the watcher, one-off restarts, offsets."""
+"""Kafka Connect operations against the Connect test peer (a real socket) and a real Kubernetes
+API server (the shared control plane, `kube`, for the ConfigMaps they keep state in): the
+auto-restart policy on an injected clock, the watcher, one-off restarts, offsets."""
 
 from __future__ import annotations
 
@@ -14,9 +15,15 @@ from pathlib import Path
 
 import pytest
 import yaml
+from lightkube import Client, KubeConfig, codecs
+from lightkube.models.authorization_v1 import ResourceAttributes, SelfSubjectAccessReviewSpec
+from lightkube.models.meta_v1 import ObjectMeta
+from lightkube.resources.authorization_v1 import SelfSubjectAccessReview
+from lightkube.resources.core_v1 import ConfigMap
+from lightkube.resources.rbac_authorization_v1 import Role
 
 from rollguard.peers.connect import ConnectSim, State
-from rollguard.peers.kube import KubeSim
+from rollguard.peers.realkube import ControlPlane
 from rollguard.roller.connect.autorestart import AutoRestarter, FileStateStore, Metrics
 from rollguard.roller.connect.client import ConnectClient
 from rollguard.roller.connect.offsets import connector_of_key, mm2_key
@@ -32,7 +39,7 @@ from rollguard.roller.connect.policy import (
 from rollguard.shared.errors import ConfigError
 from rollguard.shared.retry import RetryPolicy
 
-from helpers import BIN, Pki, free_port, wait_until
+from helpers import BIN, ROOT, Pki, free_port, wait_until
 
 MM2 = "east->west.MirrorSourceConnector"
 FAST = RetryPolicy(max_retries=2, initial_backoff_ms=10, max_backoff_ms=20)
@@ -411,69 +418,83 @@ def test_offsets_of_any_connector_use_the_key_offsets_json(
     }
 
 
-def kube_env(kube: KubeSim, folder: Path) -> dict[str, str]:
-    """The environment of a `rollguard` that reaches the Kubernetes peer through a kubeconfig."""
-    kubeconfig = folder / "kubeconfig"
-    config = {
-        "apiVersion": "v1",
-        "kind": "Config",
-        "current-context": "sim",
-        "clusters": [{"name": "sim", "cluster": {"server": kube.url}}],
-        "users": [{"name": "sim", "user": {}}],
-        "contexts": [{"name": "sim", "context": {"cluster": "sim", "user": "sim"}}],
-    }
-    kubeconfig.write_text(yaml.safe_dump(config))
+WATCHER_ROLE = ROOT / "deploy" / "kubernetes" / "connect" / "role.yaml"
+WATCHER_STATE = "rollguard-connect-autorestart"  # the one ConfigMap its Role may read and update
+
+
+def kube_env(kubeconfig: Path) -> dict[str, str]:
+    """The environment of a `rollguard` that reaches the real API server through `kubeconfig`."""
     return {"KUBECONFIG": str(kubeconfig), "PATH": "/usr/bin:/bin"}
 
 
-def test_the_watcher_keeps_its_counts_in_a_configmap(connect: ConnectSim, tmp_path: Path) -> None:
+def watcher_kubeconfig(kube: ControlPlane, namespace: str) -> Path:
+    """ServiceAccount rollguard-connect bound to the watcher's documented Role (create
+    ConfigMaps; get and update `WATCHER_STATE` only), once RBAC lets it create ConfigMaps."""
+    role = codecs.load_all_yaml(WATCHER_ROLE.read_text())[0]
+    assert isinstance(role, Role) and role.metadata is not None
+    role.metadata.namespace = namespace
+    kube.client().apply(role, force=True)
+    path = kube.service_account_kubeconfig(namespace, "rollguard-connect", role="rollguard-connect")
+    attributes = ResourceAttributes(namespace=namespace, verb="create", resource="configmaps")
+    review = SelfSubjectAccessReview(
+        spec=SelfSubjectAccessReviewSpec(resourceAttributes=attributes)
+    )
+
+    def allowed() -> bool:
+        # A new binding reaches the API server's authorizer through its cache, a moment later.
+        with Client(KubeConfig.from_file(path), trust_env=False) as client:
+            status = client.create(review).status
+        return status is not None and status.allowed
+
+    wait_until(allowed, timeout=30, what="the Role's binding to reach the authorizer")
+    return path
+
+
+def test_the_watcher_keeps_its_counts_in_a_configmap(
+    connect: ConnectSim, kube: ControlPlane, kube_namespace: str, tmp_path: Path
+) -> None:
     connect.add_connector("sink", tasks=1)
     connect.fail_connector("sink")
     connect.fail_after_restart("sink", times=None)
     args = ["connect", "auto-restart", "--once", "--connect-url", connect.url]
-    with KubeSim() as kube:
-        env = kube_env(kube, tmp_path)
-        for _ in range(2):
-            done = rollguard(*args, "--state-configmap", "kafka/connect-auto-restart", env=env)
-            assert done.returncode == 0, done.stderr
-        data = kube.configmap("connect-auto-restart", "kafka")["data"]  # type: ignore[index]
-    state = json.loads(data["auto-restart.json"])
+    env = kube_env(watcher_kubeconfig(kube, kube_namespace))
+    for _ in range(2):  # the first creates the ConfigMap, the second reads and updates it
+        where = f"{kube_namespace}/{WATCHER_STATE}"
+        done = rollguard(*args, "--state-configmap", where, env=env)
+        assert done.returncode == 0, done.stderr
+    stored = kube.client().get(ConfigMap, WATCHER_STATE, namespace=kube_namespace)
+    assert stored.metadata is not None and stored.data is not None
+    assert (stored.metadata.labels or {}).get("app.kubernetes.io/managed-by") == "rollguard"
+    state = json.loads(stored.data["auto-restart.json"])
     assert state["connectors"]["sink"]["count"] == 1
     assert connect.restarts("sink") == 1  # the second watcher knew it was inside the backoff
 
 
-def test_configmaps_keep_their_other_keys(connect: ConnectSim, tmp_path: Path) -> None:
-    from lightkube import Client
-    from lightkube.models.meta_v1 import ObjectMeta
-    from lightkube.resources.core_v1 import ConfigMap
-
+def test_configmaps_keep_their_other_keys(
+    connect: ConnectSim, kube: ControlPlane, kube_namespace: str
+) -> None:
+    ns = kube_namespace
     connect.add_mirror_maker("east", "west")
-    with KubeSim() as kube:
-        client = Client(config=kube.kubeconfig("mm2"))
-        client.create(
-            ConfigMap(
-                metadata=ObjectMeta(name="offsets", namespace="mm2"), data={"notes": "keep me"}
-            )
-        )
-        client.close()
-        env = kube_env(kube, tmp_path)
-        base = ["--connect-url", connect.url, "--connector", MM2]
-        listed = rollguard(
-            "mm2", "offsets", "list", *base, "--to-configmap", "mm2/offsets", env=env
-        )
-        assert listed.returncode == 0, listed.stderr
-        data = kube.configmap("offsets", "mm2")["data"]  # type: ignore[index]
-        assert data["notes"] == "keep me"
-        body = json.loads(data["east--west.MirrorSourceConnector.json"])
-        assert body["offsets"]
-        altered = rollguard(
-            "mm2", "offsets", "alter", *base, "--from-configmap", "mm2/offsets", "--stop", env=env
-        )
-        assert altered.returncode == 0, altered.stderr
-        missing = rollguard(
-            "mm2", "offsets", "alter", *base, "--from-configmap", "mm2/nothing", env=env
-        )
-        assert missing.returncode == 2 and "mm2/nothing" in missing.stderr
+    kube.client().create(
+        ConfigMap(metadata=ObjectMeta(name="offsets", namespace=ns), data={"notes": "keep me"})
+    )
+    env = kube_env(kube.admin_kubeconfig)
+    base = ["--connect-url", connect.url, "--connector", MM2]
+    listed = rollguard("mm2", "offsets", "list", *base, "--to-configmap", f"{ns}/offsets", env=env)
+    assert listed.returncode == 0, listed.stderr
+    data = kube.client().get(ConfigMap, "offsets", namespace=ns).data
+    assert data is not None
+    assert data["notes"] == "keep me"
+    body = json.loads(data["east--west.MirrorSourceConnector.json"])
+    assert body["offsets"]
+    altered = rollguard(
+        "mm2", "offsets", "alter", *base, "--from-configmap", f"{ns}/offsets", "--stop", env=env
+    )
+    assert altered.returncode == 0, altered.stderr
+    missing = rollguard(
+        "mm2", "offsets", "alter", *base, "--from-configmap", f"{ns}/nothing", env=env
+    )
+    assert missing.returncode == 2 and f"{ns}/nothing" in missing.stderr
 
 
 def test_the_watcher_runs_until_sigterm_and_serves_its_restart_counter(

@@ -169,18 +169,24 @@ class Agent:
         running_interval: str = "0.5",
         timeout: str = "4",
         start_timeout: float = 20,
+        listen: str = "127.0.0.1:0",
+        probe_listen: str = "127.0.0.1:0",
+        cert: Path | None = None,
+        key: Path | None = None,
     ) -> None:
+        """`listen`/`probe_listen`: HOST:PORT (port 0: any); `cert`/`key`: the agent's own
+        pair, else the PKI's agent certificate."""
         self.pki = pki
         command = [
             str(BIN / "rollguard-agent"),
             "--listen",
-            "127.0.0.1:0",
+            listen,
             "--probe-listen",
-            "127.0.0.1:0",
+            probe_listen,
             "--cert",
-            str(pki.server_cert),
+            str(cert or pki.server_cert),
             "--key",
-            str(pki.server_key),
+            str(key or pki.server_key),
             "--cacert",
             str(pki.ca),
             "--jmx",
@@ -204,8 +210,10 @@ class Agent:
         match = self.output.wait_for(
             r"API listening on https://([\d.]+):(\d+).*http://[\d.]+:(\d+)", start_timeout
         )
-        self.api = f"https://127.0.0.1:{match.group(2)}"
-        self.probe = f"http://127.0.0.1:{match.group(3)}"
+        host = listen.rpartition(":")[0]
+        probe_host = probe_listen.rpartition(":")[0]
+        self.api = f"https://{host}:{match.group(2)}"
+        self.probe = f"http://{probe_host}:{match.group(3)}"
 
     def state(self, path: str = "/v1/broker-state", **kwargs: object) -> Curl:
         return curl(self.api + path, self.pki, **kwargs)  # type: ignore[arg-type]

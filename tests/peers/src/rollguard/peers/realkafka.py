@@ -345,6 +345,12 @@ class KafkaNode:
 
         wait_until(started, timeout, interval=0.1, what=f"Kafka node {self.node_id} to start")
 
+    @property
+    def loading(self) -> bool:
+        """A start into recovery (`throttle_loading`) whose log has not yet said its logs are
+        loaded: Kafka's own word, whatever its JMX (or an agent) can say meanwhile."""
+        return self._watcher is not None and self._watcher.is_alive()
+
     def stop(self, timeout: float = 60) -> int | None:
         """SIGTERM (a controlled shutdown), SIGKILL if it outlasts `timeout`."""
         return stop_jvm(self.process, timeout)

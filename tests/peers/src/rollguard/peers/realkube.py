@@ -355,9 +355,18 @@ class ControlPlane:
         *,
         image: str = "rollguard.test/kafka:never-pulled",
         pod_annotations: Mapping[str, str] | None = None,
+        pod_labels: Mapping[str, str] | None = None,
+        first_ordinal: int = 0,
     ) -> StatefulSet:
         return objects.apply_statefulset(
-            self.client(), namespace, name, replicas, image=image, pod_annotations=pod_annotations
+            self.client(),
+            namespace,
+            name,
+            replicas,
+            image=image,
+            pod_annotations=pod_annotations,
+            pod_labels=pod_labels,
+            first_ordinal=first_ordinal,
         )
 
     def pods(self, namespace: str, app: str) -> list[Pod]:

@@ -19,7 +19,11 @@ from typing import Protocol, TypeVar
 
 from lightkube import Client
 from lightkube.core.exceptions import ApiError
-from lightkube.models.apps_v1 import StatefulSetSpec, StatefulSetUpdateStrategy
+from lightkube.models.apps_v1 import (
+    StatefulSetOrdinals,
+    StatefulSetSpec,
+    StatefulSetUpdateStrategy,
+)
 from lightkube.models.authentication_v1 import TokenRequestSpec
 from lightkube.models.core_v1 import Container, PodSpec, PodTemplateSpec
 from lightkube.models.meta_v1 import LabelSelector, ObjectMeta
@@ -96,9 +100,13 @@ def apply_statefulset(
     *,
     image: str = "rollguard.test/kafka:never-pulled",
     pod_annotations: Mapping[str, str] | None = None,
+    pod_labels: Mapping[str, str] | None = None,
+    first_ordinal: int = 0,
 ) -> StatefulSet:
-    """A StatefulSet `name` (label app=<name>) restarted only by deleting pods (OnDelete), as a
-    Kafka StatefulSet the roller rolls; its pods start in parallel."""
+    """A StatefulSet `name` (label app=<name>, headless service `name`) restarted only by
+    deleting pods (OnDelete), as a Kafka StatefulSet the roller rolls; its pods start in
+    parallel, numbered from `first_ordinal` (`spec.ordinals.start`: a controller pool's pods
+    named after their node ids). Applying it again with another template makes a new revision."""
     statefulset = StatefulSet(
         apiVersion="apps/v1",
         kind="StatefulSet",
@@ -109,8 +117,12 @@ def apply_statefulset(
             podManagementPolicy="Parallel",
             selector=LabelSelector(matchLabels={"app": name}),
             updateStrategy=StatefulSetUpdateStrategy(type="OnDelete"),
+            ordinals=StatefulSetOrdinals(start=first_ordinal) if first_ordinal else None,
             template=PodTemplateSpec(
-                metadata=ObjectMeta(labels={"app": name}, annotations=dict(pod_annotations or {})),
+                metadata=ObjectMeta(
+                    labels={**(pod_labels or {}), "app": name},
+                    annotations=dict(pod_annotations or {}),
+                ),
                 spec=PodSpec(containers=[Container(name="kafka", image=image)]),
             ),
         ),

@@ -1,0 +1,164 @@
+"""Broker pods that are real Kafka nodes: the `Containers` of `realkube_bridge.PodBridge` for a
+`realkafka.KafkaCluster` and a real `rollguard-agent` beside each node, as the agent runs as a
+sidecar in a broker pod.
+
+- A pod is the node whose id its name ends with (`prod-broker-1` is node 1; a controller pool's
+  StatefulSet numbers its pods from its first node id, `spec.ordinals.start`), as the roller
+  reads it.
+- Its start: the node's JVM, unless it still runs (the cluster was started before its pods), into
+  a full, CPU-throttled log recovery when `recover_on_next_start` asked; then the agent, listening
+  on the pod's own address at the port every agent URL shares, with a certificate for
+  `*.<service>.<namespace>.svc` (the headless services' names), its timeline in a folder that
+  outlives the pod (a volume).
+- Its stop, when the pod is deleted: the agent and the node at once, both by SIGTERM (the node's
+  controlled shutdown), as the kubelet stops a pod's containers.
+- Readiness: a broker's is the agent's `/v1/ready` (the manifests' probe); a controller-only
+  node's is its controller port accepting a connection (a tcpSocket probe: it has no
+  BrokerState, and the roller asks the KRaft quorum whether it caught up).
+- `crash`: the node's JVM killed and started again in the same pod (a container restart), into a
+  recovery if asked; the agent, its sidecar, stays.
+"""
+
+from __future__ import annotations
+
+import re
+import socket
+import threading
+import urllib.error
+import urllib.request
+from collections.abc import Mapping
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any
+
+from rollguard.certs.pki import issue, load_ca, write_pair
+from rollguard.peers.processes import Agent, Pki
+from rollguard.peers.realkafka import KafkaCluster, KafkaNode
+
+NUMBER = re.compile(r"(\d+)$")
+METRIC = re.compile(r"^(rollguard_agent_[a-z_]+) ([-+0-9.eE]+)$", re.M)
+
+
+class KafkaPods:
+    def __init__(
+        self,
+        kafka: KafkaCluster,
+        pki: Pki,
+        ca_key: Path,
+        folder: Path,
+        *,
+        port: int,
+        namespace: str,
+        services: list[str],
+    ) -> None:
+        self.kafka = kafka
+        self.pki = pki
+        self.folder = folder
+        self.port = port
+        self.agents: dict[str, Agent] = {}
+        self.recover_next: set[int] = set()
+        self.log: list[tuple[str, str]] = []  # (pod, what happened), in order
+        self._lock = threading.Lock()
+        folder.mkdir(parents=True, exist_ok=True)
+        ca = load_ca(pki.ca, ca_key)
+        names = [f"*.{service}.{namespace}.svc" for service in services]
+        agent = issue(ca, "agent", server=True, dns=names)
+        self.cert, self.key = folder / "agent.crt", folder / "agent.key"
+        write_pair(agent, self.cert, self.key, force=True)
+
+    def node(self, pod: str) -> KafkaNode:
+        match = NUMBER.search(pod)
+        assert match is not None, pod
+        return self.kafka.nodes[int(match.group(1))]
+
+    def recover_on_next_start(self, node_id: int) -> None:
+        self.recover_next.add(node_id)
+
+    # ---- Containers
+
+    def start(self, pod: str, address: str, uid: str) -> None:
+        """The agent first, then the node (a sidecar listed before the broker's container): the
+        agent's JMX connection is made before a recovery holds the JVM to a sliver of a CPU."""
+        node = self.node(pod)
+        start = not node.running()
+        agent = Agent(
+            self.pki,
+            node.jmx,
+            "--data-dir",
+            str(self.folder / "agent-data" / pod),
+            "--node-id",
+            pod,
+            interval="1",
+            running_interval="1",
+            timeout="5",
+            start_timeout=90,
+            listen=f"{address}:{self.port}",
+            probe_listen=f"{address}:0",
+            cert=self.cert,
+            key=self.key,
+        )
+        with self._lock:
+            self.agents[pod] = agent
+            recover = start and node.node_id in self.recover_next
+            self.recover_next.discard(node.node_id)
+        if start:
+            if recover:
+                node.prepare_recovery()
+            node.start(throttle_loading=recover)
+            self.log.append((pod, "start into recovery" if recover else "start"))
+
+    def stop(self, pod: str) -> None:
+        with self._lock:
+            agent = self.agents.pop(pod, None)
+        node = self.node(pod)
+        with ThreadPoolExecutor(2) as pool:
+            if agent is not None:
+                pool.submit(agent.stop)
+            pool.submit(node.stop)
+        self.log.append((pod, "stop"))
+
+    def ready(self, pod: str) -> bool:
+        node = self.node(pod)
+        if not node.spec.is_broker:
+            try:
+                socket.create_connection(("127.0.0.1", node.controller_port), 0.5).close()
+            except OSError:
+                return False
+            return True
+        agent = self.agents.get(pod)
+        if agent is None:
+            return False
+        try:
+            with urllib.request.urlopen(agent.probe + "/v1/ready", timeout=1) as answer:
+                return bool(answer.status == 204)
+        except (urllib.error.URLError, OSError):
+            return False
+
+    def seen(self, pod: str) -> Mapping[str, Any]:
+        """The agent's own gauges (its /metrics), and whether the JVM runs."""
+        seen: dict[str, Any] = {"running": self.node(pod).running()}
+        agent = self.agents.get(pod)
+        if agent is not None:
+            with urllib.request.urlopen(agent.probe + "/metrics", timeout=2) as answer:
+                text = answer.read().decode()
+            for name, value in METRIC.findall(text):
+                seen[name.removeprefix("rollguard_agent_")] = float(value)
+        return seen
+
+    # ---- what a test does to a pod's containers
+
+    def crash(self, pod: str, *, recover: bool = True) -> None:
+        """The Kafka container dies (SIGKILL) and the kubelet starts it again in the same pod."""
+        node = self.node(pod)
+        node.kill()
+        if recover:
+            node.prepare_recovery()
+        node.start(throttle_loading=recover)
+        self.log.append((pod, "crash, start into recovery" if recover else "crash, start"))
+
+    def stop_all(self) -> None:
+        with self._lock:
+            agents = list(self.agents.values())
+            self.agents.clear()
+        for agent in agents:
+            agent.stop()

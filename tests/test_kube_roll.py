@@ -1,0 +1,335 @@
+"""`rollguard roll` on a real Kubernetes API server, rolling pods that are real Kafka nodes.
+
+The stack (`stack`, once for the file): the shared real control plane (`kube`), a real KRaft
+cluster of 3 brokers and 1 controller (tests/kafka's jars), and `PodBridge` tying the pods of
+two StatefulSets to them, as a kubelet would: `prod-broker` (pods 0-2, the brokers) and
+`prod-controller` (pod 3, the controller pool, numbered from its node id). Deleting a pod stops
+its node's JVM cleanly (the pod stays Terminating until it has), the StatefulSet controller makes
+a new pod, its node starts again (into a real log recovery when a test asks) with a
+`rollguard-agent` beside it on the new pod's own address, and the pod is Ready when the agent's
+`/v1/ready` says so. The roller runs as the installed `rollguard` command with a ServiceAccount
+bound to the documented Role (deploy/kubernetes/roller/role.yaml), its agent URLs the default
+template's names (`{pod}.{service}.{namespace}.svc`), resolved as the cluster's DNS would.
+
+The file runs in order: plans first (nothing restarted), then one roll, read by the tests after
+it: every pod replaced once and on the new revision, a broker recovering before the roll waited
+for and never deleted while it recovered, a restart into a real recovery waited through while
+the API server was stopped for 20 s, a second roller refused, the lease released at the end.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pytest
+from lightkube import codecs
+from lightkube.resources.apps_v1 import StatefulSet
+from lightkube.resources.coordination_v1 import Lease
+from lightkube.resources.core_v1 import Pod
+
+from rollguard.peers.processes import ROOT, wait_until
+from rollguard.peers.realkafka import KafkaCluster, free_port
+from rollguard.peers.realkube import READY_ANNOTATION, ControlPlane, pod_ready
+from rollguard.peers.realkube_bridge import BRIDGED, CONTAINERS, PodBridge
+from rollguard.peers.realkube_kafka import KafkaPods
+
+from helpers import BIN, Pki
+
+NS = "prod"
+SELECTOR = "strimzi.io/cluster=prod"
+BROKERS, CONTROLLERS = "prod-broker", "prod-controller"
+PODS = ["prod-broker-0", "prod-broker-1", "prod-broker-2", "prod-controller-3"]
+DATA_MB = 100  # per broker (replication 3 on 3 brokers)
+ROLE = ROOT / "deploy" / "kubernetes" / "roller" / "role.yaml"
+
+
+@dataclass
+class Stack:
+    kube: ControlPlane
+    kafka: KafkaCluster
+    pods: KafkaPods
+    bridge: PodBridge
+    folder: Path
+    kubeconfig: Path
+    port: int
+    outcome: dict[str, Any] = field(default_factory=dict)
+
+    def rollguard(
+        self, command: str, roll_id: str, *extra: str, timeout: float = 600
+    ) -> subprocess.CompletedProcess[str]:
+        process = self.start_rollguard(command, roll_id, *extra)
+        try:
+            out, err = process.communicate(timeout=timeout)
+        finally:
+            if process.poll() is None:
+                process.kill()
+                process.communicate()
+        return subprocess.CompletedProcess(process.args, process.returncode, out, err)
+
+    def start_rollguard(self, command: str, roll_id: str, *extra: str) -> subprocess.Popen[str]:
+        args = [
+            str(BIN / "rollguard"),
+            command,
+            "--namespace",
+            NS,
+            "--selector",
+            SELECTOR,
+            "--bootstrap",
+            self.kafka.bootstrap,
+            "--agent-url",
+            f"https://{{pod}}.{{service}}.{{namespace}}.svc:{self.port}",
+            *self.pods.pki.client_flags(),
+            "--state-dir",
+            str(self.folder / "state"),
+            "--roll-id",
+            roll_id,
+            *extra,
+        ]
+        env = {
+            "KUBECONFIG": str(self.kubeconfig),
+            "PATH": "/usr/bin:/bin",
+            **self.bridge.dns_env(),
+        }
+        return subprocess.Popen(
+            args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env
+        )
+
+    def uids(self) -> dict[str, str]:
+        client = self.kube.client()
+        found = client.list(Pod, namespace=NS, labels={BRIDGED: "true"})
+        return {p.metadata.name: p.metadata.uid for p in found if p.metadata}  # type: ignore[misc]
+
+    def ready(self) -> bool:
+        found = list(self.kube.client().list(Pod, namespace=NS, labels={BRIDGED: "true"}))
+        names = sorted(p.metadata.name for p in found if p.metadata)  # type: ignore[type-var]
+        return names == PODS and all(pod_ready(p) for p in found)
+
+    def apply(self, *, generation: str) -> None:
+        """Both StatefulSets, their pod template carrying `generation` (a change of it is a new
+        revision, as a new image or config would be)."""
+        annotations = {
+            READY_ANNOTATION: "false",  # NotReady until the bridge's probe says otherwise
+            CONTAINERS: "running",
+            "example.com/generation": generation,
+        }
+        common = {"strimzi.io/cluster": "prod", BRIDGED: "true"}
+        self.kube.apply_statefulset(
+            NS,
+            BROKERS,
+            3,
+            pod_annotations=annotations,
+            pod_labels={**common, "strimzi.io/broker-role": "true"},
+        )
+        self.kube.apply_statefulset(
+            NS,
+            CONTROLLERS,
+            1,
+            pod_annotations=annotations,
+            pod_labels={**common, "strimzi.io/controller-role": "true"},
+            first_ordinal=3,
+        )
+
+    def revisions(self) -> dict[str, tuple[str, str]]:
+        """Each StatefulSet's (currentRevision, updateRevision)."""
+        seen = {}
+        for name in (BROKERS, CONTROLLERS):
+            status = self.kube.client().get(StatefulSet, name, namespace=NS).status
+            assert status is not None
+            seen[name] = (status.currentRevision or "", status.updateRevision or "")
+        return seen
+
+
+def documented_role_kubeconfig(kube: ControlPlane) -> Path:
+    """A ServiceAccount bound to the roller's documented Role, as the roll Job runs."""
+    role = codecs.load_all_yaml(ROLE.read_text())[0]
+    role.metadata.namespace = NS  # type: ignore[attr-defined]
+    kube.client().apply(role, force=True)  # type: ignore[arg-type]
+    return kube.service_account_kubeconfig(NS, "rollguard-roller", role="rollguard-roller")
+
+
+@pytest.fixture(scope="module")
+def stack(
+    kube: ControlPlane, pki: Pki, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[Stack]:
+    folder = tmp_path_factory.mktemp("kube-roll")
+    kube.create_namespace(NS)
+    kafka = KafkaCluster(folder / "kafka", brokers=3, controllers=1)
+    pods: KafkaPods | None = None
+    try:
+        kafka.start()
+        kafka.create_topics([("orders", 6, 3), ("bulk", 6, 3)])
+        kafka.produce("bulk", DATA_MB)
+        kafka.make_consumer_offsets()
+        port = free_port()
+        pods = KafkaPods(
+            kafka,
+            pki,
+            pki.ca.parent / "ca.key",
+            folder / "pods",
+            port=port,
+            namespace=NS,
+            services=[BROKERS, CONTROLLERS],
+        )
+        with PodBridge(kube.client(), NS, pods, folder) as bridge:
+            stack = Stack(kube, kafka, pods, bridge, folder, documented_role_kubeconfig(kube), port)
+            stack.apply(generation="1")
+            bridge.wait(stack.ready, 180, "the 4 pods Ready, each with its agent")
+            yield stack
+    finally:
+        if pods is not None:
+            pods.stop_all()
+        kafka.stop()
+
+
+def plan(stack: Stack, roll_id: str) -> list[dict[str, Any]]:
+    done = stack.rollguard("plan", roll_id, "--output", "json")
+    assert done.returncode == 0, done.stderr
+    return [json.loads(line) for line in done.stdout.splitlines()]
+
+
+def test_plan_finds_every_pod_up_to_date_and_restarts_nothing(stack: Stack) -> None:
+    before = stack.uids()
+    entries = plan(stack, "plan-1")
+    assert sorted(e["node"] for e in entries) == PODS
+    assert {e["action"] for e in entries} == {"skip"}, entries
+    assert stack.uids() == before
+    assert not (stack.folder / "state").exists()  # a plan writes nothing
+
+
+def test_a_template_change_makes_every_pod_out_of_date_and_plan_still_restarts_nothing(
+    stack: Stack,
+) -> None:
+    before, revisions = stack.uids(), stack.revisions()
+    stack.apply(generation="2")
+    # The StatefulSet controller computes the new revision; OnDelete: it restarts no pod.
+    wait_until(
+        lambda: all(cur != upd for cur, upd in stack.revisions().values()),
+        30,
+        what="a new updateRevision for both StatefulSets",
+    )
+    assert all(stack.revisions()[n][0] == revisions[n][0] for n in revisions)
+    entries = plan(stack, "plan-2")
+    assert {e["node"]: e["action"] for e in entries} == dict.fromkeys(PODS, "restart"), entries
+    # controllers first, the brokers after (the active controller would be last)
+    assert entries[0]["node"] == "prod-controller-3"
+    assert stack.uids() == before and stack.bridge.deletions == []
+
+
+@pytest.fixture(scope="module")
+def rolled(stack: Stack) -> Stack:
+    """The roll: broker 1 crashed into a log recovery just before it starts (its pod NotReady,
+    out of date); broker 2 recovers after its restart, and the API server is stopped for 20 s
+    while the roller waits for that; a second roller tries to start meanwhile."""
+    stack.kafka.nodes[2].recovery_cpu = 0.04  # a recovery that outlasts the API's outage
+    stack.pods.recover_on_next_start(2)
+    stack.pods.crash("prod-broker-1")
+    stack.bridge.wait(
+        lambda: stack.pods.seen("prod-broker-1").get("remaining_segments_to_recover", 0) > 0,
+        60,
+        "prod-broker-1's agent to report its recovery",
+    )
+    outcome = stack.outcome
+    roll = stack.start_rollguard("roll", "k1")
+    began = time.monotonic()
+    try:
+        # A second roller while the first holds the lease.
+        wait_until(lambda: stack.bridge.deletions, 120, what="the roll's first deletion")
+        outcome["second"] = stack.rollguard("roll", "k2")
+        # The restart into recovery: stop the API server while the roller waits for it.
+        wait_until(
+            lambda: (
+                stack.kafka.nodes[2].loading
+                and stack.pods.seen("prod-broker-2").get("remaining_segments_to_recover", 0)
+            ),
+            300,
+            interval=0.2,
+            what="prod-broker-2 restarted into a recovery, its agent reporting it",
+        )
+        renewed = lease_renewed(stack.kube)
+        wait_until(lambda: lease_renewed(stack.kube) != renewed, 30, what="a lease renewal")
+        outcome["outage"] = api_outage(stack.kube, 20)
+        outcome["recovering_after_outage"] = stack.kafka.nodes[2].loading
+        out, err = roll.communicate(timeout=600)
+    except BaseException:
+        roll.kill()
+        out, err = roll.communicate()
+        print(f"the roll's output:\n{out}\n{err}")
+        print(f"bridge errors {stack.bridge.errors}; pods {stack.pods.log}")
+        print(f"hosts:\n{stack.bridge.hosts.read_text()}")
+        for name, agent in stack.pods.agents.items():
+            print(f"--- agent of {name}:\n{agent.output.text()[-3000:]}")
+        raise
+    outcome["roll"] = subprocess.CompletedProcess(roll.args, roll.returncode, out, err)
+    outcome["seconds"] = time.monotonic() - began
+    return stack
+
+
+def lease_renewed(kube: ControlPlane) -> object:
+    lease = kube.client().get(Lease, "rollguard-roll", namespace=NS)
+    return lease.spec.renewTime if lease.spec is not None else None
+
+
+def api_outage(kube: ControlPlane, seconds: float) -> tuple[float, float]:
+    """Stop the API server (its process gone), start it again `seconds` later and wait until
+    it is ready; return (gone, ready again), monotonic. Begun just after a lease renewal, the
+    API does not answer for `seconds` plus its stop and start (about 4 s here): within what
+    the lease's rule rides out (30 s lease, renewed every 5 s, retried every 2 s)."""
+    kube.stop_apiserver()
+    gone = time.monotonic()
+    time.sleep(seconds)  # the outage itself, not a wait for something
+    kube.start_apiserver()
+    return gone, time.monotonic()
+
+
+def test_the_roll_replaces_every_pod_once_on_the_new_revision(rolled: Stack) -> None:
+    done = rolled.outcome["roll"]
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert sorted(rolled.bridge.deleted()) == PODS  # each once
+    wait_until(rolled.ready, 120, what="every pod Ready after the roll")
+    # With OnDelete the controller never moves status.currentRevision on (it does so only for
+    # RollingUpdate): a pod's own revision label against updateRevision is what tells.
+    revision = {
+        p.metadata.name: (p.metadata.labels or {}).get("controller-revision-hash")  # type: ignore[union-attr]
+        for p in rolled.kube.client().list(Pod, namespace=NS, labels={BRIDGED: "true"})
+    }
+    updates = {n: u for n, (_, u) in rolled.revisions().items()}
+    assert all(revision[p] == updates[p.rsplit("-", 1)[0]] for p in PODS), revision
+
+
+def test_no_pod_was_deleted_while_its_broker_recovered(rolled: Stack) -> None:
+    for deletion in rolled.bridge.deletions:
+        assert deletion.seen.get("remaining_segments_to_recover", 0) == 0, deletion
+        assert deletion.seen.get("remaining_logs_to_recover", 0) == 0, deletion
+    # The crashed broker was waited for, never deleted in its recovery, then rolled.
+    waits = [e for e in events(rolled, "k1") if e["action"] == "wait-recovery"]
+    assert {e["node"] for e in waits} >= {"prod-broker-1", "prod-broker-2"}, waits
+
+
+def test_the_api_server_stopped_for_20_s_during_a_recovery_wait_is_ridden_through(
+    rolled: Stack,
+) -> None:
+    stopped, back = rolled.outcome["outage"]
+    assert back - stopped >= 20
+    # Still recovering when the API server came back: the outage was inside the wait.
+    assert rolled.outcome["recovering_after_outage"]
+    assert rolled.outcome["roll"].returncode == 0
+    assert "Kubernetes API" in rolled.outcome["roll"].stderr  # the refused calls were said
+
+
+def test_a_second_roller_is_refused_while_the_first_holds_the_lease(rolled: Stack) -> None:
+    second = rolled.outcome["second"]
+    assert second.returncode != 0 and "Traceback" not in second.stderr
+    assert "is being rolled by" in second.stderr and "(roll k1)" in second.stderr, second.stderr
+    lease = rolled.kube.client().get(Lease, "rollguard-roll", namespace=NS)
+    assert lease.spec is not None and not lease.spec.holderIdentity  # released at the end
+
+
+def events(stack: Stack, roll_id: str) -> list[dict[str, Any]]:
+    path = stack.folder / "state" / f"events-{roll_id}.jsonl"
+    return [json.loads(line) for line in path.read_text().splitlines()]
