@@ -41,6 +41,9 @@ from rollguard.peers.realkube_kafka import KafkaPods
 
 from helpers import BIN, Pki
 
+# `make test-kube`: beside make test's real-Kafka files its stack took over 5 minutes to start.
+pytestmark = pytest.mark.kube
+
 NS = "prod"
 SELECTOR = "strimzi.io/cluster=prod"
 BROKERS, CONTROLLERS = "prod-broker", "prod-controller"
