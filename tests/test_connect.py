@@ -15,15 +15,12 @@ from pathlib import Path
 
 import pytest
 import yaml
-from lightkube import Client, KubeConfig, codecs
-from lightkube.models.authorization_v1 import ResourceAttributes, SelfSubjectAccessReviewSpec
 from lightkube.models.meta_v1 import ObjectMeta
-from lightkube.resources.authorization_v1 import SelfSubjectAccessReview
 from lightkube.resources.core_v1 import ConfigMap
-from lightkube.resources.rbac_authorization_v1 import Role
 
 from rollguard.peers.connect import ConnectSim, State
 from rollguard.peers.realkube import ControlPlane
+from rollguard.peers.realkube_objects import load_role
 from rollguard.roller.connect.autorestart import AutoRestarter, FileStateStore, Metrics
 from rollguard.roller.connect.client import ConnectClient
 from rollguard.roller.connect.offsets import connector_of_key, mm2_key
@@ -430,24 +427,8 @@ def kube_env(kubeconfig: Path) -> dict[str, str]:
 def watcher_kubeconfig(kube: ControlPlane, namespace: str) -> Path:
     """ServiceAccount rollguard-connect bound to the watcher's documented Role (create
     ConfigMaps; get and update `WATCHER_STATE` only), once RBAC lets it create ConfigMaps."""
-    role = codecs.load_all_yaml(WATCHER_ROLE.read_text())[0]
-    assert isinstance(role, Role) and role.metadata is not None
-    role.metadata.namespace = namespace
-    kube.client().apply(role, force=True)
-    path = kube.service_account_kubeconfig(namespace, "rollguard-connect", role="rollguard-connect")
-    attributes = ResourceAttributes(namespace=namespace, verb="create", resource="configmaps")
-    review = SelfSubjectAccessReview(
-        spec=SelfSubjectAccessReviewSpec(resourceAttributes=attributes)
-    )
-
-    def allowed() -> bool:
-        # A new binding reaches the API server's authorizer through its cache, a moment later.
-        with Client(KubeConfig.from_file(path), trust_env=False) as client:
-            status = client.create(review).status
-        return status is not None and status.allowed
-
-    wait_until(allowed, timeout=30, what="the Role's binding to reach the authorizer")
-    return path
+    role = load_role(WATCHER_ROLE, namespace)
+    return kube.role_account(namespace, role, "rollguard-connect", can=("create", "configmaps", ""))
 
 
 def test_the_watcher_keeps_its_counts_in_a_configmap(

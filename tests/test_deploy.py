@@ -17,12 +17,9 @@ import pytest
 import yaml
 from lightkube import KubeConfig, codecs
 from lightkube.core.resource_registry import resource_registry
-from lightkube.models.authorization_v1 import ResourceAttributes, SelfSubjectAccessReviewSpec
-from lightkube.resources.authorization_v1 import SelfSubjectAccessReview
 from lightkube.resources.rbac_authorization_v1 import Role
 
 from rollguard.agent import config as agent_config
-from rollguard.peers.processes import wait_until
 from rollguard.peers.realkube import ControlPlane
 from rollguard.roller import cli as roller_cli
 from rollguard.roller.connect import cli as connect_cli
@@ -232,20 +229,6 @@ def test_the_rollers_account_may_do_what_a_roll_does_and_no_more() -> None:
 LEASE_RULE = (["coordination.k8s.io"], ["leases"])
 
 
-def authorized(config: KubeConfig, namespace: str, verb: str) -> bool:
-    """Whether RBAC lets `config`'s user `verb` leases: a new Role and RoleBinding reach the
-    API server's authorizer through its cache, a moment after they are written."""
-    attributes = ResourceAttributes(
-        namespace=namespace, verb=verb, resource="leases", group="coordination.k8s.io"
-    )
-    review = SelfSubjectAccessReview(
-        spec=SelfSubjectAccessReviewSpec(resourceAttributes=attributes)
-    )
-    with lightkube.Client(config=config, trust_env=False) as client:
-        answer = client.create(review)
-    return answer.status is not None and answer.status.allowed
-
-
 def account_with(
     kube: ControlPlane, namespace: str, name: str, lease_verbs: set[str]
 ) -> KubeConfig:
@@ -258,11 +241,8 @@ def account_with(
             rule["verbs"] = sorted(lease_verbs)
     role = codecs.from_dict(doc)
     assert isinstance(role, Role)
-    kube.client().apply(role, force=True)
-    config = KubeConfig.from_file(kube.service_account_kubeconfig(namespace, name, role=name))
-    some = sorted(lease_verbs)[0]
-    wait_until(lambda: authorized(config, namespace, some), 30, what=f"{name}'s binding")
-    return config
+    some = (sorted(lease_verbs)[0], "leases", "coordination.k8s.io")
+    return KubeConfig.from_file(kube.role_account(namespace, role, name, can=some))
 
 
 def lease_cycle(config: KubeConfig, namespace: str, name: str) -> None:

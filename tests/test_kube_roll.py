@@ -28,7 +28,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from lightkube import codecs
 from lightkube.resources.apps_v1 import StatefulSet
 from lightkube.resources.coordination_v1 import Lease
 from lightkube.resources.core_v1 import Pod
@@ -38,6 +37,7 @@ from rollguard.peers.realkafka import KafkaCluster, free_port
 from rollguard.peers.realkube import READY_ANNOTATION, ControlPlane, pod_ready
 from rollguard.peers.realkube_bridge import BRIDGED, CONTAINERS, PodBridge
 from rollguard.peers.realkube_kafka import KafkaPods
+from rollguard.peers.realkube_objects import load_role
 
 from helpers import BIN, Pki
 
@@ -150,10 +150,8 @@ class Stack:
 
 def documented_role_kubeconfig(kube: ControlPlane) -> Path:
     """A ServiceAccount bound to the roller's documented Role, as the roll Job runs."""
-    role = codecs.load_all_yaml(ROLE.read_text())[0]
-    role.metadata.namespace = NS  # type: ignore[attr-defined]
-    kube.client().apply(role, force=True)  # type: ignore[arg-type]
-    return kube.service_account_kubeconfig(NS, "rollguard-roller", role="rollguard-roller")
+    role = load_role(ROLE, NS)
+    return kube.role_account(NS, role, "rollguard-roller", can=("delete", "pods", ""))
 
 
 @pytest.fixture(scope="module")

@@ -23,17 +23,14 @@ from typing import Any, NamedTuple
 import httpx2
 import lightkube
 import pytest
-from lightkube import KubeConfig, codecs
+from lightkube import KubeConfig
 from lightkube.config.client_adapter import verify_cluster
 from lightkube.config.models import Cluster, User
-from lightkube.models.authorization_v1 import ResourceAttributes, SelfSubjectAccessReviewSpec
-from lightkube.resources.authorization_v1 import SelfSubjectAccessReview
 from lightkube.resources.coordination_v1 import Lease as KubeLease
-from lightkube.resources.rbac_authorization_v1 import Role
 from lightkube.types import PatchType
 
-from rollguard.peers.processes import wait_until
 from rollguard.peers.realkube import ControlPlane
+from rollguard.peers.realkube_objects import load_role
 from rollguard.roller.roll.lease import (
     LeaseError,
     LeaseHeld,
@@ -541,33 +538,12 @@ class Api:
         return [(r.method, r.status) for r in writes if r.path.startswith(leases)]
 
 
-def authorized(config: KubeConfig, namespace: str, verb: str) -> bool:
-    """Whether the API server's RBAC lets `config`'s user `verb` leases: a new RoleBinding
-    reaches the authorizer through its cache, a moment after it is written."""
-    attributes = ResourceAttributes(
-        namespace=namespace, verb=verb, resource="leases", group="coordination.k8s.io"
-    )
-    review = SelfSubjectAccessReview(
-        spec=SelfSubjectAccessReviewSpec(resourceAttributes=attributes)
-    )
-    with lightkube.Client(config=config, trust_env=False) as client:
-        answer = client.create(review)
-    return answer.status is not None and answer.status.allowed
-
-
 def roller_config(kube: ControlPlane, namespace: str) -> KubeConfig:
     """A kubeconfig of ServiceAccount rollguard-roller bound to the documented Role, once RBAC
     lets it use leases."""
-    role = codecs.load_all_yaml(ROLE.read_text())[0]
-    assert isinstance(role, Role) and role.metadata is not None
-    role.metadata.namespace = namespace
-    kube.client().apply(role, force=True)
-    path = kube.service_account_kubeconfig(namespace, "rollguard-roller", role="rollguard-roller")
-    config = KubeConfig.from_file(path)
-    wait_until(
-        lambda: authorized(config, namespace, "update"), 30, what="the Role's binding in RBAC"
-    )
-    return config
+    role = load_role(ROLE, namespace)
+    lease = ("update", "leases", "coordination.k8s.io")
+    return KubeConfig.from_file(kube.role_account(namespace, role, "rollguard-roller", can=lease))
 
 
 @pytest.fixture

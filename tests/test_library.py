@@ -17,18 +17,15 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from lightkube import Client, KubeConfig, codecs
-from lightkube.models.authorization_v1 import ResourceAttributes, SelfSubjectAccessReviewSpec
 from lightkube.resources.apps_v1 import StatefulSet
-from lightkube.resources.authorization_v1 import SelfSubjectAccessReview
 from lightkube.resources.coordination_v1 import Lease
 from lightkube.resources.core_v1 import ConfigMap
-from lightkube.resources.rbac_authorization_v1 import Role
 
 import rollguard.roller
 from rollguard.peers.kafka import KafkaClusterSim, TopicSpec
 from rollguard.peers.processes import wait_until
 from rollguard.peers.realkube import ControlPlane
+from rollguard.peers.realkube_objects import load_role
 from rollguard.roller import RollSettings
 from rollguard.shared.tls import client_context
 
@@ -118,24 +115,8 @@ class Clusters:
 def roller_kubeconfig(kube: ControlPlane, namespace: str) -> Path:
     """A ServiceAccount bound to the roller's documented Role (it may delete pods and write
     ConfigMaps: a plan's writing nothing is its own doing), once RBAC lets it list pods."""
-    role = codecs.load_all_yaml(ROLE.read_text())[0]
-    assert isinstance(role, Role) and role.metadata is not None
-    role.metadata.namespace = namespace
-    kube.client().apply(role, force=True)
-    path = kube.service_account_kubeconfig(namespace, "rollguard-roller", role="rollguard-roller")
-    attributes = ResourceAttributes(namespace=namespace, verb="list", resource="pods")
-    review = SelfSubjectAccessReview(
-        spec=SelfSubjectAccessReviewSpec(resourceAttributes=attributes)
-    )
-
-    def allowed() -> bool:
-        # A new binding reaches the API server's authorizer through its cache, a moment later.
-        with Client(KubeConfig.from_file(path), trust_env=False) as client:
-            status = client.create(review).status
-        return status is not None and status.allowed
-
-    wait_until(allowed, 30, what="the Role's binding to reach the authorizer")
-    return path
+    role = load_role(ROLE, namespace)
+    return kube.role_account(namespace, role, "rollguard-roller", can=("list", "pods", ""))
 
 
 @pytest.fixture

@@ -13,9 +13,12 @@ imported when one is (every other command starts without it).
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rollguard.shared.errors import ConfigError
+
+if TYPE_CHECKING:
+    from rollguard.roller.kubernetes import AllowedCalls
 
 MANAGED_BY = {"app.kubernetes.io/managed-by": "rollguard"}
 
@@ -28,7 +31,9 @@ class ConfigMapStore:
     """The keys of ConfigMap `namespace/name`. API failures are `KubernetesError`s naming the
     call; a missing ConfigMap or key is `MissingKey`."""
 
-    def __init__(self, client: Any, namespace: str, name: str, allowed: Any = None) -> None:
+    def __init__(
+        self, client: Any, namespace: str, name: str, allowed: AllowedCalls | None = None
+    ) -> None:
         """`allowed`: a `kubernetes.AllowedCalls` shared by the stores of one command (a 403
         on a call it allowed before is an API server that has just started)."""
         self.client = client  # a synchronous lightkube Client
@@ -63,7 +68,7 @@ class ConfigMapStore:
         from rollguard.roller.kubernetes import api_error
 
         if self.allowed is not None:
-            return self.allowed.error(kind, what, exc)  # type: ignore[no-any-return]
+            return self.allowed.error(kind, what, exc)
         return api_error(what, exc)
 
     def read(self, key: str) -> str:

@@ -45,6 +45,7 @@ from typing import Any, TypeVar
 from lightkube import Client, KubeConfig
 from lightkube.resources.apps_v1 import StatefulSet
 from lightkube.resources.core_v1 import Pod
+from lightkube.resources.rbac_authorization_v1 import Role
 
 from rollguard.peers import realkube_objects as objects
 from rollguard.peers.processes import wait_until
@@ -334,6 +335,23 @@ class ControlPlane:
         path = self.folder / f"sa-{namespace}-{name}.kubeconfig"
         user = f"system:serviceaccount:{namespace}:{name}"
         return write_kubeconfig(path, self.server, self._ca, user, token=token, namespace=namespace)
+
+    def role_account(
+        self, namespace: str, role: Role, account: str, *, can: tuple[str, str, str]
+    ) -> Path:
+        """Apply `role`, bind ServiceAccount `account` to it (as a Job's pod runs): its
+        kubeconfig, once RBAC lets it do `can` (verb, resource, API group): a new binding
+        reaches the API server's authorizer through its cache, a moment after it is written."""
+        assert role.metadata is not None and role.metadata.name is not None
+        self.client().apply(role, force=True)
+        path = self.service_account_kubeconfig(namespace, account, role=role.metadata.name)
+        verb, resource, group = can
+        self._wait(
+            lambda: objects.may(path, namespace, verb, resource, group),
+            time.monotonic() + 30,
+            f"{account}'s binding to reach the authorizer",
+        )
+        return path
 
     # ---- the cluster through lightkube (realkube_objects)
 

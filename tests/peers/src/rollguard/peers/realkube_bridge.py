@@ -40,7 +40,7 @@ from lightkube import ApiError, Client
 from lightkube.resources.core_v1 import Pod
 from lightkube.types import PatchType
 
-from rollguard.peers.processes import ROOT
+from rollguard.peers.processes import ROOT, wait_until
 from rollguard.peers.realkube_objects import READY_ANNOTATION
 
 BRIDGED = "rollguard.test/bridged"  # label: this pod's containers are the bridge's
@@ -94,7 +94,6 @@ class PodBridge:
     interval: float = 0.25
     deletions: list[Deletion] = field(default_factory=list)
     errors: list[str] = field(default_factory=list)
-    starts: list[tuple[str, str]] = field(default_factory=list)  # (pod, uid), in order
 
     def __post_init__(self) -> None:
         self.hosts = self.folder / "hosts"
@@ -127,10 +126,6 @@ class PodBridge:
             "PYTHONPATH": f"{DNS_SHIM}{os.pathsep}{path}" if path else str(DNS_SHIM),
             HOSTS_ENV: str(self.hosts),
         }
-
-    def address(self, pod: str) -> str | None:
-        state = self._pods.get(pod)
-        return state.address if state is not None else None
 
     def deleted(self) -> list[str]:
         return [d.pod for d in self.deletions]
@@ -174,7 +169,6 @@ class PodBridge:
                 subdomain = (spec.subdomain if spec is not None else None) or ""
                 state = _Pod(uid, address, subdomain)
                 self._pods[name] = state
-                self.starts.append((name, uid))
                 state.starting = self._pool.submit(self.containers.start, name, address, uid)
                 continue
             if state.starting is not None:
@@ -229,9 +223,8 @@ class PodBridge:
     # ---- waiting, for tests
 
     def wait(self, probe: Callable[[], bool], timeout: float, what: str) -> None:
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            if probe():
-                return
-            time.sleep(0.1)
-        raise AssertionError(f"timed out after {timeout}s waiting for {what}; {self.errors[-5:]}")
+        """`wait_until`, its failure naming the bridge's last errors."""
+        try:
+            wait_until(probe, timeout, interval=0.1, what=what)
+        except AssertionError as exc:
+            raise AssertionError(f"{exc}; the bridge's last errors: {self.errors[-5:]}") from None

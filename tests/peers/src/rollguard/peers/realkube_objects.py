@@ -15,9 +15,10 @@ from __future__ import annotations
 import contextlib
 import time
 from collections.abc import Callable, Mapping
+from pathlib import Path
 from typing import Protocol, TypeVar
 
-from lightkube import Client
+from lightkube import Client, KubeConfig, codecs
 from lightkube.core.exceptions import ApiError
 from lightkube.models.apps_v1 import (
     StatefulSetOrdinals,
@@ -25,12 +26,17 @@ from lightkube.models.apps_v1 import (
     StatefulSetUpdateStrategy,
 )
 from lightkube.models.authentication_v1 import TokenRequestSpec
+from lightkube.models.authorization_v1 import (
+    ResourceAttributes,
+    SelfSubjectAccessReviewSpec,
+)
 from lightkube.models.core_v1 import Container, PodSpec, PodTemplateSpec
 from lightkube.models.meta_v1 import LabelSelector, ObjectMeta
 from lightkube.models.rbac_v1 import RoleRef, Subject
 from lightkube.resources.apps_v1 import StatefulSet
+from lightkube.resources.authorization_v1 import SelfSubjectAccessReview
 from lightkube.resources.core_v1 import Namespace, Node, Pod, ServiceAccount
-from lightkube.resources.rbac_authorization_v1 import ClusterRoleBinding, RoleBinding
+from lightkube.resources.rbac_authorization_v1 import ClusterRoleBinding, Role, RoleBinding
 from lightkube.types import PatchType
 
 T = TypeVar("T")
@@ -199,3 +205,25 @@ def service_account_token(client: Client, namespace: str, name: str, seconds: in
     token = client.create(request, name=name, namespace=namespace)
     assert token.status is not None
     return token.status.token
+
+
+def load_role(path: Path, namespace: str) -> Role:
+    """The first document of a Role manifest (deploy/kubernetes/...), set in `namespace`."""
+    role = codecs.load_all_yaml(path.read_text())[0]
+    assert isinstance(role, Role) and role.metadata is not None, path
+    role.metadata.namespace = namespace
+    return role
+
+
+def may(kubeconfig: Path, namespace: str, verb: str, resource: str, group: str = "") -> bool:
+    """Whether RBAC lets the user of `kubeconfig` `verb` `resource` in `namespace` now (a
+    SelfSubjectAccessReview, as `kubectl auth can-i`)."""
+    attributes = ResourceAttributes(
+        namespace=namespace, verb=verb, resource=resource, group=group or None
+    )
+    review = SelfSubjectAccessReview(
+        spec=SelfSubjectAccessReviewSpec(resourceAttributes=attributes)
+    )
+    with Client(KubeConfig.from_file(kubeconfig), trust_env=False) as client:
+        status = client.create(review).status
+    return status is not None and bool(status.allowed)
