@@ -37,7 +37,7 @@ from rollguard.roller.roll.safety import (
     unbalanced,
     voter_caught_up,
 )
-from rollguard.roller.roll.settings import RollSettings
+from rollguard.roller.roll.settings import RollFailed, RollSettings
 from rollguard.roller.roll.waits import ProgressWait
 from rollguard.shared.dataset import Event
 from rollguard.shared.errors import RollguardError
@@ -91,6 +91,32 @@ class AfterRestart:
         if failed is not None:
             return failed
         return await self._isr(node, base) if node.is_broker else Rejoined(node)
+
+    async def on_record(
+        self, node: Node, before: str | None, base: Baseline
+    ) -> Rejoined | NotBack | None:
+        """Resume: `node`'s restart is on record (its identity then, `before`) but not its
+        outcome. Judged by identity: changed (or a new one on its way) means it restarted, so
+        wait for it as `wait` does; unchanged means the restart never happened: None, and the
+        node goes back to the pending ones (and the safety checks)."""
+        s, platform = self.settings, self.observer.platform
+        waiting = ProgressWait(s.safety_wait, self._clock())
+        while await platform.restart_pending(node):
+            # The earlier roller's restart command still runs: judge the node once it is done.
+            self._on_progress(node, "an earlier restart command is still running", None)
+            if waiting.expired(self._clock()):
+                raise RollFailed(
+                    f"{node.name}: the restart command of the interrupted roll still runs after "
+                    f"{format_duration(s.safety_wait)}; not acting on it"
+                )
+            await self._sleep(s.poll_interval)
+        view = await self.observer.platform_view(node)
+        if before is not None and view.instance == before:
+            logger.warning("%s: the restart on record did not happen; it is pending again", node)
+            self.observer.events.write(node.name, Event.RESTART_NOT_OBSERVED, "identity unchanged")
+            return None
+        logger.info("%s: restart on record; waiting for it, not restarting", node)
+        return await self.wait(node, before, base)
 
     async def _ready(self, node: Node, before: str | None) -> NotBack | None:
         s = self.settings

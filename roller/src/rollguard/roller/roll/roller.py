@@ -219,13 +219,14 @@ class Roller:
             done = record.nodes.get(node.name)
             if done is not None and done.status in (NodeStatus.RESTARTED, NodeStatus.SKIPPED):
                 continue
-            if (
-                done is not None
-                and done.status is NodeStatus.RESTARTING
-                and await self._verify_restart(node, done, record)
-            ):
-                result.restarted.append(node.name)
-                continue
+            if done is not None and done.status is NodeStatus.RESTARTING:
+                back = await self.after.on_record(node, done.instance, done.baseline)
+                if isinstance(back, NotBack):
+                    raise RollFailed(back.reason)
+                if back is not None:  # restarted: it is back
+                    await self._rejoined(back, record)
+                    result.restarted.append(node.name)
+                    continue
             view = await self.observer.platform_view(node)
             taken, why = wanted(node, view, self.settings)
             if not taken:
@@ -382,30 +383,3 @@ class Roller:
         self.events.write(node.name, Event.READY, f"restarted, ready and in sync{note}")
         logger.info("%s: ready again%s", node, note)
         self._on_progress(node, "ready", None)
-
-    async def _verify_restart(self, node: Node, done: NodeRecord, record: RollRecord) -> bool:
-        """Resume: a node whose restart is on record but not its outcome. Judged by identity:
-        changed (or a new one on its way) means it restarted, so wait for it (for its baseline
-        on record); unchanged means the restart never happened, so it goes back to the pending
-        nodes (and the safety checks)."""
-        waiting = ProgressWait(self.settings.safety_wait, self._clock())
-        while await self.platform.restart_pending(node):
-            # The earlier roller's restart command still runs: judge the node once it is done.
-            self._on_progress(node, "an earlier restart command is still running", None)
-            if waiting.expired(self._clock()):
-                raise RollFailed(
-                    f"{node.name}: the restart command of the interrupted roll still runs after "
-                    f"{format_duration(self.settings.safety_wait)}; not acting on it"
-                )
-            await self._sleep(self.settings.poll_interval)
-        view = await self.observer.platform_view(node)
-        if done.instance is not None and view.instance == done.instance:
-            logger.warning("%s: the restart on record did not happen; it is pending again", node)
-            self.events.write(node.name, Event.RESTART_NOT_OBSERVED, "identity unchanged")
-            return False
-        logger.info("%s: restart on record; waiting for it, not restarting", node)
-        back = await self.after.wait(node, done.instance, done.baseline)
-        if isinstance(back, NotBack):
-            raise RollFailed(back.reason)
-        await self._rejoined(back, record)
-        return True
