@@ -1,68 +1,118 @@
-"""`rollguard roll` on Kubernetes: the real lightkube client against the Kubernetes API peer.
+"""`rollguard roll` on Kubernetes: the roller's decisions, on the real API server.
 
-The broker pods belong to a StatefulSet in the API peer; deleting one stops that broker in the
-Kafka-protocol peer and its replacement rejoins when its container runs. The roller is the
-installed `rollguard` command, configured with a kubeconfig file like any kubectl user.
+Each test has a namespace of the shared real control plane (`kube`) with a StatefulSet
+`prod-kafka` of 3 pods made out of date by a new template (OnDelete: the StatefulSet controller
+restarts none). `PodBridge` ties each pod to a node of the Kafka-protocol peer, as a kubelet
+ties a pod to its containers: a deleted pod stays Terminating until its node stopped, the new
+pod's node starts again, and the pod is Ready when `SimNodes.ready` says (a test holds one
+NotReady). The agents are an HTTPS peer (what they answer is the case under test). The roller
+is the installed `rollguard` command with the token of a ServiceAccount bound to the documented
+Role. What a real control plane cannot show on demand (a crash-looping pod, an image that does
+not pull) is in test_roll_kubernetes_peer.py, on the API peer.
 """
 
 from __future__ import annotations
 
 import json
+import re
 import subprocess
-import time
-from collections.abc import Iterator
-from dataclasses import dataclass
+import threading
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import pytest
-import yaml
+from lightkube import ApiError
+from lightkube.resources.apps_v1 import StatefulSet
+from lightkube.resources.coordination_v1 import Lease
+from lightkube.resources.core_v1 import ConfigMap, Pod
+from lightkube.resources.rbac_authorization_v1 import Role
+from lightkube.types import PatchType
 
 from rollguard.peers.kafka import KafkaClusterSim, TopicSpec
-from rollguard.peers.kube import KubeSim, SeenRequest
+from rollguard.peers.processes import ROOT
+from rollguard.peers.realkube import READY_ANNOTATION, ControlPlane, pod_ready
+from rollguard.peers.realkube_bridge import BRIDGED, CONTAINERS, PodBridge
+from rollguard.peers.realkube_objects import load_role, may
 
-from helpers import BIN, HttpsPeer, Pki
+from helpers import BIN, HttpsPeer, Pki, wait_until
 
-NS = "kafka"
+STS = "prod-kafka"
+PODS = ["prod-kafka-0", "prod-kafka-1", "prod-kafka-2"]
 SELECTOR = "strimzi.io/cluster=prod"
+ROLE = ROOT / "deploy" / "kubernetes" / "roller" / "role.yaml"
+POD_LABELS = {
+    "strimzi.io/cluster": "prod",
+    "strimzi.io/broker-role": "true",
+    "strimzi.io/controller-role": "true",
+    BRIDGED: "true",
+}
 
 
-def labels(ordinal: int) -> dict[str, str]:
-    return {
-        "strimzi.io/cluster": "prod",
-        "strimzi.io/broker-role": "true",
-        "strimzi.io/controller-role": "true",
-        "app": "kafka",
-    }
+def ordinal(pod: str) -> int:
+    return int(pod.rsplit("-", 1)[1])
+
+
+@dataclass
+class SimNodes:
+    """`PodBridge`'s containers: each pod is the peer's node of its ordinal. `not_ready` holds
+    pods NotReady (their readiness probe failing) until they are replaced."""
+
+    kafka: KafkaClusterSim
+    not_ready: set[str] = field(default_factory=set)
+
+    def start(self, pod: str, address: str, uid: str) -> None:
+        self.not_ready.discard(pod)  # a new pod: its probe passes
+        self.kafka.start_node(ordinal(pod))
+
+    def stop(self, pod: str) -> None:
+        self.kafka.stop_node(ordinal(pod))
+
+    def ready(self, pod: str) -> bool:
+        return pod not in self.not_ready
+
+    def seen(self, pod: str) -> Mapping[str, Any]:
+        return {}
 
 
 @dataclass
 class Cluster:
-    kube: KubeSim
+    kube: ControlPlane
+    namespace: str
     kafka: KafkaClusterSim
+    nodes: SimNodes
+    bridge: PodBridge
+    agents: HttpsPeer
     kubeconfig: Path
+    pki: Pki
     folder: Path
 
-    agents: HttpsPeer
-
     def roll(
-        self, pki: Pki, *extra: str, command: str = "roll", agent_url: str | None = None
+        self, *extra: str, command: str = "roll", agent_url: str | None = None
     ) -> subprocess.CompletedProcess[str]:
         """The installed roller; its agents are `self.agents` unless `agent_url` says (""
         gives no --agent-url at all: the default template)."""
+        process = self.start(*extra, command=command, agent_url=agent_url)
+        out, err = process.communicate(timeout=120)
+        return subprocess.CompletedProcess(process.args, process.returncode, out, err)
+
+    def start(
+        self, *extra: str, command: str = "roll", agent_url: str | None = None
+    ) -> subprocess.Popen[str]:
         if agent_url is None:
             agent_url = self.agents.url + "/agents/{pod}/v1/broker-state"
         args = [
             str(BIN / "rollguard"),
             command,
             "--namespace",
-            NS,
+            self.namespace,
             "--selector",
             SELECTOR,
             "--bootstrap",
             self.kafka.bootstrap,
             *(["--agent-url", agent_url] if agent_url else []),
-            *pki.client_flags(),
+            *self.pki.client_flags(),
             "--state-dir",
             str(self.folder / "state"),
             "--poll-interval",
@@ -78,14 +128,87 @@ class Cluster:
             *extra,
         ]
         env = {"KUBECONFIG": str(self.kubeconfig), "PATH": "/usr/bin:/bin"}
-        return subprocess.run(args, capture_output=True, text=True, timeout=120, env=env)
+        return subprocess.Popen(
+            args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env
+        )
 
     def deleted(self) -> list[str]:
-        return [d.name for d in self.kube.deletions]
+        return self.bridge.deleted()
 
-    def events(self) -> list[dict[str, object]]:
-        path = self.folder / "state" / "events-k1.jsonl"
+    def events(self, roll_id: str = "k1") -> list[dict[str, Any]]:
+        path = self.folder / "state" / f"events-{roll_id}.jsonl"
+        if not path.exists():
+            return []
         return [json.loads(line) for line in path.read_text().splitlines()]
+
+    def journal(self, roll_id: str = "k1") -> dict[str, Any]:
+        name = f"rollguard-roll-{roll_id}"
+        found = self.kube.client().get(ConfigMap, name, namespace=self.namespace)
+        assert found.data is not None
+        record: dict[str, Any] = json.loads(found.data["journal.json"])
+        return record
+
+    def lease(self) -> Lease:
+        return self.kube.client().get(Lease, "rollguard-roll", namespace=self.namespace)
+
+    def pod_is_ready(self, pod: str) -> bool:
+        return pod_ready(self.kube.client().get(Pod, pod, namespace=self.namespace))
+
+    def hold_not_ready(self, pod: str) -> None:
+        self.nodes.not_ready.add(pod)
+        self.bridge.wait(lambda: not self.pod_is_ready(pod), 30, f"{pod} NotReady")
+
+    def annotate(self, pod: str, key: str, value: str) -> None:
+        patch = {"metadata": {"annotations": {key: value}}}
+        client = self.kube.client()
+        client.patch(Pod, pod, patch, namespace=self.namespace, patch_type=PatchType.MERGE)
+
+
+def apply(kube: ControlPlane, namespace: str, generation: str) -> None:
+    annotations = {
+        READY_ANNOTATION: "false",  # NotReady until the bridge's probe says otherwise
+        CONTAINERS: "running",
+        "example.com/generation": generation,
+    }
+    kube.apply_statefulset(namespace, STS, 3, pod_labels=POD_LABELS, pod_annotations=annotations)
+
+
+@pytest.fixture
+def cluster(kube: ControlPlane, kube_namespace: str, pki: Pki, tmp_path: Path) -> Iterator[Cluster]:
+    """3 Ready pods of `prod-kafka`, all out of date; the peer's nodes 0-2 behind them (node 0
+    leads the quorum), RUNNING agents, the roller's documented Role."""
+    kafka = KafkaClusterSim(
+        broker_ids=[0, 1, 2], voters=[0, 1, 2], topics={"orders": TopicSpec(3, 3, 2)}
+    )
+    kafka.start()
+    nodes = SimNodes(kafka)
+    client, namespace = kube.client(), kube_namespace
+    try:
+        with (
+            PodBridge(client, namespace, nodes, tmp_path, interval=0.1) as bridge,
+            HttpsPeer(RunningAgents(), pki) as agents,
+        ):
+            role = load_role(ROLE, namespace)
+            kubeconfig = kube.role_account(
+                namespace, role, "rollguard-roller", can=("delete", "pods", "")
+            )
+            apply(kube, namespace, "1")
+
+            def ready() -> bool:
+                found = list(client.list(Pod, namespace=namespace, labels={BRIDGED: "true"}))
+                return len(found) == 3 and all(pod_ready(p) for p in found)
+
+            bridge.wait(ready, 60, "3 Ready pods")
+            apply(kube, namespace, "2")
+
+            def out_of_date() -> bool:
+                status = client.get(StatefulSet, STS, namespace=namespace).status
+                return status is not None and status.currentRevision != status.updateRevision
+
+            wait_until(out_of_date, 30, what="a new updateRevision")
+            yield Cluster(kube, namespace, kafka, nodes, bridge, agents, kubeconfig, pki, tmp_path)
+    finally:
+        kafka.stop()
 
 
 class RunningAgents:
@@ -104,127 +227,63 @@ class RunningAgents:
         await send({"type": "http.response.body", "body": json.dumps(body).encode()})
 
 
-@pytest.fixture
-def cluster(tmp_path: Path, pki: Pki) -> Iterator[Cluster]:
-    kafka = KafkaClusterSim(
-        broker_ids=[0, 1, 2], voters=[0, 1, 2], topics={"orders": TopicSpec(3, 3, 2)}
-    )
-    kafka.start()
-    ordinal = lambda name: int(name.rsplit("-", 1)[1])  # noqa: E731
-    kube = KubeSim(
-        recreate_after=0.1,
-        ready_after=0.3,
-        on_delete=lambda name: kafka.stop_node(ordinal(name)),
-        on_start=lambda name: kafka.start_node(ordinal(name)),
-    )
-    kube.start()
-    kube.add_statefulset(NS, "prod-kafka", 3, labels, revision="rev-1")
-    config = {
-        "apiVersion": "v1",
-        "kind": "Config",
-        "current-context": "sim",
-        "clusters": [{"name": "sim", "cluster": {"server": kube.url}}],
-        "users": [{"name": "sim", "user": {"token": "test"}}],
-        "contexts": [
-            {"name": "sim", "context": {"cluster": "sim", "user": "sim", "namespace": NS}}
-        ],
-    }
-    kubeconfig = tmp_path / "kubeconfig"
-    kubeconfig.write_text(yaml.safe_dump(config))
-    try:
-        with HttpsPeer(RunningAgents(), pki) as agents:
-            yield Cluster(kube, kafka, kubeconfig, tmp_path, agents)
-    finally:
-        kube.stop()
-        kafka.stop()
-
-
 def test_only_out_of_date_pods_are_rolled_and_the_journal_is_a_configmap(
-    cluster: Cluster, pki: Pki
+    cluster: Cluster,
 ) -> None:
-    cluster.kube.set_update_revision("prod-kafka", "rev-2", namespace=NS)
-    done = cluster.roll(pki)
+    done = cluster.roll()
     assert done.returncode == 0, done.stderr
     # kafka-0 leads the quorum: the active controller goes last
     assert cluster.deleted() == ["prod-kafka-1", "prod-kafka-2", "prod-kafka-0"]
-    journal = json.loads(cluster.kube.configmap("rollguard-roll-k1", NS)["data"]["journal.json"])
-    assert journal["state"] == "completed"
-    # a second roll finds everything up to date and restarts nothing
-    again = cluster.roll(pki, "--roll-id", "k2")
+    assert cluster.journal()["state"] == "completed"
+    # a second roll finds every pod on the new revision and restarts nothing
+    again = cluster.roll("--roll-id", "k2")
     assert again.returncode == 0, again.stderr
     assert len(cluster.deleted()) == 3 and "skipped 3" in again.stderr
 
 
-def test_the_skip_annotation_and_skip_flag_are_honoured(cluster: Cluster, pki: Pki) -> None:
-    cluster.kube.set_update_revision("prod-kafka", "rev-2", namespace=NS)
-    cluster.kube.annotate("prod-kafka-1", "rollguard.io/skip-restart", "true")
-    done = cluster.roll(pki, "--skip", "prod-kafka-2")
+def test_the_skip_annotation_and_skip_flag_are_honoured(cluster: Cluster) -> None:
+    cluster.annotate("prod-kafka-1", "rollguard.io/skip-restart", "true")
+    done = cluster.roll("--skip", "prod-kafka-2")
     assert done.returncode == 0, done.stderr
     assert cluster.deleted() == ["prod-kafka-0"]
 
 
-def test_plan_prints_decisions_and_restarts_nothing(cluster: Cluster, pki: Pki) -> None:
-    cluster.kube.set_update_revision("prod-kafka", "rev-2", namespace=NS)
-    done = cluster.roll(pki, command="plan")
+def test_plan_prints_decisions_and_restarts_nothing(cluster: Cluster) -> None:
+    done = cluster.roll(command="plan")
     assert done.returncode == 0, done.stderr
     rows = [line.split() for line in done.stdout.splitlines()[2:5]]  # summary, header, rows
     assert [row[1] for row in rows] == ["prod-kafka-1", "prod-kafka-2", "prod-kafka-0"]
     assert all(row[3] == "restart" for row in rows)
-    assert cluster.deleted() == []
     assert not (cluster.folder / "state").exists()  # a plan writes nothing
-    as_json = cluster.roll(pki, "--output", "json", command="plan")
+    as_json = cluster.roll("--output", "json", command="plan")
     entries = [json.loads(line) for line in as_json.stdout.splitlines()]
     assert [(e["node"], e["action"]) for e in entries] == [
         ("prod-kafka-1", "restart"),
         ("prod-kafka-2", "restart"),
         ("prod-kafka-0", "restart"),
     ]
-
-
-def test_a_stuck_out_of_date_pod_is_force_restarted_first(cluster: Cluster, pki: Pki) -> None:
-    cluster.kube.set_update_revision("prod-kafka", "rev-2", namespace=NS)
-    cluster.kube.set_waiting("prod-kafka-2", "CrashLoopBackOff")
-    done = cluster.roll(pki)
-    assert done.returncode == 0, done.stderr
-    assert cluster.deleted()[0] == "prod-kafka-2"
-    assert any(
-        e["action"] == "restart" and "CrashLoopBackOff" in str(e["reason"])
-        for e in cluster.events()
-    )
-
-
-def test_a_stuck_pod_that_is_up_to_date_is_fatal(cluster: Cluster, pki: Pki) -> None:
-    cluster.kube.set_waiting("prod-kafka-1", "ImagePullBackOff")
-    done = cluster.roll(pki)
-    assert done.returncode == 1
-    assert "prod-kafka-1 is stuck (ImagePullBackOff)" in done.stderr
     assert cluster.deleted() == []
 
 
 def test_a_not_ready_pod_whose_agent_is_unreachable_is_unknown_never_forced(
-    cluster: Cluster, pki: Pki
+    cluster: Cluster,
 ) -> None:
-    cluster.kube.set_update_revision("prod-kafka", "rev-2", namespace=NS)
-    cluster.kube.set_ready("prod-kafka-1", False)
+    cluster.hold_not_ready("prod-kafka-1")
     cluster.agents.app.unreadable.add("prod-kafka-1")
-    done = cluster.roll(pki, "--safety-wait", "3s")
+    done = cluster.roll("--safety-wait", "3s")
     assert done.returncode == 1
     assert "prod-kafka-1 is not ready and its agent cannot be read" in done.stderr
     assert "--on-agent-unreachable force" in done.stderr
     # Unknown is not "not recovering": never restarted. The others were, as the availability
     # check allowed (Kafka still counts prod-kafka-1 in its ISRs).
     assert "prod-kafka-1" not in cluster.deleted()
-    journal = cluster.kube.configmap("rollguard-roll-k1", NS)["data"]["journal.json"]
-    assert json.loads(journal)["state"] == "failed"
+    assert cluster.journal()["state"] == "failed"
 
 
-def test_an_unreachable_agents_node_is_forced_on_explicit_request(
-    cluster: Cluster, pki: Pki
-) -> None:
-    cluster.kube.set_update_revision("prod-kafka", "rev-2", namespace=NS)
-    cluster.kube.set_ready("prod-kafka-1", False)
+def test_an_unreachable_agents_node_is_forced_on_explicit_request(cluster: Cluster) -> None:
+    cluster.hold_not_ready("prod-kafka-1")
     cluster.agents.app.unreadable.add("prod-kafka-1")
-    done = cluster.roll(pki, "--on-agent-unreachable", "force")
+    done = cluster.roll("--on-agent-unreachable", "force")
     assert done.returncode == 0, done.stderr
     assert "prod-kafka-1" in cluster.deleted()
     forced = next(
@@ -234,214 +293,214 @@ def test_an_unreachable_agents_node_is_forced_on_explicit_request(
 
 
 class RecoveringAgents:
-    """Agents at /agents/<pod>/v1/broker-state: prod-kafka-1 recovers for a few polls, out of
-    every ISR and the quorum (as a recovering broker is), and rejoins them when done."""
+    """Agents at /agents/<pod>/v1/broker-state: `pod` is in log recovery (its node out of
+    every ISR and the quorum, its pod NotReady, as a recovering broker is) until `done` is set,
+    then it rejoins them. The others are RUNNING."""
 
-    def __init__(self, kube: KubeSim, kafka: KafkaClusterSim | None = None) -> None:
-        self.kube = kube
-        self.kafka = kafka
+    def __init__(self, cluster: Cluster, pod: str) -> None:
+        self.cluster, self.pod = cluster, pod
+        self.done = threading.Event()
         self.left = 3000
-        if kafka is not None:
-            kafka.stop_node(1)
+        cluster.kafka.stop_node(ordinal(pod))
+        cluster.hold_not_ready(pod)
+
+    def finish(self) -> None:
+        self.cluster.kafka.start_node(ordinal(self.pod))
+        self.cluster.nodes.not_ready.discard(self.pod)
+        self.done.set()
 
     async def __call__(self, scope, receive, send) -> None:  # type: ignore[no-untyped-def]
         pod = scope["path"].split("/")[2]
         body: dict[str, object] = {"brokerState": 3}
-        if pod == "prod-kafka-1" and self.left > 0:
-            self.left -= 500
-            body = {
-                "brokerState": 2,
-                "recovery": {
-                    "remainingLogsToRecover": self.left // 100,
-                    "remainingSegmentsToRecover": self.left,
-                },
+        if pod == self.pod and not self.done.is_set():
+            self.left = max(self.left - 10, 10)
+            recovery = {
+                "remainingLogsToRecover": 1 + self.left // 100,
+                "remainingSegmentsToRecover": self.left,
             }
-            if self.left <= 0:
-                self.kube.set_ready(pod, True)
-                if self.kafka is not None:
-                    self.kafka.start_node(1)
+            body = {"brokerState": 2, "recovery": recovery}
         await send({"type": "http.response.start", "status": 200, "headers": []})
         await send({"type": "http.response.body", "body": json.dumps(body).encode()})
+
+
+def wait_for_event(cluster: Cluster, action: str, timeout: float = 60) -> None:
+    wait_until(
+        lambda: any(e["action"] == action for e in cluster.events()),
+        timeout,
+        what=f"a {action} event",
+    )
 
 
 def test_a_not_ready_pod_in_log_recovery_is_waited_for_not_force_restarted(
     cluster: Cluster, pki: Pki
 ) -> None:
-    cluster.kube.set_update_revision("prod-kafka", "rev-2", namespace=NS)
-    cluster.kube.set_ready("prod-kafka-1", False)
-    with HttpsPeer(RecoveringAgents(cluster.kube, cluster.kafka), pki) as agents:
+    agents = RecoveringAgents(cluster, "prod-kafka-1")
+    with HttpsPeer(agents, pki) as peer:
         # A 5-minute operation timeout: its agent is asked at once, not after it, so the
         # recovery shows (and is waited for) from the first poll.
-        done = cluster.roll(
-            pki,
-            "--operation-timeout",
-            "5m",
-            agent_url=agents.url + "/agents/{pod}/v1/broker-state",
+        roll = cluster.start(
+            "--operation-timeout", "5m", agent_url=peer.url + "/agents/{pod}/v1/broker-state"
         )
-    assert done.returncode == 0, done.stderr
+        try:
+            wait_for_event(cluster, "wait-recovery")
+            assert cluster.deleted() == []  # nothing restarted while it recovers
+        finally:
+            agents.finish()
+            _, err = roll.communicate(timeout=120)
+    assert roll.returncode == 0, err
     waits = [e for e in cluster.events() if e["action"] == "wait-recovery"]
     assert waits and {e["node"] for e in waits} == {"prod-kafka-1"}
     # Out of the ISRs while recovering, it held the others back (availability, quorum); then
     # rolled like them: one deletion each, none while it recovered.
-    assert sorted(cluster.deleted()) == ["prod-kafka-0", "prod-kafka-1", "prod-kafka-2"]
+    assert sorted(cluster.deleted()) == PODS
     first_restart = next(i for i, e in enumerate(cluster.events()) if e["action"] == "restart")
     last_wait = max(i for i, e in enumerate(cluster.events()) if e["action"] == "wait-recovery")
     assert last_wait < first_restart
 
 
-def test_a_forbidden_delete_fails_the_roll_in_one_line_with_the_journal_marked_failed(
+def test_a_role_losing_delete_during_the_roll_fails_it_in_one_line_with_the_journal_failed(
     cluster: Cluster, pki: Pki
 ) -> None:
-    cluster.kube.set_update_revision("prod-kafka", "rev-2", namespace=NS)
-    cluster.kube.forbidden.add(("delete", "pods"))  # the Role lost "delete" on pods
-    done = cluster.roll(pki)
-    assert done.returncode == 1, done.stderr
-    assert "Traceback" not in done.stderr
-    assert "delete pod prod-kafka-1: 403 Forbidden" in done.stderr
-    assert "cannot delete resource" in done.stderr
-    journal = json.loads(cluster.kube.configmap("rollguard-roll-k1", NS)["data"]["journal.json"])
-    assert journal["state"] == "failed" and "403 Forbidden" in journal["reason"]
-    assert journal["nodes"]["prod-kafka-1"]["status"] == "failed"
-
-
-def test_an_unreadable_pod_list_is_one_line_not_a_traceback(cluster: Cluster, pki: Pki) -> None:
-    cluster.kube.forbidden.add(("list", "pods"))
-    done = cluster.roll(pki)
-    assert done.returncode == 1, done.stderr
-    assert "Traceback" not in done.stderr
-    assert "list pods in kafka: 403 Forbidden" in done.stderr
-
-
-class RecoveringAfterItsRestart:
-    """Agents at /agents/<pod>/v1/broker-state: RUNNING, except the first pod the roll deletes,
-    which is in log recovery for `seconds` after its deletion (its segments counting down)."""
-
-    def __init__(self, kube: KubeSim, seconds: float) -> None:
-        self.kube = kube
-        self.seconds = seconds
-
-    def deleted_at(self) -> float | None:
-        return self.kube.deletions[0].at if self.kube.deletions else None
-
-    async def __call__(self, scope, receive, send) -> None:  # type: ignore[no-untyped-def]
-        pod = scope["path"].split("/")[2]
-        body: dict[str, object] = {"brokerState": 3}
-        since = self.deleted_at()
-        if since is not None and pod == self.kube.deletions[0].name:
-            left = since + self.seconds - time.monotonic()
-            if left > 0:
-                segments = int(left * 100)
-                recovery = {
-                    "remainingLogsToRecover": 1 + segments // 100,
-                    "remainingSegmentsToRecover": segments,
-                }
-                body = {"brokerState": 2, "recovery": recovery}
-        await send({"type": "http.response.start", "status": 200, "headers": []})
-        await send({"type": "http.response.body", "body": json.dumps(body).encode()})
-
-
-def test_an_api_refusing_everything_for_20_s_during_a_recovery_wait_does_not_end_the_roll(
-    cluster: Cluster, pki: Pki
-) -> None:
-    cluster.kube.set_update_revision("prod-kafka", "rev-2", namespace=NS)
-    agents = RecoveringAfterItsRestart(cluster.kube, seconds=30)
-    lease_requests: list[float] = []
-
-    def seen(request: SeenRequest) -> None:
-        if "/leases/" in request.path:
-            lease_requests.append(time.monotonic())
-
-    def outage() -> tuple[float, float] | None:
-        since = agents.deleted_at()
-        return None if since is None else (since + 4, since + 24)
-
-    def unavailable() -> bool:
-        window = outage()
-        return window is not None and window[0] <= time.monotonic() < window[1]
-
-    cluster.kube.on_request = seen
-    cluster.kube.unavailable = unavailable
+    """The preflight passed (the Role had every verb); an administrator takes `delete` on
+    pods away while the roller waits for a recovery: its first deletion is refused (403), a
+    verb never allowed in this roll, so no authorizer catching up: the roll fails at once."""
+    agents = RecoveringAgents(cluster, "prod-kafka-1")
     with HttpsPeer(agents, pki) as peer:
-        done = cluster.roll(pki, agent_url=peer.url + "/agents/{pod}/v1/broker-state")
-    assert done.returncode == 0, done.stderr
-    window = outage()
-    assert window is not None
-    refused = [t for t in lease_requests if window[0] <= t < window[1]]
-    assert len(refused) >= 5, lease_requests  # renewals tried all through the outage, refused
-    assert done.stderr.count("503 ServiceUnavailable") >= 5
-    assert "retrying in 2s" in done.stderr
-    # It waited out the recovery (never restarted the recovering pod again), then rolled on.
-    assert sorted(cluster.deleted()) == ["prod-kafka-0", "prod-kafka-1", "prod-kafka-2"]
-    assert any(e["action"] == "wait-recovery" for e in cluster.events())
-    lease = cluster.kube.lease("rollguard-roll", NS)
-    assert lease is not None and lease["spec"]["holderIdentity"] == ""  # released at the end
+        roll = cluster.start(agent_url=peer.url + "/agents/{pod}/v1/broker-state")
+        try:
+            wait_for_event(cluster, "wait-recovery")
+            revoke(cluster, "delete", "pods")
+        finally:
+            agents.finish()
+            _, err = roll.communicate(timeout=120)
+    assert roll.returncode == 1, err
+    assert "Traceback" not in err
+    refused = re.search(r"delete pod (prod-kafka-\d): 403 Forbidden", err)
+    assert refused, err
+    assert "cannot delete resource" in err
+    journal = cluster.journal()
+    assert journal["state"] == "failed" and "403 Forbidden" in journal["reason"]
+    assert journal["nodes"][refused.group(1)]["status"] == "failed"
+    assert cluster.deleted() == []
+
+
+def revoke(cluster: Cluster, verb: str, resource: str) -> None:
+    """Take `verb` on `resource` out of the roller's Role, once RBAC refuses it."""
+    client = cluster.kube.client()
+    role = client.get(Role, "rollguard-roller", namespace=cluster.namespace)
+    for rule in role.rules or []:
+        if resource in (rule.resources or []):
+            rule.verbs = [v for v in rule.verbs if v != verb]
+    client.replace(role)
+    wait_until(
+        lambda: not may(cluster.kubeconfig, cluster.namespace, verb, resource),
+        30,
+        what=f"RBAC to refuse {verb} {resource}",
+    )
 
 
 def test_a_lease_taken_over_during_a_recovery_wait_stops_the_roll_and_the_journal_says_why(
     cluster: Cluster, pki: Pki
 ) -> None:
-    cluster.kube.set_update_revision("prod-kafka", "rev-2", namespace=NS)
-    agents = RecoveringAfterItsRestart(cluster.kube, seconds=60)
-    taken: list[float] = []
-
-    def take_over(request: SeenRequest) -> None:
-        since = agents.deleted_at()
-        if not taken and since is not None and time.monotonic() > since + 3:
-            taken.append(time.monotonic())
-
-            def steal(obj: dict[str, Any]) -> None:
-                obj["spec"]["holderIdentity"] = "other-roller:7"
-                obj["metadata"]["annotations"] = {"rollguard.io/roll-id": "r9"}
-
-            cluster.kube.edit("leases", "rollguard-roll", NS, steal)
-
-    cluster.kube.on_request = take_over
+    """The first pod the roll deletes comes back in log recovery; while the roller waits for
+    it, another holder takes the Lease (a write of its own on the API server): the roller's
+    next renewal is refused (409, the Lease changed) and it reads who holds it."""
+    agents = RecoveringAfterItsRestart(cluster.bridge)
     with HttpsPeer(agents, pki) as peer:
-        done = cluster.roll(pki, agent_url=peer.url + "/agents/{pod}/v1/broker-state")
-    assert done.returncode == 1, done.stderr
-    assert "Traceback" not in done.stderr
-    assert "lost the roll lease, stopping" in done.stderr
-    assert "held by other-roller:7 (roll r9)" in done.stderr
+        roll = cluster.start(agent_url=peer.url + "/agents/{pod}/v1/broker-state")
+        try:
+            wait_for_event(cluster, "wait-recovery")
+            take_lease(cluster, "other-roller:7", "r9")
+            _, err = roll.communicate(timeout=60)
+        finally:
+            if roll.poll() is None:
+                roll.kill()
+                roll.communicate()
+    assert roll.returncode == 1, err
+    assert "Traceback" not in err
+    assert "lost the roll lease, stopping" in err
+    assert "held by other-roller:7 (roll r9)" in err
     assert len(cluster.deleted()) == 1  # nothing more was done under a lease that is not ours
-    journal = json.loads(cluster.kube.configmap("rollguard-roll-k1", NS)["data"]["journal.json"])
+    journal = cluster.journal()
     assert journal["state"] == "failed" and "lost the roll lease" in journal["reason"]
     first = cluster.deleted()[0]
     assert journal["nodes"][first]["status"] == "restarting"  # for --resume to wait for it
-    lease = cluster.kube.lease("rollguard-roll", NS)
-    assert lease is not None and lease["spec"]["holderIdentity"] == "other-roller:7"
+    lease = cluster.lease()
+    assert lease.spec is not None and lease.spec.holderIdentity == "other-roller:7"
+
+
+def take_lease(cluster: Cluster, holder: str, roll_id: str) -> None:
+    """Write the Lease as another holder would: read, change, replace (asked again when the
+    roller renewed it in between: 409)."""
+
+    def taken() -> bool:
+        lease = cluster.lease()
+        assert lease.spec is not None and lease.metadata is not None
+        lease.spec.holderIdentity = holder
+        lease.metadata.annotations = {"rollguard.io/roll-id": roll_id}
+        try:
+            cluster.kube.client().replace(lease)
+        except ApiError as exc:
+            if exc.status.code != 409:
+                raise
+            return False
+        return True
+
+    wait_until(taken, 30, interval=0.05, what="the Lease written by another holder")
+
+
+class RecoveringAfterItsRestart:
+    """Agents at /agents/<pod>/v1/broker-state: RUNNING, except the first pod the roll
+    deletes, which is in log recovery from then on (its segments counting down, never done)."""
+
+    def __init__(self, bridge: PodBridge) -> None:
+        self.bridge = bridge
+        self.left = 100_000
+
+    async def __call__(self, scope, receive, send) -> None:  # type: ignore[no-untyped-def]
+        pod = scope["path"].split("/")[2]
+        body: dict[str, object] = {"brokerState": 3}
+        if self.bridge.deletions and pod == self.bridge.deletions[0].pod:
+            self.left = max(self.left - 10, 10)
+            recovery = {
+                "remainingLogsToRecover": 1 + self.left // 100,
+                "remainingSegmentsToRecover": self.left,
+            }
+            body = {"brokerState": 2, "recovery": recovery}
+        await send({"type": "http.response.start", "status": 200, "headers": []})
+        await send({"type": "http.response.body", "body": json.dumps(body).encode()})
 
 
 def test_agent_urls_that_resolve_nowhere_stop_the_roll_before_any_restart(
-    cluster: Cluster, pki: Pki
+    cluster: Cluster,
 ) -> None:
     # `plan --help`'s own example: no --agent-url, no --service. The headless service comes
-    # from the pods' spec.subdomain; these names exist in no DNS here, so nothing may start.
-    cluster.kube.set_update_revision("prod-kafka", "rev-2", namespace=NS)
-    done = cluster.roll(pki, agent_url="")
+    # from the pods' spec.subdomain (the StatefulSet's serviceName, set by its controller);
+    # these names exist in no DNS here, so nothing may start.
+    done = cluster.roll(agent_url="")
     assert done.returncode == 2, done.stderr
     assert "Traceback" not in done.stderr
-    for ordinal in range(3):
-        url = f"https://prod-kafka-{ordinal}.prod-kafka.kafka.svc:8443"
-        assert f"prod-kafka-{ordinal} ({url}): its host" in done.stderr
+    for pod in PODS:
+        url = f"https://{pod}.{STS}.{cluster.namespace}.svc:8443"
+        assert f"{pod} ({url}): its host" in done.stderr
     assert "does not resolve" in done.stderr and "--on-agent-unreachable force" in done.stderr
     assert cluster.deleted() == []
 
 
 def test_a_service_template_without_a_service_to_fill_it_is_a_usage_error() -> None:
-
     from lightkube.models.core_v1 import PodSpec
     from lightkube.models.meta_v1 import ObjectMeta
-    from lightkube.resources.core_v1 import Pod
 
     from rollguard.roller.kubernetes import KubernetesPlatform, KubernetesSettings
     from rollguard.shared.errors import ConfigError
 
+    ns = "kafka"
     pod = Pod(metadata=ObjectMeta(name="prod-kafka-0"), spec=PodSpec(containers=[]))
-    platform = KubernetesPlatform(None, KubernetesSettings(NS, SELECTOR))  # type: ignore[arg-type]
+    platform = KubernetesPlatform(None, KubernetesSettings(ns, SELECTOR))  # type: ignore[arg-type]
     with pytest.raises(ConfigError) as caught:
         platform._node(pod)
     assert "needs {service}" in str(caught.value) and "--service NAME" in str(caught.value)
-    named = KubernetesPlatform(None, KubernetesSettings(NS, SELECTOR, service="brokers"))  # type: ignore[arg-type]
+    named = KubernetesPlatform(None, KubernetesSettings(ns, SELECTOR, service="brokers"))  # type: ignore[arg-type]
     assert named._node(pod).agent_url == "https://prod-kafka-0.brokers.kafka.svc:8443"
     pod.spec.subdomain = "prod-kafka-brokers"  # type: ignore[union-attr]
     assert platform._node(pod).agent_url == (
