@@ -1,11 +1,15 @@
 """The fake Kubernetes API (`rollguard.peers.kube.KubeSim`) driven by the real lightkube clients.
 
-These tests pin down what rollguard's Kubernetes code relies on: the paths and selectors
-lightkube sends are understood, what comes back decodes into lightkube's models, errors become
-`ApiError` with the real `Status` codes and reasons, pods go through the life cycle of a
-StatefulSet pod (gone, recreated with a new uid and the update revision, not ready, Ready), and
-what the roller does not use (watch, patch, apply, other verbs and query options) is refused at
-once as a real API server refuses what it does not serve.
+The peer is kept for what a real control plane cannot show on demand: pods stuck in
+CrashLoopBackOff, ImagePullBackOff or Unschedulable, and a StatefulSet of 1,000 pods. These
+tests pin down what `rollguard roll` relies on when it runs against it
+(test_roll_kubernetes_peer.py): the paths and label selectors lightkube sends are understood,
+what comes back decodes into lightkube's models, errors become `ApiError` with the real `Status`
+codes and reasons, pods go through the life cycle of a StatefulSet pod (gone, recreated with a
+new uid and the update revision, not ready, Ready) or stay stuck, the roll's journal ConfigMap
+and Lease conflict on a stale resourceVersion, and what the roll does not use (watch, patch,
+apply, other verbs and query options, SelfSubjectAccessReviews) is refused at once as a real API
+server refuses what it does not serve.
 """
 
 from __future__ import annotations
@@ -22,15 +26,18 @@ from typing import Any
 import httpx
 import lightkube
 import pytest
-from lightkube import ApiError, operators
+from lightkube import ApiError, KubeConfig, operators
+from lightkube.config.models import Cluster, User
+from lightkube.models.authorization_v1 import ResourceAttributes, SelfSubjectAccessReviewSpec
 from lightkube.models.coordination_v1 import LeaseSpec
 from lightkube.models.meta_v1 import ObjectMeta
 from lightkube.resources.apps_v1 import StatefulSet
+from lightkube.resources.authorization_v1 import SelfSubjectAccessReview
 from lightkube.resources.coordination_v1 import Lease
 from lightkube.resources.core_v1 import ConfigMap, Pod
 from lightkube.types import PatchType
 
-from rollguard.peers.kube import KubeSim, SeenRequest, parse_label_selector
+from rollguard.peers.kube import KubeSim, parse_label_selector
 
 from helpers import wait_until
 
@@ -46,18 +53,22 @@ def broker_labels(ordinal: int) -> dict[str, str]:
     return labels
 
 
+def kubeconfig(sim: KubeSim) -> KubeConfig:
+    """`KubeConfig.from_server(url)` alone does not do: lightkube 1.0.1 asserts that the context
+    has a user ("Missing user"). The peer asks for no credentials."""
+    return KubeConfig.from_one(cluster=Cluster(server=sim.url), user=User(), namespace=NS)
+
+
 @pytest.fixture
 def sim() -> Iterator[KubeSim]:
     with KubeSim(recreate_after=0.2, ready_after=0.3) as sim:
-        sim.add_statefulset(
-            NS, "kafka", 3, broker_labels, lambda ordinal: {"rollguard/ordinal": str(ordinal)}
-        )
+        sim.add_statefulset(NS, "kafka", 3, broker_labels)
         yield sim
 
 
 @pytest.fixture
 def client(sim: KubeSim) -> Iterator[lightkube.Client]:
-    with lightkube.Client(config=sim.kubeconfig(namespace=NS)) as client:
+    with lightkube.Client(config=kubeconfig(sim)) as client:
         yield client
 
 
@@ -92,14 +103,7 @@ def container_state(pod: Pod) -> str:
     return "ready" if status.ready else "running"
 
 
-def test_lightkube_1_0_1_needs_a_user_in_the_kubeconfig() -> None:
-    """Why `KubeSim.kubeconfig()` exists: `KubeConfig.from_server(url)` has no user, and
-    lightkube 1.0.1 refuses to build a client from it."""
-    with pytest.raises(AssertionError, match="Missing user"):
-        lightkube.Client(config=lightkube.KubeConfig.from_server("http://127.0.0.1:1"))
-
-
-def test_list_pods_by_label_selector(sim: KubeSim, client: lightkube.Client) -> None:
+def test_list_pods_by_label_selector(client: lightkube.Client) -> None:
     def names(**selector: object) -> list[str]:
         return [p.metadata.name for p in client.list(Pod, **selector)]  # type: ignore[arg-type]
 
@@ -112,11 +116,6 @@ def test_list_pods_by_label_selector(sim: KubeSim, client: lightkube.Client) -> 
     assert names(labels={"broker-id": operators.not_in(["0", "2"])}) == ["kafka-1"]
     assert names(labels={"app": "zookeeper"}) == []
     assert names(labels={"statefulset.kubernetes.io/pod-name": "kafka-2"}) == ["kafka-2"]
-
-    sent = [r.query for r in sim.requests if r.path == f"/api/v1/namespaces/{NS}/pods"]
-    assert {"labelSelector": "broker-id in (0,2)"} in sent
-    assert {"labelSelector": "broker-id notin (0,2)"} in sent
-    assert {"labelSelector": "!controller"} in sent
 
     with pytest.raises(ApiError) as bad_label:
         names(labels={"not a key!": "x"})
@@ -143,7 +142,7 @@ def test_get_pod_looks_like_a_statefulset_pod(client: lightkube.Client) -> None:
         "statefulset.kubernetes.io/pod-name": "kafka-2",
         "apps.kubernetes.io/pod-index": "2",
     }
-    assert pod.metadata.annotations == {"rollguard/ordinal": "2"}
+    assert pod.metadata.annotations is None
     [owner] = pod.metadata.ownerReferences
     assert (owner.kind, owner.name, owner.uid, owner.controller) == (
         "StatefulSet",
@@ -192,8 +191,7 @@ def test_delete_recreates_pod_with_new_uid_then_ready(
     calls: list[tuple[str, str, float]] = []
     sim.on_delete = lambda name: calls.append(("delete", name, time.monotonic()))
     sim.on_start = lambda name: calls.append(("start", name, time.monotonic()))
-    sim.container_creating = 0.3
-    sim.set_next_start("kafka-1", ready_after=0.8)
+    sim.ready_after = 0.8  # running, not ready, long enough to be seen
     sim.set_update_revision("kafka", "rev-2")
     old = client.get(Pod, "kafka-1")
 
@@ -219,10 +217,10 @@ def test_delete_recreates_pod_with_new_uid_then_ready(
     reappeared = time.monotonic()
     assert reappeared - deletion.at >= sim.recreate_after
     new = wait_until(back_and_ready, timeout=5, interval=0.02, what="kafka-1 Ready again")
-    assert states == ["waiting:ContainerCreating", "running", "ready"]
+    # ContainerCreating lasts a moment only: a poll may miss it.
+    assert states in (["waiting:ContainerCreating", "running", "ready"], ["running", "ready"])
     assert new.metadata.uid != old.metadata.uid
     assert new.metadata.labels["controller-revision-hash"] == "rev-2"
-    assert new.metadata.annotations == {"rollguard/ordinal": "1"}
     assert new.status.phase == "Running"
     assert [(kind, name) for kind, name, _ in calls] == [
         ("delete", "kafka-1"),
@@ -232,7 +230,6 @@ def test_delete_recreates_pod_with_new_uid_then_ready(
     sts = client.get(StatefulSet, "kafka")
     assert (sts.status.updatedReplicas, sts.status.currentReplicas) == (1, 2)
     assert sts.status.currentRevision == "rev-1"  # OnDelete: never promoted (Kubernetes < 1.36)
-    assert sim.callback_errors == []
 
 
 def test_a_slow_on_delete_holds_the_pod_back_but_not_the_api(
@@ -248,7 +245,6 @@ def test_a_slow_on_delete_holds_the_pod_back_but_not_the_api(
         time.sleep(0.02)
     release.set()
     wait_until(lambda: ready_pod(client, "kafka-0"), timeout=5, what="kafka-0 back and Ready")
-    assert sim.callback_errors == []
 
 
 def test_async_client_lists_deletes_and_polls(sim: KubeSim) -> None:
@@ -256,7 +252,7 @@ def test_async_client_lists_deletes_and_polls(sim: KubeSim) -> None:
     sim.set_update_revision("kafka", "rev-2")
 
     async def scenario() -> None:
-        async with lightkube.AsyncClient(config=sim.kubeconfig(namespace=NS)) as client:
+        async with lightkube.AsyncClient(config=kubeconfig(sim)) as client:
             names = [p.metadata.name async for p in client.list(Pod, labels={"app": "kafka"})]
             assert names == ["kafka-0", "kafka-1", "kafka-2"]
             old = await client.get(Pod, "kafka-0")
@@ -280,60 +276,58 @@ def test_async_client_lists_deletes_and_polls(sim: KubeSim) -> None:
     asyncio.run(scenario())
 
 
-def test_terminating_pod_stays_visible_until_its_grace_is_over(
-    sim: KubeSim, client: lightkube.Client
+@pytest.mark.parametrize("reason", ["CrashLoopBackOff", "ImagePullBackOff"])
+def test_a_stuck_pod_stays_stuck_until_it_is_deleted(
+    sim: KubeSim, client: lightkube.Client, reason: str
 ) -> None:
-    sim.terminate_after = 0.4
-    client.delete(Pod, "kafka-0")
-    pod = client.get(Pod, "kafka-0")
-    assert pod.metadata.deletionTimestamp is not None
-    assert condition(pod, "Ready") == "False"
-    wait_until(lambda: get_or_none(client, "kafka-0") is None, timeout=5, what="kafka-0 gone")
-    assert time.monotonic() - sim.deletions[0].at >= 0.4
-    back = wait_until(lambda: get_or_none(client, "kafka-0"), timeout=5, what="kafka-0 back")
-    assert back.metadata.uid != pod.metadata.uid and back.metadata.deletionTimestamp is None
-
-
-@pytest.mark.parametrize(
-    ("reason", "phase"),
-    [
-        ("CrashLoopBackOff", "Running"),
-        ("ImagePullBackOff", "Pending"),
-        ("InvalidImageName", "Pending"),
-        ("ContainerCreating", "Pending"),
-    ],
-)
-def test_a_stuck_start_never_gets_ready(
-    sim: KubeSim, client: lightkube.Client, reason: str, phase: str
-) -> None:
+    """What the roll sees of a stuck pod, and does to it: deleted, it comes back healthy."""
     started: list[str] = []
     sim.on_start = started.append
-    sim.set_next_start("kafka-1", waiting_reason=reason)
-    client.delete(Pod, "kafka-1")
-    pod = wait_until(lambda: get_or_none(client, "kafka-1"), timeout=5, what="kafka-1 back")
+    before = client.get(Pod, "kafka-1")
+    sim.set_waiting("kafka-1", reason)
+    stuck = client.get(Pod, "kafka-1")
+    assert int(stuck.metadata.resourceVersion) > int(before.metadata.resourceVersion)
+    assert client.get(StatefulSet, "kafka").status.readyReplicas == 2
 
     watched_until = time.monotonic() + 2 * sim.ready_after
     while time.monotonic() < watched_until:
         pod = client.get(Pod, "kafka-1")
         assert container_state(pod) == f"waiting:{reason}"
-        assert condition(pod, "Ready") == "False"
-        assert pod.status.phase == phase
+        assert condition(pod, "Ready") == condition(pod, "ContainersReady") == "False"
+        assert pod.status.phase == "Running"  # it ran before
         time.sleep(0.05)
-    assert (pod.status.containerStatuses[0].restartCount > 0) == (reason == "CrashLoopBackOff")
+    [container] = pod.status.containerStatuses
+    assert container.state.waiting.message
+    if reason == "CrashLoopBackOff":
+        assert container.restartCount == 1
+        assert container.lastState.terminated.exitCode == 1
+    else:
+        assert container.restartCount == 0 and container.lastState is None
     assert started == []
 
-    sim.set_waiting("kafka-1", None)
-    wait_until(
-        lambda: container_state(client.get(Pod, "kafka-1")) == "ready", timeout=5, what="Ready"
-    )
+    client.delete(Pod, "kafka-1")
+    back = wait_until(lambda: ready_pod(client, "kafka-1"), timeout=5, what="kafka-1 Ready")
+    assert back.metadata.uid != pod.metadata.uid
+    assert back.status.containerStatuses[0].restartCount == 0
     assert started == ["kafka-1"]
-    assert sim.pod("kafka-1")["metadata"]["uid"] == pod.metadata.uid
+
+
+def test_a_stuck_pod_may_also_start_again_by_itself(sim: KubeSim, client: lightkube.Client) -> None:
+    sim.set_waiting("kafka-0", "CrashLoopBackOff")
+    uid = client.get(Pod, "kafka-0").metadata.uid
+    sim.set_waiting("kafka-0", None)
+    again = wait_until(lambda: ready_pod(client, "kafka-0"), timeout=5, what="kafka-0 Ready")
+    assert again.metadata.uid == uid
+    assert again.status.containerStatuses[0].restartCount == 1
+    assert client.get(StatefulSet, "kafka").status.readyReplicas == 3
+    with pytest.raises(KeyError):
+        sim.set_waiting("kafka-9", "CrashLoopBackOff")
 
 
 def test_an_unschedulable_pod_stays_pending(sim: KubeSim, client: lightkube.Client) -> None:
-    sim.set_next_start("kafka-2", unschedulable=True)
-    client.delete(Pod, "kafka-2")
-    pod = wait_until(lambda: get_or_none(client, "kafka-2"), timeout=5, what="kafka-2 back")
+    uid = client.get(Pod, "kafka-2").metadata.uid
+    sim.set_unschedulable("kafka-2", True)
+    pod = client.get(Pod, "kafka-2")
     assert pod.status.phase == "Pending"
     assert pod.spec.nodeName is None and pod.status.containerStatuses is None
     [scheduled] = pod.status.conditions
@@ -342,36 +336,58 @@ def test_an_unschedulable_pod_stays_pending(sim: KubeSim, client: lightkube.Clie
         "False",
         "Unschedulable",
     )
+    assert client.get(StatefulSet, "kafka").status.readyReplicas == 2
 
     sim.set_unschedulable("kafka-2", False)
     ready = wait_until(lambda: ready_pod(client, "kafka-2"), timeout=5, what="kafka-2 Ready")
     assert ready.spec.nodeName and ready.status.phase == "Running"
+    assert ready.metadata.uid == uid
 
 
-def test_direct_mutators_show_through_the_api(sim: KubeSim, client: lightkube.Client) -> None:
-    before = int(client.get(Pod, "kafka-0").metadata.resourceVersion)
-    sim.set_ready("kafka-0", False)
-    pod = client.get(Pod, "kafka-0")
-    assert condition(pod, "Ready") == "False" and container_state(pod) == "running"
-    assert int(pod.metadata.resourceVersion) > before
-    assert client.get(StatefulSet, "kafka").status.readyReplicas == 2
+def test_a_thousand_pods_are_listed_by_label_selector_completely_and_quickly(
+    sim: KubeSim, client: lightkube.Client
+) -> None:
+    """Holding many pods is one of the reasons the peer is kept: a real control plane on a test
+    machine cannot be made to hold 1,000 of them at will."""
 
-    sim.set_waiting("kafka-0", "CrashLoopBackOff")
-    assert container_state(client.get(Pod, "kafka-0")) == "waiting:CrashLoopBackOff"
-    sim.set_ready("kafka-0", True)
-    assert container_state(client.get(Pod, "kafka-0")) == "ready"
+    def shard(ordinal: int) -> dict[str, str]:
+        return {"app": "big", "shard": str(ordinal % 4)}
 
-    sim.annotate("kafka-0", "rollguard/restarted-by", "test")
-    assert client.get(Pod, "kafka-0").metadata.annotations["rollguard/restarted-by"] == "test"
-    assert sim.pod("kafka-0")["metadata"]["annotations"]["rollguard/restarted-by"] == "test"
-    sim.annotate("kafka-0", "rollguard/restarted-by", None)
-    assert client.get(Pod, "kafka-0").metadata.annotations == {"rollguard/ordinal": "0"}
+    started = time.monotonic()
+    names = sim.add_statefulset(NS, "big", 1000, shard)
+    assert len(names) == 1000
+    created = time.monotonic() - started
+
+    started = time.monotonic()
+    listed = [p.metadata.name for p in client.list(Pod, labels={"app": "big"})]
+    took = time.monotonic() - started
+    assert sorted(listed) == sorted(names) and len(set(listed)) == 1000
+    quarter = list(client.list(Pod, labels={"app": "big", "shard": "3"}))
+    assert len(quarter) == 250
+    assert {p.metadata.labels["apps.kubernetes.io/pod-index"] for p in quarter} == {
+        str(ordinal) for ordinal in range(3, 1000, 4)
+    }
+    assert [p.metadata.name for p in client.list(Pod, labels={"app": "kafka"})] == [
+        "kafka-0",
+        "kafka-1",
+        "kafka-2",
+    ]
+    status = client.get(StatefulSet, "big").status
+    assert (status.replicas, status.readyReplicas, status.updatedReplicas) == (1000, 1000, 1000)
+    logger.info("1,000 pods: created in %.2f s, listed in %.2f s", created, took)
+    # Each well under a second here; generous bounds, for a loaded machine.
+    assert created < 5 and took < 5
 
 
 def test_configmap_create_get_replace(client: lightkube.Client) -> None:
-    created = client.create(ConfigMap(metadata=ObjectMeta(name="journal"), data={"step": "1"}))
+    """The roll journal's ConfigMap as the roller writes it: created, then replaced with its
+    resourceVersion; a stale replace is a 409 Conflict, never a lost update."""
+    labels = {"app.kubernetes.io/managed-by": "rollguard"}
+    meta = ObjectMeta(name="journal", labels=labels)
+    created = client.create(ConfigMap(metadata=meta, data={"step": "1"}))
     assert created.metadata.namespace == NS and created.metadata.uid
-    assert client.get(ConfigMap, "journal").data == {"step": "1"}
+    got = client.get(ConfigMap, "journal")
+    assert (got.data, got.metadata.labels) == ({"step": "1"}, labels)
     with pytest.raises(ApiError) as twice:
         client.create(ConfigMap(metadata=ObjectMeta(name="journal"), data={}))
     assert (twice.value.status.code, twice.value.status.reason) == (409, "AlreadyExists")
@@ -392,50 +408,27 @@ def test_configmap_create_get_replace(client: lightkube.Client) -> None:
     assert client.get(ConfigMap, "journal").data == {"step": "2"}
 
     with pytest.raises(ApiError) as missing:
-        client.replace(ConfigMap(metadata=ObjectMeta(name="nope"), data={}))
+        client.replace(ConfigMap(metadata=ObjectMeta(name="nope", resourceVersion="1"), data={}))
     assert (missing.value.status.code, missing.value.status.reason) == (404, "NotFound")
-    unconditional = client.get(ConfigMap, "journal")
-    unconditional.metadata.resourceVersion = None  # a ConfigMap may be updated blindly
-    unconditional.data["step"] = "3"
-    assert client.replace(unconditional).data == {"step": "3"}
 
 
-def test_configmap_validation_is_422_invalid(client: lightkube.Client) -> None:
-    with pytest.raises(ApiError) as bad:
-        client.create(ConfigMap(metadata=ObjectMeta(name="Not_Valid"), data={"bad key": "x"}))
-    status = bad.value.status
-    assert (status.code, status.reason, status.details.kind) == (422, "Invalid", "ConfigMap")
-    assert {cause.field for cause in status.details.causes} == {"metadata.name", "data[bad key]"}
-    with pytest.raises(ApiError) as unnamed:
-        client.create(ConfigMap(metadata=ObjectMeta(), data={}))
-    assert unnamed.value.status.code == 422
-
-    # What the peer does not model is refused (400), never stored without its meaning.
-    for unmodelled in (
-        ConfigMap(metadata=ObjectMeta(generateName="journal-")),
-        ConfigMap(metadata=ObjectMeta(name="locked"), data={"a": "1"}, immutable=True),
-        ConfigMap(metadata=ObjectMeta(name="binary"), binaryData={"a": "AA=="}),
+def test_what_the_peer_does_not_model_of_a_configmap_is_refused(client: lightkube.Client) -> None:
+    client.create(ConfigMap(metadata=ObjectMeta(name="journal"), data={"step": "1"}))
+    blind = client.get(ConfigMap, "journal")
+    blind.metadata.resourceVersion = None  # the roller always sends it
+    for unmodelled, call in (
+        (ConfigMap(metadata=ObjectMeta(generateName="journal-")), client.create),
+        (
+            ConfigMap(metadata=ObjectMeta(name="locked"), data={"a": "1"}, immutable=True),
+            client.create,
+        ),
+        (ConfigMap(metadata=ObjectMeta(name="binary"), binaryData={"a": "AA=="}), client.create),
+        (blind, client.replace),
     ):
         with pytest.raises(ApiError) as refused:
-            client.create(unmodelled)
+            call(unmodelled)
         assert (refused.value.status.code, refused.value.status.reason) == (400, "BadRequest")
-
-
-def test_configmap_with_the_async_client(sim: KubeSim) -> None:
-    async def scenario() -> None:
-        async with lightkube.AsyncClient(config=sim.kubeconfig(namespace=NS)) as client:
-            await client.create(ConfigMap(metadata=ObjectMeta(name="journal"), data={"n": "1"}))
-            first = await client.get(ConfigMap, "journal")
-            second = await client.get(ConfigMap, "journal")
-            first.data["n"] = "2"
-            await client.replace(first)
-            second.data["n"] = "3"
-            with pytest.raises(ApiError) as lost:
-                await client.replace(second)
-            assert lost.value.status.code == 409
-            assert (await client.get(ConfigMap, "journal")).data == {"n": "2"}
-
-    asyncio.run(scenario())
+    assert client.get(ConfigMap, "journal").data == {"step": "1"}
 
 
 def test_errors_are_status_json(sim: KubeSim, client: lightkube.Client) -> None:
@@ -493,7 +486,16 @@ def test_what_the_roller_does_not_use_is_refused_at_once(
     assert refusal(client.delete, Pod, "kafka-0", grace_period=0) == bad_request
     dry = ConfigMap(metadata=ObjectMeta(name="dry"), data={})
     assert refusal(client.create, dry, dry_run=True) == bad_request
-    assert sim.deletions == [] and sim.configmap("dry", NS) is None
+    assert sim.deletions == [] and refusal(client.get, ConfigMap, "dry") == (404, "NotFound")
+
+    # The roller checks its permissions with SelfSubjectAccessReviews; the peer has none (as an
+    # API server without the authorization.k8s.io group), and the roller warns it cannot check.
+    review = SelfSubjectAccessReview(
+        spec=SelfSubjectAccessReviewSpec(
+            resourceAttributes=ResourceAttributes(namespace=NS, verb="delete", resource="pods")
+        )
+    )
+    assert refusal(client.create, review) == (404, "NotFound")
 
     with httpx.Client(base_url=sim.url, timeout=5) as raw:
         watch = raw.get(f"/api/v1/namespaces/{NS}/pods", params={"watch": "true"})
@@ -512,23 +514,6 @@ def test_what_the_roller_does_not_use_is_refused_at_once(
         ]:
             answer = raw.request(method, path, json={"metadata": {"name": "journal"}})
             assert (answer.status_code, answer.json()["reason"]) == not_allowed, (method, path)
-
-    # RBAC answers before the handler, as on a real API server.
-    sim.forbidden.add(("patch", "configmaps"))
-    assert refusal(client.patch, ConfigMap, "journal", change) == (403, "Forbidden")
-
-
-def test_a_token_is_required_when_set() -> None:
-    with KubeSim(token="s3cret") as sim:
-        sim.add_statefulset(NS, "kafka", 1, broker_labels)
-        with lightkube.Client(config=sim.kubeconfig(namespace=NS)) as client:
-            assert client.get(Pod, "kafka-0").metadata.name == "kafka-0"
-        sim.token = "rotated"
-        with lightkube.Client(config=sim.kubeconfig(namespace=NS)) as client:
-            sim.token = "rotated-again"
-            with pytest.raises(ApiError) as refused:
-                client.get(Pod, "kafka-0")
-            assert refused.value.status.code == 401
 
 
 @pytest.mark.parametrize(
@@ -596,65 +581,35 @@ def test_lease_create_get_replace_and_its_conflicts(client: lightkube.Client) ->
     assert (lost.value.status.code, lost.value.status.reason) == (409, "Conflict")
     assert client.get(Lease, "rollguard").spec.holderIdentity == "host-a:1"
 
-    # Unlike a ConfigMap, a Lease is never updated without its resourceVersion.
+    # The roll's annotation comes and goes with its holder.
+    held = client.get(Lease, "rollguard")
+    held.metadata.annotations = {"rollguard.io/roll-id": "k1"}
+    assert client.replace(held).metadata.annotations == {"rollguard.io/roll-id": "k1"}
+    released = client.get(Lease, "rollguard")
+    released.metadata.annotations, released.spec.holderIdentity = None, ""
+    client.replace(released)
+    got = client.get(Lease, "rollguard")
+    assert (got.metadata.annotations, got.spec.holderIdentity) == (None, "")
+
+    # What the roll does not do is refused: an update without a resourceVersion (400), and a
+    # PUT of a Lease that does not exist (404: the roll creates its Lease with POST; a real
+    # API server would create it).
     blind = client.get(Lease, "rollguard")
     blind.metadata.resourceVersion = None
     with pytest.raises(ApiError) as unconditional:
         client.replace(blind)
-    status = unconditional.value.status
-    assert (status.code, status.reason) == (422, "Invalid")
-    assert status.message == (
-        'leases.coordination.k8s.io "rollguard" is invalid: metadata.resourceVersion: '
-        "Invalid value: 0x0: must be specified for an update"
+    assert (unconditional.value.status.code, unconditional.value.status.reason) == (
+        400,
+        "BadRequest",
     )
-
-    # ... and a PUT creates a Lease that does not exist, unless it names an old one's uid.
-    with pytest.raises(ApiError) as gone:
-        client.replace(lease_object("other", "host-b:2", uid=created.metadata.uid))
-    assert gone.value.status.code == 409 and "Precondition failed" in gone.value.status.message
-    other = client.replace(lease_object("other", "host-b:2", resourceVersion="5"))
-    assert other.metadata.uid != created.metadata.uid
-    assert client.get(Lease, "other").spec.holderIdentity == "host-b:2"
-
-
-def test_lease_spec_is_decoded_as_the_api_server_decodes_it(
-    sim: KubeSim, client: lightkube.Client
-) -> None:
-    url = f"{sim.url}/apis/coordination.k8s.io/v1/namespaces/{NS}/leases"
-
-    def post(spec: dict[str, Any]) -> httpx.Response:
-        return httpx.post(url, json={"metadata": {"name": "l"}, "spec": spec})
-
-    whole_second = post({"renewTime": "2026-11-23T11:00:02Z"})
-    assert whole_second.status_code == 400
-    assert 'cannot parse "Z" as ".000000"' in whole_second.json()["message"]
-    assert post({"leaseDurationSeconds": "30"}).status_code == 400
-    assert post({"holderIdentity": 7}).status_code == 400
-    for spec, field_ in (
-        ({"leaseDurationSeconds": 0}, "spec.leaseDurationSeconds"),
-        ({"leaseTransitions": -1}, "spec.leaseTransitions"),
-    ):
-        refused = post(spec)
-        assert refused.status_code == 422
-        assert [c["field"] for c in refused.json()["details"]["causes"]] == [field_]
-        assert refused.json()["message"].startswith('Lease.coordination.k8s.io "l" is invalid')
-    offset = post({"renewTime": "2026-11-23T12:00:02.000001+01:00", "unknownField": 1})
-    assert offset.status_code == 201
-    assert offset.json()["spec"] == {"renewTime": "2026-11-23T11:00:02.000001Z"}
-
-    # lightkube (msgspec) writes a datetime whose microsecond is 0 without a fraction, which
-    # the API server refuses for a MicroTime: rollguard's lease avoids that microsecond.
-    lease = lease_object("whole", "h")
-    lease.spec.renewTime = micro(2, 0)
-    with pytest.raises(ApiError) as refused_time:
-        client.create(lease)
-    assert refused_time.value.status.code == 400
-    assert sim.lease("whole", NS) is None and sim.lease("l", NS) is not None
+    with pytest.raises(ApiError) as absent:
+        client.replace(lease_object("other", "host-b:2", resourceVersion="5"))
+    assert (absent.value.status.code, absent.value.status.reason) == (404, "NotFound")
 
 
 def test_two_async_clients_racing_for_a_lease_one_wins(sim: KubeSim) -> None:
     async def scenario() -> list[str]:
-        config = sim.kubeconfig(namespace=NS)
+        config = kubeconfig(sim)
         async with (
             lightkube.AsyncClient(config=config) as a,
             lightkube.AsyncClient(config=config) as b,
@@ -670,26 +625,8 @@ def test_two_async_clients_racing_for_a_lease_one_wins(sim: KubeSim) -> None:
                 for o in outcomes
             ]
 
-    assert asyncio.run(scenario()) in (["a:1", "409"], ["409", "b:2"])
-    assert sim.lease("race", NS)["spec"]["holderIdentity"] in ("a:1", "b:2")  # type: ignore[index]
-
-
-def test_an_edit_on_request_puts_a_write_between_a_read_and_an_update(
-    sim: KubeSim, client: lightkube.Client
-) -> None:
-    client.create(ConfigMap(metadata=ObjectMeta(name="journal"), data={"n": "1"}))
-    seen: list[str] = []
-
-    def concurrent_writer(request: SeenRequest) -> None:
-        seen.append(request.method)
-        if request.method == "PUT":
-            sim.on_request = None
-            sim.edit("configmaps", "journal", NS, lambda obj: obj["data"].update(n="other"))
-
-    read = client.get(ConfigMap, "journal")
-    sim.on_request = concurrent_writer
-    read.data["n"] = "2"
-    with pytest.raises(ApiError) as lost:
-        client.replace(read)
-    assert lost.value.status.code == 409 and seen == ["PUT"]
-    assert client.get(ConfigMap, "journal").data == {"n": "other"}
+    outcome = asyncio.run(scenario())
+    assert outcome in (["a:1", "409"], ["409", "b:2"])
+    with lightkube.Client(config=kubeconfig(sim)) as client:
+        [winner] = [o for o in outcome if o != "409"]
+        assert client.get(Lease, "race").spec.holderIdentity == winner

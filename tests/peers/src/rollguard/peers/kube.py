@@ -1,34 +1,29 @@
-"""A fake Kubernetes API server for tests: real HTTP on 127.0.0.1, real paths, real JSON.
+"""A fake Kubernetes API server, for what a real control plane cannot show on demand.
 
-Kubernetes cannot run where rollguard's tests run, yet the roller talks to it through lightkube:
-it lists a StatefulSet's pods by label, gets a pod and its StatefulSet, deletes a pod, and waits
-until the pod comes back with a new uid, the StatefulSet's update revision and a Ready
-condition; it keeps its journal (and the Connect watcher its state) in a ConfigMap and its
-one-roll-at-a-time lock in a Lease, both guarded by resourceVersion. Mocking lightkube would
-test rollguard against our idea of lightkube. Instead `KubeSim` serves the API paths, content
-types and JSON that lightkube sends and decodes (strictly typed, with msgspec), so the real
-`lightkube.Client` and `lightkube.AsyncClient` run unmodified against it.
-
-It serves exactly what the roller uses, and no more (the modules beside this one say how):
+The roller's Kubernetes tests run on a real kube-apiserver (`rollguard.peers.realkube`). This
+peer is kept for the few cases a real control plane cannot be made to show when a test wants
+them: a pod whose container crash-loops (CrashLoopBackOff), whose image does not pull
+(ImagePullBackOff), that cannot be scheduled (Unschedulable), and a StatefulSet of 1,000 pods.
+`rollguard roll` runs against it with the real lightkube client (test_roll_kubernetes_peer.py),
+so it serves real HTTP on 127.0.0.1 with the API paths, content types and JSON that lightkube
+sends and decodes, and everything that roll touches, and no more (the modules beside this one
+say how):
 
 - `kube_api`: the resources and verbs served (pods get/list/delete, statefulsets get,
   configmaps and leases get/create/update), `Status` errors, label selectors;
-- `kube_objects`: the store with its resourceVersion, ConfigMaps and Leases as clients write
-  them (409 Conflict on a stale replace, 422 Invalid, a Lease's own update strategy);
+- `kube_objects`: the store with its resourceVersion; the roll journal's ConfigMap and the
+  roll's Lease as the roll writes them (409 Conflict on a stale replace);
 - `kube_model` and `kube_pods`: StatefulSet pods and their life (deletion, recreation,
-  readiness, waiting reasons, CrashLoopBackOff, Unschedulable), the StatefulSet's status.
+  readiness, waiting reasons, Unschedulable), the StatefulSet's status and revisions.
 
-What a real API server has and the roller does not use is answered as a real server answers a
+What a real API server has and the roll does not use is answered as a real server answers a
 request it does not serve, at once: another verb (watch, PATCH of any kind including server-side
 apply, DELETE of a ConfigMap or Lease, a list across namespaces) is 405 MethodNotAllowed; a
-body that is not `application/json` is 415 UnsupportedMediaType; a query option other than
-`labelSelector` on a list (fieldSelector, limit/continue, dryRun, gracePeriodSeconds, ...) and
-DeleteOptions in a body are 400 BadRequest, rather than silently ignored.
-
-Tests steer and observe it: `on_request` sees each request before it is answered and `edit`
-changes a stored object as a concurrent writer would, so a test can put a write between a
-client's read and its update; `forbidden` holds (verb, resource) pairs answered 403 as RBAC
-does; with `token` set, requests must carry `Authorization: Bearer <token>` (else 401).
+resource it does not have (a SelfSubjectAccessReview, with which the roller checks its
+permissions: it warns that it cannot) is 404 NotFound; a body that is not `application/json` is
+415 UnsupportedMediaType; a query option other than `labelSelector` on a list (fieldSelector,
+limit/continue, dryRun, gracePeriodSeconds, ...) and DeleteOptions in a body are 400
+BadRequest, rather than silently ignored. Any credentials are accepted, none are required.
 Errors are served as exactly `application/json`: lightkube only turns an error into `ApiError`
 for that exact content type.
 """
@@ -43,11 +38,9 @@ import re
 import socket
 import threading
 from collections.abc import Callable, Mapping
-from typing import Any, NamedTuple
+from typing import Any
 
 import uvicorn
-from lightkube import KubeConfig
-from lightkube.config.models import Cluster, User
 from starlette.requests import Request
 from starlette.responses import Response
 
@@ -58,7 +51,6 @@ from rollguard.peers.kube_api import (
     Json,
     ResourceKind,
     bad_request,
-    forbidden,
     method_not_allowed,
     no_such_path,
     not_found,
@@ -69,7 +61,7 @@ from rollguard.peers.kube_model import Deletion
 from rollguard.peers.kube_pods import Workloads
 from rollguard.peers.processes import wait_until
 
-__all__ = ["Deletion", "KubeSim", "SeenRequest", "parse_label_selector"]
+__all__ = ["Deletion", "KubeSim", "parse_label_selector"]
 
 logger = logging.getLogger(__name__)
 
@@ -80,23 +72,13 @@ _PATH = re.compile(
 )
 
 
-class SeenRequest(NamedTuple):
-    """One request the simulator answered, for assertions on what a client really sent."""
-
-    method: str
-    path: str
-    query: dict[str, str]
-    content_type: str | None
-
-
 class KubeSim(Workloads):
     """A fake Kubernetes API server; see the module docstring for what it serves.
 
-    `ready_after` and `recreate_after` are seconds; `ready_after=math.inf` means a recreated pod
-    never becomes Ready by itself (call `set_ready`). `on_delete(name)` is called when a pod is
-    deleted (the "kubelet" stops it), `on_start(name)` when a recreated pod's container starts
-    running; both run on the lifecycle thread. A pod reappears no earlier than `on_delete`
-    returns.
+    `recreate_after` and `ready_after` are seconds (see `kube_pods`). `on_delete(name)` is
+    called when a pod is deleted (the "kubelet" stops it), `on_start(name)` when a recreated
+    pod's container starts running; both run on the lifecycle thread. A pod reappears no
+    earlier than `on_delete` returns. `deletions` lists the DELETEs of pods, in order.
     """
 
     def __init__(
@@ -104,30 +86,15 @@ class KubeSim(Workloads):
         *,
         recreate_after: float = 0.2,
         ready_after: float = 0.3,
-        container_creating: float = 0.05,
-        terminate_after: float = 0.0,
         on_delete: Callable[[str], object] | None = None,
         on_start: Callable[[str], object] | None = None,
-        token: str | None = None,
     ) -> None:
         super().__init__(
             recreate_after=recreate_after,
             ready_after=ready_after,
-            container_creating=container_creating,
-            terminate_after=terminate_after,
             on_delete=on_delete,
             on_start=on_start,
         )
-        self.token = token
-        self.requests: list[SeenRequest] = []
-        # Called on the HTTP thread before a request is answered, e.g. to `edit` an object
-        # between a client's read and its write: a race that must not be left to timing.
-        self.on_request: Callable[[SeenRequest], object] | None = None
-        # (verb, plural) pairs the client's account may not use: answered 403 as RBAC does.
-        self.forbidden: set[tuple[str, str]] = set()
-        # While it returns True, every request is answered 503 ServiceUnavailable, as an API
-        # server behind a load balancer answers while it restarts or loses etcd.
-        self.unavailable: Callable[[], bool] = lambda: False
         self.url = ""
         self._server: uvicorn.Server | None = None
         self._sock: socket.socket | None = None
@@ -184,12 +151,6 @@ class KubeSim(Workloads):
     def __exit__(self, *exc: object) -> None:
         self.stop()
 
-    def kubeconfig(self, namespace: str = "default") -> KubeConfig:
-        """A KubeConfig for lightkube. `KubeConfig.from_server(url)` alone does not do: lightkube
-        1.0.1 asserts that the context has a user ("Missing user"), so this adds one."""
-        user = User(token=self.token) if self.token is not None else User()
-        return KubeConfig.from_one(cluster=Cluster(server=self.url), user=user, namespace=namespace)
-
     # --- HTTP ------------------------------------------------------------------------------------
 
     async def _asgi(self, scope: Json, receive: Any, send: Any) -> None:
@@ -203,18 +164,7 @@ class KubeSim(Workloads):
         method, path = request.method, request.url.path
         query = dict(request.query_params)
         content_type = request.headers.get("content-type")
-        seen = SeenRequest(method, path, query, content_type)
-        with self._lock:
-            self.requests.append(seen)
-        if self.on_request is not None:
-            self.on_request(seen)
         try:
-            if self.unavailable():
-                raise ApiFailure(503, "ServiceUnavailable", "the server is currently unavailable")
-            if self.token is not None and (
-                request.headers.get("authorization") != f"Bearer {self.token}"
-            ):
-                raise ApiFailure(401, "Unauthorized", "Unauthorized")
             match = _PATH.match(path)
             if not match:
                 raise no_such_path()
@@ -228,10 +178,6 @@ class KubeSim(Workloads):
                 verb = "watch" if query.get("watch") in ("true", "1") else "list"
             elif method == "DELETE" and name is None:
                 verb = "deletecollection"
-            # As on Kubernetes, authorization comes before the handler: a verb the peer does
-            # not serve is still 403 for an account that may not use it.
-            if (verb, kind.plural) in self.forbidden:
-                raise forbidden(verb, kind, namespace, name)
             # Only create goes to the collection; update, delete and get name an object.
             named = verb in ("get", "update", "delete")
             if verb not in kind.verbs or namespace is None or named != (name is not None):
@@ -273,7 +219,7 @@ class KubeSim(Workloads):
             if verb == "create":
                 return 201, self._create(kind, namespace, _parse(body))
             assert name is not None
-            return self._replace(kind, (namespace, name), _parse(body))
+            return 200, self._replace(kind, (namespace, name), _parse(body))
         assert name is not None
         if verb == "delete":
             if body.strip():
@@ -290,15 +236,14 @@ class KubeSim(Workloads):
         except ValueError as exc:
             raise bad_request(f"unable to parse requirement: {exc}") from exc
         store = self._store[kind.plural]
-        items = []
-        for key in sorted(store):
-            obj = store[key]
-            if key[0] == namespace and selected(obj["metadata"].get("labels") or {}):
-                item = copy.deepcopy(obj)
-                # Like the real API, list items carry no apiVersion/kind of their own.
-                item.pop("apiVersion", None)
-                item.pop("kind", None)
-                items.append(item)
+        # Like the real API, list items carry no apiVersion/kind of their own. Stored objects
+        # are never changed in place, so the items share their parts (a deep copy of 1,000
+        # pods would hold the lock for a noticeable time).
+        items = [
+            {k: v for k, v in store[key].items() if k not in ("apiVersion", "kind")}
+            for key in sorted(store)
+            if key[0] == namespace and selected(store[key]["metadata"].get("labels") or {})
+        ]
         return {
             "apiVersion": kind.api_version,
             "kind": f"{kind.kind}List",

@@ -1,7 +1,9 @@
 """The vocabulary of the Kubernetes API peer: its resources, the verbs it serves, its errors.
 
-The peer (`rollguard.peers.kube.KubeSim`) serves the four resources the roller touches, and on
-each only the verbs the roller uses (the verbs of its Role in deploy/, less `watch`):
+The peer (`rollguard.peers.kube.KubeSim`) is kept for what a real control plane cannot show on
+demand (pods stuck in CrashLoopBackOff, ImagePullBackOff or Unschedulable; a StatefulSet of
+1,000 pods); everything else runs on the real API server (`rollguard.peers.realkube`). It
+serves the four resources `rollguard roll` touches, and on each only the verbs the roll uses:
 
     pods          get, list, delete
     statefulsets  get
@@ -10,9 +12,11 @@ each only the verbs the roller uses (the verbs of its Role in deploy/, less `wat
 
 Anything else that exists on a real API server (watch, every PATCH, server-side apply, delete of
 a ConfigMap or Lease, list of anything but pods, list across namespaces, deletecollection) is
-answered as a real API server answers a verb a resource does not serve: 405 MethodNotAllowed.
-Errors are `Status` objects with the `code`, `reason`, `message` and `details` the real API
-server gives, because lightkube turns exactly those into `ApiError` and the roller reads them.
+answered as a real API server answers a verb a resource does not serve: 405 MethodNotAllowed;
+a resource it does not have (a SelfSubjectAccessReview: the roller then warns that it cannot
+check its permissions) is 404 NotFound. Errors are `Status` objects with the `code`, `reason`,
+`message` and `details` the real API server gives, because lightkube turns exactly those into
+`ApiError` and the roller reads them.
 
 Label selectors keep the whole grammar of the real API (`k=v`, `k==v`, `k!=v`, `k`, `!k`,
 `k in (a,b)`, `k notin (a,b)`): a half grammar would answer a valid selector with a wrong 400
@@ -88,7 +92,7 @@ class ApiFailure(Exception):
         return body
 
 
-def details(kind: ResourceKind, name: str) -> Json:
+def _details(kind: ResourceKind, name: str) -> Json:
     found: Json = {"name": name, "kind": kind.plural}
     if kind.group:
         found["group"] = kind.group
@@ -96,39 +100,20 @@ def details(kind: ResourceKind, name: str) -> Json:
 
 
 def not_found(kind: ResourceKind, name: str) -> ApiFailure:
-    return ApiFailure(404, "NotFound", f'{kind.qualified} "{name}" not found', details(kind, name))
+    return ApiFailure(404, "NotFound", f'{kind.qualified} "{name}" not found', _details(kind, name))
 
 
 def already_exists(kind: ResourceKind, name: str) -> ApiFailure:
     message = f'{kind.qualified} "{name}" already exists'
-    return ApiFailure(409, "AlreadyExists", message, details(kind, name))
+    return ApiFailure(409, "AlreadyExists", message, _details(kind, name))
 
 
-def conflict(kind: ResourceKind, name: str, why: str | None = None) -> ApiFailure:
-    why = why or (
-        "the object has been modified; please apply your changes to the latest version and try "
-        "again"
+def conflict(kind: ResourceKind, name: str) -> ApiFailure:
+    message = (
+        f'Operation cannot be fulfilled on {kind.qualified} "{name}": the object has been '
+        "modified; please apply your changes to the latest version and try again"
     )
-    message = f'Operation cannot be fulfilled on {kind.qualified} "{name}": {why}'
-    return ApiFailure(409, "Conflict", message, details(kind, name))
-
-
-def invalid(kind: ResourceKind, name: str, causes: list[tuple[str, str]]) -> ApiFailure:
-    """422 Invalid; `causes` are (field, message) pairs, as in Kubernetes' field errors."""
-    text = ", ".join(f"{field_}: {message}" for field_, message in causes)
-    found = {
-        "name": name,
-        "kind": kind.kind,
-        "causes": [
-            {"reason": "FieldValueInvalid", "message": message, "field": field_}
-            for field_, message in causes
-        ],
-    }
-    qualified = kind.kind
-    if kind.group:
-        found["group"] = kind.group
-        qualified = f"{kind.kind}.{kind.group}"  # a GroupKind as Go prints it
-    return ApiFailure(422, "Invalid", f'{qualified} "{name}" is invalid: {text}', found)
+    return ApiFailure(409, "Conflict", message, _details(kind, name))
 
 
 def bad_request(message: str) -> ApiFailure:
@@ -151,18 +136,6 @@ def unsupported_media_type(content_type: str | None) -> ApiFailure:
         "UnsupportedMediaType",
         f"the body of the request was in an unknown format - accepted media types include: "
         f"application/json (got {content_type or 'none'!r})",
-    )
-
-
-def forbidden(verb: str, kind: ResourceKind, namespace: str | None, name: str | None) -> ApiFailure:
-    """403 as RBAC refuses a verb the client's Role lacks."""
-    return ApiFailure(
-        403,
-        "Forbidden",
-        f'{kind.plural} "{name or ""}" is forbidden: User '
-        f'"system:serviceaccount:{namespace}:rollguard" cannot {verb} resource '
-        f'"{kind.plural}" in API group "{kind.group}" in the namespace "{namespace}"',
-        {"name": name or "", "kind": kind.plural},
     )
 
 

@@ -2,17 +2,20 @@
 
 A pod here is one of a StatefulSet's pods, as the roller sees it through `GET pods`: its
 labels (with `controller-revision-hash`, `statefulset.kubernetes.io/pod-name`,
-`apps.kubernetes.io/pod-index`), annotations, owner reference, phase, the conditions the kubelet
-and the scheduler set (PodScheduled, Initialized, ContainersReady, Ready,
-PodReadyToStartContainers, each with its lastTransitionTime), one container (`kafka`) running
-or waiting with a reason (ContainerCreating, CrashLoopBackOff with a restart count and a last
-terminated state, ImagePullBackOff, ...), and the deletionTimestamp of a pod Terminating.
-A StatefulSet's status is recomputed from its pods (ready, current and updated replicas, the
-current and update revisions; zero counts left out, as the real API's `omitempty` does).
+`apps.kubernetes.io/pod-index`), owner reference, phase, the conditions the kubelet and the
+scheduler set (PodScheduled, Initialized, ContainersReady, Ready, PodReadyToStartContainers,
+each with its lastTransitionTime), and one container (`kafka`) running or waiting with a reason:
+ContainerCreating, or stuck as a real control plane cannot be made to show on demand
+(CrashLoopBackOff with a restart count and a last terminated state, ImagePullBackOff, ...), or
+a pod Pending and Unschedulable. A StatefulSet's status is recomputed from its pods (ready,
+current and updated replicas, the current and update revisions; zero counts left out, as the
+real API's `omitempty` does).
 
-Not modelled: init containers, more than one container, volumes, probes' own timing (readiness
-is set by the lifecycle in `kube_pods`), the pods of anything but a StatefulSet, and any update
-strategy but `OnDelete` (the roller's StatefulSets use it; it is the roller that deletes pods).
+Not modelled: annotations, init containers, more than one container, volumes, probes' own
+timing (readiness is set by the lifecycle in `kube_pods`), a Terminating pod (a deleted pod is
+gone at once), the pods of anything but a StatefulSet, and any update strategy but `OnDelete`
+(the roller's StatefulSets use it; it is the roller that deletes pods). The real API server
+(`rollguard.peers.realkube`) shows all of that.
 """
 
 from __future__ import annotations
@@ -54,13 +57,12 @@ class Deletion(NamedTuple):
 
 @dataclass
 class StatefulSet:
-    """A StatefulSet as the simulator keeps it; `labels_for`/`annotations_for` give a new pod's."""
+    """A StatefulSet as the simulator keeps it; `labels_for` gives a new pod's labels."""
 
     namespace: str
     name: str
     replicas: int
     labels_for: Callable[[int], Mapping[str, str]]
-    annotations_for: Callable[[int], Mapping[str, str]] | None
     selector: dict[str, str]
     current_revision: str
     update_revision: str
@@ -72,13 +74,12 @@ class StatefulSet:
 @dataclass
 class Pod:
     """One incarnation of a StatefulSet's pod. `token` is bumped by every change from outside
-    (a test's mutator, a deletion), so that a timed step planned before it is dropped."""
+    (a test's mutator), so that a timed step planned before it is dropped (a deleted pod's
+    steps are dropped because it is no longer the pod of its name)."""
 
     sts: StatefulSet
     ordinal: int
     labels: dict[str, str]
-    annotations: dict[str, str]
-    ready_after: float
     incarnation: int
     uid: str = field(default_factory=lambda: str(uuid.uuid4()))
     created: str = field(default_factory=timestamp)
@@ -91,7 +92,6 @@ class Pod:
     started_at: str | None = None
     last_finished_at: str | None = None
     container_id: str | None = None
-    deletion: str | None = None
     token: int = 0
     conditions: dict[str, tuple[str, str]] = field(default_factory=dict)
 
@@ -104,19 +104,10 @@ class Pod:
         return (self.sts.namespace, self.name)
 
 
-@dataclass
-class StartPlan:
-    """How a pod's next recreation goes (`KubeSim.set_next_start`)."""
-
-    ready_after: float | None = None
-    waiting_reason: str | None = None
-    unschedulable: bool = False
-
-
 def render_pod(pod: Pod) -> Json:
     """The pod as the API serves it; remembers when each condition last changed."""
     sts = pod.sts
-    ready = pod.running and pod.ready and pod.deletion is None
+    ready = pod.running and pod.ready
     not_ready = f"containers with unready status: [{CONTAINER}]"
     if pod.scheduled:
         sandbox = pod.running or pod.ever_ran or pod.waiting != "ContainerCreating"
@@ -158,11 +149,6 @@ def render_pod(pod: Pod) -> Json:
             }
         ],
     }
-    if pod.annotations:
-        metadata["annotations"] = dict(pod.annotations)
-    if pod.deletion is not None:
-        metadata["deletionTimestamp"] = pod.deletion
-        metadata["deletionGracePeriodSeconds"] = GRACE_SECONDS
     spec: Json = {
         "containers": [_container()],
         "hostname": pod.name,
@@ -257,7 +243,7 @@ def render_statefulset(sts: StatefulSet, pods: list[Pod]) -> Json:
 
 
 def _statefulset_status(sts: StatefulSet, pods: list[Pod]) -> Json:
-    ready = sum(1 for p in pods if p.running and p.ready and p.deletion is None)
+    ready = sum(1 for p in pods if p.running and p.ready)
     updated = sum(1 for p in pods if p.labels.get(REVISION_LABEL) == sts.update_revision)
     current = sum(1 for p in pods if p.labels.get(REVISION_LABEL) == sts.current_revision)
     status: Json = {

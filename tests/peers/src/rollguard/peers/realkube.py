@@ -1,9 +1,10 @@
 """A real Kubernetes control plane for tests: etcd, kube-apiserver, kube-controller-manager,
 kube-scheduler and kwok as local processes, every port on 127.0.0.1.
 
-The roller restarts brokers through lightkube; `kube.KubeSim` serves the API paths it uses, but
-only a real API server proves RBAC, admission, the StatefulSet controller's answer to a deleted
-pod and what lightkube really receives. No kubelet runs here and no container: kwok plays the
+The roller restarts brokers through lightkube; only a real API server proves RBAC, admission,
+the StatefulSet controller's answer to a deleted pod and what lightkube really receives
+(`kube.KubeSim`, the API peer, is left only what this cannot show on demand: stuck pods, scale).
+No kubelet runs here and no container: kwok plays the
 kubelet of one node (`realkube_objects`: a pod is Ready at once, or held NotReady on demand with
 `hold_not_ready` until `clear_not_ready`). Pods get addresses of their own in 127.0.0.0/8
 (kwok's `--cidr`, a /16 of its own per control plane), all loopback here, so a local process can
