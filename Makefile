@@ -34,7 +34,7 @@ build/kafka-connect/$(CONNECT_VERSION)/.resolved: | build/kafka/$(KAFKA_OLDEST)/
 test:
 	@$(MAKE) --no-print-directory -j4 $(INSTALLED) $(BROKER) $(KAFKA) kube
 	@$(MAKE) --no-print-directory lint
-	ROLLGUARD_KUBE_CACHE=$(KUBE_CACHE) $(BIN)/pytest -n 4 --dist loadfile --no-loadscope-reorder -m "not alone and not kube" --durations=25
+	ROLLGUARD_KUBE_CACHE=$(KUBE_CACHE) $(BIN)/pytest -n 4 --dist loadfile --no-loadscope-reorder -m "not alone" --durations=25
 	$(BIN)/pytest -m alone $$(grep -l 'pytest.mark.alone' tests/test_*.py)
 
 demo: $(INSTALLED) $(BROKER) build/kafka/$(KAFKA_NEWEST)/.resolved
@@ -103,12 +103,10 @@ KUBE_CACHE ?= $(HOME)/.cache/rollguard/kube
 kube:
 	@ROLLGUARD_KUBE_CACHE=$(KUBE_CACHE) $(PYTHON) scripts/kube-build
 
-# The tests marked `kube`, left out of `make test` for its 15 minutes: the real roll of broker
-# pods (tests/test_kube_roll.py), the RBAC checks on a real API server and the control plane's
-# own smoke tests. The other tests on the real control plane run in `make test`.
+# Only the tests on the real control plane (marked `kube`: every test using the `kube` fixture,
+# and the control plane's own smoke tests); `make test` runs them with everything else.
 test-kube: $(INSTALLED) $(BROKER) $(KAFKA) kube
-	ROLLGUARD_KUBE_CACHE=$(KUBE_CACHE) $(BIN)/pytest -q -m kube tests/test_real_kube.py \
-		tests/test_kube_rbac.py tests/test_kube_roll.py
+	ROLLGUARD_KUBE_CACHE=$(KUBE_CACHE) $(BIN)/pytest -n 2 --dist loadfile -m kube
 
 format: $(INSTALLED)
 	$(BIN)/ruff check --fix .

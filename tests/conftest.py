@@ -41,6 +41,9 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
         return 1 if any(item.nodeid.startswith(f"tests/{name}") for name in LONG) else 2
 
     items.sort(key=rank)
+    for item in items:
+        if "kube" in getattr(item, "fixturenames", ()):
+            item.add_marker(pytest.mark.kube)  # on the real control plane: `make test-kube`
 
 
 @pytest.fixture(scope="session")

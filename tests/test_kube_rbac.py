@@ -45,7 +45,6 @@ from rollguard.shared.errors import ConfigError
 
 from helpers import BIN, ROOT, HttpsPeer, Pki, running_agent, wait_until
 
-real = pytest.mark.kube  # `make test-kube`: a real control plane
 STS = "prod-kafka"
 PODS = ["prod-kafka-0", "prod-kafka-1", "prod-kafka-2"]
 SELECTOR = "strimzi.io/cluster=prod"
@@ -206,7 +205,6 @@ def refusal(namespace: str, *missing: str) -> str:
 # ---- on a real API server ------------------------------------------------------------------
 
 
-@real
 def test_the_documented_role_passes_the_check_and_the_roll_restarts_every_pod(
     cluster: Cluster,
 ) -> None:
@@ -230,7 +228,6 @@ def test_the_documented_role_passes_the_check_and_the_roll_restarts_every_pod(
     assert "may not" not in resumed.stderr
 
 
-@real
 def test_a_role_without_delete_on_pods_stops_the_roll_before_anything_changes(
     cluster: Cluster,
 ) -> None:
@@ -252,7 +249,6 @@ def test_a_role_without_delete_on_pods_stops_the_roll_before_anything_changes(
     assert cluster.uids() == before
 
 
-@real
 def test_a_role_without_update_on_leases_is_exit_2_naming_only_that(cluster: Cluster) -> None:
     role = documented_role(cluster.namespace, without=("update", "coordination.k8s.io", "leases"))
     before = cluster.uids()
@@ -262,7 +258,6 @@ def test_a_role_without_update_on_leases_is_exit_2_naming_only_that(cluster: Clu
     assert cluster.uids() == before and cluster.leases() == [] and cluster.journals() == []
 
 
-@real
 def test_credentials_that_may_not_review_their_access_are_warned_about_and_the_roll_goes_on(
     cluster: Cluster,
 ) -> None:

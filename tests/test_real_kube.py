@@ -36,7 +36,7 @@ from rollguard.peers.realkube import (
 )
 from rollguard.roller.kubernetes import HTTP_ERRORS
 
-# Not part of `make test` (the binaries' cold build takes 15-40 minutes): `make test-kube`.
+# `make test` runs them; `make test-kube` runs only the tests on the real control plane.
 pytestmark = pytest.mark.kube
 
 NAMESPACE = "kafka"
