@@ -34,7 +34,7 @@ import logging
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from types import MappingProxyType
-from typing import Any, ClassVar, NamedTuple, Self
+from typing import Any, ClassVar, NamedTuple, Self, TypeVar
 
 from rollguard.shared.cli import Parser, argument_type
 from rollguard.shared.converters import (
@@ -91,6 +91,7 @@ __all__ = [
     "servers",
 ]
 
+T = TypeVar("T")
 logger = logging.getLogger(__name__)
 
 # A renamed flag: its old name, and a function turning a value in the old syntax into the new
@@ -127,6 +128,9 @@ class Flag:
     variable: str | None = None
     group: Group | None = None  # its section of --help (None: the parser's own "options")
     commands: frozenset[str] = frozenset()  # the commands it applies to; empty: every one
+    # May be given more than once: the values reach `convert` one a line, in order (the
+    # variable: one a line too); `repeated` makes such a converter.
+    repeat: bool = False
 
     def env(self, prefix: str) -> str:
         return prefix + self.variable if self.variable else env_name(prefix, self.name)
@@ -188,10 +192,16 @@ def add_flags(
         default = f" (default: {flag.default})" if flag.default else ""
         required = " (required)" if flag.required else ""
         text = f"{flag.help}{default}{required}; env {flag.env(prefix)}"
+        if flag.repeat:
+            text = f"{flag.help}{required}; repeatable; env {flag.env(prefix)}, one a line"
         if flag.help == argparse.SUPPRESS:
             text = argparse.SUPPRESS
         if flag.switch:
             container.add_argument(f"--{flag.name}", action="store_const", const="true", help=text)
+        elif flag.repeat:
+            container.add_argument(
+                f"--{flag.name}", action="append", metavar=flag.metavar or None, help=text
+            )
         else:
             container.add_argument(f"--{flag.name}", metavar=flag.metavar or None, help=text)
         for old, _ in flag.deprecated:
@@ -204,6 +214,8 @@ def _add_converted(parser: argparse.ArgumentParser, container: Any, flag: Flag) 
     flag's own words, in `container` (the parser or one of its argument groups). A deprecated
     name is `Parser.add_renamed`'s (it warns on stderr), so it keeps the flag's syntax (`same`)."""
     name = f"--{flag.name}"
+    if flag.repeat:
+        raise TypeError(f"{name}: a repeated flag needs a command with variables (a prefix)")
     if flag.switch:
         default = None if flag.default is None else flag.convert(flag.default)
         const = flag.convert("true")
@@ -268,6 +280,22 @@ def _given(
                   f"{separator}{new}")  # fmt: skip
 
 
+def _text(args: argparse.Namespace, name: str) -> str | None:
+    """A flag's text on the command line: a repeated flag's values one a line."""
+    value = getattr(args, _dest(name), None)
+    return "\n".join(value) if isinstance(value, list) else value
+
+
+def repeated(convert: Callable[[str], T]) -> Callable[[str], tuple[T, ...]]:
+    """The converter of a repeated flag (`option(..., repeat=True)`): each non-empty line of
+    its text converted by `convert`, in order."""
+
+    def each(text: str) -> tuple[T, ...]:
+        return tuple(convert(line.strip()) for line in text.split("\n") if line.strip())
+
+    return each
+
+
 def resolve(
     args: argparse.Namespace,
     environ: Mapping[str, str],
@@ -283,7 +311,7 @@ def resolve(
     its own), which counts only when the variable under `prefix` is not set."""
     values: dict[str, Any] = {}
     for flag in flags:
-        given = _given(flag, lambda name: getattr(args, _dest(name), None), lambda n: f"--{n}")
+        given = _given(flag, lambda name: _text(args, name), lambda n: f"--{n}")
         if given is None:
             given = _given(flag, _lookup(environ, flag, prefix), _variable(flag, prefix))
         if given is None and legacy_prefix is not None:
@@ -324,6 +352,7 @@ def option(
     variable: str | None = None,
     group: Group | None = None,
     commands: Iterable[str] = (),
+    repeat: bool = False,
 ) -> Any:
     """A field of an `Options` dataclass: the flag `--<field-name>` (`_` as `-`; a trailing `_`,
     as in `from_`, dropped), its variable `<PREFIX><FIELD_NAME>` (or `<PREFIX><variable>`) in a
@@ -342,6 +371,7 @@ def option(
         variable,
         group,
         frozenset(commands),
+        repeat,
     )
     return dataclasses.field(metadata={_OPTION: spec})
 
