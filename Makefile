@@ -32,9 +32,9 @@ build/kafka-connect/$(CONNECT_VERSION)/.resolved: | build/kafka/$(KAFKA_OLDEST)/
 # The venv, the test broker and the Kafka and Connect jars do not depend on each other: made side
 # by side, then the lint, then the tests.
 test:
-	@$(MAKE) --no-print-directory -j4 $(INSTALLED) $(BROKER) $(KAFKA) kube
+	@$(MAKE) --no-print-directory -j4 $(INSTALLED) $(BROKER) $(KAFKA) kube prometheus
 	@$(MAKE) --no-print-directory lint
-	ROLLGUARD_KUBE_CACHE=$(KUBE_CACHE) $(BIN)/pytest -n 4 --dist loadfile --no-loadscope-reorder -m "not alone" --durations=25
+	ROLLGUARD_KUBE_CACHE=$(KUBE_CACHE) ROLLGUARD_PROMETHEUS_CACHE=$(PROMETHEUS_CACHE) $(BIN)/pytest -n 4 --dist loadfile --no-loadscope-reorder -m "not alone" --durations=25
 	$(BIN)/pytest -m alone $$(grep -l 'pytest.mark.alone' tests/test_*.py)
 
 demo: $(INSTALLED) $(BROKER) build/kafka/$(KAFKA_NEWEST)/.resolved
@@ -107,6 +107,15 @@ kube:
 # and the control plane's own smoke tests); `make test` runs them with everything else.
 test-kube: $(INSTALLED) $(BROKER) $(KAFKA) kube
 	ROLLGUARD_KUBE_CACHE=$(KUBE_CACHE) $(BIN)/pytest -n 2 --dist loadfile -m kube
+
+# A real Prometheus for tests/test_gates_real.py: Debian's `prometheus` package, downloaded with
+# apt-get download and unpacked (never installed) by scripts/prometheus-fetch into
+# $(PROMETHEUS_CACHE), outside the clone (the tests look there too, or in
+# $$ROLLGUARD_PROMETHEUS_CACHE). Seconds the first time, then a second, without the network.
+PROMETHEUS_CACHE ?= $(HOME)/.cache/rollguard/prometheus
+.PHONY: prometheus
+prometheus:
+	@ROLLGUARD_PROMETHEUS_CACHE=$(PROMETHEUS_CACHE) $(PYTHON) scripts/prometheus-fetch
 
 format: $(INSTALLED)
 	$(BIN)/ruff check --fix .

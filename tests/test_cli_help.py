@@ -24,10 +24,11 @@ from rollguard.shared.cli import ExitCode, Parser
 from rollguard.shared.settings import Group, Options, option
 from rollguard.shared.suggest import closest
 
-PLAN_SECTIONS = ["connection", "nodes", "safety", "timing", "batches", "prediction", "output",
-                 "retries"]  # fmt: skip
+PLAN_SECTIONS = ["connection", "nodes", "safety", "gates", "timing", "batches", "prediction",
+                 "output", "retries"]  # fmt: skip
 ROLL_ONLY = ["--poll-interval", "--stall-timeout", "--restart-timeout", "--safety-wait",
-             "--elect-preferred-leaders", "--roll-id", "--resume", "--state-dir"]  # fmt: skip
+             "--elect-preferred-leaders", "--roll-id", "--resume", "--state-dir",
+             "--metrics-listen"]  # fmt: skip
 
 
 def sections(text: str) -> list[str]:

@@ -19,6 +19,7 @@ import subprocess
 import threading
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -265,6 +266,38 @@ def test_plan_prints_decisions_and_restarts_nothing(cluster: Cluster) -> None:
     assert cluster.deleted() == []
 
 
+def test_plan_shows_the_gates_that_would_hold_the_roll_and_the_held_nodes(
+    cluster: Cluster,
+) -> None:
+    """A consumer group the Admin API cannot give offsets for is a closed gate (unknown is
+    closed): every node the roll would restart now shows it; a --hold node shows as held."""
+    done = cluster.roll(
+        "--output", "json", "--gate-consumer-lag", "payments=100", "--hold", "prod-kafka-2",
+        command="plan",
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    entries = {e["node"]: e for e in map(json.loads, done.stdout.splitlines())}
+    assert entries["prod-kafka-2"]["action"] == "hold"
+    assert "--resume" in entries["prod-kafka-2"]["reason"]
+    for pod in ("prod-kafka-0", "prod-kafka-1"):
+        assert entries[pod]["action"] == "restart", entries[pod]
+        hold = entries[pod]["hold"]
+        assert hold["kind"] == "gate" and "consumer group payments" in hold["reason"], hold
+        assert hold["blockers"][0]["subject"] == "consumer-lag gate payments"
+    text = cluster.roll("--gate-consumer-lag", "payments=100", command="plan")
+    assert text.returncode == 0, text.stderr
+    assert "consumer-lag gate: " in text.stdout and "3 restart" in text.stdout, text.stdout
+    # A window that opens in two hours: the plan says when.
+    start = datetime.now(UTC) + timedelta(hours=2)
+    window = f"* {start:%H:%M}-{start + timedelta(minutes=30):%H:%M} UTC"
+    later = cluster.roll("--output", "json", "--window", window, command="plan")
+    assert later.returncode == 0, later.stderr
+    for entry in map(json.loads, later.stdout.splitlines()):
+        assert entry["hold"]["kind"] == "gate", entry
+        assert f"the next opens {start:%a %H:%M} UTC" in entry["hold"]["reason"], entry
+    assert cluster.deleted() == []
+
+
 def test_a_not_ready_pod_whose_agent_is_unreachable_is_unknown_never_forced(
     cluster: Cluster,
 ) -> None:
@@ -289,7 +322,7 @@ def test_an_unreachable_agents_node_is_forced_on_explicit_request(cluster: Clust
     forced = next(
         e for e in cluster.events() if e["action"] == "restart" and e["node"] == "prod-kafka-1"
     )
-    assert "--on-agent-unreachable force" in str(forced["reason"])
+    assert "--on-agent-unreachable force" in str(forced["reason"]) and forced["forced"] is True
 
 
 class RecoveringAgents:
@@ -456,11 +489,12 @@ class RecoveringAfterItsRestart:
     def __init__(self, bridge: PodBridge) -> None:
         self.bridge = bridge
         self.left = 100_000
+        self.done = threading.Event()
 
     async def __call__(self, scope, receive, send) -> None:  # type: ignore[no-untyped-def]
         pod = scope["path"].split("/")[2]
         body: dict[str, object] = {"brokerState": 3}
-        if self.bridge.deletions and pod == self.bridge.deletions[0].pod:
+        if not self.done.is_set() and self.bridge.deletions and pod == self.bridge.deletions[0].pod:
             self.left = max(self.left - 10, 10)
             recovery = {
                 "remainingLogsToRecover": 1 + self.left // 100,
@@ -469,6 +503,53 @@ class RecoveringAfterItsRestart:
             body = {"brokerState": 2, "recovery": recovery}
         await send({"type": "http.response.start", "status": 200, "headers": []})
         await send({"type": "http.response.body", "body": json.dumps(body).encode()})
+
+
+def test_a_roll_paused_on_its_lease_restarts_nothing_until_resumed(
+    cluster: Cluster, pki: Pki
+) -> None:
+    """`rollguard roll pause` writes the pause on the Lease (the roller's own Role may update
+    leases); the roller reads it before its next restart and starts none until `resume`."""
+    agents = RecoveringAfterItsRestart(cluster.bridge)  # until `done`: the pause comes then
+    env = {"KUBECONFIG": str(cluster.kubeconfig), "PATH": "/usr/bin:/bin"}
+
+    def pause(action: str) -> subprocess.CompletedProcess[str]:
+        args = [str(BIN / "rollguard"), "roll", action, "--roll-id", "k1"]
+        args += ["--namespace", cluster.namespace]
+        return subprocess.run(args, capture_output=True, text=True, timeout=60, env=env)
+
+    with HttpsPeer(agents, pki) as peer:
+        roll = cluster.start(agent_url=peer.url + "/agents/{pod}/v1/broker-state")
+        try:
+            wait_for_event(cluster, "wait-recovery")  # the first restarted pod, recovering
+            paused = pause("pause")
+            assert paused.returncode == 0, paused.stderr
+            assert "roll k1: paused (by " in paused.stdout
+            annotations = cluster.lease().metadata.annotations or {}  # type: ignore[union-attr]
+            assert annotations["rollguard.io/paused"].startswith("by ")
+            agents.done.set()  # its recovery ends: the roll would restart the next pod now
+            wait_for_event(cluster, "gate-closed")
+            held = len(cluster.deleted())
+            renewed = lease_renewed(cluster)
+            wait_until(lambda: lease_renewed(cluster) != renewed, 30, what="a lease renewal")
+            assert roll.poll() is None and len(cluster.deleted()) == held
+            resumed = pause("resume")
+            assert resumed.returncode == 0, resumed.stderr
+            _, err = roll.communicate(timeout=120)
+        finally:
+            if roll.poll() is None:
+                roll.kill()
+                roll.communicate()
+    assert roll.returncode == 0, err
+    assert sorted(cluster.deleted()) == PODS
+    assert held == 1  # the pause came between the first restart and the second
+    annotations = cluster.lease().metadata.annotations or {}  # type: ignore[union-attr]
+    assert "rollguard.io/paused" not in annotations
+
+
+def lease_renewed(cluster: Cluster) -> object:
+    spec = cluster.lease().spec
+    return spec.renewTime if spec is not None else None
 
 
 def test_agent_urls_that_resolve_nowhere_stop_the_roll_before_any_restart(

@@ -27,6 +27,7 @@ from rollguard.roller.connect import cli as connect_cli
 from rollguard.roller.connect.options import ENV_PREFIX as CONNECT_PREFIX
 from rollguard.roller.options import ENV_PREFIX, OutputOptions
 from rollguard.roller.roll import cli as roll_cli
+from rollguard.roller.roll import pause
 from rollguard.shared.cli import Parser, run_command
 from rollguard.shared.errors import ConfigError
 from rollguard.shared.logs import configure_logging
@@ -62,7 +63,9 @@ def output_settings(args: argparse.Namespace, environ: Mapping[str, str]) -> tup
 
 
 def main(argv: Sequence[str] | None = None, environ: Mapping[str, str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    argv = sys.argv[1:] if argv is None else argv
+    # `rollguard roll pause|resume` has a parser of its own (roll.pause.parse says why).
+    args = pause.parse(argv) or build_parser().parse_args(argv)
     environ = os.environ if environ is None else environ
     output, log_format = output_settings(args, environ)
     # kafka-python logs every refused or reset connection, with a traceback, at ERROR; a roll

@@ -121,11 +121,16 @@ class Event(StrEnum):
     # The platform's API (Kubernetes) does not answer: waited out (once per reason, and once
     # when it answers again)
     PLATFORM_UNAVAILABLE = "platform-unavailable"
+    # A gate holds the roll (roller.roll.gates): gate, name, deficit, opensAt (once per
+    # reason); then once when every gate is open again
+    GATE_CLOSED = "gate-closed"
+    GATE_OPEN = "gate-open"
     ELECT_LEADERS = "elect-leaders"  # after a batch: partitions
     ELECT_FAILED = "elect-failed"
     # A node's.
     PREFLIGHT = "preflight"  # its agent's first answer, before any action: skew
     SKIP = "skip"  # no restart needed, or opted out
+    HOLD = "hold"  # kept for later by --hold
     DEFER = "defer"  # not safe to restart yet (once per reason)
     WAIT_READY = "wait-ready"  # not ready before its turn (once per reason)
     RESTART = "restart"  # its restart begins: instance; batch, rack in a batch

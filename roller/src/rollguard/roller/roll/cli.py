@@ -36,8 +36,9 @@ from rollguard.roller.options import (
     ENV_PREFIX,
 )
 from rollguard.roller.platform import Platform
-from rollguard.roller.roll import expectations
+from rollguard.roller.roll import expectations, pause
 from rollguard.roller.roll.display import LiveTable, on_terminal
+from rollguard.roller.roll.gate_options import close_gates, gates_from
 from rollguard.roller.roll.journal import (
     ConfigMapJournalStore,
     EventLog,
@@ -48,6 +49,8 @@ from rollguard.roller.roll.kafka_admin import KafkaObserver, read_client_propert
 from rollguard.roller.roll.lease import Lease, default_holder
 from rollguard.roller.roll.lease_file import LEASE_FILE, FileLease
 from rollguard.roller.roll.lease_kubernetes import KUBERNETES_LEASE, KubernetesLease
+from rollguard.roller.roll.metrics import RollMetrics
+from rollguard.roller.roll.metrics_server import MetricsServer
 from rollguard.roller.roll.options import RollOptions
 from rollguard.roller.roll.planning import plan_lines
 from rollguard.roller.roll.progress import RecoveryTracker
@@ -85,6 +88,13 @@ USAGE = (
 )
 
 
+PAUSE_HELP = (
+    "\n\nA running roll is paused between nodes and resumed (see their --help):\n"
+    "  rollguard roll pause --roll-id ID (--namespace NS | --state-dir DIR)\n"
+    "  rollguard roll resume --roll-id ID (--namespace NS | --state-dir DIR)"
+)
+
+
 def add_parsers(sub: Any) -> None:
     for name, text, example in (
         (
@@ -104,7 +114,8 @@ def add_parsers(sub: Any) -> None:
         parser = sub.add_parser(
             name,
             help=text,
-            description=f"{text[0].upper()}{text[1:]}. Example:\n  {example}",
+            description=f"{text[0].upper()}{text[1:]}. Example:\n  {example}"
+            + (PAUSE_HELP if name == "roll" else ""),
             usage=f"rollguard {name} {USAGE}",
         )
         # Each command lists its own flags, by section; `plan` accepts roll's too, hidden.
@@ -186,6 +197,9 @@ async def _run(command: str, options: RollOptions, stats: RetryStats, roll_id: s
             properties = read_client_properties(options.kafka_properties)
         kafka = KafkaObserver(options.bootstrap, properties)
         stack.callback(kafka.close)
+        # A roll's own lease says when it is paused (`rollguard roll pause`); a plan holds none.
+        paused = () if command == "plan" else (pause.PauseGate(lease, roll_id),)
+        gates = gates_from(options, kafka.consumer_lag, extra=paused)  # closed in `finally`
         observer = kafka.observe
         settings = options.settings()
         # `plan` writes nothing: no events, no journal, no lease.
@@ -195,7 +209,18 @@ async def _run(command: str, options: RollOptions, stats: RetryStats, roll_id: s
             roll_id,
             cluster=cluster or None,
         )
+        # --metrics-listen (a roll's, never a plan's): fed by its events, journal and lease.
+        metrics: RollMetrics | None = None
+        server: MetricsServer | None = None
+        if command == "roll" and options.metrics_listen is not None:
+            metrics = RollMetrics(roll_id, cluster or None)
+            journal, lease = metrics.watch(events, journal, lease)
+            server = MetricsServer(metrics.render)
         try:
+            if server is not None and options.metrics_listen is not None:
+                # First: an address in use is exit 2 before anything is done.
+                address = await server.start(options.metrics_listen)
+                progress.info("roll %s: metrics on http://%s/metrics", roll_id, address)
             # Before the first call: the pods listed, the lease taken, the journal written.
             await _check_access(options, platform, command, roll_id)
             nodes = await platform.nodes()
@@ -223,6 +248,7 @@ async def _run(command: str, options: RollOptions, stats: RetryStats, roll_id: s
                 lease=None if command == "plan" else lease,
                 on_progress=_progress(display, options.output),
                 elect_leaders=kafka.elect_preferred,
+                gates=gates,
             )
             history = None
             if options.expectations is not None:
@@ -263,6 +289,8 @@ async def _run(command: str, options: RollOptions, stats: RetryStats, roll_id: s
                 except RollguardError as exc:  # the roll itself says it better, at once
                     logger.warning("no prediction: %s", exc)
             progress.info("roll %s: journal and events in %s", roll_id, folder)
+            if metrics is not None:
+                metrics.follow([n.name for n in nodes], roller.settings.recovery_budget)
             # The table is gone before the outcome is printed: it is stdout's, not the table's.
             with display if display is not None else contextlib.nullcontext():
                 try:
@@ -277,6 +305,11 @@ async def _run(command: str, options: RollOptions, stats: RetryStats, roll_id: s
                 _finish(options, roll_id, "failed", str(failure), stats)
                 return ExitCode.FAILED
             detail = f"restarted {len(result.restarted)}, skipped {len(result.skipped)}"
+            if result.held:
+                detail += (
+                    f", held {', '.join(result.held)} (`rollguard roll --resume {roll_id}` "
+                    "without --hold takes them)"
+                )
             if history is not None and history.predicted is not None:
                 took = time.monotonic() - history.started
                 detail += (
@@ -286,8 +319,11 @@ async def _run(command: str, options: RollOptions, stats: RetryStats, roll_id: s
             _finish(options, roll_id, "completed", detail, stats)
             return 0
         finally:
+            if server is not None:  # the roll is over (done, failed or interrupted)
+                await server.stop()
             await agents.aclose()
             await platform.close()
+            await close_gates(gates)
 
 
 PROGRESS_EVERY = 5.0  # seconds between two recovery progress lines of one node, off a terminal

@@ -27,6 +27,8 @@ with `--only`, exactly those named; else those out of date or stuck (all with `-
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from enum import StrEnum
+from typing import ClassVar
 
 from rollguard.roller.model import (
     BROKER_STATE_MISSING,
@@ -50,6 +52,7 @@ __all__ = [
     "AwaitUnknown",
     "Back",
     "Defer",
+    "DeferKind",
     "Fail",
     "Restart",
     "after_restart",
@@ -59,10 +62,32 @@ __all__ = [
 ]
 
 
+FORCE = "force"  # how every forced restart's reason begins: the events tell them by it
+
+
 @dataclass(frozen=True, slots=True)
 class Restart:
-    reason: str
+    reason: str  # a forced one begins with FORCE
     force: bool = False  # without the availability and quorum checks
+
+
+class DeferKind(StrEnum):
+    """Why a node is deferred, in a word: the `kind` of its `defer` events and a metrics label
+    (a small fixed set, never the free text of the reason; never rename one)."""
+
+    AVAILABILITY = "availability"  # a partition would go below min.insync.replicas or offline,
+    # or is being reassigned
+    QUORUM = "quorum"  # the KRaft quorum would lose its majority, or cannot be described
+    ADMIN_API = "admin-api"  # the cluster cannot be observed through Kafka's Admin API
+    GATE = "gate"  # a health gate of the whole roll is closed
+    OTHER = "other"  # no blocker said why (a batch holding the node back)
+
+
+_SUBJECT_KINDS = {
+    "quorum": DeferKind.QUORUM,
+    "cluster": DeferKind.ADMIN_API,
+    "gate": DeferKind.GATE,
+}
 
 
 @dataclass(frozen=True, slots=True)
@@ -70,25 +95,38 @@ class Defer:
     reason: str  # not safe now; other nodes go first, this one is tried again later
     blockers: tuple[Blocker, ...] = field(default=())
 
+    @property
+    def kind(self) -> DeferKind:
+        """Its first blocker's kind: a partition's subject is its name (`orders-3`)."""
+        if not self.blockers:
+            return DeferKind.OTHER
+        return _SUBJECT_KINDS.get(self.blockers[0].subject, DeferKind.AVAILABILITY)
+
 
 @dataclass(frozen=True, slots=True)
 class Fail:
     reason: str  # fatal for the roll
 
 
+# A wait's `kind`: its events' figure and a metrics label (never rename one).
+
+
 @dataclass(frozen=True, slots=True)
 class AwaitReady:
     reason: str  # not ready, within the operation timeout: keep polling
+    kind: ClassVar[str] = "not-ready"
 
 
 @dataclass(frozen=True, slots=True)
 class AwaitRecovery:
     reason: str  # in log recovery: wait while it progresses, never restart it
+    kind: ClassVar[str] = "recovery"
 
 
 @dataclass(frozen=True, slots=True)
 class AwaitUnknown:
     reason: str  # its agent cannot be read: wait within the safety budget, never force
+    kind: ClassVar[str] = "agent-unreachable"
 
 
 @dataclass(frozen=True, slots=True)
@@ -154,7 +192,7 @@ def decide(
                 f"{node.name} is stuck ({view.stuck}) and already runs the desired "
                 "revision: restarting it will not help"
             )
-        return Restart(f"force: stuck in {view.stuck}", force=True)
+        return Restart(f"{FORCE}: stuck in {view.stuck}", force=True)
     if not view.ready:
         # Never restart a broker in log recovery: that would start the recovery over.
         if is_recovering(agent):
@@ -165,18 +203,18 @@ def decide(
             return AwaitReady(f"{node.name} is not ready; agent: {describe_answer(agent)}")
         if not agent_unknown(node, agent):
             return Restart(
-                f"force: not ready after {timeout:g}s; agent: {describe_answer(agent)}",
+                f"{FORCE}: not ready after {timeout:g}s; agent: {describe_answer(agent)}",
                 force=True,
             )
         if view.process_gone:
             return Restart(
-                f"force: not ready after {timeout:g}s and the platform shows its process is "
+                f"{FORCE}: not ready after {timeout:g}s and the platform shows its process is "
                 f"gone; agent: {describe_answer(agent)}",
                 force=True,
             )
         if force_unknown:
             return Restart(
-                f"force (--on-agent-unreachable force): not ready after {timeout:g}s; "
+                f"{FORCE} (--on-agent-unreachable force): not ready after {timeout:g}s; "
                 f"agent: {describe_answer(agent)}",
                 force=True,
             )

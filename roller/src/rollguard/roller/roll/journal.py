@@ -14,6 +14,7 @@ from __future__ import annotations
 import json
 import logging
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from enum import StrEnum
@@ -40,6 +41,7 @@ class NodeStatus(StrEnum):
     RESTARTING = "restarting"  # intent recorded: never restart it again in this roll
     RESTARTED = "restarted"  # restarted and ready again
     SKIPPED = "skipped"  # did not need a restart, or opted out
+    HELD = "held"  # kept for later by --hold: `roll --resume` takes it once no longer held
     FAILED = "failed"
 
 
@@ -242,23 +244,28 @@ class FileJournalStore:
 
 class EventLog:
     """Appends one JSON object a line, flushed at once; thread-safe. Without a path (`rollguard
-    plan`, which writes nothing) events are dropped."""
+    plan`, which writes nothing) events are not written.
+
+    `listeners` (the roll's metrics) are called with each event's object, written or not, and
+    with each `repeat`: a wait said again unchanged at a later poll, which is not written. A
+    listener that raises is logged once and never stops the roll."""
 
     def __init__(self, path: Path | None, roll_id: str, *, cluster: str | None = None) -> None:
         self.path = path
         self.roll_id = roll_id
         self.cluster = cluster  # in every event: `rollguard collect` keeps each cluster's own
+        self.listeners: list[Callable[[dict[str, Any]], None]] = []
         self._lock = threading.Lock()
         self._failing = False
+        self._broken: set[Callable[[dict[str, Any]], None]] = set()  # listeners that raised
         if path is not None:
             path.parent.mkdir(parents=True, exist_ok=True)
 
-    def write(self, node: str | None, action: Event, reason: str = "", **figures: Any) -> None:
-        """One event; `action` is one of the dataset's event names (`shared.dataset.Event`)."""
-        if self.path is None:
-            return
+    def _entry(
+        self, node: str | None, action: Event, reason: str, figures: dict[str, Any]
+    ) -> dict[str, Any]:
         known = {k: v for k, v in figures.items() if v is not None}
-        entry = {
+        return {
             "ts": now_text(),
             "rollId": self.roll_id,
             **({"cluster": self.cluster} if self.cluster else {}),
@@ -267,16 +274,43 @@ class EventLog:
             "reason": reason,
             **known,
         }
+
+    def repeat(self, node: str | None, action: Event, reason: str = "", **figures: Any) -> None:
+        """An event said before and unchanged (`Observer.say`): for the listeners only, marked
+        `repeated`, so that they know the wait goes on; never written."""
+        if self.listeners:
+            self._tell({**self._entry(node, action, reason, figures), "repeated": True})
+
+    def _tell(self, entry: dict[str, Any]) -> None:
+        for listener in list(self.listeners):
+            try:
+                listener(entry)
+            except Exception:  # the metrics feed people, not the roll's safety: say it once
+                with self._lock:
+                    first = listener not in self._broken
+                    self._broken.add(listener)
+                if first:
+                    logger.warning("an event listener failed; it is ignored", exc_info=True)
+
+    def write(self, node: str | None, action: Event, reason: str = "", **figures: Any) -> None:
+        """One event; `action` is one of the dataset's event names (`shared.dataset.Event`)."""
+        entry = self._entry(node, action, reason, figures)
+        if self.path is not None:
+            self._append(self.path, entry)
+        if self.listeners:
+            self._tell(entry)
+
+    def _append(self, path: Path, entry: dict[str, Any]) -> None:
         line = json.dumps(entry) + "\n"
         with self._lock:
             try:
-                with self.path.open("a") as handle:
+                with path.open("a") as handle:
                     handle.write(line)
                     handle.flush()
             except OSError as exc:
                 # The events feed reports, not safety (the roll journal does): say it once.
                 if not self._failing:
-                    logger.warning("event log %s: %s; events are lost", self.path, exc)
+                    logger.warning("event log %s: %s; events are lost", path, exc)
                 self._failing = True
             else:
                 self._failing = False

@@ -5,9 +5,9 @@ topics included: `__consumer_offsets` at min ISR stops every consumer group on i
 effective `min.insync.replicas`, the partition reassignments in flight, the KRaft quorum (leader
 and each voter's last caught-up time) with the cluster's own
 `controller.quorum.fetch.timeout.ms`, the active controller and each broker's rack (DescribeCluster,
-for batches by rack); and, after a batch, preferred leader elections (ElectLeaders). kafka-python's
-admin client is
-blocking, so calls run in a worker thread; its errors are translated here into
+for batches by rack); and, after a batch, preferred leader elections (ElectLeaders); and, for the
+consumer-lag gate, a consumer group's lag (OffsetFetch against ListOffsets). kafka-python's
+admin client is blocking, so calls run in a worker thread; its errors are translated here into
 `AdminApiError`.
 
 kafka-python keeps trying a bootstrap server that refuses connections until its bootstrap
@@ -56,6 +56,11 @@ PROPERTY_NAMES = {
 
 class AdminApiError(RollguardError):
     """The Admin API could not be used; the roller cannot prove a restart safe."""
+
+
+class LagUnknown(RollguardError):
+    """A consumer group's lag cannot be told from what Kafka answered (no committed offsets:
+    an unknown group, or one that never committed)."""
 
 
 def read_client_properties(path: Path) -> dict[str, Any]:
@@ -332,6 +337,40 @@ class KafkaObserver:
             self.close()  # a stale connection (a restarted controller): reconnect next time
             text = str(exc) if isinstance(exc, KafkaError | OSError) else repr(exc)
             raise AdminApiError(f"ElectLeaders at {self.bootstrap}: {text}") from exc
+
+    def _consumer_lag(self, group: str) -> int:
+        from kafka.admin import OffsetSpec
+        from kafka.errors import GroupIdNotFoundError, KafkaError
+
+        if self._admin is None:
+            refused = refused_everywhere(self.bootstrap)
+            if refused is not None:
+                raise AdminApiError(f"Kafka Admin API at {self.bootstrap}: {refused}")
+        try:
+            admin = self._client()
+            committed = admin.list_group_offsets({group: None}).get(group) or {}
+            # -1: a partition the group holds no offset for (OffsetFetch lists it on request)
+            positions = {tp: meta.offset for tp, meta in committed.items() if meta.offset >= 0}
+            lag: int | None = None
+            if positions:
+                latest = admin.list_partition_offsets({tp: OffsetSpec.LATEST for tp in positions})
+                # A committed offset past the end (a truncated log) is no lag, not a negative one.
+                lag = sum(max(0, int(latest[tp].offset) - at) for tp, at in positions.items())
+        except GroupIdNotFoundError:  # OffsetFetch v9+; before, an unknown group has no offsets
+            lag = None
+        except Exception as exc:  # the library's boundary: whatever it raises
+            self.close()  # a stale connection (a restarted coordinator): reconnect next time
+            text = str(exc) if isinstance(exc, KafkaError | OSError) else repr(exc)
+            raise AdminApiError(f"Kafka Admin API at {self.bootstrap}: {text}") from exc
+        if lag is None:
+            raise LagUnknown("no committed offsets (an unknown group, or one that never committed)")
+        return lag
+
+    async def consumer_lag(self, group: str) -> int:
+        """`group`'s lag now: end offsets less committed offsets, summed over the partitions it
+        committed to (the consumer-lag gate's reader); AdminApiError, or LagUnknown when the
+        group has no committed offsets."""
+        return await asyncio.to_thread(self._consumer_lag, group)
 
     async def elect_preferred(self, partitions: Sequence[tuple[str, int]]) -> None:
         """A preferred leader election of `partitions` (ElectLeaders); AdminApiError."""

@@ -89,6 +89,7 @@ class LeaseRecord:
     acquired_at: float
     renewed_at: float
     duration: float
+    paused: str = ""  # who paused the roll and when (`rollguard roll pause`); "" running
 
     @property
     def expires_at(self) -> float:
@@ -109,6 +110,16 @@ class Lease(Protocol):
 
     @property
     def duration(self) -> float: ...
+
+    @property
+    def paused(self) -> str:
+        """Whether the roll is paused, as the lease said when last acquired or renewed: who
+        paused it and when, or ""."""
+        ...
+
+    async def read_paused(self) -> str:
+        """Whether the roll is paused now, read from the lease (LeaseError if it cannot be)."""
+        ...
 
     def describe(self) -> str:
         """Where the lease lives, for messages: `lease file /var/lib/rollguard/lease.json`."""
@@ -151,6 +162,18 @@ def holder_gone(holder: str) -> bool:
     except OSError:
         return False
     return stat[stat.rfind(")") + 2 :].split()[:1] in (["Z"], ["X"])  # a zombie is gone too
+
+
+class NotRunning(LeaseError):
+    """`rollguard roll pause|resume`: the roll named is not the one holding the lease now."""
+
+
+def running_roll(where: str, record: LeaseRecord | None, roll_id: str, now: float) -> None:
+    """NotRunning unless `record` is a live lease of roll `roll_id`."""
+    if record is None or not record.live(now):
+        raise NotRunning(f"roll {roll_id} is not running: {where} is free")
+    if record.roll_id != roll_id:
+        raise NotRunning(f"roll {roll_id} is not running: {where} is held by {record.describe()}")
 
 
 def took_over(where: str, old: LeaseRecord, now: float) -> None:

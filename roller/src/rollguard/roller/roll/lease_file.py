@@ -10,6 +10,7 @@ import math
 import os
 import time
 from collections.abc import Callable, Iterator
+from dataclasses import replace
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -21,6 +22,7 @@ from rollguard.roller.roll.lease import (
     LeaseRecord,
     check_duration,
     holder_gone,
+    running_roll,
     took_over,
 )
 from rollguard.shared.errors import ConfigError
@@ -53,6 +55,7 @@ class FileLease:
         self.duration = check_duration(duration)
         self._clock = clock
         self._lock_path = path.with_name(path.name + ".lock")
+        self.paused = ""  # as last read
 
     def describe(self) -> str:
         return f"lease file {self.path}"
@@ -86,7 +89,8 @@ class FileLease:
             duration = float(data["durationSeconds"])
             if not math.isfinite(duration):
                 duration = 0.0  # an impossible duration: treat the lease as expired
-            return LeaseRecord(holder, roll_id, acquired_at, renewed_at, duration)
+            paused = str(data.get("paused") or "")
+            return LeaseRecord(holder, roll_id, acquired_at, renewed_at, duration, paused)
         except (KeyError, TypeError, ValueError, AttributeError) as exc:
             raise self._malformed(f"{type(exc).__name__}: {exc}") from None
 
@@ -95,15 +99,22 @@ class FileLease:
             f"{self.describe()} is not a rollguard lease ({why}); if no roll is running, remove it"
         )
 
-    def _write(self, acquired_at: float, now: float) -> None:
+    def _write(self, acquired_at: float, now: float, paused: str = "") -> None:
+        self._write_record(
+            LeaseRecord(self.holder, self.roll_id, acquired_at, now, self.duration, paused)
+        )
+        self.paused = paused
+
+    def _write_record(self, lease: LeaseRecord) -> None:
         record = {
             "version": VERSION,
-            "holder": self.holder,
-            "rollId": self.roll_id,
-            "acquiredAt": format_time(datetime.fromtimestamp(acquired_at, UTC)),
-            "renewedAt": format_time(datetime.fromtimestamp(now, UTC)),
-            "durationSeconds": self.duration,
-            "expires": format_time(datetime.fromtimestamp(now + self.duration, UTC)),
+            "holder": lease.holder,
+            "rollId": lease.roll_id,
+            "acquiredAt": format_time(datetime.fromtimestamp(lease.acquired_at, UTC)),
+            "renewedAt": format_time(datetime.fromtimestamp(lease.renewed_at, UTC)),
+            "durationSeconds": lease.duration,
+            "expires": format_time(datetime.fromtimestamp(lease.expires_at, UTC)),
+            **({"paused": lease.paused} if lease.paused else {}),
         }
         atomic_write(self.path, (json.dumps(record, indent=2) + "\n").encode(), mode=0o644)
 
@@ -120,7 +131,9 @@ class FileLease:
                         took_over(self.describe(), current, now)
                 elif current is not None and current.roll_id == self.roll_id:
                     acquired = current.acquired_at  # taken again by its holder: keep "since"
-                self._write(acquired, now)
+                # A roll resumed while paused stays paused (`roll resume` lets it go on).
+                same = current is not None and current.roll_id == self.roll_id
+                self._write(acquired, now, current.paused if current and same else "")
         except OSError as exc:
             raise ConfigError(
                 f"{self.describe()}: cannot be written ({exc.strerror or exc}); check --state-dir"
@@ -141,7 +154,7 @@ class FileLease:
                     logger.warning(
                         "%s: renewed %.0fs late", self.describe(), now - current.expires_at
                     )
-                self._write(current.acquired_at, now)
+                self._write(current.acquired_at, now, current.paused)
         except (OSError, ConfigError) as exc:
             raise LeaseError(f"{self.describe()}: cannot be renewed ({_os_reason(exc)})") from None
 
@@ -156,6 +169,29 @@ class FileLease:
         except (OSError, ConfigError) as exc:
             raise LeaseError(f"{self.describe()}: cannot be released ({_os_reason(exc)})") from None
         logger.info("%s: released by %s", self.describe(), self.holder)
+
+    async def read_paused(self) -> str:
+        try:
+            current = self._read()
+        except (OSError, ConfigError) as exc:
+            raise LeaseError(f"{self.describe()}: cannot be read ({_os_reason(exc)})") from None
+        self.paused = current.paused if current is not None else ""
+        return self.paused
+
+    async def set_paused(self, note: str) -> LeaseRecord:
+        """Pause (`note`: who and when) or let go on ("") the roll holding this lease, as
+        `rollguard roll pause|resume` does from another process; the record written."""
+        try:
+            with self._locked():
+                now = self._clock()
+                current = self._read()
+                running_roll(self.describe(), current, self.roll_id, now)
+                assert current is not None
+                changed = replace(current, paused=note)
+                self._write_record(changed)
+                return changed
+        except OSError as exc:
+            raise LeaseError(f"{self.describe()}: cannot be written ({_os_reason(exc)})") from None
 
 
 def _os_reason(exc: Exception) -> str:

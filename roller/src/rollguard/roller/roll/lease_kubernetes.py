@@ -18,6 +18,7 @@ from rollguard.roller.roll.lease import (
     LeaseLost,
     LeaseRecord,
     check_duration,
+    running_roll,
     took_over,
 )
 
@@ -29,6 +30,9 @@ logger = logging.getLogger(__name__)
 
 KUBERNETES_LEASE = "rollguard-roll"  # one roll at a time per namespace
 ROLL_ID_ANNOTATION = "rollguard.io/roll-id"
+# Who paused the roll and when (`rollguard roll pause`, or `kubectl annotate`): while the Lease
+# carries it, the roll starts no restart. Cleared by `rollguard roll resume` and at release.
+PAUSED_ANNOTATION = "rollguard.io/paused"
 CONFLICT_RETRIES = 3
 NOT_FOUND, CONFLICT = 404, 409
 
@@ -59,6 +63,7 @@ class KubernetesLease:
         # leaseDurationSeconds is a whole number; round up rather than promise less.
         self.duration = float(math.ceil(check_duration(duration)))
         self._clock = clock
+        self.paused = ""  # as last read
 
     def describe(self) -> str:
         return f"Lease {self.namespace}/{self.name}"
@@ -74,6 +79,7 @@ class KubernetesLease:
             acquired_at=acquired,
             renewed_at=renewed,
             duration=float((spec.leaseDurationSeconds if spec else None) or 0),
+            paused=annotations.get(PAUSED_ANNOTATION, ""),
         )
 
     async def _call(self, what: str, call: Awaitable[Any]) -> Any:
@@ -125,9 +131,13 @@ class KubernetesLease:
             spec.acquireTime = _micro_time(acquired)
         annotations = dict(meta.annotations or {})
         if holder:
+            if annotations.get(ROLL_ID_ANNOTATION) != self.roll_id:
+                annotations.pop(PAUSED_ANNOTATION, None)  # another roll's pause
             annotations[ROLL_ID_ANNOTATION] = self.roll_id
         else:
             annotations.pop(ROLL_ID_ANNOTATION, None)
+            annotations.pop(PAUSED_ANNOTATION, None)
+        self.paused = annotations.get(PAUSED_ANNOTATION, "")
         meta.annotations = annotations or None
         lease.spec, lease.metadata = spec, meta
 
@@ -200,6 +210,32 @@ class KubernetesLease:
                 logger.info("%s: released by %s", self.describe(), self.holder)
                 return
         raise LeaseError(f"{self.describe()}: kept changing under us while releasing it")
+
+    async def read_paused(self) -> str:
+        current = await self._get()
+        self.paused = self._record(current).paused if current is not None else ""
+        return self.paused
+
+    async def set_paused(self, note: str) -> LeaseRecord:
+        """Pause (`note`: who and when) or let go on ("") the roll holding this Lease, as
+        `rollguard roll pause|resume` does from another process; the record written."""
+        for _ in range(CONFLICT_RETRIES):
+            current = await self._get()
+            record = None if current is None else self._record(current)
+            running_roll(self.describe(), record, self.roll_id, self._clock())
+            assert current is not None and current.metadata is not None
+            annotations = dict(current.metadata.annotations or {})
+            if note:
+                annotations[PAUSED_ANNOTATION] = note
+            else:
+                annotations.pop(PAUSED_ANNOTATION, None)
+            current.metadata.annotations = annotations
+            if await self._call("update it", self.client.replace(current)) not in (
+                NOT_FOUND,
+                CONFLICT,
+            ):
+                return self._record(current)
+        raise LeaseError(f"{self.describe()}: kept changing under us; try again")
 
 
 def _micro_time(moment: float) -> datetime:

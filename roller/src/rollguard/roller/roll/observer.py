@@ -176,11 +176,18 @@ class Observer:
         action: Event,
         reason: str,
         level: int = logging.INFO,
+        /,  # positional: a figure may be called `kind` (a deferral's kind) too
         **figures: Any,
     ) -> None:
-        """Log and record a wait once per change of its reason, not at every poll."""
+        """Log and record a wait once per change of its reason, not at every poll (the event
+        log's listeners hear it again at every poll: `EventLog.repeat`)."""
         if self._said.get((node or "", kind)) == reason:
+            self.events.repeat(node, action, reason, **figures)
             return
         self._said[(node or "", kind)] = reason
         logger.log(level, "%s: %s", node or "cluster", reason)
         self.events.write(node, action, reason, **figures)
+
+    def forget_said(self, node: str | None, kind: str) -> None:
+        """`kind` may be said again, even with the same reason (its wait ended)."""
+        self._said.pop((node or "", kind), None)

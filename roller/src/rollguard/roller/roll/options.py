@@ -11,6 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 from rollguard.roller.options import (
     CONNECTION,
@@ -20,7 +21,11 @@ from rollguard.roller.options import (
     PlatformOptions,
     names,
 )
+from rollguard.roller.roll.gate_lag import LagLimit, lag_limit
 from rollguard.roller.roll.settings import OnAgentUnreachable, RollSettings
+from rollguard.roller.roll.windows import Window, parse_window
+from rollguard.shared.converters import HostPort, listen_address
+from rollguard.shared.errors import ConfigError
 from rollguard.shared.settings import (
     RETRIES,
     Group,
@@ -32,6 +37,7 @@ from rollguard.shared.settings import (
     integer,
     milliseconds_to_duration,
     option,
+    repeated,
     servers,
 )
 
@@ -43,6 +49,11 @@ TIMING = Group("timing", "how long a roll waits for a node, and how often it loo
 BATCHES = Group("batches", "restarting several brokers at once")
 PREDICTION = Group("prediction", "the roll's duration, predicted from recovery history")
 JOURNAL = Group("journal", "where a roll keeps its progress, to resume it after an interruption")
+GATES = Group(
+    "gates",
+    "what holds a whole roll between restarts: alerts, consumer lag, restart windows "
+    "(a node being restarted is still waited for)",
+)
 
 
 def _roll_id(text: str) -> str:
@@ -60,6 +71,21 @@ def _rack_aware(text: str) -> bool | None:
     return None if text.strip().lower() == "auto" else boolean(text)
 
 
+def _http_url(text: str) -> str:
+    parts = urlsplit(text.strip())
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise ValueError(f"{text!r}: give an http:// or https:// URL")
+    if parts.username or parts.password:
+        raise ValueError("a URL with a password would show in the process list: not accepted")
+    return text.strip().rstrip("/")
+
+
+def _query(text: str) -> str:
+    if not text.strip():
+        raise ValueError("an empty query")
+    return text.strip()
+
+
 def _default(name: str) -> str:
     """A RollSettings default in the option's syntax: the library's default is the CLI's."""
     value = default_of(RollSettings, name)
@@ -75,7 +101,18 @@ class RollOptions(AgentOptions, OutputOptions, PlatformOptions):
     """`rollguard roll` and `rollguard plan`: every option, with its default written once (the
     roll's timings are `RollSettings`' defaults)."""
 
-    sections = (CONNECTION, NODES, SAFETY, TIMING, BATCHES, PREDICTION, JOURNAL, OUTPUT, RETRIES)
+    sections = (
+        CONNECTION,
+        NODES,
+        SAFETY,
+        GATES,
+        TIMING,
+        BATCHES,
+        PREDICTION,
+        JOURNAL,
+        OUTPUT,
+        RETRIES,
+    )
 
     bootstrap: str = option(
         None,
@@ -157,12 +194,54 @@ class RollOptions(AgentOptions, OutputOptions, PlatformOptions):
     skip: frozenset[str] = option(
         "", names, "never restart these nodes (comma-separated names)", "NODES", group=NODES
     )
+    hold: frozenset[str] = option(
+        "",
+        names,
+        "keep these nodes for later (comma-separated names): the roll ends without them and "
+        "`roll --resume` takes those no longer held",
+        "NODES",
+        group=NODES,
+    )
     all: bool = option(
         "false",
         boolean,
         "on Kubernetes, restart pods that are already up to date too (a switch)",
         switch=True,
         group=NODES,
+    )
+    gate_prometheus: str | None = option(
+        None,
+        _http_url,
+        "Prometheus server of the --gate-query queries (http or https URL)",
+        "URL",
+        group=GATES,
+    )
+    gate_query: tuple[str, ...] = option(
+        "",
+        repeated(_query),
+        "hold the roll while this PromQL query returns anything, e.g. "
+        'ALERTS{alertstate="firing",rollguard="hold"} (needs --gate-prometheus)',
+        "PROMQL",
+        group=GATES,
+        repeat=True,
+    )
+    gate_consumer_lag: tuple[LagLimit, ...] = option(
+        "",
+        repeated(lag_limit),
+        "hold the roll while consumer group GROUP lags by more than MAX messages "
+        "(committed offsets against end offsets)",
+        "GROUP=MAX",
+        group=GATES,
+        repeat=True,
+    )
+    window: tuple[Window, ...] = option(
+        "",
+        repeated(parse_window),
+        'start restarts only within this window, e.g. "Mon-Fri 22:00-05:00 Europe/Berlin" '
+        "(days, a time range that may pass midnight, an IANA time zone)",
+        "WINDOW",
+        group=GATES,
+        repeat=True,
     )
     max_batch_size: int = option(
         "1",
@@ -213,6 +292,14 @@ class RollOptions(AgentOptions, OutputOptions, PlatformOptions):
         "DURATION",
         group=PREDICTION,
     )
+    metrics_listen: HostPort | None = option(
+        None,
+        listen_address,
+        "serve the roll's Prometheus metrics at http://HOST:PORT/metrics while it runs",
+        "HOST:PORT",
+        group=OUTPUT,
+        commands=ROLL,
+    )
     state_dir: Path = option(
         ".rollguard",
         Path,
@@ -221,6 +308,16 @@ class RollOptions(AgentOptions, OutputOptions, PlatformOptions):
         group=JOURNAL,
         commands=ROLL,
     )
+
+    def check(self) -> None:
+        super().check()
+        if self.gate_query and self.gate_prometheus is None:
+            raise ConfigError("--gate-query needs --gate-prometheus URL (the server to ask)")
+        if self.gate_prometheus is not None and not self.gate_query:
+            raise ConfigError("--gate-prometheus needs at least one --gate-query PROMQL")
+        for other, given in (("--only", self.only), ("--skip", self.skip)):
+            if both := sorted(self.hold & given):
+                raise ConfigError(f"--hold and {other} both name {', '.join(both)}")
 
     def settings(self) -> RollSettings:
         return RollSettings(
@@ -233,6 +330,7 @@ class RollOptions(AgentOptions, OutputOptions, PlatformOptions):
             max_clock_skew=self.max_clock_skew,
             only=self.only,
             skip=self.skip,
+            hold=self.hold,
             all_nodes=self.all,
             max_batch_size=self.max_batch_size,
             rack_aware=self.rack_aware,

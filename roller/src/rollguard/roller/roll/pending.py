@@ -91,7 +91,7 @@ class PendingWaits:
         elif isinstance(action, Fail):
             raise RollFailed(action.reason)
         elif isinstance(action, Defer):
-            observer.say(node.name, "defer", Event.DEFER, action.reason)
+            observer.say(node.name, "defer", Event.DEFER, action.reason, kind=action.kind)
         elif isinstance(action, AwaitRecovery):
             assert wait is not None
             wait.recovery = wait.recovery or self.after.tracker(node)
@@ -109,6 +109,6 @@ class PendingWaits:
                         "(--safety-wait). Restart it by hand once you know it is not "
                         "recovering, or use --on-agent-unreachable force"
                     )
-            observer.say(node.name, "wait", Event.WAIT_READY, action.reason)
+            observer.say(node.name, "wait", Event.WAIT_READY, action.reason, kind=action.kind)
             self._on_progress(node, f"waiting for readiness: {describe_answer(answer)}", None)
         return action

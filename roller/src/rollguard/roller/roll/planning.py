@@ -32,6 +32,8 @@ from rollguard.roller.roll.decide import (
     decide,
     wanted,
 )
+from rollguard.roller.roll.gates import Gates
+from rollguard.roller.roll.gates import describe as describe_gates
 from rollguard.roller.roll.journal import EventLog
 from rollguard.roller.roll.observer import ClusterObserver, Observer
 from rollguard.roller.roll.safety import Blocker, order_reason, roll_order
@@ -47,7 +49,9 @@ class Hold:
 
     `kind`: `unsafe` (a safety rule: a partition's ISR, the quorum, a reassignment),
     `recovering` (log recovery, never interrupted), `not-ready`, `agent-unknown` (not ready, and
-    its agent cannot say why) or `fatal` (the roll would fail on it)."""
+    its agent cannot say why), `gate` (safe, but a gate holds the whole roll: an alert, a
+    consumer group's lag, outside every window, paused; each gate a blocker) or `fatal` (the
+    roll would fail on it)."""
 
     kind: str
     reason: str
@@ -76,7 +80,7 @@ class PlanEntry:
     """One line of `rollguard plan`: what a roll would do with a node now, and why."""
 
     node: Node
-    action: str  # restart, force-restart, defer, wait, fail, skip
+    action: str  # restart, force-restart, defer, wait, fail, skip, hold (--hold)
     reason: str
     batch: int | None = None  # with --max-batch-size above 1: the batch it would restart in
     rack: str | None = None  # the batch's one rack, when it has one
@@ -114,11 +118,15 @@ class PlanEntry:
 NAMES_SHOWN = 12  # node names listed in a message before "and N more"
 
 
+HELD = "held with --hold: `rollguard roll --resume ID` without it takes it later"
+
+
 def check_names(nodes: list[Node], settings: RollSettings) -> None:
-    """ConfigError (exit 2, before anything is done) for a name in `--only`/`--skip` that no
-    node has: it suggests the name meant, or lists the nodes there are."""
+    """ConfigError (exit 2, before anything is done) for a name in `--only`/`--skip`/`--hold`
+    that no node has: it suggests the name meant, or lists the nodes there are."""
     known = sorted(n.name for n in nodes)
-    for flag, given in (("--only", settings.only), ("--skip", settings.skip)):
+    names = (("--only", settings.only), ("--skip", settings.skip), ("--hold", settings.hold))
+    for flag, given in names:
         unknown = sorted(given - set(known))
         if not unknown:
             continue
@@ -143,9 +151,12 @@ def _shape(name: str) -> str:
     return "".join("#" if c.isdigit() else c for c in name.lower())
 
 
-async def plan_with(observer: Observer, settings: RollSettings) -> list[PlanEntry]:
+async def plan_with(
+    observer: Observer, settings: RollSettings, gates: Gates | None = None
+) -> list[PlanEntry]:
     """What a roll would do now, in order, with the reason for each node; no action.
-    RollFailed when the cluster cannot be observed: a plan without it would be a guess."""
+    RollFailed when the cluster cannot be observed: a plan without it would be a guess.
+    `gates`: asked once; a closed one holds every node the roll would restart now."""
     nodes = await observer.nodes()
     check_names(nodes, settings)
     cluster = await observer.cluster()
@@ -166,6 +177,9 @@ async def plan_with(observer: Observer, settings: RollSettings) -> list[PlanEntr
         if not taken:
             entries.append(PlanEntry(node, "skip", why, why=why))
             continue
+        if node.name in settings.hold:
+            entries.append(PlanEntry(node, "hold", HELD, why=why))
+            continue
         order = order_reason(node, view.ready, cluster.active_controller)
         if settings.max_batch_size > 1 and batchable(node, view):
             brokers.append(node)
@@ -176,6 +190,15 @@ async def plan_with(observer: Observer, settings: RollSettings) -> list[PlanEntr
         entries.append(replace(_entry(node, action, answer), why=why, order=order))
     if brokers:
         entries += _batches(brokers, cluster, settings, reasons)
+    closed = await gates.closed() if gates else []
+    if closed:
+        blockers = tuple(Blocker(c.reason, f"{c.kind} gate {c.name}", deficit=c.deficit)
+                         for c in closed)  # fmt: skip
+        gated = Hold("gate", describe_gates(closed), blockers)
+        entries = [
+            replace(e, hold=gated) if e.action in ("restart", "force-restart") else e
+            for e in entries
+        ]
     return _numbered(entries)
 
 
@@ -229,7 +252,7 @@ def _numbered(entries: list[PlanEntry]) -> list[PlanEntry]:
     """Each taken node's place: one after the other, a batch's members together."""
     numbered, position, batch = [], 0, None
     for entry in entries:
-        if entry.action == "skip":
+        if entry.action in ("skip", "hold"):
             numbered.append(entry)
             continue
         if entry.batch is None or entry.batch != batch:
@@ -239,7 +262,7 @@ def _numbered(entries: list[PlanEntry]) -> list[PlanEntry]:
     return numbered
 
 
-ACTIONS = ("restart", "force-restart", "defer", "wait", "fail", "skip")  # the summary's order
+ACTIONS = ("restart", "force-restart", "defer", "wait", "fail", "hold", "skip")  # summary order
 
 
 def plan_lines(entries: list[PlanEntry]) -> list[str]:
@@ -278,7 +301,7 @@ def _now(entry: PlanEntry) -> str:
         return entry.hold.reason
     if entry.action == "skip":
         return "-"
-    if entry.action == "force-restart":
+    if entry.action in ("force-restart", "hold"):
         return entry.reason
     return "nothing holds it"
 

@@ -41,6 +41,7 @@ from rollguard.roller.roll.after_restart import (
 )
 from rollguard.roller.roll.batch import Batch, batchable, next_batch
 from rollguard.roller.roll.decide import Defer, Restart, wanted
+from rollguard.roller.roll.gates import GateKeeper, Gates
 from rollguard.roller.roll.journal import (
     EventLog,
     JournalStore,
@@ -54,12 +55,12 @@ from rollguard.roller.roll.journal import (
 from rollguard.roller.roll.lease import Lease, LeaseLost, release, renewing
 from rollguard.roller.roll.observer import ClusterObserver, Observer
 from rollguard.roller.roll.pending import PendingWaits
-from rollguard.roller.roll.planning import PlanEntry, check_names, plan_with
+from rollguard.roller.roll.planning import HELD, PlanEntry, check_names, plan_with
 from rollguard.roller.roll.preflight import preflight
 from rollguard.roller.roll.progress import format_duration
 from rollguard.roller.roll.safety import baseline, roll_order
 from rollguard.roller.roll.settings import OnAgentUnreachable, RollFailed, RollSettings
-from rollguard.roller.roll.waits import ProgressWait
+from rollguard.roller.roll.waits import SafetyWait
 from rollguard.shared.dataset import Event
 from rollguard.shared.errors import RollguardError
 from rollguard.shared.retry import RetryPolicy
@@ -67,6 +68,7 @@ from rollguard.shared.retry import RetryPolicy
 __all__ = ["RollResult", "Roller"]
 
 logger = logging.getLogger(__name__)
+NO_LEASE = contextlib.nullcontext()
 
 
 @dataclass
@@ -76,6 +78,7 @@ class RollResult:
     reason: str = ""
     restarted: list[str] = field(default_factory=list)
     skipped: list[str] = field(default_factory=list)
+    held: list[str] = field(default_factory=list)  # --hold: for a later `roll --resume`
 
 
 class Roller:
@@ -94,6 +97,7 @@ class Roller:
         sleep: Callable[[float], Awaitable[object]] = asyncio.sleep,
         on_progress: Progress | None = None,
         elect_leaders: LeaderElection | None = None,
+        gates: Gates | None = None,
     ) -> None:
         self.platform = platform
         self.agents = agents
@@ -123,7 +127,8 @@ class Roller:
         self._sleep = sleep
         self._on_progress = on_progress or (lambda node, text, tracker: None)
         self.pending = PendingWaits(self.after, clock=clock, on_progress=on_progress)
-        self._waiting: ProgressWait | None = None  # the safety wait, while nothing restarts
+        self._waiting = SafetyWait()  # --safety-wait, while nothing restarts
+        self.gates = GateKeeper(gates or Gates(), self.observer, self._on_progress)
 
     @property
     def settings(self) -> RollSettings:
@@ -141,7 +146,7 @@ class Roller:
             nodes = await self.platform.nodes()
             check_names(nodes, self.settings)  # a name that does not exist: before any request
             await self._preflight(nodes)
-        return await plan_with(self.observer, self.settings)
+        return await plan_with(self.observer, self.settings, self.gates.gates)
 
     async def _preflight(self, nodes: list[Node]) -> None:
         """Never act blind: every agent answers over TLS, or the roll does not start."""
@@ -202,10 +207,8 @@ class Roller:
         return result
 
     def _renewing(self) -> contextlib.AbstractAsyncContextManager[object]:
-        if self.lease is None:
-            return contextlib.nullcontext()
-        every = self.settings.lease_renew_interval
-        return renewing(self.lease, every, sleep=self._sleep, clock=self._clock)
+        every, lease = self.settings.lease_renew_interval, self.lease
+        return renewing(lease, every, sleep=self._sleep, clock=self._clock) if lease else NO_LEASE
 
     async def _save(self, record: RollRecord) -> None:
         # A ConfigMap store makes blocking HTTP calls: keep them off the event loop; an API
@@ -229,11 +232,14 @@ class Roller:
                     continue
             view = await self.observer.platform_view(node)
             taken, why = wanted(node, view, self.settings)
-            if not taken:
-                record.nodes[node.name] = NodeRecord(NodeStatus.SKIPPED, now_text(), reason=why)
+            held = taken and node.name in self.settings.hold
+            if not taken or held:
+                status, event, why = (NodeStatus.HELD, Event.HOLD, HELD) if held else (
+                    NodeStatus.SKIPPED, Event.SKIP, why)  # fmt: skip
+                record.nodes[node.name] = NodeRecord(status, now_text(), reason=why)
                 await self._save(record)
-                self.events.write(node.name, Event.SKIP, why)
-                result.skipped.append(node.name)
+                self.events.write(node.name, event, why)
+                (result.held if held else result.skipped).append(node.name)
                 continue
             pending.append(node)
 
@@ -243,10 +249,12 @@ class Roller:
                 for node in restarted:
                     pending.remove(node)
                     result.restarted.append(node.name)
-                self._waiting = None
+                self._waiting.reset()
                 continue
             await self._sleep(self.settings.poll_interval)
         result.state = RollState.COMPLETED
+        if result.held:
+            record.reason = f"held for later: {', '.join(result.held)}"
         return result
 
     async def _poll(self, pending: list[Node], record: RollRecord) -> list[Node]:
@@ -258,15 +266,20 @@ class Roller:
         deferred: dict[Node, Defer] = {}
         waiting_nodes = False
         brokers: list[Node] = []  # ready brokers, for a batch once the others are handled
+        gated: list[Node] = []  # safe to restart, but a gate is closed
         for node in roll_order(pending, ready, cluster.active_controller if cluster else None):
             if self.settings.max_batch_size > 1 and batchable(node, views[node.name]):
                 self.pending.forget(node)
                 brokers.append(node)
                 continue
             action = await self.pending.look(node, views[node.name], cluster)
-            if isinstance(action, Restart):
-                await self._restart([node], views, cluster, record, action.reason)
+            if isinstance(action, Restart) and not await self.gates.holding(gated, node):
+                await self._restart(
+                    [node], views, cluster, record, action.reason, force=action.force
+                )
                 return [node]  # the cluster changed: observe it again before the next decision
+            if isinstance(action, Restart):
+                continue
             if isinstance(action, Defer):
                 deferred[node] = action
             else:
@@ -279,35 +292,35 @@ class Roller:
                 rack_aware=self.settings.rack_aware,
                 explain=False,
             )
-            if plan.batch is not None:
-                members = list(plan.batch.members)
+            members = list(plan.batch.members) if plan.batch is not None else []
+            if plan.batch is not None and not await self.gates.holding(gated, *members):
                 await self._restart(members, views, cluster, record, plan.batch.reason, plan.batch)
                 return members
             for held in plan.held:
                 if held.blockers:
                     deferred[held.node] = Defer(held.reason, held.blockers)
-                    self.observer.say(held.node.name, "defer", Event.DEFER, held.reason)
+                    kind = deferred[held.node].kind
+                    self.observer.say(held.node.name, "defer", Event.DEFER, held.reason, kind=kind)
+        if gated:
+            waiting_nodes = self.gates.hold(gated, deferred) or waiting_nodes
         self._safety_wait(deferred, waiting_nodes)
         for node, action in deferred.items():
             self._on_progress(node, f"waiting until safe: {action.reason}", None)
         return []
 
     def _safety_wait(self, deferred: dict[Node, Defer], waiting_nodes: bool) -> None:
-        """Nothing restarted in this poll. A node being waited for (readiness, recovery, an
-        unknown agent) has its own budget: the safety budget runs only when nothing else does,
-        and only while the cluster makes no progress towards making a restart safe."""
-        now = self._clock()
+        """Nothing restarted in this poll (`SafetyWait` says when the budget runs)."""
+        deficit = sum(b.deficit for d in deferred.values() for b in d.blockers)
         if waiting_nodes:
-            self._waiting = None
-            return
-        self._waiting = self._waiting or ProgressWait(self.settings.safety_wait, now)
-        self._waiting.observe(now, sum(b.deficit for d in deferred.values() for b in d.blockers))
-        if self._waiting.expired(now):
+            self._waiting.reset()
+        elif (
+            waited := self._waiting.spent(self._clock(), deficit, self.settings.safety_wait)
+        ) is not None:
             reasons = "; ".join(f"{n.name}: {d.reason}" for n, d in deferred.items())
             raise RollFailed(
                 f"no restart became safe: {format_duration(self.settings.safety_wait)} "
-                f"without progress (--safety-wait) after waiting "
-                f"{format_duration(self._waiting.waited(now))}: {reasons}"
+                f"without progress (--safety-wait) after waiting {format_duration(waited)}: "
+                f"{reasons}"
             )
 
     async def _restart(
@@ -318,6 +331,8 @@ class Roller:
         record: RollRecord,
         reason: str,
         batch: Batch | None = None,
+        *,
+        force: bool = False,
     ) -> None:
         """Restart `members` (one node, or a batch together), then wait for each until it is
         back where it was. Every intent and baseline is saved before the first restart, so a
@@ -339,7 +354,12 @@ class Roller:
         for m in members:
             where = {} if batch is None else {"batch": number, "rack": batch.rack}
             self.events.write(
-                m.name, Event.RESTART, reason, instance=views[m.name].instance, **where
+                m.name,
+                Event.RESTART,
+                reason,
+                instance=views[m.name].instance,
+                **where,
+                forced=force or None,
             )
             self._on_progress(m, "restarting" + (f" (batch {number})" if number else ""), None)
         done = await asyncio.gather(

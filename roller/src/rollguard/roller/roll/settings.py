@@ -40,6 +40,7 @@ class RollSettings:
     lease_renew_interval: float = 5.0
     only: frozenset[str] = frozenset()  # node names; empty: every node that needs it
     skip: frozenset[str] = frozenset()
+    hold: frozenset[str] = frozenset()  # kept for later: the roll ends without them
     all_nodes: bool = False  # restart nodes that are already up to date too
     max_batch_size: int = 1  # brokers restarted together; 1 is the serial roll
     rack_aware: bool | None = None  # batches by rack first; None: when brokers report racks

@@ -38,3 +38,22 @@ class ProgressWait:
 
     def waited(self, now: float) -> float:
         return now - self.started
+
+
+@dataclass(slots=True)
+class SafetyWait:
+    """The roll loop's --safety-wait: it runs only while polls restart nothing and no node has
+    a wait of its own (readiness, recovery, an unknown agent: budgets of their own), and only
+    while the cluster makes no progress towards making a restart safe (`deficit` falling)."""
+
+    wait: ProgressWait | None = None
+
+    def reset(self) -> None:
+        """A restart, or a wait with its own budget: the safety wait starts again next time."""
+        self.wait = None
+
+    def spent(self, now: float, deficit: int, budget: float) -> float | None:
+        """A poll that restarted nothing: the seconds waited once `budget` is spent."""
+        self.wait = self.wait or ProgressWait(budget, now)
+        self.wait.observe(now, deficit)
+        return self.wait.waited(now) if self.wait.expired(now) else None

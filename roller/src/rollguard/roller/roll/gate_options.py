@@ -1,0 +1,45 @@
+"""The roll's gates from its options (`--gate-*`, `--window`) and its lease (a pause), and
+their closing when the roll ends (a Prometheus gate keeps an HTTP client open)."""
+
+from __future__ import annotations
+
+from typing import Protocol, runtime_checkable
+
+from rollguard.roller.roll.gate_lag import ConsumerLagGate, LagReader
+from rollguard.roller.roll.gate_prometheus import PrometheusGate
+from rollguard.roller.roll.gates import Gate, Gates
+from rollguard.roller.roll.options import RollOptions
+from rollguard.roller.roll.windows import WindowGate
+
+# A Prometheus query is asked once a poll, and a poll waits for its answer: a hung server
+# costs at most this (or --operation-timeout, when shorter), then reads as closed.
+PROMETHEUS_TIMEOUT = 10.0
+
+
+def gates_from(options: RollOptions, lag: LagReader, *, extra: tuple[Gate, ...] = ()) -> Gates:
+    """Every gate the options configure, in the order of --help, then `extra` (a pause)."""
+    gates: list[Gate] = []
+    if options.gate_prometheus is not None:
+        timeout = min(options.operation_timeout, PROMETHEUS_TIMEOUT)
+        gates += [
+            PrometheusGate(options.gate_prometheus, query, timeout=timeout)
+            for query in options.gate_query
+        ]
+    gates += [ConsumerLagGate(limit, lag) for limit in options.gate_consumer_lag]
+    if options.window:
+        gates.append(WindowGate(options.window))
+    return Gates((*gates, *extra))
+
+
+@runtime_checkable
+class Closable(Protocol):
+    """A gate holding a connection until the roll ends."""
+
+    async def aclose(self) -> None: ...
+
+
+async def close_gates(gates: Gates) -> None:
+    """Close every gate that holds a connection (the roll's end, whatever its outcome)."""
+    for gate in gates.gates:
+        if isinstance(gate, Closable):
+            await gate.aclose()

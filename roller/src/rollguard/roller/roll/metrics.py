@@ -1,0 +1,427 @@
+"""The roll's Prometheus metrics (`--metrics-listen`): what a scrape shows, and what feeds it.
+
+Nothing here looks at the cluster a second time: the metrics are what the roll itself says and
+holds, rendered when Prometheus asks, from their own registry (never the process's global one).
+
+- every event of the roll (`EventLog.listeners`), and every wait said again unchanged at a later
+  poll (`EventLog.repeat`): restarts, deferrals by kind, each node's current wait and since when,
+  the recovery figures of the node being waited for, the gates, the prediction;
+- the roll journal as the roll saves it (`WatchedJournal`): which nodes are done, skipped or
+  restarting, a resumed roll's earlier ones included;
+- the lease as the roll takes, renews and gives it up (`WatchedLease`).
+
+Both wrappers do what the object they wrap does, no more. Labels stay bounded: reasons are the
+small fixed sets below (never a reason's text), nodes are the cluster's, gates the ones given.
+
+They are served by `metrics_server.MetricsServer` while the roll runs.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from prometheus_client import CollectorRegistry, generate_latest
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
+from prometheus_client.registry import Collector
+
+from rollguard.roller.roll.decide import AwaitReady, AwaitRecovery, AwaitUnknown, DeferKind
+from rollguard.roller.roll.journal import EventLog, JournalStore, NodeStatus, RollRecord
+from rollguard.roller.roll.lease import Lease, LeaseLost
+from rollguard.shared.dataset import ROLL_OUTCOMES, Event
+from rollguard.shared.states import BrokerState
+
+__all__ = ["RollMetrics", "WatchedJournal", "WatchedLease"]
+
+# What a node waits for, a label: before its restart (its readiness, its agent, its recovery, a
+# safety rule by kind), then after it (`restart`: its new process not yet ready; its recovery;
+# `catch-up`: back into its partitions' ISRs). Never rename one: dashboards and alerts use them.
+RESTARTED = "restart"
+CATCH_UP = "catch-up"
+WAIT_REASONS = (
+    AwaitReady.kind,
+    AwaitUnknown.kind,
+    AwaitRecovery.kind,
+    *(k.value for k in DeferKind),
+    RESTARTED,
+    CATCH_UP,
+)
+_DEFER_KINDS = frozenset(k.value for k in DeferKind)
+_READY_KINDS = frozenset((AwaitReady.kind, AwaitUnknown.kind))
+NODE_STATES = ("total", "done", "skipped", "held", "pending", "restarting", "waiting")
+
+
+@dataclass(slots=True)
+class _Wait:
+    reason: str
+    since: float  # on the metrics' clock
+    logs: int | None = None
+    segments: int | None = None
+    eta: float | None = None
+
+
+class RollMetrics(Collector):
+    """One roll's metrics: `on_event` is the event log's listener; `collect` renders them."""
+
+    def __init__(
+        self,
+        roll_id: str,
+        cluster: str | None = None,
+        *,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.roll_id = roll_id
+        self.cluster = cluster or ""
+        self.registry = CollectorRegistry(auto_describe=True)
+        self._clock = clock
+        self._lock = threading.Lock()  # events may come from a worker thread (journal saves)
+        self._nodes: tuple[str, ...] = ()
+        self._status: dict[str, NodeStatus] = {}  # from the journal as last saved
+        self._waits: dict[str, _Wait] = {}
+        self._restarted: dict[str, float] = {}  # since when, until back
+        self._restarts = 0
+        self._forced = 0
+        self._deferrals = dict.fromkeys(sorted(_DEFER_KINDS), 0)
+        self._gates: set[tuple[str, str]] = set()
+        self._predicted: tuple[float, float | None] | None = None
+        self._started: float | None = None
+        self._took: float | None = None  # the roll's own figure, once it ended
+        self._lease: WatchedLease | None = None
+        self._budget: Callable[[str], float] | None = None
+        self.registry.register(self)
+
+    # ---- what feeds it ------------------------------------------------------------------------
+
+    def watch(
+        self, events: EventLog, journal: JournalStore, lease: Lease
+    ) -> tuple[WatchedJournal, WatchedLease]:
+        """Listen to `events`; the journal and the lease to give the roll in place of these."""
+        events.listeners.append(self.on_event)
+        self._lease = WatchedLease(lease, clock=self._clock)
+        return WatchedJournal(journal, self.saved), self._lease
+
+    def follow(self, nodes: Iterable[str], budget: Callable[[str], float] | None = None) -> None:
+        """The roll's nodes (`total`), and each node's recovery budget (read at each scrape)."""
+        with self._lock:
+            self._nodes = tuple(nodes)
+            self._budget = budget
+
+    def saved(self, record: RollRecord) -> None:
+        statuses = {name: r.status for name, r in record.nodes.items()}
+        with self._lock:
+            self._status = statuses
+
+    def on_event(self, entry: Mapping[str, Any]) -> None:
+        with self._lock:
+            self._on_event(entry)
+
+    def _on_event(self, entry: Mapping[str, Any]) -> None:
+        action, node = entry.get("action"), entry.get("node")
+        repeated = bool(entry.get("repeated"))
+        if action == Event.ROLL_PREDICTED:
+            seconds = _number(entry.get("seconds"))
+            if seconds is not None:
+                self._predicted = (seconds, _number(entry.get("upperSeconds")))
+        elif action == Event.ROLL_START:
+            self._started, self._took = self._clock(), None
+        elif action in ROLL_OUTCOMES:
+            self._took = _number(entry.get("seconds"))
+            self._waits.clear()  # nothing waits once the roll is over
+        elif action == Event.GATE_CLOSED:
+            self._gates.add((str(entry.get("gate", "")), str(entry.get("name", ""))))
+        elif action == Event.GATE_OPEN:
+            self._gates.clear()  # said once every gate is open again
+        elif not isinstance(node, str):
+            return
+        elif action == Event.DEFER:
+            kind = str(entry.get("kind", DeferKind.OTHER))
+            kind = kind if kind in _DEFER_KINDS else DeferKind.OTHER
+            self._wait(node, kind)
+            if not repeated:
+                self._deferrals[kind] += 1
+        elif action == Event.WAIT_READY:
+            kind = str(entry.get("kind", AwaitReady.kind))
+            self._wait(node, kind if kind in _READY_KINDS else AwaitReady.kind)
+        elif action == Event.WAIT_RECOVERY:
+            wait = self._wait(node, AwaitRecovery.kind)
+            wait.logs = _whole(entry.get("remainingLogsToRecover"), wait.logs)
+            wait.segments = _whole(entry.get("remainingSegmentsToRecover"), wait.segments)
+            wait.eta = _number(entry.get("eta"))
+        elif action == Event.OBSERVE_AGENT:
+            self._observed(node, entry)
+        elif action == Event.RESTART:
+            self._restarts += 1
+            forced = entry.get("forced")
+            if forced is True:
+                self._forced += 1
+            self._waits[node] = _Wait(RESTARTED, self._clock())
+            self._restarted[node] = self._waits[node].since
+        elif action == Event.CATCH_UP:
+            self._wait(node, CATCH_UP)
+        elif action in (Event.READY, Event.SKIP, Event.HOLD, Event.RESTART_NOT_OBSERVED):
+            self._waits.pop(node, None)
+            self._restarted.pop(node, None)
+
+    def _wait(self, node: str, reason: str) -> _Wait:
+        """The node's current wait: the same one goes on (since when it began), another starts."""
+        wait = self._waits.get(node)
+        if wait is None or wait.reason != reason:
+            wait = self._waits[node] = _Wait(reason, self._clock())
+        return wait
+
+    def _observed(self, node: str, entry: Mapping[str, Any]) -> None:
+        """Its agent's answer at a poll: a recovery it no longer reports is over (the roll says
+        nothing more about it until the node's next wait, or it is back)."""
+        wait = self._waits.get(node)
+        state = entry.get("brokerState")
+        if wait is None or wait.reason != AwaitRecovery.kind or state is None:
+            return
+        if "remainingLogsToRecover" in entry or state == BrokerState.RECOVERY:
+            return  # recovering, by its word (RECOVERY counts even without figures)
+        if node in self._restarted:
+            self._waits[node] = _Wait(RESTARTED, self._restarted[node])  # since its restart
+        elif self._status.get(node) is NodeStatus.RESTARTING:  # restarted before a resume
+            self._waits[node] = _Wait(RESTARTED, wait.since)
+        else:
+            del self._waits[node]
+
+    # ---- what Prometheus reads ----------------------------------------------------------------
+
+    def describe(self) -> Iterator[Metric]:
+        return iter(())
+
+    def render(self) -> bytes:
+        return generate_latest(self.registry)
+
+    def collect(self) -> Iterator[Metric]:
+        with self._lock:  # whole before the first is rendered: a consistent scrape
+            families = list(self._collect(self._clock()))
+        yield from families
+
+    def _collect(self, now: float) -> Iterator[Metric]:
+        info = GaugeMetricFamily(
+            "rollguard_roll_info",
+            "The roll being run: its id and cluster",
+            labels=["roll_id", "cluster"],
+        )
+        info.add_metric([self.roll_id, self.cluster], 1)
+        yield info
+        yield self._node_counts()
+        by_reason = GaugeMetricFamily(
+            "rollguard_roll_waiting_nodes",
+            "Nodes waited for now, by what they wait for",
+            labels=["reason"],
+        )
+        for reason in WAIT_REASONS:
+            count = sum(1 for w in self._waits.values() if w.reason == reason)
+            by_reason.add_metric([reason], count)
+        yield by_reason
+        yield from self._waiting(now)
+        yield CounterMetricFamily(
+            "rollguard_roll_restarts", "Restarts begun by this roller process", value=self._restarts
+        )
+        yield CounterMetricFamily(
+            "rollguard_roll_forced_restarts",
+            "Restarts begun without the safety checks (stuck, or not ready past the timeout)",
+            value=self._forced,
+        )
+        deferrals = CounterMetricFamily(
+            "rollguard_roll_deferrals",
+            "Times a node was held back for a new reason, by kind",
+            labels=["reason"],
+        )
+        for kind, count in self._deferrals.items():
+            deferrals.add_metric([kind], count)
+        yield deferrals
+        gates = GaugeMetricFamily(
+            "rollguard_roll_gate_closed",
+            "1 while a gate holds the roll (until every gate is open again)",
+            labels=["gate", "name"],
+        )
+        for gate, name in sorted(self._gates):
+            gates.add_metric([gate, name], 1)
+        yield gates
+        yield from self._timing(now)
+
+    def _node_counts(self) -> Metric:
+        names = set(self._nodes) | set(self._status)
+        statuses = list(self._status.values())
+        done, skipped, held, restarting = (
+            statuses.count(s)
+            for s in (
+                NodeStatus.RESTARTED,
+                NodeStatus.SKIPPED,
+                NodeStatus.HELD,
+                NodeStatus.RESTARTING,
+            )
+        )
+        counts = {
+            "total": len(names),
+            "done": done,
+            "skipped": skipped,
+            "held": held,
+            "pending": len(names) - done - skipped - held,
+            "restarting": restarting,
+            "waiting": len(self._waits),
+        }
+        family = GaugeMetricFamily(
+            "rollguard_roll_nodes",
+            "The roll's nodes: total, done (restarted and back), skipped, held (--hold), pending "
+            "(none of those yet), restarting, waiting (being waited for now)",
+            labels=["state"],
+        )
+        for state in NODE_STATES:
+            family.add_metric([state], counts[state])
+        return family
+
+    def _waiting(self, now: float) -> Iterator[Metric]:
+        seconds = GaugeMetricFamily(
+            "rollguard_roll_wait_seconds",
+            "How long each node waited for now has been waited for, by what it waits for",
+            labels=["node", "reason"],
+        )
+        logs, segments, eta, budget = (
+            GaugeMetricFamily(name, text, labels=["node"])
+            for name, text in (
+                (
+                    "rollguard_roll_recovery_remaining_logs",
+                    "Logs the node waited for still has to recover",
+                ),
+                (
+                    "rollguard_roll_recovery_remaining_segments",
+                    "Segments left in the logs being recovered of the node waited for",
+                ),
+                (
+                    "rollguard_roll_recovery_eta_seconds",
+                    "When the recovery of the node waited for should end, at its rate",
+                ),
+                (
+                    "rollguard_roll_recovery_budget_seconds",
+                    "How long the roll waits for that recovery before it fails "
+                    "(--max-recovery-wait, or from history with --expectations)",
+                ),
+            )
+        )
+        for node, wait in sorted(self._waits.items()):
+            seconds.add_metric([node, wait.reason], max(0.0, now - wait.since))
+            if wait.reason != AwaitRecovery.kind:
+                continue
+            if wait.logs is not None:
+                logs.add_metric([node], wait.logs)
+            if wait.segments is not None:
+                segments.add_metric([node], wait.segments)
+            if wait.eta is not None:
+                eta.add_metric([node], wait.eta)
+            if self._budget is not None:
+                budget.add_metric([node], self._budget(node))
+        yield from (seconds, logs, segments, eta, budget)
+
+    def _timing(self, now: float) -> Iterator[Metric]:
+        if self._predicted is not None:
+            seconds, upper = self._predicted
+            yield GaugeMetricFamily(
+                "rollguard_roll_predicted_seconds",
+                "The roll's predicted duration, from recovery history (--expectations)",
+                value=seconds,
+            )
+            if upper is not None:
+                yield GaugeMetricFamily(
+                    "rollguard_roll_predicted_upper_seconds",
+                    "The roll's predicted duration at the p90 recoveries",
+                    value=upper,
+                )
+        if self._started is not None:
+            took = self._took if self._took is not None else now - self._started
+            yield GaugeMetricFamily(
+                "rollguard_roll_elapsed_seconds", "Since the roll started (or resumed)", value=took
+            )
+        if self._lease is not None:
+            yield GaugeMetricFamily(
+                "rollguard_roll_lease_held",
+                "1 while this roller holds the cluster's roll lease",
+                value=1 if self._lease.held else 0,
+            )
+
+
+def _number(value: object) -> float | None:
+    return float(value) if isinstance(value, int | float) and not isinstance(value, bool) else None
+
+
+def _whole(value: object, before: int | None) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) else before
+
+
+class WatchedJournal:
+    """The roll's journal store, telling `saved` each record it has written."""
+
+    def __init__(self, store: JournalStore, saved: Callable[[RollRecord], None]) -> None:
+        self.store = store
+        self._saved = saved
+
+    def load(self, roll_id: str) -> RollRecord | None:
+        return self.store.load(roll_id)
+
+    def save(self, record: RollRecord) -> None:
+        self.store.save(record)
+        self._saved(record)
+
+    def where(self, roll_id: str) -> str:
+        return self.store.where(roll_id)
+
+    def rolls(self) -> list[str] | None:
+        return self.store.rolls()
+
+
+class WatchedLease:
+    """The roll's lease, and whether it is held: taken, and renewed within its duration since
+    (a renewal that failed is tried again until then: `lease.keep_renewed`), not lost nor
+    given up."""
+
+    def __init__(self, lease: Lease, *, clock: Callable[[], float] = time.monotonic) -> None:
+        self.lease = lease
+        self._clock = clock
+        self._renewed: float | None = None
+
+    @property
+    def held(self) -> bool:
+        renewed = self._renewed
+        return renewed is not None and self._clock() - renewed < self.lease.duration
+
+    @property
+    def holder(self) -> str:
+        return self.lease.holder
+
+    @property
+    def duration(self) -> float:
+        return self.lease.duration
+
+    @property
+    def paused(self) -> str:
+        return self.lease.paused
+
+    async def read_paused(self) -> str:
+        return await self.lease.read_paused()
+
+    def describe(self) -> str:
+        return self.lease.describe()
+
+    async def acquire(self) -> None:
+        await self.lease.acquire()
+        self._renewed = self._clock()
+
+    async def renew(self) -> None:
+        try:
+            await self.lease.renew()
+        except LeaseLost:
+            self._renewed = None
+            raise
+        self._renewed = self._clock()
+
+    async def release(self) -> None:
+        try:
+            await self.lease.release()
+        finally:
+            self._renewed = None

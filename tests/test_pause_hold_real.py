@@ -1,0 +1,162 @@
+"""Pausing a running roll and holding nodes for later, on a real Kafka cluster.
+
+One real KRaft cluster of 3 combined nodes for the module (tests/kafka's jars, an agent beside
+each node, restarts through the inventory's commands: `rollguard.peers.realcluster`). The
+roller and `rollguard roll pause|resume` are the installed commands, each its own process, as
+an operator runs them side by side; the pause lives on the roll's lease file in --state-dir.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from rollguard.peers.realcluster import RealCluster, real_cluster
+from rollguard.shared.wire import parse_time
+
+from helpers import BIN, Pki, wait_until
+
+pytestmark = pytest.mark.timeout(600)
+
+QUICK = ["--poll-interval", "0.5"]
+
+
+@pytest.fixture(scope="module")
+def cluster(pki: Pki, tmp_path_factory: pytest.TempPathFactory) -> Iterator[RealCluster]:
+    folder = tmp_path_factory.mktemp("pause-hold")
+    with real_cluster(folder, pki, data_mb=5, combined=3) as real:
+        yield real
+
+
+def events(state: Path, roll_id: str) -> list[dict[str, Any]]:
+    path = state / f"events-{roll_id}.jsonl"
+    if not path.exists():
+        return []
+    return [json.loads(line) for line in path.read_text().splitlines()]
+
+
+def of(state: Path, roll_id: str, action: str) -> list[dict[str, Any]]:
+    return [e for e in events(state, roll_id) if e["action"] == action]
+
+
+def pause(action: str, roll_id: str, state: Path) -> subprocess.CompletedProcess[str]:
+    args = [str(BIN / "rollguard"), "roll", action, "--roll-id", roll_id, "--state-dir", str(state)]
+    args += ["--output", "json"]
+    return subprocess.run(args, capture_output=True, text=True, timeout=60)
+
+
+def lease(state: Path) -> dict[str, Any]:
+    record: dict[str, Any] = json.loads((state / "lease.json").read_text())
+    return record
+
+
+def at(event: dict[str, Any]) -> float:
+    return parse_time(event["ts"]).timestamp()
+
+
+def test_a_paused_roll_starts_no_restart_keeps_its_lease_and_goes_on_when_resumed(
+    cluster: RealCluster, tmp_path: Path
+) -> None:
+    state = tmp_path / "state"
+    command = cluster.roll_command(state, "p1", "--only", "kafka-0,kafka-1", *QUICK)
+    roll = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        wait_until(lambda: of(state, "p1", "restart"), 120, what="the roll's first restart")
+        paused = pause("pause", "p1", state)
+        assert paused.returncode == 0, paused.stderr
+        said = json.loads(paused.stdout)
+        assert said["state"] == "paused" and said["rollId"] == "p1", said
+        assert said["paused"].startswith("by ") and "@" in said["paused"]
+        # The restart under way is waited for; then the gate holds the roll.
+        closed = wait_until(
+            lambda: [e for e in of(state, "p1", "gate-closed") if e.get("gate") == "pause"],
+            120,
+            what="the roll held by its pause",
+        )
+        assert "rollguard roll resume --roll-id p1" in closed[0]["reason"]
+        # Paused for two renewals of the lease: still held by the roller, still paused.
+        renewed = lease(state)["renewedAt"]
+        wait_until(lambda: lease(state)["renewedAt"] != renewed, 30, what="a lease renewal")
+        renewed = lease(state)["renewedAt"]
+        wait_until(lambda: lease(state)["renewedAt"] != renewed, 30, what="a second renewal")
+        assert roll.poll() is None  # a paused roll does not fail
+        assert lease(state)["paused"] == said["paused"]
+        assert len(of(state, "p1", "restart")) == 1
+        # Another roll id is not the one running: refused, naming the one that is.
+        other = pause("pause", "p9", state)
+        assert other.returncode == 1 and "roll p9 is not running" in other.stderr
+        assert "(roll p1)" in other.stderr
+        resumed = pause("resume", "p1", state)
+        assert resumed.returncode == 0, resumed.stderr
+        assert json.loads(resumed.stdout)["state"] == "running"
+        _, err = roll.communicate(timeout=240)
+    finally:
+        if roll.poll() is None:
+            roll.kill()
+            roll.communicate()
+    assert roll.returncode == 0, err
+    restarts = of(state, "p1", "restart")
+    assert sorted(e["node"] for e in restarts) == ["kafka-0", "kafka-1"]
+    opened = of(state, "p1", "gate-open")
+    assert opened, events(state, "p1")
+    held_from, held_to = at(closed[0]), at(opened[0])
+    assert not [e for e in restarts if held_from <= at(e) <= held_to], restarts
+    assert "paused" in err  # said on stderr while it waited
+    assert not (state / "lease.json").exists()  # released at the end
+    # A roll that is not running cannot be resumed.
+    late = pause("resume", "p1", state)
+    assert late.returncode == 1 and "roll p1 is not running" in late.stderr
+
+
+def test_held_nodes_are_left_for_later_and_a_resume_without_hold_takes_them(
+    cluster: RealCluster, tmp_path: Path
+) -> None:
+    state = tmp_path / "state"
+    first = subprocess.run(
+        cluster.roll_command(state, "h1", "--hold", "kafka-1,kafka-2", *QUICK),
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert first.returncode == 0, first.stderr
+    assert [e["node"] for e in of(state, "h1", "restart")] == ["kafka-0"]
+    assert sorted(e["node"] for e in of(state, "h1", "hold")) == ["kafka-1", "kafka-2"]
+    assert "held kafka-1, kafka-2" in first.stdout + first.stderr
+    journal = json.loads((state / "roll-h1.json").read_text())
+    assert journal["state"] == "completed" and "held for later" in journal["reason"]
+    assert journal["nodes"]["kafka-1"]["status"] == "held"
+    before = cluster.restarts.of(1), cluster.restarts.of(2)
+
+    without_id = cluster.roll_command(state, "h1")[:-2]  # --roll-id h1 is the resume's
+    resumed = subprocess.run(
+        [*without_id, "--resume", "h1", "--hold", "kafka-2", *QUICK],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert resumed.returncode == 0, resumed.stderr
+    assert [e["node"] for e in of(state, "h1", "restart")] == ["kafka-0", "kafka-1"]
+    assert (cluster.restarts.of(1), cluster.restarts.of(2)) == (before[0] + 1, before[1])
+    journal = json.loads((state / "roll-h1.json").read_text())
+    assert journal["nodes"]["kafka-1"]["status"] == "restarted"
+    assert journal["nodes"]["kafka-2"]["status"] == "held"
+
+
+def test_a_hold_naming_no_node_is_exit_2_before_anything(
+    cluster: RealCluster, tmp_path: Path
+) -> None:
+    state = tmp_path / "state"
+    done = subprocess.run(
+        cluster.roll_command(state, "h2", "--hold", "kafka-7"),
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 2, done.stderr
+    assert "--hold kafka-7: no such node" in done.stderr
+    assert not of(state, "h2", "restart")
