@@ -28,7 +28,7 @@ os.environ.setdefault("SPARK_DAEMON_JAVA_OPTS", "-XX:TieredStopAtLevel=1 -XX:+Us
 # so that none of them is left running alone at the end with the other workers idle.
 LONG = ("test_report_job", "test_roll_end_to_end", "test_roll_properties", "test_report.py",
         "test_roll_batch_end_to_end", "test_roll_safety", "test_packaging",
-        "test_pause_hold_real", "test_gates_real", "test_windows_roll",
+        "test_operate_real", "test_gates_real",
         "test_roll_metrics")  # fmt: skip
 
 

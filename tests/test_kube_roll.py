@@ -49,7 +49,7 @@ NS = "prod"
 SELECTOR = "strimzi.io/cluster=prod"
 BROKERS, CONTROLLERS = "prod-broker", "prod-controller"
 PODS = ["prod-broker-0", "prod-broker-1", "prod-broker-2", "prod-controller-3"]
-DATA_MB = 100  # per broker (replication 3 on 3 brokers)
+DATA_MB = 60  # per broker (replication 3 on 3 brokers)
 ROLE = ROOT / "deploy" / "kubernetes" / "roller" / "role.yaml"
 
 

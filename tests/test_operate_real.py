@@ -1,9 +1,12 @@
-"""Pausing a running roll and holding nodes for later, on a real Kafka cluster.
+"""Operating a roll on a real Kafka cluster: restart windows, pausing a running roll, nodes
+held for later (the gates on alerts and consumer lag: test_gates_real.py).
 
 One real KRaft cluster of 3 combined nodes for the module (tests/kafka's jars, an agent beside
 each node, restarts through the inventory's commands: `rollguard.peers.realcluster`). The
 roller and `rollguard roll pause|resume` are the installed commands, each its own process, as
 an operator runs them side by side; the pause lives on the roll's lease file in --state-dir.
+Windows are computed from the clock now, in a zone without daylight saving (Asia/Kolkata,
+UTC+05:30), so that one opens seconds after the roll starts.
 """
 
 from __future__ import annotations
@@ -11,12 +14,15 @@ from __future__ import annotations
 import json
 import subprocess
 from collections.abc import Iterator
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
+from zoneinfo import ZoneInfo
 
 import pytest
 
 from rollguard.peers.realcluster import RealCluster, real_cluster
+from rollguard.roller.roll.windows import DAY_NAMES
 from rollguard.shared.wire import parse_time
 
 from helpers import BIN, Pki, wait_until
@@ -24,6 +30,7 @@ from helpers import BIN, Pki, wait_until
 pytestmark = pytest.mark.timeout(600)
 
 QUICK = ["--poll-interval", "0.5"]
+ZONE = ZoneInfo("Asia/Kolkata")
 
 
 @pytest.fixture(scope="module")
@@ -117,8 +124,10 @@ def test_held_nodes_are_left_for_later_and_a_resume_without_hold_takes_them(
     cluster: RealCluster, tmp_path: Path
 ) -> None:
     state = tmp_path / "state"
+    opened = datetime.now(UTC).replace(microsecond=0) - timedelta(minutes=1)
+    within = ["--window", window(opened)]  # open: it changes nothing
     first = subprocess.run(
-        cluster.roll_command(state, "h1", "--hold", "kafka-1,kafka-2", *QUICK),
+        cluster.roll_command(state, "h1", "--hold", "kafka-1,kafka-2", *within, *QUICK),
         capture_output=True,
         text=True,
         timeout=300,
@@ -126,6 +135,7 @@ def test_held_nodes_are_left_for_later_and_a_resume_without_hold_takes_them(
     assert first.returncode == 0, first.stderr
     assert [e["node"] for e in of(state, "h1", "restart")] == ["kafka-0"]
     assert sorted(e["node"] for e in of(state, "h1", "hold")) == ["kafka-1", "kafka-2"]
+    assert not of(state, "h1", "gate-closed")
     assert "held kafka-1, kafka-2" in first.stdout + first.stderr
     journal = json.loads((state / "roll-h1.json").read_text())
     assert journal["state"] == "completed" and "held for later" in journal["reason"]
@@ -160,3 +170,66 @@ def test_a_hold_naming_no_node_is_exit_2_before_anything(
     assert done.returncode == 2, done.stderr
     assert "--hold kafka-7: no such node" in done.stderr
     assert not of(state, "h2", "restart")
+
+
+def window(opening: datetime, minutes: int = 30) -> str:
+    """A window opening at `opening` (whole seconds) for `minutes`, on Kolkata's clock."""
+    start = opening.astimezone(ZONE)
+    end = start + timedelta(minutes=minutes)  # before START past midnight: the next day's
+    return f"{DAY_NAMES[start.weekday()]} {start:%H:%M:%S}-{end:%H:%M:%S} {ZONE.key}"
+
+
+def test_a_roll_outside_its_window_restarts_nothing_until_it_opens(
+    cluster: RealCluster, tmp_path: Path
+) -> None:
+    state = tmp_path / "state"
+    before = cluster.restarts.of(2)
+    opening = datetime.now(UTC).replace(microsecond=0) + timedelta(seconds=8)
+    given = window(opening)
+    # --safety-wait 3s: were the window's wait budgeted as a health gate's, it would fail there
+    flags = ["--only", "kafka-2", "--window", given, "--safety-wait", "3s", *QUICK]
+    command = cluster.roll_command(state, "w1", *flags)
+    roll = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        held = wait_until(lambda: of(state, "w1", "gate-closed"), 30, what="held by its window")
+        assert datetime.now(UTC) < opening, "the roll took too long to start for this test"
+        assert not of(state, "w1", "restart") and cluster.restarts.of(2) == before
+        _, err = roll.communicate(timeout=240)
+    finally:
+        if roll.poll() is None:
+            roll.kill()
+            roll.communicate()
+    assert roll.returncode == 0, err
+    assert cluster.restarts.of(2) == before + 1
+    (closed,) = held  # held once, by the window, saying when it opens; then open
+    assert (closed["gate"], closed["name"], closed["opensAt"]) == ("window", given,
+                                                                   opening.isoformat())  # fmt: skip
+    assert opening - datetime.fromisoformat(closed["ts"]) > timedelta(seconds=3)  # never failed
+    assert len(of(state, "w1", "gate-open")) == 1
+    local = opening.astimezone(ZONE)
+    said = f"the next opens {DAY_NAMES[local.weekday()]} {local:%H:%M:%S} Asia/Kolkata (in "
+    assert f"window gate: outside every restart window ({given}); {said}" in err
+    (restart,) = of(state, "w1", "restart")
+    assert datetime.fromisoformat(restart["ts"]) >= opening
+
+
+@pytest.mark.parametrize(
+    ("given", "message"),
+    [
+        ("Tues 22:00-05:00 UTC", "'Tues' is not a day; give Mon, Tue,"),
+        ("Mon-Fri 22:00-22:00 UTC", "22:00-22:00 is an empty window"),
+        ("Mon-Fri 22:00-05:00 Europe/Berln", "'Europe/Berln' is not a time zone"),
+        ("22:00-05:00 UTC", "'22:00-05:00 UTC' is not a window: give DAYS START-END ZONE"),
+    ],
+)
+def test_a_bad_window_is_exit_2_with_one_line_and_nothing_done(
+    cluster: RealCluster, tmp_path: Path, given: str, message: str
+) -> None:
+    before = list(cluster.restarts.log)
+    state = tmp_path / "state"
+    command = cluster.roll_command(state, "w2", "--window", given)
+    done = subprocess.run(command, capture_output=True, text=True, timeout=60)
+    assert done.returncode == 2, done.stderr
+    (line,) = done.stderr.strip().splitlines()
+    assert line.startswith("rollguard: --window: ") and message in line, line
+    assert cluster.restarts.log == before and not state.exists()
