@@ -10,8 +10,6 @@ serves the same URL, so a test can take Prometheus away and bring it back.
 
 from __future__ import annotations
 
-import atexit
-import contextlib
 import json
 import os
 import signal
@@ -24,24 +22,11 @@ from pathlib import Path
 from typing import Any
 
 from rollguard.peers.processes import wait_until
-from rollguard.peers.realkafka import free_port
+from rollguard.peers.realkafka import _LIVE, free_port  # one registry: killed at exit
 
 BINARY = Path("usr/bin/prometheus")
 STAMP = ".fetched"  # scripts/prometheus-fetch's, beside a complete unpacking
 INTERVAL = "1s"  # scrape and rule evaluation
-
-# Every Prometheus this process started and has not stopped: killed at exit, so that an
-# interrupted test run leaves none behind (each runs in a session of its own).
-_LIVE: set[subprocess.Popen[bytes]] = set()
-
-
-@atexit.register
-def _kill_leftovers() -> None:
-    for process in list(_LIVE):
-        if process.poll() is None:
-            process.kill()
-            with contextlib.suppress(subprocess.TimeoutExpired):
-                process.wait(10)
 
 
 class PrometheusMissing(RuntimeError):
