@@ -259,7 +259,7 @@ def lease_cycle(config: KubeConfig, namespace: str, name: str) -> None:
                 )
                 await lease.acquire()
                 await lease.renew()
-                now[0] += 60  # the first one expires: the second takes it over (an update)
+                now[0] += lease.duration + 1  # it expired: the second takes it over (an update)
             await lease.release()
         finally:
             await client.close()

@@ -284,7 +284,7 @@ def api_outage(
     it is ready; return (gone, ready again, monotonic; what `look` said once it was gone). Begun
     just after a lease renewal, the
     API does not answer for `seconds` plus its stop and start (about 4 s here): within what
-    the lease's rule rides out (30 s lease, renewed every 5 s, retried every 2 s)."""
+    the lease's rule rides out (60 s lease, renewed every 10 s, retried every 2 s)."""
     kube.stop_apiserver()
     gone, seen = time.monotonic(), look()
     time.sleep(seconds)  # the outage itself, not a wait for something

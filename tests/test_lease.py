@@ -32,6 +32,7 @@ from lightkube.types import PatchType
 from rollguard.peers.realkube import ControlPlane
 from rollguard.peers.realkube_objects import load_role
 from rollguard.roller.roll.lease import (
+    DEFAULT_DURATION,
     LeaseError,
     LeaseHeld,
     LeaseLost,
@@ -61,6 +62,8 @@ class Clock:
 
 
 def file_lease(tmp_path: Path, holder: str, roll_id: str, clock: Clock, **kw: Any) -> FileLease:
+    """A lease file of 30 s unless said (the times below are written for it)."""
+    kw.setdefault("duration", 30.0)
     return FileLease(tmp_path / "lease.json", holder=holder, roll_id=roll_id, clock=clock, **kw)
 
 
@@ -368,13 +371,15 @@ def test_keep_renewed_survives_an_api_refusing_everything_for_20_seconds() -> No
     outage = (0.0, 0.0)
 
     class Outage(FlakyLease):
+        duration = DEFAULT_DURATION  # the roll's own lease
+
         async def renew(self) -> None:
             self.renewals += 1
             if outage[0] <= clock.now < outage[1]:
                 raise LeaseError("flaky lease: cannot renew it: 503 ServiceUnavailable")
 
-    # The roll's own settings (a 30 s lease renewed every 5 s), the outage starting anywhere
-    # in a renewal interval: at worst 5 + 20 s without a renewal, and a try 2 s later.
+    # The roll's own settings (a 60 s lease renewed every 10 s), the outage starting anywhere
+    # in a renewal interval: at worst 10 + 20 s without a renewal, and a try 2 s later.
     interval = RollSettings().lease_renew_interval
     for tenth in range(0, 50):
         begin = clock.now + tenth / 10

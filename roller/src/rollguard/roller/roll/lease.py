@@ -47,7 +47,12 @@ from rollguard.shared.errors import RollguardError
 
 logger = logging.getLogger(__name__)
 
-DEFAULT_DURATION = 30.0
+# A Kubernetes API server restarted takes seconds to serve again, more on a busy control plane:
+# started, it accepts connections but finishes no TLS handshake until it serves, so a client
+# waits out its connect timeout. 20 s stopped and its start took more than 30 s under load: a
+# 60 s lease rides out an API that does not answer for up to ~48 s (renewed every 10 s, retried
+# every 2 s). A roller that crashed on another host holds a new roll back for up to as long.
+DEFAULT_DURATION = 60.0
 
 
 class LeaseError(RollguardError):

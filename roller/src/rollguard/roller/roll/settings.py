@@ -35,9 +35,9 @@ class RollSettings:
     safety_wait: float = 1800.0  # waiting until a restart is safe: budget without progress
     on_agent_unreachable: OnAgentUnreachable = OnAgentUnreachable.WAIT
     max_clock_skew: float = 30.0  # between the roller and any agent, checked before acting
-    # A 30 s lease renewed every 5 s, a failed renewal tried again every 2 s (lease.py): an API
-    # that refuses everything for up to ~23 s does not cost the roll its lease.
-    lease_renew_interval: float = 5.0
+    # A 60 s lease renewed every 10 s, a failed renewal tried again every 2 s (lease.py): an API
+    # that refuses everything for up to ~48 s does not cost the roll its lease.
+    lease_renew_interval: float = 10.0
     only: frozenset[str] = frozenset()  # node names; empty: every node that needs it
     skip: frozenset[str] = frozenset()
     hold: frozenset[str] = frozenset()  # kept for later: the roll ends without them
