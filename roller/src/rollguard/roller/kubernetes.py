@@ -23,6 +23,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import re
 from dataclasses import dataclass
@@ -71,6 +72,31 @@ class KubernetesUnavailable(KubernetesError, PlatformUnavailable):
 # The answers that say "not now" rather than "no": throttled, or the server (or a proxy or
 # load balancer before it) failing.
 UNAVAILABLE_STATUSES = frozenset({429, 500, 502, 503, 504})
+
+
+def prepare_decoders(*kinds: type[Any]) -> None:
+    """Decode one object and one list of each resource kind a process uses, in one thread,
+    before threads decode them side by side: msgspec (lightkube's decoder) builds a type's
+    decoding information on its first use, and two threads doing that at once crashed a process
+    (a segmentation fault in `decode_list` beside a first `apply`). The roller decodes in its
+    event loop and, for its journal's ConfigMaps, in a worker thread at the same time."""
+    from lightkube.core.decoders import decode_list, decode_object
+    from lightkube.models.meta_v1 import Status
+    from lightkube.resources.authorization_v1 import SelfSubjectAccessReview
+    from lightkube.resources.coordination_v1 import Lease
+    from lightkube.resources.core_v1 import ConfigMap
+    from msgspec import ValidationError
+
+    decode_object(b'{"kind": "Status", "status": "Failure", "code": 404}', Status)
+    every: tuple[type[Any], ...] = (Pod, StatefulSet, ConfigMap, Lease, SelfSubjectAccessReview)
+    for kind in (*every, *kinds):
+        for decode, data in (
+            (decode_object, b'{"metadata": {"name": "x"}}'),
+            (decode_list, b'{"metadata": {}, "items": [{"metadata": {"name": "x"}}]}'),
+        ):
+            # The type's information is built before the data is checked against it.
+            with contextlib.suppress(ValidationError):
+                decode(data, kind)
 
 
 def api_error(what: str, exc: Exception) -> KubernetesError:

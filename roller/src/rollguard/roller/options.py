@@ -176,8 +176,13 @@ class PlatformOptions(Options):
         from lightkube import AsyncClient, Client
         from lightkube.core.exceptions import ConfigError as KubeConfigError
 
-        from rollguard.roller.kubernetes import KubernetesPlatform, KubernetesSettings
+        from rollguard.roller.kubernetes import (
+            KubernetesPlatform,
+            KubernetesSettings,
+            prepare_decoders,
+        )
 
+        prepare_decoders()  # before the journal's thread and the event loop decode side by side
         try:
             client = AsyncClient(namespace=self.namespace)
             sync_client = Client(namespace=self.namespace)

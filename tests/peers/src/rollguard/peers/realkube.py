@@ -45,8 +45,8 @@ from typing import Any, TypeVar
 
 from lightkube import Client, KubeConfig
 from lightkube.resources.apps_v1 import StatefulSet
-from lightkube.resources.core_v1 import Pod
-from lightkube.resources.rbac_authorization_v1 import Role
+from lightkube.resources.core_v1 import Namespace, Node, Pod, Secret, ServiceAccount
+from lightkube.resources.rbac_authorization_v1 import Role, RoleBinding
 
 from rollguard.peers import realkube_objects as objects
 from rollguard.peers.processes import wait_until
@@ -61,6 +61,7 @@ from rollguard.peers.realkube_binaries import (
 from rollguard.peers.realkube_objects import NODE, READY_ANNOTATION, pod_ready
 from rollguard.peers.realkube_pki import Issued, issue, write_kubeconfig, write_pki
 from rollguard.peers.realkube_processes import Component, build_components
+from rollguard.roller.kubernetes import prepare_decoders
 
 # The names tests use, wherever they are defined.
 __all__ = [
@@ -359,6 +360,8 @@ class ControlPlane:
     def client(self) -> Client:
         """An admin client (system:masters), made once."""
         if self._client is None:
+            # Decoded here once, before a test's threads (the pod bridge's) decode beside it.
+            prepare_decoders(Namespace, Node, ServiceAccount, Role, RoleBinding, Secret)
             config = KubeConfig.from_file(self.admin_kubeconfig)
             self._client = Client(config, field_manager="rollguard-tests")
         return self._client
