@@ -154,9 +154,7 @@ class RollMetrics(Collector):
             self._observed(node, entry)
         elif action == Event.RESTART:
             self._restarts += 1
-            forced = entry.get("forced")
-            if forced is True:
-                self._forced += 1
+            self._forced += entry.get("forced") is True
             self._waits[node] = _Wait(RESTARTED, self._clock())
             self._restarted[node] = self._waits[node].since
         elif action == Event.CATCH_UP:
