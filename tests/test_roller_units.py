@@ -70,8 +70,16 @@ def test_cluster_view_from_kafka_python_results() -> None:
                         "leader_id": 1,
                         "current_voters": [
                             {"replica_id": 0, "last_caught_up_timestamp": 100},
-                            {"replica_id": 1, "last_caught_up_timestamp": 200},
-                            {"replica_id": 2, "last_caught_up_timestamp": -1},
+                            {
+                                "replica_id": 1,
+                                "last_caught_up_timestamp": 200,
+                                "log_end_offset": 5000,
+                            },
+                            {
+                                "replica_id": 2,
+                                "last_caught_up_timestamp": -1,
+                                "log_end_offset": -1,
+                            },
                         ],
                     }
                 ]
@@ -82,6 +90,8 @@ def test_cluster_view_from_kafka_python_results() -> None:
     assert view.partitions[0].isr == (0, 1) and view.partitions[0].min_isr == 2
     assert view.active_controller == 1  # the quorum leader, not DescribeCluster's controller_id
     assert view.quorum is not None and view.quorum.voters[2].last_caught_up_ms is None
+    # each voter's log end offset, when reported (-1 and absent: not known)
+    assert [v.log_end_offset for v in view.quorum.voters] == [None, 5000, None]
 
 
 def test_client_properties_become_kafka_python_settings(tmp_path: Path) -> None:

@@ -107,6 +107,9 @@ class Reassignment:
 class VoterInfo:
     node_id: int
     last_caught_up_ms: int | None  # None: never caught up, or unknown
+    # The end of its copy of the metadata log (DescribeQuorum); None: not reported. A voter
+    # catching up after a long restart shows its progress by it.
+    log_end_offset: int | None = None
 
 
 @dataclass(frozen=True, slots=True)

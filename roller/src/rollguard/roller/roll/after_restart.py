@@ -30,12 +30,14 @@ from rollguard.roller.roll.decide import (
 )
 from rollguard.roller.roll.observer import Observer
 from rollguard.roller.roll.progress import RecoveryTracker, Verdict, format_duration
+from rollguard.roller.roll.readiness import ReadyWait
 from rollguard.roller.roll.safety import (
     Baseline,
     describe_partitions,
     rejoining,
     unbalanced,
     voter_caught_up,
+    voter_lag,
 )
 from rollguard.roller.roll.settings import RollFailed, RollSettings
 from rollguard.roller.roll.waits import ProgressWait
@@ -120,18 +122,20 @@ class AfterRestart:
 
     async def _ready(self, node: Node, before: str | None) -> NotBack | None:
         s = self.settings
-        started = self._clock()
+        ready = self.ready_wait(node, before)
         unknown: ProgressWait | None = None
         while True:
             view = await self.observer.view(node, await self.observer.cluster())
             answer = await self.observer.ask(node)
+            ready = ready.observe(self._clock(), view.instance, answer)
             step = after_restart(
                 node,
                 view,
                 answer,
                 before=before,
-                waited=self._clock() - started,
+                waited=ready.waited(self._clock()),
                 timeout=s.operation_timeout,
+                since=ready.since,
             )
             if isinstance(step, Back):
                 return None
@@ -165,6 +169,13 @@ class AfterRestart:
             await self._sleep(self.settings.poll_interval)
             answer = await self.observer.ask(node)
         return None
+
+    def ready_wait(self, node: Node, instance: str | None, since: str = "its restart") -> ReadyWait:
+        """The readiness budget of `node`, from now: the operation timeout from each progress,
+        no progress counted past its recovery budget plus one timeout (`readiness`)."""
+        s = self.settings
+        limit = s.recovery_budget(node.name) + s.operation_timeout
+        return ReadyWait.start(self._clock(), instance, limit, since)
 
     def tracker(self, node: Node) -> RecoveryTracker:
         s = self.settings
@@ -204,12 +215,16 @@ class AfterRestart:
 
     async def _quorum(self, node: Node) -> NotBack | None:
         """Until the controller's new process has fetched from the leader: a caught-up time
-        later than the leader's time when it came back (the leader's clock on both sides)."""
+        later than the leader's time when it came back (the leader's clock on both sides).
+        Budgeted as every wait for the cluster, by progress (`--safety-wait` without any): a
+        voter back from a long restart fetches the metadata log it missed for as long as its
+        lag behind the leader keeps shrinking."""
         since: int | None = None
         waiting = ProgressWait(self.settings.safety_wait, self._clock())
         while True:
             cluster = await self.observer.cluster()
             quorum = cluster.quorum if cluster is not None else None
+            lag = None
             if quorum is not None and node.node_id not in {v.node_id for v in quorum.voters}:
                 return None  # not a voter (an observer or a broker-only id): nothing to wait for
             if quorum is not None and cluster is not None:
@@ -220,14 +235,20 @@ class AfterRestart:
                     node.node_id, quorum, cluster.quorum_fetch_timeout_ms, since_ms=since
                 ):
                     return None
+                lag = voter_lag(node.node_id, quorum)
             now = self._clock()
+            if lag is not None:
+                waiting.observe(now, lag)
             if waiting.expired(now):
                 return NotBack(
                     node,
                     f"{node.name} has not caught up with the KRaft quorum leader "
-                    f"{format_duration(waiting.waited(now))} after its restart",
-                )
-            self._on_progress(node, "catching up with the quorum", None)
+                    f"{format_duration(waiting.waited(now))} after its restart"
+                    + (f" ({lag} records behind, no progress for "
+                       f"{format_duration(self.settings.safety_wait)})" if lag else ""),
+                )  # fmt: skip
+            behind = f": {lag} records behind the leader" if lag else ""
+            self._on_progress(node, f"catching up with the quorum{behind}", None)
             await self._sleep(self.settings.poll_interval)
 
     async def _isr(self, node: Node, base: Baseline) -> Rejoined | NotBack:

@@ -8,7 +8,9 @@ The rules for a node that is not ready, in order:
 1. stuck (a pod that waiting will not cure): restart it if a new revision is the cure, else fail;
 2. its agent reports log recovery (figures in STARTING or RECOVERY, or RECOVERY): never
    restart it (that would start the recovery over), wait;
-3. within the operation timeout: wait (and show what the agent says, from the first poll);
+3. within the operation timeout, counted from the last progress seen (`readiness.ReadyWait`: a
+   new process, a BrokerState further on, a recovery that ended): wait (and show what the agent
+   says, from the first poll);
 4. past it, the agent readable and the broker not recovering: force-restart (Strimzi's rule);
 5. past it, the agent unreadable: the state is *unknown*, not "not recovering". Force only when
    the platform proves the broker process is gone, or with `--on-agent-unreachable force`;
@@ -16,9 +18,11 @@ The rules for a node that is not ready, in order:
 A ready node is restarted when no safety rule blocks it, else deferred.
 
 After its restart (`after_restart`), a node is back once a new process (by identity) is ready;
-until then its log recovery is waited for, never restarted; past the operation timeout a
-readable agent (or a gone process) fails the roll: it was restarted once and is not restarted
-again; an unreadable one is unknown and waited for within the safety budget.
+until then its log recovery is waited for, never restarted; past the operation timeout (again
+counted from the last progress: a recovery of hours ends, the broker takes seconds more to
+register, and that is not a failure) a readable agent (or a gone process) fails the roll: it
+was restarted once and is not restarted again; an unreadable one is unknown and waited for
+within the safety budget.
 
 Which nodes a roll takes (`wanted`): not those named by `--skip` or opted out by annotation;
 with `--only`, exactly those named; else those out of date or stuck (all with `--all`).
@@ -179,12 +183,14 @@ def decide(
     waited: float = 0.0,
     timeout: float = 300.0,
     force_unknown: bool = False,
+    since: str = "it was found not ready",
 ) -> Action:
     """The next action for a node that needs a restart.
 
     `agent`: what its agent said at this poll (None: no agent, or not asked); `waited`: seconds
-    the node has been waited for without becoming ready; `timeout`: the operation timeout;
-    `force_unknown`: `--on-agent-unreachable force`.
+    the node has been waited for without becoming ready since its last progress (`since` says
+    what that was); `timeout`: the operation timeout; `force_unknown`: `--on-agent-unreachable
+    force`.
     """
     if view.stuck:
         if view.up_to_date:
@@ -203,7 +209,8 @@ def decide(
             return AwaitReady(f"{node.name} is not ready; agent: {describe_answer(agent)}")
         if not agent_unknown(node, agent):
             return Restart(
-                f"{FORCE}: not ready after {timeout:g}s; agent: {describe_answer(agent)}",
+                f"{FORCE}: not ready after {timeout:g}s (since {since}); agent: "
+                f"{describe_answer(agent)}",
                 force=True,
             )
         if view.process_gone:
@@ -242,9 +249,12 @@ def after_restart(
     before: str | None,
     waited: float,
     timeout: float,
+    since: str = "its restart",
 ) -> AfterRestart:
     """Where a restarted node stands: `before` is its identity before the restart (None: not
-    known, any ready process will do); `waited`: seconds since the restart."""
+    known, any ready process will do); `waited`: seconds since its last progress, and `since`
+    what that was (`readiness.ReadyWait`: the restart, a new process, a BrokerState further on,
+    the end of its log recovery)."""
     if is_recovering(agent):
         return AwaitRecovery(f"{node.name} is performing log recovery: {describe_answer(agent)}")
     new = before is None or (view.instance is not None and view.instance != before)
@@ -253,7 +263,7 @@ def after_restart(
     if waited >= timeout:
         if not agent_unknown(node, agent) or view.process_gone:
             return Fail(
-                f"{node.name} is not ready {format_duration(timeout)} after its restart (agent: "
+                f"{node.name} is not ready {format_duration(timeout)} after {since} (agent: "
                 f"{describe_answer(agent)}); it was restarted once in this roll and is not "
                 "restarted again"
             )

@@ -169,6 +169,7 @@ def cluster_view(
             VoterInfo(
                 v["replica_id"],
                 v["last_caught_up_timestamp"] if v["last_caught_up_timestamp"] >= 0 else None,
+                v["log_end_offset"] if v.get("log_end_offset", -1) >= 0 else None,
             )
             for v in partition["current_voters"]
         )

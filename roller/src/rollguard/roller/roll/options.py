@@ -129,7 +129,8 @@ class RollOptions(AgentOptions, OutputOptions, PlatformOptions):
         "operation_timeout",
         "10ms",
         "7d",
-        "how long a node may take to become ready before its agent decides",
+        "how long a node not ready may go without progress (a new process, a state further "
+        "on, the end of its recovery) before its agent decides",
         deprecated=(("operation-timeout-ms", milliseconds_to_duration),),
         group=TIMING,
     )

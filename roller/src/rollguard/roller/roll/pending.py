@@ -1,10 +1,11 @@
 """One look at a pending node, and its waits across polls, each with its own budget.
 
-A node that needs a restart but is not ready is waited for, not restarted: since when it is not
-ready (the operation timeout), its log recovery (its rate and stalls, never restarted), and how
-long its agent has been unreadable (unknown, waited for within the safety budget). Waiting for
-one node does not hold the poll: the loop may restart others meanwhile when the safety rules
-allow, and this node's wait goes on at the next poll. Nothing here writes the roll journal.
+A node that needs a restart but is not ready is waited for, not restarted: since its last
+progress while not ready (the operation timeout: `readiness`), its log recovery (its rate and
+stalls, never restarted), and how long its agent has been unreadable (unknown, waited for within
+the safety budget). Waiting for one node does not hold the poll: the loop may restart others
+meanwhile when the safety rules allow, and this node's wait goes on at the next poll. Nothing
+here writes the roll journal.
 """
 
 from __future__ import annotations
@@ -32,6 +33,7 @@ from rollguard.roller.roll.decide import (
     decide,
 )
 from rollguard.roller.roll.progress import RecoveryTracker, format_duration
+from rollguard.roller.roll.readiness import ReadyWait
 from rollguard.roller.roll.settings import OnAgentUnreachable, RollFailed
 from rollguard.roller.roll.waits import ProgressWait
 from rollguard.shared.dataset import Event
@@ -39,7 +41,7 @@ from rollguard.shared.dataset import Event
 
 @dataclass(slots=True)
 class _NodeWait:
-    since: float  # not ready since
+    ready: ReadyWait  # not ready since, and its last progress (the operation timeout's start)
     unknown: ProgressWait | None = None  # its agent unreadable since
     recovery: RecoveryTracker | None = None
 
@@ -71,15 +73,20 @@ class PendingWaits:
             self.forget(node)
         else:  # ask its agent at once and at every poll, not after a timeout
             answer = await observer.ask(node)
-            wait = self._waits.setdefault(node.name, _NodeWait(self._clock()))
+            wait = self._waits.get(node.name)
+            if wait is None:
+                found = self.after.ready_wait(node, view.instance, "it was found not ready")
+                wait = self._waits[node.name] = _NodeWait(found)
+            wait.ready = wait.ready.observe(self._clock(), view.instance, answer)
         action = decide(
             node,
             view,
             cluster,
             agent=answer,
-            waited=self._clock() - wait.since if wait else 0.0,
+            waited=wait.ready.waited(self._clock()) if wait else 0.0,
             timeout=s.operation_timeout,
             force_unknown=s.on_agent_unreachable is OnAgentUnreachable.FORCE,
+            since=wait.ready.since if wait else "it was found not ready",
         )
         if wait is not None:
             if isinstance(answer, AgentReport) and not is_recovering(answer):

@@ -144,6 +144,16 @@ def voter_caught_up(
     return leader.last_caught_up_ms - voter.last_caught_up_ms <= fetch_timeout_ms
 
 
+def voter_lag(voter_id: int, quorum: QuorumInfo) -> int | None:
+    """Records of the metadata log the voter has yet to fetch (the leader's log end offset less
+    its own), or None when either is not reported. A voter catching up shows progress by it."""
+    ends = {v.node_id: v.log_end_offset for v in quorum.voters}
+    leader, own = ends.get(quorum.leader_id), ends.get(voter_id)
+    if leader is None or own is None:
+        return None
+    return max(0, leader - own)
+
+
 def quorum_blocker(node_id: int, cluster: ClusterView) -> Blocker | None:
     """Why restarting controller `node_id` would lose the KRaft quorum's majority, or None.
 

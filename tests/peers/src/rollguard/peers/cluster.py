@@ -44,6 +44,10 @@ class NodePlan:
     # broker, or 2 (RECOVERY) when its registration was acknowledged before loading began.
     recovery_state: int = 1
     loading_ms: int = 0  # without recovery_ms: the log loading of a clean start (null segments)
+    # After a loading in STARTING: STARTING this much longer without the recovery gauges, as a
+    # real broker catching up with the metadata log and registering (a few seconds; longer
+    # under load) before RECOVERY and RUNNING.
+    registration_ms: int = 1000
 
 
 @dataclass
@@ -194,6 +198,8 @@ class ProcessCluster:
                 "--recovery-state",
                 str(plan.recovery_state),
             ]
+            if plan.recovery_ms or plan.loading_ms:
+                flags += ["--registration-ms", str(plan.registration_ms)]
             if plan.recovery_ms:
                 flags += ["--recovery-ms", str(plan.recovery_ms)]
             elif plan.loading_ms:

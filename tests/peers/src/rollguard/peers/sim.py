@@ -9,7 +9,11 @@ are simulated.
 
 What a real cluster does after a restart, and the simulation too:
 - the JVM starts a second after the restart (the agent answers `jmx-unreachable` before), a new
-  `brokerStartedAt` each time; STARTING, then RECOVERY if the restart brings a log recovery;
+  `brokerStartedAt` each time; STARTING, then a log recovery if the restart brings one (the
+  recovery gauges present, in STARTING as most of a real 4.x broker's recoveries run, or in
+  RECOVERY when its registration was acknowledged first), then, after a recovery in STARTING,
+  seconds more in STARTING without the gauges (catching up with the metadata log and
+  registering: `registration_seconds`) before RUNNING;
 - RUNNING is not in sync: the broker rejoins its partitions' ISRs one by one over its own
   catch-up time (a partition with no other replica has nothing to fetch and rejoins at once);
 - a KRaft voter catches up with the leader within seconds of its JVM starting; until then its
@@ -19,7 +23,7 @@ What a real cluster does after a restart, and the simulation too:
   internal) are placed over the brokers beside the random user partitions.
 
 Every restart is checked as it happens, by the simulation's own rules and not the roller's:
-restarting a broker in RECOVERY; taking a partition that has more replicas than its
+restarting a broker in log recovery; taking a partition that has more replicas than its
 min.insync.replicas below it; taking a partition that has another replica offline (no replica
 in sync); leaving fewer other KRaft voters caught up than a majority of all voters (with three
 or more; with two, the other one not caught up).
@@ -104,6 +108,10 @@ class SimNode:
     recovery_after_restart: float = 0.0  # seconds of log recovery the next restart brings
     catch_up_seconds: float = 0.0  # after RUNNING, until back in every ISR
     quorum_lag: float = 3.0  # a voter: from its JVM's start until caught up with the leader
+    # After a recovery in STARTING: STARTING without the gauges this long before RUNNING (a real
+    # broker catching up with the metadata log and registering; longer under load).
+    registration_seconds: float = 5.0
+    recovery_state: BrokerState = BrokerState.STARTING  # the state its recoveries run in
     # Its current run: restarted, JVM up, STARTING and RECOVERY until (a day before the roll
     # for a node that has been in sync all along).
     restarted_at: float = -86403.0
@@ -129,12 +137,23 @@ class SimNode:
         if t < self.down_until:
             return BrokerState.STARTING
         if t < self.recovery_until:
-            return BrokerState.RECOVERY
+            return self.recovery_state
+        if t < self.running_at:
+            return BrokerState.STARTING
         return BrokerState.RUNNING
+
+    def recovering(self, t: float) -> bool:
+        """In log recovery: its agent reports the recovery gauges."""
+        return self.up(t) and self.down_until <= t < self.recovery_until
 
     @property
     def running_at(self) -> float:
-        return max(self.down_until, self.recovery_until)
+        if self.recovery_until <= self.down_until:
+            return self.down_until
+        registering = self.registration_seconds
+        if self.recovery_state is not BrokerState.STARTING:
+            registering = 0.0  # registered before its recovery: RUNNING once it ends
+        return self.recovery_until + registering
 
     def rejoins_at(self, partition: int) -> float:
         fraction = self.rejoin[partition]
@@ -181,7 +200,7 @@ class SimNode:
 
     def events(self) -> list[float]:
         """Every moment of the current run at which its state changes."""
-        moments = [self.jvm_started_at, self.down_until, self.recovery_until]
+        moments = [self.jvm_started_at, self.down_until, self.recovery_until, self.running_at]
         moments += self.rejoin_times().values()
         if self.node.is_controller:
             moments.append(self.jvm_started_at + self.quorum_lag)
@@ -269,7 +288,7 @@ class SimCluster:
         """What restarting `sim` at `t` would do, by the simulation's rules (not the roller's)."""
         found = Violations()
         name, node_id = sim.node.name, sim.node.node_id
-        if sim.state(t) is BrokerState.RECOVERY:
+        if sim.recovering(t):
             found.restarted_recovering.append(f"{name}@{t:.0f}")
         below, offline = [], []
         for index in self.hosted[node_id]:
@@ -379,7 +398,7 @@ class SimCluster:
             "brokerStartedAt": format_time(wall(sim.jvm_started_at)),
             "agentBootId": f"sim-{sim.node.name}",
         }
-        if state is BrokerState.RECOVERY:
+        if sim.recovering(now):
             logs, segments = sim.remaining(now)
             body["recovery"] = {
                 "remainingLogsToRecover": logs,
@@ -457,6 +476,8 @@ def random_cluster(
             restart_seconds=rng.uniform(20, 120),
             catch_up_seconds=rng.uniform(*catch_up),
             quorum_lag=rng.uniform(1, 5),
+            # 6 of 8 real recoveries ran in STARTING, 2 in RECOVERY (field notes)
+            recovery_state=BrokerState.RECOVERY if i % 4 == 3 else BrokerState.STARTING,
         )
         if rng.random() < recovering_at_start:
             sim.restarted_at, sim.jvm_started_at, sim.down_until = -61.0, -60.0, 0.0
@@ -523,6 +544,7 @@ def rack_cluster(
             Node(i, f"kafka-{i}", frozenset({Role.BROKER}), f"https://kafka-{i}:8443"),
             restart_seconds=rng.uniform(20, 120),
             catch_up_seconds=rng.uniform(*catch_up),
+            recovery_state=BrokerState.RECOVERY if i % 4 == 3 else BrokerState.STARTING,
         )
         if rng.random() < recovering_at_start:
             sim.restarted_at, sim.jvm_started_at, sim.down_until = -61.0, -60.0, 0.0
