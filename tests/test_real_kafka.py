@@ -3,8 +3,8 @@
 One cluster for the module (starting one costs ~15 s of two cores): topics with replication 3
 and min ISR 2 (the internal ones too), 100 MB in `bulk`, a real `rollguard-agent` beside each
 node. The agent's tests restart nodes directly; the last test rolls the whole cluster with
-`rollguard roll` at its defaults while an independent ISR sampler and a canary producer and
-consumer watch from outside.
+`rollguard roll` (its defaults but a 20 s operation timeout, which a node's real log recovery
+outlasts) while an independent ISR sampler and a canary producer and consumer watch from outside.
 """
 
 from __future__ import annotations
@@ -123,27 +123,53 @@ def test_a_killed_broker_is_unavailable_at_once_then_recovers_what_was_not_check
     wait_until(lambda: running_again(cluster, 1, before), 120, interval=0.5, what="RUNNING")
 
 
+# The roll's --operation-timeout, and the least time the recovering node's log recovery is held
+# to: a real recovery that outlasts the timeout (issue 37: a 288 s recovery with a 30 s timeout
+# ended the roll the moment it completed), then the seconds a real broker spends in STARTING
+# after it (catching up with the metadata log, registering).
+OPERATION_TIMEOUT = 20.0
+HOLD = 45.0
+REGISTERING = 10.0
+
+
 @pytest.mark.timeout(900)
-def test_a_roll_waits_out_a_real_recovery_and_costs_clients_no_failed_send(
+def test_a_roll_waits_out_a_real_recovery_longer_than_its_operation_timeout(
     cluster: RealCluster, pki: Pki, tmp_path: Path
 ) -> None:
-    cluster.recover_on_next_restart(0)
     kafka = cluster.kafka
+    # Not the active controller (rolled last): the roller must wait for its recovery before
+    # restarting the nodes after it.
+    recovering = min(n for n in kafka.nodes if n != kafka.quorum_leader())
+    name = f"kafka-{recovering}"
+    cluster.recover_on_next_restart(recovering, hold=HOLD, registering=REGISTERING)
     with IsrSampler(kafka.bootstrap, {"*": 2}) as isr, Canary(kafka.bootstrap, "canary") as canary:
         started = time.monotonic()
-        done = roll(cluster, tmp_path)
+        done = roll(cluster, tmp_path, "--operation-timeout", f"{OPERATION_TIMEOUT:g}s")
         took = time.monotonic() - started
+    print(f"\n{done.stderr}")
     assert done.returncode == 0, done.stdout + done.stderr
-    assert [cluster.restarts.of(n) for n in kafka.nodes] == [1, 1, 1]
+    # By the test's own control server and the nodes' own logs, not the roller's word:
+    # each node restarted once, none while a node loaded or recovered its logs ...
+    assert [cluster.restarts.of(n) for n in kafka.nodes] == [1, 1, 1], cluster.restarts.log
+    assert cluster.restarts.while_loading() == []
+    # ... the recovering node's recovery really outlasted the operation timeout ...
+    node = kafka.nodes[recovering]
+    restart = next(r for r in cluster.restarts.log if r.node_id == recovering)
+    assert node.throttled and node.loading_began is not None and node.loading_ended is not None
+    assert node.loading_ended - restart.at > 2 * OPERATION_TIMEOUT, (restart, node.loading_ended)
+    # ... then stayed in STARTING after it (its lifecycle thread held), as the roller saw
+    assert f"{name}: waiting for readiness: STARTING (1)" in done.stderr, done.stderr
+    # ... and it was not the last one restarted: the others waited for it.
+    assert cluster.restarts.log[-1].node_id != recovering, cluster.restarts.log
     # the recovering broker was waited for, with progress, never restarted again; the others'
     # clean starts loaded their logs for a moment (waited for too: never restart a loading log)
     waits: dict[str, list[float]] = {}
     for e in events(tmp_path):
         if e["action"] == "wait-recovery":
             waits.setdefault(e["node"], []).append(parse_time(e["ts"]).timestamp())
-    assert max(waits["kafka-0"]) - min(waits["kafka-0"]) > 10, waits
-    assert all(max(t) - min(t) < 10 for node, t in waits.items() if node != "kafka-0"), waits
-    assert "kafka-0: recovering: " in done.stderr, done.stderr
+    assert max(waits[name]) - min(waits[name]) > 10, waits
+    assert all(max(t) - min(t) < 10 for node, t in waits.items() if node != name), waits
+    assert f"{name}: recovering: " in done.stderr, done.stderr
     assert isr.samples > took / 2 and isr.lows == [], isr.lows[:5]
     report = canary.report()
     assert report.failed == 0 and report.sent > 100, report
@@ -167,10 +193,10 @@ def test_a_roll_waits_out_a_real_recovery_and_costs_clients_no_failed_send(
     )
     assert collected.returncode == 0, collected.stderr
     timeline = pq.read_table(tmp_path / "dataset" / "timeline").to_pylist()
-    kafka_0 = sorted((r for r in timeline if r["node"] == "kafka-0"), key=lambda r: r["seq"])
-    recovering = [r for r in kafka_0 if r["recoveryPhase"] == "recovering"]
-    assert {r["brokerState"] for r in recovering} <= {1, 2} and len(recovering) > 3
-    logs = [r["remainingLogsToRecover"] for r in recovering]
+    ours = sorted((r for r in timeline if r["node"] == name), key=lambda r: r["seq"])
+    recovered = [r for r in ours if r["recoveryPhase"] == "recovering"]
+    assert {r["brokerState"] for r in recovered} <= {1, 2} and len(recovered) > 3
+    logs = [r["remainingLogsToRecover"] for r in recovered]
     assert logs[0] > logs[-1]
     imported = pq.read_table(tmp_path / "dataset" / "events").to_pylist()
     assert {e["action"] for e in imported} >= {"restart", "wait-recovery", "ready"}

@@ -15,6 +15,7 @@ from __future__ import annotations
 import contextlib
 import json
 import threading
+import time
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -27,15 +28,39 @@ from rollguard.peers.realkafka import KafkaCluster, KafkaNode
 DATA_MB = 100  # per node (replication 3 on 3 brokers): ~25 s of recovery at 5 % of a core
 
 
+@dataclass(frozen=True)
+class Restart:
+    """One restart the control server was asked for: the test's own record, not the roller's."""
+
+    node_id: int
+    kind: str  # "recover" (into a full log recovery) or "clean"
+    at: float  # monotonic seconds, when it was asked
+    # Every node's phase at that moment, from its own log (`KafkaNode.phase`): down,
+    # starting, loading (loading or recovering its logs), started.
+    phases: dict[int, str] = field(default_factory=dict)
+
+
 @dataclass
 class Restarts:
-    """What the control server did: every restart, in order, with its kind."""
+    """What the control server did: every restart, in order, with its kind, time and the
+    phase of every node then."""
 
-    log: list[tuple[int, str]] = field(default_factory=list)
-    recover_next: set[int] = field(default_factory=set)
+    log: list[Restart] = field(default_factory=list)
+    # node id -> (least seconds of its recovery, seconds in STARTING after it)
+    recover_next: dict[int, tuple[float, float]] = field(default_factory=dict)
 
     def of(self, node_id: int) -> int:
-        return sum(1 for n, _ in self.log if n == node_id)
+        return sum(1 for r in self.log if r.node_id == node_id)
+
+    def while_loading(self) -> list[str]:
+        """Each restart asked while a node (itself or another) was loading or recovering its
+        logs, by that node's own log: what a roller must never do."""
+        return [
+            f"node {r.node_id} restarted while node {n} was {phase}"
+            for r in self.log
+            for n, phase in sorted(r.phases.items())
+            if phase == "loading"
+        ]
 
 
 class RealCluster:
@@ -95,17 +120,24 @@ class RealCluster:
     def node_name(node: KafkaNode) -> str:
         return f"kafka-{node.node_id}"
 
-    def recover_on_next_restart(self, node_id: int) -> None:
-        self.restarts.recover_next.add(node_id)
+    def recover_on_next_restart(
+        self, node_id: int, *, hold: float = 0.0, registering: float = 0.0
+    ) -> None:
+        """The node's next restart comes back into a full log recovery, of `hold` seconds at
+        least, then `registering` seconds in STARTING (`KafkaNode.restart`)."""
+        self.restarts.recover_next[node_id] = (hold, registering)
 
     def restart(self, node_id: int) -> None:
         """What `systemctl restart kafka` does: stop cleanly, start; a recovery if planned."""
         with self._lock:
             node = self.kafka.nodes[node_id]
+            phases = {n: other.phase() for n, other in self.kafka.nodes.items()}
+            at = time.monotonic()
             recover = node_id in self.restarts.recover_next
-            self.restarts.recover_next.discard(node_id)
-            self.restarts.log.append((node_id, "recover" if recover else "clean"))
-            node.restart(recover=recover)
+            hold, registering = self.restarts.recover_next.pop(node_id, (0.0, 0.0))
+            kind = "recover" if recover else "clean"
+            self.restarts.log.append(Restart(node_id, kind, at, phases))
+            node.restart(recover=recover, hold=hold, registering=registering)
 
     def _handler(self) -> type[BaseHTTPRequestHandler]:
         cluster = self

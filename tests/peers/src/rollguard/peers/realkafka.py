@@ -53,6 +53,9 @@ OLDEST = "4.0.0"  # the oldest supported: the first release without ZooKeeper
 VERSIONS = (NEWEST, OLDEST)
 KAFKA_BUILD = ROOT / "build" / "kafka"
 CPU_CGROUP = Path("/sys/fs/cgroup/cpu")
+FREEZER_CGROUP = Path("/sys/fs/cgroup/freezer")
+# A recovery held for a least time (`restart(hold=...)`): its recovery threads at 1 % of a core.
+HOLD_CPU = 0.01
 
 STARTED = re.compile(r"\[KafkaRaftServer nodeId=(\d+)\] Kafka Server started")
 LOADING = re.compile(r"Loading logs from log dirs|Recovering \d+ logs from")
@@ -247,6 +250,11 @@ class KafkaNode:
     process: subprocess.Popen[bytes] | None = None
     starts: int = 0
     throttled: bool = False  # the last recovery ran under a CPU quota
+    # The last throttled start's log loading, by Kafka's own log lines (monotonic seconds):
+    # when it said it was loading (recovering) its logs, and when it said they were loaded.
+    loading_began: float | None = None
+    loading_ended: float | None = None
+    _mark: int = 0  # where this start's lines begin in kafka.log
     _watcher: threading.Thread | None = None
 
     @property
@@ -310,11 +318,17 @@ class KafkaNode:
             str(self.config_file),
         ]
 
-    def start(self, *, throttle_loading: bool = False) -> None:
-        """Start the JVM (detached from the terminal's signals); its output goes to kafka.log."""
+    def start(
+        self, *, throttle_loading: bool = False, hold: float = 0.0, registering: float = 0.0
+    ) -> None:
+        """Start the JVM (detached from the terminal's signals); its output goes to kafka.log.
+        `throttle_loading`: its log loading under a CPU quota (`recovery_cpu`); `hold`: for at
+        least that many seconds (`HOLD_CPU` until then, then unthrottled); `registering`: after
+        the loading, its broker lifecycle thread frozen that long, so that it stays in STARTING
+        (as a real broker does while it catches up and registers, longer under load)."""
         if self.running():
             raise RuntimeError(f"node {self.node_id} is already running")
-        mark = self.log_file.stat().st_size if self.log_file.exists() else 0
+        mark = self._mark = self.log_file.stat().st_size if self.log_file.exists() else 0
         command, pending = with_class_archive(self.command(), self.lib)
         with open(self.log_file, "ab") as log:
             self.process = subprocess.Popen(
@@ -328,9 +342,12 @@ class KafkaNode:
         archiving(self.process, pending)
         self.starts += 1
         self.throttled = False
+        self.loading_began = self.loading_ended = None
         if throttle_loading:
             self._watcher = threading.Thread(
-                target=self._throttle_while_loading, args=(self.process, mark), daemon=True
+                target=self._throttle_while_loading,
+                args=(self.process, mark, hold, registering),
+                daemon=True,
             )
             self._watcher.start()
 
@@ -344,6 +361,21 @@ class KafkaNode:
             return STARTED.search(self.log_text()[since:]) is not None
 
         wait_until(started, timeout, interval=0.1, what=f"Kafka node {self.node_id} to start")
+
+    def phase(self) -> str:
+        """Where this node's current run stands, by Kafka's own log (no JMX, no agent): `down`
+        (no JVM), `loading` (it said it is loading or recovering its logs and has not said they
+        are loaded: never to be restarted, nor another node meanwhile), `starting`, `started`."""
+        if not self.running():
+            return "down"
+        with contextlib.suppress(FileNotFoundError), open(self.log_file, "rb") as log:
+            log.seek(self._mark)
+            text = log.read().decode("utf-8", "replace")
+            loading = [m.end() for m in LOADING.finditer(text)]
+            if loading and not LOADED.search(text, loading[-1]):
+                return "loading"
+            return "started" if STARTED.search(text) else "starting"
+        return "starting"
 
     @property
     def loading(self) -> bool:
@@ -367,38 +399,116 @@ class KafkaNode:
             with contextlib.suppress(FileNotFoundError):
                 (self.data_dir / name).unlink()
 
-    def restart(self, *, recover: bool = False, clean: bool = True) -> None:
+    def restart(
+        self,
+        *,
+        recover: bool = False,
+        clean: bool = True,
+        hold: float = 0.0,
+        registering: float = 0.0,
+    ) -> None:
         """Stop (SIGTERM when `clean`, else SIGKILL) and start again; `recover`: into a full,
-        CPU-throttled log recovery. Returns once the new JVM is started, not once it is up."""
+        CPU-throttled log recovery (lasting `hold` seconds at least, then `registering` seconds
+        in STARTING: `start`). Returns once the new JVM is started, not once it is up."""
         if clean:
             self.stop()
         else:
             self.kill()
         if recover:
             self.prepare_recovery()
-        self.start(throttle_loading=recover)
+        self.start(throttle_loading=recover, hold=hold, registering=registering)
 
-    def _throttle_while_loading(self, process: subprocess.Popen[bytes], mark: int) -> None:
-        """Hold the JVM to `recovery_cpu` of a core from 'loading logs' to 'loaded N logs'."""
-        group = _cpu_group(self.recovery_cpu)
+    def _throttle_while_loading(
+        self, process: subprocess.Popen[bytes], mark: int, hold: float, registering: float
+    ) -> None:
+        """Hold the JVM to `recovery_cpu` of a core from 'loading logs' to 'loaded N logs'.
+
+        With `hold`: only its log recovery threads (`log-recovery-<dir>`), to `HOLD_CPU`, for
+        `hold` seconds, then unthrottled: a recovery that lasts at least that long and little
+        more, whatever the machine's speed, while the rest of the JVM (its JMX, which the agent
+        reads; its JIT) runs at full speed."""
+        group = _cpu_group(HOLD_CPU if hold > 0 else self.recovery_cpu)
         try:
             if not _wait_for_line(self.log_file, mark, LOADING, process):
                 return
-            if group is not None:
+            self.loading_began = time.monotonic()
+            if group is not None and hold <= 0:
                 with contextlib.suppress(OSError):
                     (group / "cgroup.procs").write_text(str(process.pid))
                     self.throttled = True
-            _wait_for_line(self.log_file, mark, LOADED, process)
+            if group is not None and hold > 0:
+                until = self.loading_began + hold
+                while not _wait_for_line(
+                    self.log_file, mark, LOADED, process, until=min(until, time.monotonic() + 0.1)
+                ):
+                    if time.monotonic() >= until or process.poll() is not None:
+                        break
+                    self.throttled = _hold_threads(group, process, "log-recovery") or self.throttled
+                _release(group, process)  # held long enough: the rest at full speed
+                group = None
+            if _wait_for_line(self.log_file, mark, LOADED, process):
+                self.loading_ended = time.monotonic()
+                if registering > 0:
+                    _freeze_threads(process, f"broker-{self.node_id}-lifecy", registering)
         finally:
             if group is not None:
                 _release(group, process)
 
 
+def _freeze_threads(process: subprocess.Popen[bytes], prefix: str, seconds: float) -> None:
+    """Freeze the process's threads whose name starts with `prefix` for `seconds` (a cgroup-v1
+    freezer group of their own), then thaw them; nothing without a writable freezer."""
+    if not os.access(FREEZER_CGROUP, os.W_OK):
+        return
+    group = FREEZER_CGROUP / f"rollguard-test-{uuid.uuid4().hex[:8]}"
+    try:
+        group.mkdir()
+        tasks = [
+            task.name
+            for task in Path(f"/proc/{process.pid}/task").iterdir()
+            if (task / "comm").read_text().startswith(prefix)
+        ]
+        for task in tasks:
+            (group / "tasks").write_text(task)
+        (group / "freezer.state").write_text("FROZEN")
+        time.sleep(seconds)
+    except OSError:
+        pass
+    finally:
+        with contextlib.suppress(OSError):
+            (group / "freezer.state").write_text("THAWED")
+        with contextlib.suppress(OSError):
+            for task in (group / "tasks").read_text().split():
+                with contextlib.suppress(OSError):
+                    (FREEZER_CGROUP / "tasks").write_text(task)
+        with contextlib.suppress(OSError):
+            group.rmdir()
+
+
+def _hold_threads(group: Path, process: subprocess.Popen[bytes], prefix: str) -> bool:
+    """Move the process's threads whose name starts with `prefix` into `group` (cgroup v1 takes
+    single threads through `tasks`); True if any is there."""
+    held = False
+    with contextlib.suppress(OSError):
+        for task in Path(f"/proc/{process.pid}/task").iterdir():
+            with contextlib.suppress(OSError):
+                if (task / "comm").read_text().startswith(prefix):
+                    (group / "tasks").write_text(task.name)
+                    held = True
+    return held
+
+
 def _wait_for_line(
-    path: Path, mark: int, pattern: re.Pattern[str], process: subprocess.Popen[bytes]
+    path: Path,
+    mark: int,
+    pattern: re.Pattern[str],
+    process: subprocess.Popen[bytes],
+    *,
+    until: float = float("inf"),
 ) -> bool:
-    """Poll a log from byte `mark` for `pattern` while the process lives (20 ms)."""
-    while process.poll() is None:
+    """Poll a log from byte `mark` for `pattern` while the process lives (20 ms), until the
+    monotonic time `until`."""
+    while process.poll() is None and time.monotonic() < until:
         with contextlib.suppress(FileNotFoundError), open(path, "rb") as log:
             log.seek(mark)
             if pattern.search(log.read().decode("utf-8", "replace")):
@@ -577,6 +687,18 @@ class KafkaCluster:
             return {b.get("broker_id", b.get("node_id")) for b in described["brokers"]} >= wanted
 
         wait_until(registered, timeout, interval=0.5, what="every broker to register")
+
+    def quorum_leader(self, timeout: float = 30) -> int:
+        """The KRaft quorum's leader (the active controller), from DescribeQuorum."""
+
+        def leader() -> tuple[int] | None:  # a tuple: node 0 is a leader too
+            with contextlib.suppress(Exception), self.admin() as admin:
+                quorum = admin.describe_metadata_quorum()  # type: ignore[attr-defined]
+                found = quorum["topics"][0]["partitions"][0]["leader_id"]
+                return (found,) if isinstance(found, int) and found >= 0 else None
+            return None
+
+        return wait_until(leader, timeout, interval=0.5, what="a KRaft quorum leader")[0]
 
     @contextlib.contextmanager
     def admin(self) -> Iterator[object]:
