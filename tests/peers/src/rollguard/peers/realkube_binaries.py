@@ -1,8 +1,8 @@
 """Where the real control plane's binaries are, and which versions: the pins of
 tests/kube/versions.env, and the cache `make kube` (scripts/kube-build) builds them into.
 
-`~/.cache/rollguard/kube/<version>/bin` holds the Kubernetes components (the newest's three;
-the older's API server alone, `VERSIONS`), `etcd-<v>/etcd` and `kwok-<v>/kwok` the others;
+`~/.cache/rollguard/kube/<version>/bin` holds the Kubernetes components (two versions,
+`VERSIONS`), `etcd-<v>/etcd` and `kwok-<v>/kwok` the others;
 `$ROLLGUARD_KUBE_CACHE` moves the cache. `KubeBinariesMissing` says which one is missing.
 """
 
@@ -53,12 +53,10 @@ class Binaries:
         root = cache or Path(
             os.environ.get("ROLLGUARD_KUBE_CACHE") or Path.home() / ".cache/rollguard/kube"
         )
-        # Only the API server is built for an older version (scripts/kube-build): the skew
-        # the roller must handle is the API server's; the rest of the plane is the newest's.
         found = cls(
             apiserver=root / version / "bin" / "kube-apiserver",
-            controller_manager=root / NEWEST / "bin" / "kube-controller-manager",
-            scheduler=root / NEWEST / "bin" / "kube-scheduler",
+            controller_manager=root / version / "bin" / "kube-controller-manager",
+            scheduler=root / version / "bin" / "kube-scheduler",
             etcd=root / f"etcd-{ETCD}" / "etcd",
             kwok=root / f"kwok-{KWOK}" / "kwok",
         )
