@@ -45,6 +45,7 @@ def roll(cluster: SimCluster, safety_wait: float | None = None) -> tuple[str, st
 def assert_safe(cluster: SimCluster) -> None:
     v = cluster.violations
     assert v.restarted_recovering == []
+    assert v.beside_recovery == []
     assert v.below_min_isr == []
     assert v.quorum_lost == []
     assert v.offline == []

@@ -62,6 +62,7 @@ __all__ = [
     "after_restart",
     "agent_unknown",
     "decide",
+    "held_by_recovery",
     "wanted",
 ]
 
@@ -84,6 +85,8 @@ class DeferKind(StrEnum):
     QUORUM = "quorum"  # the KRaft quorum would lose its majority, or cannot be described
     ADMIN_API = "admin-api"  # the cluster cannot be observed through Kafka's Admin API
     GATE = "gate"  # a health gate of the whole roll is closed
+    # another node of the roll is in log recovery: no node is restarted until it is back
+    RECOVERING_PEER = "recovering-peer"
     OTHER = "other"  # no blocker said why (a batch holding the node back)
 
 
@@ -91,6 +94,7 @@ _SUBJECT_KINDS = {
     "quorum": DeferKind.QUORUM,
     "cluster": DeferKind.ADMIN_API,
     "gate": DeferKind.GATE,
+    "recovery": DeferKind.RECOVERING_PEER,
 }
 
 
@@ -233,6 +237,20 @@ def decide(
     if blockers:
         return Defer(describe_blockers(blockers), tuple(blockers))
     return Restart("restart")
+
+
+def held_by_recovery(recovering: list[str]) -> Defer:
+    """A node that could be restarted, while other nodes of the roll are in log recovery: it
+    waits for them. A recovering broker is out of its ISRs, and its recovery needs the cluster
+    as it is (the controllers it registers with, the replicas it will fetch from): restarting
+    anything else meanwhile is a second change on a cluster already short."""
+    names = ", ".join(recovering)
+    blocker = Blocker(
+        f"{names} {'is' if len(recovering) == 1 else 'are'} in log recovery: no other node is "
+        "restarted until it is back",
+        "recovery",
+    )
+    return Defer(blocker.reason, (blocker,))
 
 
 def _unavailable(answer: AgentAnswer | None) -> str:

@@ -40,7 +40,7 @@ from rollguard.roller.roll.after_restart import (
     Rejoined,
 )
 from rollguard.roller.roll.batch import Batch, batchable, next_batch
-from rollguard.roller.roll.decide import Defer, Restart, wanted
+from rollguard.roller.roll.decide import AwaitRecovery, Defer, Restart, held_by_recovery, wanted
 from rollguard.roller.roll.gates import GateKeeper, Gates
 from rollguard.roller.roll.journal import (
     EventLog,
@@ -267,12 +267,19 @@ class Roller:
         waiting_nodes = False
         brokers: list[Node] = []  # ready brokers, for a batch once the others are handled
         gated: list[Node] = []  # safe to restart, but a gate is closed
+        # Pending nodes in log recovery (not-ready nodes come first in the order): while there
+        # are any, nothing else is restarted (`held_by_recovery`).
+        recovering: list[str] = []
         for node in roll_order(pending, ready, cluster.active_controller if cluster else None):
             if self.settings.max_batch_size > 1 and batchable(node, views[node.name]):
                 self.pending.forget(node)
                 brokers.append(node)
                 continue
             action = await self.pending.look(node, views[node.name], cluster)
+            if isinstance(action, AwaitRecovery):
+                recovering.append(node.name)
+            if isinstance(action, Restart) and recovering:
+                action = self._held(node, held_by_recovery(recovering))
             if isinstance(action, Restart) and not await self.gates.holding(gated, node):
                 await self._restart(
                     [node], views, cluster, record, action.reason, force=action.force
@@ -284,6 +291,10 @@ class Roller:
                 deferred[node] = action
             else:
                 waiting_nodes = True
+        if brokers and recovering:
+            for node in brokers:
+                deferred[node] = self._held(node, held_by_recovery(recovering))
+            brokers = []
         if brokers:
             plan = next_batch(
                 brokers,
@@ -307,6 +318,10 @@ class Roller:
         for node, action in deferred.items():
             self._on_progress(node, f"waiting until safe: {action.reason}", None)
         return []
+
+    def _held(self, node: Node, defer: Defer) -> Defer:
+        self.observer.say(node.name, "defer", Event.DEFER, defer.reason, kind=defer.kind)
+        return defer
 
     def _safety_wait(self, deferred: dict[Node, Defer], waiting_nodes: bool) -> None:
         """Nothing restarted in this poll (`SafetyWait` says when the budget runs)."""

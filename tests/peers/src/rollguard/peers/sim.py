@@ -23,10 +23,10 @@ What a real cluster does after a restart, and the simulation too:
   internal) are placed over the brokers beside the random user partitions.
 
 Every restart is checked as it happens, by the simulation's own rules and not the roller's:
-restarting a broker in log recovery; taking a partition that has more replicas than its
-min.insync.replicas below it; taking a partition that has another replica offline (no replica
-in sync); leaving fewer other KRaft voters caught up than a majority of all voters (with three
-or more; with two, the other one not caught up).
+restarting a broker in log recovery, or any node while another is in log recovery; taking a
+partition that has more replicas than its min.insync.replicas below it; taking a partition that
+has another replica offline (no replica in sync); leaving fewer other KRaft voters caught up than
+a majority of all voters (with three or more; with two, the other one not caught up).
 """
 
 from __future__ import annotations
@@ -216,12 +216,20 @@ class SimNode:
 @dataclass
 class Violations:
     restarted_recovering: list[str] = field(default_factory=list)
+    # restarted while another node was in log recovery
+    beside_recovery: list[str] = field(default_factory=list)
     below_min_isr: list[str] = field(default_factory=list)
     offline: list[str] = field(default_factory=list)
     quorum_lost: list[str] = field(default_factory=list)
 
     def count(self) -> int:
-        found = (self.restarted_recovering, self.below_min_isr, self.offline, self.quorum_lost)
+        found = (
+            self.restarted_recovering,
+            self.beside_recovery,
+            self.below_min_isr,
+            self.offline,
+            self.quorum_lost,
+        )
         return sum(map(len, found))
 
 
@@ -290,6 +298,9 @@ class SimCluster:
         name, node_id = sim.node.name, sim.node.node_id
         if sim.recovering(t):
             found.restarted_recovering.append(f"{name}@{t:.0f}")
+        others = [n.node.name for n in self.nodes.values() if n is not sim and n.recovering(t)]
+        if others:
+            found.beside_recovery.append(f"{name}@{t:.0f} while {', '.join(others)} recovered")
         below, offline = [], []
         for index in self.hosted[node_id]:
             p = self.partitions[index]
@@ -334,6 +345,7 @@ class SimCluster:
         found = self.harms(sim, now)
         for mine, theirs in (
             (self.violations.restarted_recovering, found.restarted_recovering),
+            (self.violations.beside_recovery, found.beside_recovery),
             (self.violations.below_min_isr, found.below_min_isr),
             (self.violations.offline, found.offline),
             (self.violations.quorum_lost, found.quorum_lost),
