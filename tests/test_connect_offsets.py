@@ -1,6 +1,8 @@
 """Offsets, nothing half done (issue 17 items 2 and 3): every input checked before the first
 request, Connect's asynchronous stop waited for, a failure after `--stop` puts the connector back
-(unless `--leave-stopped`), and `--dry-run` shows the change without making it."""
+(unless `--leave-stopped`), and `--dry-run` shows the change without making it. A null offset is
+no offset where Connect lists it and a reset of that partition in a file to alter, named in the
+output either way."""
 # ruff: noqa: F811 (pytest fixtures imported from test_connect_support, taken as arguments)
 
 from __future__ import annotations
@@ -260,3 +262,111 @@ def test_dry_run_prints_the_diff_and_changes_nothing(
     assert "--stop would stop it first" in answer["message"]
     assert changes(connect) == [] and connect.offsets(MM2) == before
     assert connect.state(MM2) is State.RUNNING
+
+
+# ---- a null offset: no offset when listed, a reset when altered ----------------------------
+
+PAYMENTS = mirror_source_offset("east", "payments", 0, 42)
+PAYMENTS_KEY = '{"cluster":"east","partition":0,"topic":"payments"}'
+# What a real worker lists for a moment after resetting a partition (DELETE, or PATCH with null).
+PAYMENTS_RESET = {**PAYMENTS, "offset": None}
+
+
+def test_the_diff_takes_a_partition_listed_with_a_null_offset_as_one_without() -> None:
+    a = mirror_source_offset("e", "a", 0, 1)
+    key_a = '{"cluster":"e","partition":0,"topic":"a"}'
+    assert diff([a, PAYMENTS_RESET], None) == [f'- {key_a}  {{"offset":1}} -> (none)']
+    assert diff([PAYMENTS_RESET], None) == ["(no offsets: nothing to reset)"]
+    assert diff([PAYMENTS_RESET], [PAYMENTS_RESET]) == [
+        f"  {PAYMENTS_KEY}  (none) -> (none): no offset, nothing to reset",
+        "0 unchanged, 0 not in the file (kept as they are)",
+    ]
+    assert diff([a, PAYMENTS_RESET], [PAYMENTS]) == [
+        f'+ {PAYMENTS_KEY}  (none) -> {{"offset":42}}',
+        "0 unchanged, 1 not in the file (kept as they are)",
+    ]
+
+
+def list_to(cli: Cli, sim: ConnectSim, folder: Path, *flags: str) -> Any:
+    return cli("mm2", "offsets", "list", "--connector", MM2, "--to", str(folder),
+               "--connect-url", sim.url, *FAST_RETRIES, *flags)  # fmt: skip
+
+
+def test_list_keeps_a_null_offset_and_names_its_partition_as_having_none(
+    connect: ConnectSim, cli: Cli, tmp_path: Path
+) -> None:
+    connect.add_mirror_maker()
+    orders = connect.offsets(MM2)
+    connect.set_offsets(MM2, [*orders, PAYMENTS_RESET])
+    key = tmp_path / "east--west.MirrorSourceConnector.json"
+
+    done = list_to(cli, connect, tmp_path)
+    assert done.code == 0, done.err
+    assert done.out.splitlines() == [
+        f"offsets of connector {MM2} written to {key}",
+        f"partition {PAYMENTS_KEY}: offset null: no offset (reset; Connect lists a partition so "
+        "for a moment after resetting it)",
+    ]
+    # Connect's body as it is: null there is null in a PATCH too (see the round trip below).
+    assert json.loads(key.read_text()) == body(*orders, PAYMENTS_RESET)
+
+    done = list_to(cli, connect, tmp_path, "--output", "json")
+    assert done.json == [
+        {"connector": MM2, "written": str(key), "withOffset": 1,
+         "reset": [PAYMENTS_RESET["partition"]]}
+    ]  # fmt: skip
+    connect.set_offsets(MM2, orders)
+    done = list_to(cli, connect, tmp_path, "--output", "json")
+    assert done.json[0]["withOffset"] == 1 and done.json[0]["reset"] == []
+    assert list_to(cli, connect, tmp_path).out.splitlines() == [
+        f"offsets of connector {MM2} written to {key}"
+    ]
+
+
+def test_a_null_offset_in_a_file_resets_that_partition_and_says_so(
+    connect: ConnectSim, cli: Cli, tmp_path: Path
+) -> None:
+    connect.add_mirror_maker(topics=("orders", "payments"))
+    orders = mirror_source_offset("east", "orders", 0, 42)
+    assert connect.offsets(MM2) == [orders, PAYMENTS]
+    write(tmp_path, body(PAYMENTS_RESET))
+
+    dry = alter(cli, connect, tmp_path, "--dry-run", "--output", "json")
+    assert dry.code == 0, dry.err
+    (answer,) = dry.json
+    assert answer["changes"] == [
+        f'- {PAYMENTS_KEY}  {{"offset":42}} -> (none)',
+        "0 unchanged, 1 not in the file (kept as they are)",
+    ]
+    assert answer["reset"] == [PAYMENTS["partition"]] and changes(connect) == []
+
+    done = alter(cli, connect, tmp_path, "--stop")
+    assert done.code == 0, done.err
+    assert f"partition {PAYMENTS_KEY}: reset (offset null in the file)" in done.out.splitlines()
+    assert [r.body for r in connect.calls("PATCH")] == [body(PAYMENTS_RESET)]  # sent as it is
+    assert connect.offsets(MM2) == [orders]  # that partition alone has no offset now
+
+    write(tmp_path, body({**orders, "offset": {"offset": 7}}))
+    done = alter(cli, connect, tmp_path, "--output", "json")
+    assert done.code == 0, done.err
+    assert done.json[0]["reset"] == []  # nothing null, nothing reset
+    assert "reset (offset null" not in done.out
+
+
+def test_a_listing_with_a_null_offset_fed_back_to_alter_changes_nothing(
+    connect: ConnectSim, cli: Cli, tmp_path: Path
+) -> None:
+    connect.add_mirror_maker()
+    orders = connect.offsets(MM2)
+    connect.set_offsets(MM2, [*orders, PAYMENTS_RESET])
+    assert list_to(cli, connect, tmp_path).code == 0
+
+    dry = alter(cli, connect, tmp_path, "--dry-run")
+    assert dry.code == 0, dry.err
+    assert dry.out.splitlines()[:2] == [
+        f"  {PAYMENTS_KEY}  (none) -> (none): no offset, nothing to reset",
+        "1 unchanged, 0 not in the file (kept as they are)",
+    ]
+    done = alter(cli, connect, tmp_path, "--stop")
+    assert done.code == 0, done.err
+    assert connect.offsets(MM2) == orders  # the partition still has none; the others as they were

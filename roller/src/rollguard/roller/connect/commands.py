@@ -34,7 +34,9 @@ from rollguard.roller.connect.offsets import (
     alter_offsets,
     list_offsets,
     mm2_key,
+    partition_key,
     reset_offsets,
+    reset_partitions,
 )
 from rollguard.roller.connect.options import (
     AutoRestartOptions,
@@ -285,21 +287,32 @@ def offsets(args: argparse.Namespace, options: OffsetsOptions, environ: Mapping[
         entries = check_offsets(parse_offsets(source.read(key), where), where, kind)
     client = options.client(environ)
 
+    # A null offset in the file resets that partition (KIP-875): each one is named, never silent.
+    resets = reset_partitions(entries)
+
     async def work() -> int:
         async with client:
             if store is not None:
-                written = await list_offsets(client, name, store, key)
-                emit(options, [f"offsets of connector {name} written to {written}"],
-                     {"connector": name, "written": written})  # fmt: skip
+                listing = await list_offsets(client, name, store, key)
+                emit(options, [f"offsets of connector {name} written to {listing.written}",
+                               *(f"partition {partition_key(p)}: offset null: no offset (reset; "
+                                 "Connect lists a partition so for a moment after resetting it)"
+                                 for p in listing.reset)],
+                     {"connector": name, "written": listing.written,
+                      "withOffset": listing.with_offset, "reset": listing.reset})  # fmt: skip
                 return ExitCode.OK
             lines: list[str] = []
             if verb == "alter":
                 message = await alter_offsets(client, name, entries, change, say=lines.append)
             else:
                 message = await reset_offsets(client, name, change, say=lines.append)
-        emit(options, [*lines, f"connector {name}: {message}"],
+        done = [] if change.dry_run else [
+            f"partition {partition_key(p)}: reset (offset null in the file)" for p in resets
+        ]  # fmt: skip
+        emit(options, [*lines, *done, f"connector {name}: {message}"],
              {"connector": name, "message": message, "dryRun": change.dry_run,
-              **({"changes": lines} if change.dry_run else {})})  # fmt: skip
+              **({"changes": lines} if change.dry_run else {}),
+              **({"reset": resets} if verb == "alter" else {})})  # fmt: skip
         return ExitCode.OK
 
     return work()

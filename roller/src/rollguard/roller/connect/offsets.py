@@ -7,6 +7,14 @@ A MirrorMaker 2 connector's offsets live under the key `<name>.json` with `->` w
 is Connect's `GET /connectors/{c}/offsets` body, pretty-printed, which is also the body that
 `PATCH` takes, so list, edit, alter is a round trip.
 
+A null offset means one thing everywhere: the partition has no offset. Connect lists a partition
+it has just reset with offset null until it has read the reset back (a real 4.3 worker, for tens
+of ms after a DELETE or a PATCH with null, longer on a loaded worker), then not at all; rollguard
+writes Connect's body as it is (both say "no offset") and names those partitions in its output
+(`Listing.reset`). In a file to alter, null resets that partition (KIP-875's tombstone, which
+the MirrorMaker 2 connectors accept), so a listing fed back changes nothing; each partition an
+alter resets is named in its output, and `--dry-run` marks it `-`.
+
 The order of an alter or a reset, each step only if the one before succeeded:
 1. the file is read and checked (`shapes`), with no request sent: a bad file is exit 2;
 2. the worker's version (`GET /`): too old is exit 2 naming the version needed;
@@ -98,40 +106,68 @@ class FolderStore:
         return str(target)
 
 
-async def list_offsets(client: ConnectClient, connector: str, store: KeyStore, key: str) -> str:
+def reset_partitions(entries: list[dict[str, Any]]) -> list[Any]:
+    """The partitions whose offset is null: listed, partitions with no offset (just reset); in a
+    file to alter, the partitions it resets."""
+    return [e.get("partition") for e in entries if isinstance(e, dict) and e.get("offset") is None]
+
+
+@dataclass(frozen=True, slots=True)
+class Listing:
+    """What `list_offsets` wrote: where, how many partitions have an offset, and the partitions
+    Connect listed with offset null (no offset: reset, see the module docstring)."""
+
+    written: str
+    with_offset: int
+    reset: list[Any]
+
+
+async def list_offsets(client: ConnectClient, connector: str, store: KeyStore, key: str) -> Listing:
     require(await client.version(), STOP_SINCE, "reading offsets (GET .../offsets)")
     body = await client.offsets(connector)
-    return store.write(key, json.dumps(body, indent=2) + "\n")
+    entries = body["offsets"]
+    reset = reset_partitions(entries)
+    # Connect's body as it is: a null there is also null in a PATCH, so fed back it changes nothing.
+    written = store.write(key, json.dumps(body, indent=2) + "\n")
+    return Listing(written, len(entries) - len(reset), reset)
 
 
 # ---- the dry run ----------------------------------------------------------------------------
 
 
-def _key(partition: Any) -> str:
+def partition_key(partition: Any) -> str:
+    """A partition as one compact line (sorted keys), as the dry run and the output name it."""
     return json.dumps(partition, sort_keys=True, separators=(",", ":"))
 
 
 def diff(current: list[dict[str, Any]], wanted: list[dict[str, Any]] | None) -> list[str]:
     """What writing `wanted` (None: a reset) would change in `current`, one line a partition:
-    `~` changed, `+` new, `-` removed; then a count of what stays as it is."""
-    now = {_key(e.get("partition")): e.get("offset") for e in current}
+    `~` changed, `+` new, `-` reset (its offset removed); then a count of what stays as it is.
+    A partition `current` lists with offset null has no offset (just reset), as in `wanted`."""
+    now = {
+        partition_key(e.get("partition")): e["offset"]
+        for e in current
+        if e.get("offset") is not None
+    }
     lines, same = [], 0
     if wanted is None:
-        return [f"- {k}  {_key(v)} -> (none)" for k, v in sorted(now.items())] or [
+        return [f"- {k}  {partition_key(v)} -> (none)" for k, v in sorted(now.items())] or [
             "(no offsets: nothing to reset)"
         ]
     for entry in wanted:
-        key, offset = _key(entry["partition"]), entry["offset"]
+        key, offset = partition_key(entry["partition"]), entry["offset"]
         if key not in now:
-            lines.append(f"+ {key}  (none) -> {_key(offset)}" if offset is not None
-                         else f"  {key}  (none) -> (none): nothing to remove")  # fmt: skip
+            lines.append(
+                f"+ {key}  (none) -> {partition_key(offset)}" if offset is not None
+                else f"  {key}  (none) -> (none): no offset, nothing to reset"
+            )  # fmt: skip
         elif offset is None:
-            lines.append(f"- {key}  {_key(now[key])} -> (none)")
+            lines.append(f"- {key}  {partition_key(now[key])} -> (none)")
         elif now[key] == offset:
             same += 1
         else:
-            lines.append(f"~ {key}  {_key(now[key])} -> {_key(offset)}")
-    untouched = len(now) - sum(1 for e in wanted if _key(e["partition"]) in now)
+            lines.append(f"~ {key}  {partition_key(now[key])} -> {partition_key(offset)}")
+    untouched = len(now) - sum(1 for e in wanted if partition_key(e["partition"]) in now)
     lines.append(f"{same} unchanged, {untouched} not in the file (kept as they are)")
     return lines
 

@@ -14,6 +14,11 @@ after 6 s (`session.timeout.ms`, 10 s by default). Everything else is Connect's
 default. A worker is ready when `GET /health` answers 200 (KIP-1017: the worker has joined its
 group and read its config topic).
 
+A worker being ready is not its group being done rebalancing: a worker joining takes two
+rebalances (the first revokes what moves, the next assigns it, ~2 s apart here), and a crashed
+leader is noticed only after `session.timeout.ms`. `ConnectCluster.rebalanced()` judges the end
+from the workers' own logs (`Generation`).
+
 `ConnectCluster.single_node_kafka(folder)` starts the one-node KRaft cluster the Connect tests
 share (replication 1, min ISR 1).
 """
@@ -22,6 +27,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import re
 import subprocess
 import urllib.error
 import urllib.request
@@ -57,6 +63,16 @@ logger.herder.level = info
 logger.worker.name = org.apache.kafka.connect.runtime.Worker
 logger.worker.level = info
 """
+
+
+# What the herder logs (at INFO) when a rebalance hands it an assignment, and when it has started
+# what it was assigned; a later "in preparation for rebalance" means the next one has begun.
+_JOINED = re.compile(
+    r"Joined group at generation (\d+) .*?leader='connect-([\d.]+:\d+)-.*?"
+    r"revokedConnectorIds=\[([^\]]*)\], revokedTaskIds=\[([^\]]*)\], delay=(\d+)\}"
+)
+_STARTED = "Finished starting connectors and tasks"
+_NEXT_REBALANCE = "in preparation for rebalance"
 
 
 class ConnectJarsMissing(RuntimeError):
@@ -178,6 +194,14 @@ class ConnectWorker:
         kill_jvm(self.process)
 
 
+@dataclass(frozen=True)
+class Generation:
+    """A group generation every running worker has settled in: its number and its leader."""
+
+    number: int
+    leader: ConnectWorker
+
+
 class ConnectCluster:
     """Distributed workers of one group against `bootstrap`: `add_worker()` starts one more."""
 
@@ -265,6 +289,40 @@ class ConnectCluster:
 
         return wait_until(there, timeout, interval=0.1, what=f"{name}'s tasks {wanted}")
 
+    def rebalanced(self) -> Generation | None:
+        """The generation the group settled in, as every running worker's own log tells it; None
+        while a rebalance is under way. Settled: each running worker's last "Joined group at
+        generation" line names the same generation and a leader that is running, with nothing
+        revoked and no delay (a revocation or a delay means another rebalance follows), and the
+        worker has logged that it started what it was assigned, and no new rebalance since."""
+        running = [w for w in self.workers if w.running()]
+        seen: set[tuple[int, str]] = set()
+        for worker in running:
+            log = worker.log_text()
+            joined = list(_JOINED.finditer(log))
+            if not joined:
+                return None  # not in the group yet
+            last = joined[-1]
+            after = log[last.end() :]
+            if last[3].strip() or last[4].strip() or last[5] != "0":
+                return None
+            if _STARTED not in after or _NEXT_REBALANCE in after:
+                return None
+            seen.add((int(last[1]), last[2]))
+        if len(seen) != 1:
+            return None
+        ((number, leader_id),) = seen
+        leader = next((w for w in running if w.worker_id == leader_id), None)
+        return Generation(number, leader) if leader is not None else None
+
+    def wait_rebalanced(self, timeout: float = 120) -> Generation:
+        """Until `rebalanced()`; at the deadline the failure shows each worker's last join."""
+        try:
+            return wait_until(self.rebalanced, timeout, 0.2, "the Connect group to settle")
+        except AssertionError as exc:
+            lasts = [f"{w.worker_id}: {_last_join(w)}" for w in self.workers if w.running()]
+            raise AssertionError(f"{exc}\n" + "\n".join(lasts)) from None
+
     def __enter__(self) -> ConnectCluster:
         try:
             self.add_worker()
@@ -275,6 +333,11 @@ class ConnectCluster:
 
     def __exit__(self, *exc: object) -> None:
         self.stop()
+
+
+def _last_join(worker: ConnectWorker) -> str:
+    joined = list(_JOINED.finditer(worker.log_text()))
+    return joined[-1][0] if joined else "never joined its group"
 
 
 def single_node_kafka(folder: Path, **kafka: Any) -> KafkaCluster:
