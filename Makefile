@@ -28,14 +28,16 @@ build/kafka-connect/$(CONNECT_VERSION)/.resolved: | build/kafka/$(KAFKA_OLDEST)/
 # otherwise start the files with the most tests first). Tests marked
 # `alone` measure timings and run afterwards, with nothing beside them (only their files are
 # collected again). The real Kubernetes control plane's binaries are built first (`make kube`:
-# a second when its cache is warm, 15-40 minutes the first time).
+# a second when its cache is warm, 15-40 minutes the first time), and Chromium installed (`make
+# chromium`). ROLLGUARD_REQUIRE_ALL_TIERS=1: a real tier that cannot run fails the run, and so
+# does any skip that is not environment-only (tests/helpers.py, ENVIRONMENT_ONLY).
 # The venv, the test broker and the Kafka and Connect jars do not depend on each other: made side
 # by side, then the lint, then the tests.
 test:
-	@$(MAKE) --no-print-directory -j4 $(INSTALLED) $(BROKER) $(KAFKA) kube prometheus
+	@$(MAKE) --no-print-directory -j4 $(INSTALLED) $(BROKER) $(KAFKA) kube prometheus chromium
 	@$(MAKE) --no-print-directory lint
-	ROLLGUARD_KUBE_CACHE=$(KUBE_CACHE) ROLLGUARD_PROMETHEUS_CACHE=$(PROMETHEUS_CACHE) $(BIN)/pytest -n 4 --dist loadfile --no-loadscope-reorder -m "not alone" --durations=25
-	$(BIN)/pytest -m alone $$(grep -l 'pytest.mark.alone' tests/test_*.py)
+	ROLLGUARD_REQUIRE_ALL_TIERS=1 ROLLGUARD_KUBE_CACHE=$(KUBE_CACHE) ROLLGUARD_PROMETHEUS_CACHE=$(PROMETHEUS_CACHE) $(BIN)/pytest -n 4 --dist loadfile --no-loadscope-reorder -m "not alone" --durations=25
+	ROLLGUARD_REQUIRE_ALL_TIERS=1 $(BIN)/pytest -m alone $$(grep -l 'pytest.mark.alone' tests/test_*.py)
 
 demo: $(INSTALLED) $(BROKER) build/kafka/$(KAFKA_NEWEST)/.resolved
 	$(BIN)/python demo/roll_demo.py
@@ -116,6 +118,13 @@ PROMETHEUS_CACHE ?= $(HOME)/.cache/rollguard/prometheus
 .PHONY: prometheus
 prometheus:
 	@ROLLGUARD_PROMETHEUS_CACHE=$(PROMETHEUS_CACHE) $(PYTHON) scripts/prometheus-fetch
+
+# Debian's Chromium for tests/test_report_page.py (the report page as a browser shows it):
+# installed with apt-get by scripts/chromium-install when missing (as root), never by a test.
+# A second when it is there; about a minute the first time.
+.PHONY: chromium
+chromium:
+	@scripts/chromium-install
 
 format: $(INSTALLED)
 	$(BIN)/ruff check --fix .

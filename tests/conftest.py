@@ -14,7 +14,7 @@ from kafka.net.inet import KafkaNetSocket
 
 from rollguard.peers.realkube import NEWEST, Binaries, ControlPlane, KubeBinariesMissing
 
-from helpers import Pki, build_broker, make_pki
+from helpers import ENVIRONMENT_ONLY, Pki, build_broker, make_pki, missing_tier, require_all_tiers
 
 # Spark in tests: short-lived JVMs whose JIT compiling costs more CPU than it saves, so C1 only
 # and the serial collector, as for the tests' Kafka nodes (two Spark tests: 96 s of CPU, 60 s
@@ -110,11 +110,12 @@ def _close_failed_client_sockets(monkeypatch: pytest.MonkeyPatch) -> None:
 def kube(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ControlPlane]:
     """A real Kubernetes control plane (the newest pinned version), one per test process,
     shared by every test file that needs one; each test works in a namespace of its own
-    (`kube_namespace`). Skipped, naming the missing binary, without `make kube`'s build."""
+    (`kube_namespace`). Without `make kube`'s build, a missing tier naming the missing binary
+    (helpers.missing_tier: a failure under `make test`, else a skip)."""
     try:
         binaries = Binaries.find(NEWEST)
     except KubeBinariesMissing as missing:
-        pytest.skip(str(missing))
+        missing_tier(str(missing))
     plane = ControlPlane(tmp_path_factory.mktemp("kube"), NEWEST, binaries=binaries)
     with plane:
         yield plane
@@ -130,3 +131,63 @@ def kube_namespace(kube: ControlPlane, request: pytest.FixtureRequest) -> str:
     name = f"{stem}-{next(_NAMESPACES)}"
     kube.create_namespace(name)
     return name
+
+
+# No silent skips. Under ROLLGUARD_REQUIRE_ALL_TIERS (`make test`) a real tier that cannot run
+# fails through helpers.missing_tier; this net fails the session on any other skip whose reason
+# is not environment-only (helpers.ENVIRONMENT_ONLY), so that a pytest.skip added later in a real
+# tier cannot hide either. Under xdist the controller sees every worker's reports, skipped
+# collections included: it alone judges.
+_SKIPS: list[tuple[str, str]] = []
+_UNEXPLAINED = pytest.StashKey[list[str]]()
+
+
+def _record_skip(report: pytest.CollectReport | pytest.TestReport) -> None:
+    if not report.skipped or hasattr(report, "wasxfail"):
+        return
+    longrepr = report.longrepr  # (path, line, "Skipped: reason") for a skip
+    said = str(longrepr[2]) if isinstance(longrepr, tuple | list) else str(longrepr)
+    _SKIPS.append((report.nodeid, said.removeprefix("Skipped: ")))
+
+
+def pytest_collectreport(report: pytest.CollectReport) -> None:
+    _record_skip(report)
+
+
+def pytest_runtest_logreport(report: pytest.TestReport) -> None:
+    _record_skip(report)
+
+
+def unexplained_skips(skips: list[tuple[str, str]]) -> list[str]:
+    """`node: reason` of each skip whose reason is not an environment-only one."""
+    return [
+        f"{node}: {reason}"
+        for node, reason in skips
+        if not any(allowed.fullmatch(reason) for allowed in ENVIRONMENT_ONLY)
+    ]
+
+
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    if not require_all_tiers() or hasattr(session.config, "workerinput"):
+        return
+    unexplained = unexplained_skips(_SKIPS)
+    session.config.stash[_UNEXPLAINED] = unexplained
+    if unexplained and session.exitstatus in (
+        pytest.ExitCode.OK,
+        pytest.ExitCode.NO_TESTS_COLLECTED,
+    ):
+        session.exitstatus = pytest.ExitCode.TESTS_FAILED
+
+
+def pytest_terminal_summary(
+    terminalreporter: pytest.TerminalReporter, config: pytest.Config
+) -> None:
+    unexplained = config.stash.get(_UNEXPLAINED, [])
+    if unexplained:
+        terminalreporter.section("skips that ROLLGUARD_REQUIRE_ALL_TIERS forbids", red=True)
+        terminalreporter.line(
+            f"{len(unexplained)} skipped, not for an environment-only reason "
+            "(helpers.ENVIRONMENT_ONLY); a real tier that cannot run uses helpers.missing_tier:"
+        )
+        for line in unexplained:
+            terminalreporter.line(f"  {line}")

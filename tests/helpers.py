@@ -1,10 +1,16 @@
-"""Test-only helpers (curl as people run it, silent ports, an HTTPS peer) and, re-exported,
-the real processes of `rollguard.peers.processes` that tests, benchmarks and the demo share."""
+"""Test-only helpers (curl as people run it, silent ports, an HTTPS peer, a real tier that is
+missing) and, re-exported, the real processes of `rollguard.peers.processes` that tests,
+benchmarks and the demo share."""
 
 from __future__ import annotations
 
+import os
+import re
 import socket
 import threading
+from typing import NoReturn
+
+import pytest
 
 from rollguard.peers.processes import (
     BIN,
@@ -26,6 +32,8 @@ __all__ = [
     "BIN",
     "BROKER_CLASSES",
     "BROKER_SOURCE",
+    "ENVIRONMENT_ONLY",
+    "REQUIRE_ALL_TIERS",
     "ROOT",
     "Agent",
     "Broker",
@@ -38,10 +46,50 @@ __all__ = [
     "curl",
     "free_port",
     "make_pki",
+    "missing_tier",
+    "require_all_tiers",
     "state_of",
     "until_running",
     "wait_until",
 ]
+
+
+# `make test` sets it: every real tier (a real Kafka, Connect, Kubernetes control plane,
+# Prometheus, Spark, Chromium for the report page) must then run, and one that cannot fails.
+REQUIRE_ALL_TIERS = "ROLLGUARD_REQUIRE_ALL_TIERS"
+
+# The only skips allowed under ROLLGUARD_REQUIRE_ALL_TIERS (tests/conftest.py fails the session
+# on any other): what this machine is, not something `make` could install. Each a full match of
+# the skip's reason.
+ENVIRONMENT_ONLY = (
+    # root reads any file whatever its mode: a permission-denied case cannot happen
+    re.compile(r"running as root, whom file permissions do not stop from reading"),
+    # root writes any folder whatever its mode, and /proc/sys is writable (a privileged container)
+    re.compile(r"no folder here is read-only for this user \(root, and /proc/sys writable\)"),
+    # mounting needs root and a kernel that lets this container mount (CAP_SYS_ADMIN)
+    re.compile(r"cannot mount a small tmpfs here \(the disk-full test's own disk\): .+", re.S),
+    # the hard limit of open files is the machine's (or the container's), not ours to raise
+    re.compile(r"the hard limit of open files \(\d+\) is below \d+: .+", re.S),
+    # an installed agent ships its compiled JMX reader: the compile path cannot be taken there
+    re.compile(r"a shipped reader is never compiled"),
+)
+
+
+def require_all_tiers() -> bool:
+    """Whether ROLLGUARD_REQUIRE_ALL_TIERS is set (to anything but empty or 0), as `make test`
+    sets it."""
+    return os.environ.get(REQUIRE_ALL_TIERS, "") not in ("", "0")
+
+
+def missing_tier(reason: str) -> NoReturn:
+    """A real tier cannot run here (a binary, a jar, a wheel `make` provides is absent): under
+    `make test` (ROLLGUARD_REQUIRE_ALL_TIERS) a failure saying `reason`, else a skip saying it.
+    Every real tier's skip goes through here, never through pytest.skip."""
+    __tracebackhide__ = True  # the skip or failure points at its caller, not here
+    if require_all_tiers():
+        said = f"{reason} ({REQUIRE_ALL_TIERS} is set: every real tier must run)"
+        raise pytest.fail.Exception(said, pytrace=False) from None  # the reason says it all
+    pytest.skip(reason)
 
 
 def state_of(agent: Agent) -> dict[str, object] | None:

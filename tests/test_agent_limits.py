@@ -260,7 +260,10 @@ def test_a_flood_of_4000_connections_leaves_memory_bounded_and_honest_clients_se
     plain, slow = 3000, 1000
     hard = resource.getrlimit(resource.RLIMIT_NOFILE)[1]
     if hard != resource.RLIM_INFINITY and hard < plain + slow + 512:
-        pytest.skip(f"the hard limit of open files ({hard}) is below {plain + slow + 512}")
+        pytest.skip(
+            f"the hard limit of open files ({hard}) is below {plain + slow + 512}: "
+            f"the flood's {plain + slow} connections and the test's own files need that many"
+        )
     raise_file_limit(hard if hard != resource.RLIM_INFINITY else plain + slow + 512)
     with Agent(pki, broker.address) as agent:  # the default limits
         pid = agent.process.pid

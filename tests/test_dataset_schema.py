@@ -6,8 +6,6 @@ from __future__ import annotations
 
 import pyarrow as pa
 import pytest
-
-pytest.importorskip("pyspark", reason="pyspark is part of the dev extras")
 from pyspark.sql.pandas.types import from_arrow_schema
 from pyspark.sql.types import StructType
 

@@ -31,7 +31,7 @@ from rollguard.peers.realprometheus import PrometheusMissing, PrometheusServer
 from rollguard.roller.roll.gate_lag import ConsumerLagGate, LagLimit
 from rollguard.roller.roll.kafka_admin import KafkaObserver
 
-from helpers import Pki, wait_until
+from helpers import Pki, missing_tier, wait_until
 
 QUERY = 'ALERTS{alertstate="firing",rollguard="hold"}'
 RULES = """\
@@ -93,7 +93,7 @@ def prometheus(
             rules=RULES,
         )
     except PrometheusMissing as missing:
-        pytest.skip(str(missing))
+        missing_tier(str(missing))
     with server:
         yield server
 

@@ -24,6 +24,8 @@ import pytest
 from rollguard.agent import config as agent_config
 from rollguard.shared.cli import Parser
 
+from helpers import missing_tier
+
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "scripts"))
 import wheels  # noqa: E402  (scripts/wheels.py, what `make dist` runs)
@@ -113,13 +115,13 @@ def test_the_report_job_installs_and_runs_as_spark_submits_main_file(
     assert PYSPARK is not None
     cached = WHEELS / f"pyspark-{PYSPARK.group(1)}-py2.py3-none-any.whl"
     if not cached.is_file():
-        pytest.skip(f"{cached} is absent (`make` builds it once); PySpark is sdist-only")
+        missing_tier(f"{cached} is absent (`make` builds it once); PySpark is sdist-only")
     bin_ = install(tmp_path / "venv", dist["shared"], dist["spark"], find_links=WHEELS)
     shown = run(bin_ / "rollguard-report", "--help")
     assert shown.returncode == 0, shown.stderr
     assert "--dataset" in shown.stdout
     if shutil.which("java") is None:
-        pytest.skip("no java on PATH: spark-submit cannot start")
+        missing_tier("no java on PATH: spark-submit cannot start (a JDK 17, as `make` needs)")
     # spark-submit runs the installed job.py as its main file, with the venv's Python as the
     # driver's (docs/install.md); the job checks its dataset before Spark's session: exit 2.
     job = run(bin_ / "python", "-c", "import rollguard.spark.job as j; print(j.__file__)")
@@ -156,7 +158,7 @@ def test_the_systemd_unit_verifies_running_the_installed_agent(
 ) -> None:
     analyze = shutil.which("systemd-analyze")
     if analyze is None:
-        pytest.skip("systemd-analyze is absent (apt-get install systemd)")
+        missing_tier("systemd-analyze is absent (apt-get install systemd): no unit to verify with")
     text = UNIT.read_text()
     assert unit_values(text)["ExecStart"] == [INSTALLED_AGENT]
     # The copy runs the agent this test installed, where the docs install it: verify checks

@@ -9,13 +9,11 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.testing import assertDataFrameEqual
 
-pyspark = pytest.importorskip("pyspark", reason="pyspark is part of the dev extras")
-from pyspark.sql import DataFrame, SparkSession  # noqa: E402
-from pyspark.testing import assertDataFrameEqual  # noqa: E402
-
-from rollguard.spark import episodes as ep  # noqa: E402
-from rollguard.spark import rolls, trends  # noqa: E402
+from rollguard.spark import episodes as ep
+from rollguard.spark import rolls, trends
 
 S, R = 1, 2  # STARTING, RECOVERY
 Rec = tuple[Any, ...]

@@ -19,14 +19,13 @@ from pathlib import Path
 from typing import Any
 
 import pyarrow.parquet as pq
+import pyspark
 import pytest
+from PIL import Image
 
-pyspark = pytest.importorskip("pyspark", reason="pyspark is part of the dev extras")
-from PIL import Image  # noqa: E402
+from rollguard.roller.collect import Dataset, State
 
-from rollguard.roller.collect import Dataset, State  # noqa: E402
-
-from helpers import BIN, free_port, wait_until  # noqa: E402
+from helpers import BIN, free_port, wait_until
 
 ROOT = Path(__file__).resolve().parent.parent
 SPARK_BIN = Path(pyspark.__file__).parent / "bin"

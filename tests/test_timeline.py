@@ -396,7 +396,8 @@ def small_disk(tmp_path: Path) -> Iterator[Path]:
         text=True,
     )
     if mounted.returncode != 0:
-        pytest.skip(f"cannot mount a small tmpfs here: {mounted.stderr.strip() or 'not root'}")
+        why = mounted.stderr.strip() or f"mount exited {mounted.returncode}"
+        pytest.skip(f"cannot mount a small tmpfs here (the disk-full test's own disk): {why}")
     try:
         yield disk
     finally:
