@@ -216,7 +216,7 @@ def isr_summary(isr: IsrSampler) -> dict[str, Any]:
         "partitionsWithoutIsr": len(
             {(low.topic, low.partition) for low in isr.lows if not low.isr}
         ),
-        "errors": isr.errors,
+        "errors": len(isr.errors),
     }
 
 
@@ -238,7 +238,7 @@ def watched(kafka: KafkaCluster, body: Callable[[], dict[str, Any]]) -> dict[str
         "loadBefore": round(load, 1),
         **report.row(),
         # sent, neither acknowledged nor failed when the canary stopped (its flush timed out)
-        "unacknowledged": report.sent - len(canary.latencies) - report.failed,
+        "unacknowledged": report.unanswered,
         "sendErrors": report.errors[:3],
         "consumerErrors": len(canary.consumer_errors),
         "isr": isr_summary(isr),

@@ -3,6 +3,7 @@ agent read through curl, and `rollguard roll` run as operators run it (defaults,
 
 from __future__ import annotations
 
+import contextlib
 import json
 import subprocess
 import time
@@ -11,6 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from rollguard.peers.realclients import Canary, IsrSampler
 from rollguard.peers.realcluster import RealCluster
 
 ROLL_ID = "real-1"
@@ -85,3 +87,45 @@ def assert_one_stretch_of_recovering(phases: list[str]) -> None:
     last = len(phases) - phases[::-1].index("recovering")
     assert set(phases[:first]) <= {"loading"} and set(phases[last:]) <= {"loading"}, phases
     assert set(phases[first:last]) == {"recovering"}, phases
+
+
+@dataclass
+class Watch:
+    """The test's own eyes on a real cluster during a roll: the control server's restart log
+    (each restart's time, and every node's phase then from its own log), an ISR and quorum
+    sampler and a canary. Never the product's agent, events or metrics."""
+
+    cluster: RealCluster
+    isr: IsrSampler
+    canary: Canary
+    began: float = 0.0
+    ended: float = 0.0
+
+    def assert_safe(self, *, max_gap: float = 2.0) -> None:
+        """No restart while a node loaded or recovered its logs (itself or another), never
+        below min ISR nor leaderless, never blind for more than `max_gap` seconds, every canary
+        send acknowledged and read back. Missing data fails."""
+        assert self.cluster.restarts.while_loading() == [], self.cluster.restarts.while_loading()
+        self.isr.assert_watched(max_gap=max_gap)
+        self.canary.report().assert_no_harm()
+
+    def summary(self) -> str:
+        report = self.canary.report()
+        return (
+            f"{self.ended - self.began:.0f} s watched; ISR sampler {self.isr.samples} samples, "
+            f"longest gap {self.isr.longest_gap():.2f} s, {len(self.isr.errors)} errors, "
+            f"{self.isr.retried} attempts retried; canary {report.row()}"
+        )
+
+
+@contextlib.contextmanager
+def watched(cluster: RealCluster, *, quorum: bool = False) -> Iterator[Watch]:
+    """Watch `cluster` for the `with` block (its `canary` topic, min ISR 2 everywhere)."""
+    kafka = cluster.kafka
+    with (
+        IsrSampler(kafka.bootstrap, {"*": 2}, quorum=quorum) as isr,
+        Canary(kafka.bootstrap, "canary") as canary,
+    ):
+        watch = Watch(cluster, isr, canary, began=time.monotonic())
+        yield watch
+    watch.ended = time.monotonic()

@@ -12,12 +12,15 @@ sleeps to synchronise.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import subprocess
+import threading
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 import httpx
 import pytest
@@ -114,6 +117,10 @@ def cluster(pki: Pki, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Real
         kafka.stop()
 
 
+class Stoppable(Protocol):
+    def stop(self) -> None: ...
+
+
 class Roll:
     """`rollguard roll` in the background, its output in files, its events read as it runs."""
 
@@ -121,6 +128,7 @@ class Roll:
         self.folder, self.roll_id = folder, roll_id
         command = cluster.roll_command(folder / "state", roll_id, *ROLL_FLAGS, *flags)
         with open(folder / "stdout", "wb") as out, open(folder / "stderr", "wb") as err:
+            self.started = time.monotonic()
             self.process = subprocess.Popen(command, stdout=out, stderr=err)
 
     def events(self) -> list[dict[str, Any]]:
@@ -165,9 +173,9 @@ class Roll:
 
 
 @pytest.fixture
-def rolls() -> Iterator[list[Roll]]:
-    """Every roll a test starts, killed if the test fails while it runs."""
-    started: list[Roll] = []
+def rolls() -> Iterator[list[Stoppable]]:
+    """Every roll (and watch) a test starts, stopped if the test fails while it runs."""
+    started: list[Stoppable] = []
     yield started
     for roll in started:
         roll.stop()
@@ -177,17 +185,44 @@ def restarts(cluster: RealCluster) -> int:
     return len(cluster.restarts.log)
 
 
+class FiringWatch:
+    """The test's own poll of the alert, every 0.2 s in a thread: `seen`, the monotonic moments
+    Prometheus answered that it fires. A restart before the last of them broke the gate."""
+
+    def __init__(self, prometheus: PrometheusServer) -> None:
+        self.seen: list[float] = []
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, args=(prometheus,), daemon=True)
+        self._thread.start()
+        wait_until(lambda: self.seen, 30, interval=0.05, what="the alert seen firing")
+
+    def _run(self, prometheus: PrometheusServer) -> None:
+        while True:
+            asked = time.monotonic()
+            with contextlib.suppress(Exception):  # a failed query sees nothing: proves nothing
+                if prometheus.query(QUERY):
+                    self.seen.append(asked)
+            if self._stop.wait(0.2):
+                return
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join(10)
+
+
 @pytest.mark.timeout(240)
 def test_a_firing_alert_holds_the_roll_until_it_resolves(
     prometheus: PrometheusServer,
     exporter: Exporter,
     cluster: RealCluster,
-    rolls: list[Roll],
+    rolls: list[Stoppable],
     tmp_path: Path,
 ) -> None:
     exporter.hold.set(1)
     wait_until(lambda: prometheus.query(QUERY), 30, interval=0.2, what="RollguardHold firing")
     before = restarts(cluster)
+    firing = FiringWatch(prometheus)  # the test's own eyes on the alert, beside the roller's
+    rolls.append(firing)
     roll = Roll(
         cluster, tmp_path, "gate-alert", *HELD, "--gate-prometheus", prometheus.url,
         "--gate-query", QUERY, "--metrics-listen", exporter.roller,
@@ -202,6 +237,7 @@ def test_a_firing_alert_holds_the_roll_until_it_resolves(
     # held: the roll asks again at its next polls (Prometheus counts them), restarting nothing
     asked = prometheus.queries_answered()
     wait_until(lambda: prometheus.queries_answered() >= asked + 3, 30, what="three more polls")
+    held_at = time.monotonic()
     assert restarts(cluster) == before and "restart" not in roll.actions()
     # The roll's own metrics, scraped by the same real Prometheus: held by that gate, 1 node
     # pending, the lease held.
@@ -215,14 +251,21 @@ def test_a_firing_alert_holds_the_roll_until_it_resolves(
 
     exporter.hold.set(0)
     assert roll.wait() == 0, roll.output()
+    firing.stop()
     assert restarts(cluster) == before + 1
+    # By the control server's log and the test's own queries, not the roller's events: the
+    # one restart came after the last moment the test saw the alert firing, and the roll was
+    # held while it fired, through three of its polls (the scenario really happened).
+    (restart,) = cluster.restarts.log[before:]
+    assert firing.seen and restart.at > max(firing.seen), (restart, firing.seen[-3:])
+    assert min(firing.seen) < roll.started and max(firing.seen) >= held_at, firing.seen
     actions = roll.actions()
     assert actions.index("gate-open") < actions.index("restart"), actions
 
 
 @pytest.mark.timeout(240)
 def test_a_consumer_group_lagging_more_than_its_max_holds_the_roll_until_it_catches_up(
-    cluster: RealCluster, rolls: list[Roll], tmp_path: Path
+    cluster: RealCluster, rolls: list[Stoppable], tmp_path: Path
 ) -> None:
     bootstrap = cluster.kafka.bootstrap
     partitions = [TopicPartition(TOPIC, p) for p in range(3)]
@@ -256,6 +299,9 @@ def test_a_consumer_group_lagging_more_than_its_max_holds_the_roll_until_it_catc
             in (closed["reason"])
         )
         assert restarts(cluster) == before and "restart" not in roll.actions()
+        # the test's own reading of the lag while the roll is held: more than its max
+        ends = consumer.end_offsets(partitions)
+        assert sum(ends.values()) - 0 > MAX_LAG, ends
 
         read = 0
 
@@ -265,11 +311,15 @@ def test_a_consumer_group_lagging_more_than_its_max_holds_the_roll_until_it_catc
             return read >= MESSAGES
 
         wait_until(caught_up, 60, interval=0, what=f"the consumer to read {MESSAGES} messages")
+        lagging_until = time.monotonic()  # the group lagged by more than its max until now
         consumer.commit()
     finally:
         consumer.close()
     assert roll.wait() == 0, roll.output()
     assert restarts(cluster) == before + 1
+    # the control server's log: the restart came only once the group had caught up
+    (restart,) = cluster.restarts.log[before:]
+    assert restart.at > lagging_until, (restart, lagging_until)
     actions = roll.actions()
     assert actions.index("gate-open") < actions.index("restart"), actions
 

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import subprocess
+import time
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -26,6 +27,7 @@ from rollguard.roller.roll.windows import DAY_NAMES
 from rollguard.shared.wire import parse_time
 
 from helpers import BIN, Pki, wait_until
+from real_kafka import watched
 
 pytestmark = pytest.mark.timeout(600)
 
@@ -70,54 +72,70 @@ def test_a_paused_roll_starts_no_restart_keeps_its_lease_and_goes_on_when_resume
     cluster: RealCluster, tmp_path: Path
 ) -> None:
     state = tmp_path / "state"
+    first = len(cluster.restarts.log)
     command = cluster.roll_command(state, "p1", "--only", "kafka-0,kafka-1", *QUICK)
-    roll = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    try:
-        wait_until(lambda: of(state, "p1", "restart"), 120, what="the roll's first restart")
-        paused = pause("pause", "p1", state)
-        assert paused.returncode == 0, paused.stderr
-        said = json.loads(paused.stdout)
-        assert said["state"] == "paused" and said["rollId"] == "p1", said
-        assert said["paused"].startswith("by ") and "@" in said["paused"]
-        # The restart under way is waited for; then the gate holds the roll.
-        closed = wait_until(
-            lambda: [e for e in of(state, "p1", "gate-closed") if e.get("gate") == "pause"],
-            120,
-            what="the roll held by its pause",
-        )
-        assert "rollguard roll resume --roll-id p1" in closed[0]["reason"]
-        # Paused for two renewals of the lease: still held by the roller, still paused.
-        renewed = lease(state)["renewedAt"]
-        wait_until(lambda: lease(state)["renewedAt"] != renewed, 30, what="a lease renewal")
-        renewed = lease(state)["renewedAt"]
-        wait_until(lambda: lease(state)["renewedAt"] != renewed, 30, what="a second renewal")
-        assert roll.poll() is None  # a paused roll does not fail
-        assert lease(state)["paused"] == said["paused"]
-        assert len(of(state, "p1", "restart")) == 1
-        # Another roll id is not the one running: refused, naming the one that is.
-        other = pause("pause", "p9", state)
-        assert other.returncode == 1 and "roll p9 is not running" in other.stderr
-        assert "(roll p1)" in other.stderr
-        resumed = pause("resume", "p1", state)
-        assert resumed.returncode == 0, resumed.stderr
-        assert json.loads(resumed.stdout)["state"] == "running"
-        _, err = roll.communicate(timeout=240)
-    finally:
-        if roll.poll() is None:
-            roll.kill()
-            roll.communicate()
+    with watched(cluster) as watch:
+        roll = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        try:
+            err, paused_at, resumed_at = paused_mid_roll(cluster, roll, state, first)
+        finally:
+            if roll.poll() is None:
+                roll.kill()
+                roll.communicate()
+    print(f"\n{watch.summary()}")
     assert roll.returncode == 0, err
-    restarts = of(state, "p1", "restart")
-    assert sorted(e["node"] for e in restarts) == ["kafka-0", "kafka-1"]
-    opened = of(state, "p1", "gate-open")
-    assert opened, events(state, "p1")
-    held_from, held_to = at(closed[0]), at(opened[0])
-    assert not [e for e in restarts if held_from <= at(e) <= held_to], restarts
+    # By the control server's own log, not the roller's events: one restart before the pause
+    # (the scenario: paused mid-roll), none while paused, the other after the resume.
+    ours = cluster.restarts.log[first:]
+    assert sorted(r.node_id for r in ours) == [0, 1], ours
+    assert ours[0].at < paused_at < resumed_at < ours[1].at, (ours, paused_at, resumed_at)
+    assert cluster.restarts.between(paused_at, resumed_at) == []
+    assert resumed_at - paused_at > 10  # held through two lease renewals, not a blink
+    watch.assert_safe()
     assert "paused" in err  # said on stderr while it waited
     assert not (state / "lease.json").exists()  # released at the end
     # A roll that is not running cannot be resumed.
     late = pause("resume", "p1", state)
     assert late.returncode == 1 and "roll p1 is not running" in late.stderr
+
+
+def paused_mid_roll(
+    cluster: RealCluster, roll: subprocess.Popen[str], state: Path, first: int
+) -> tuple[str, float, float]:
+    """Pause the roll once the control server saw its first restart, hold it through two lease
+    renewals, resume it; its stderr and the moments (monotonic) of the pause and the resume."""
+    wait_until(lambda: len(cluster.restarts.log) > first, 120, what="the roll's first restart")
+    paused = pause("pause", "p1", state)
+    paused_at = time.monotonic()
+    assert paused.returncode == 0, paused.stderr
+    said = json.loads(paused.stdout)
+    assert said["state"] == "paused" and said["rollId"] == "p1", said
+    assert said["paused"].startswith("by ") and "@" in said["paused"]
+    # The restart under way is waited for; then the gate holds the roll.
+    closed = wait_until(
+        lambda: [e for e in of(state, "p1", "gate-closed") if e.get("gate") == "pause"],
+        120,
+        what="the roll held by its pause",
+    )
+    assert "rollguard roll resume --roll-id p1" in closed[0]["reason"]
+    # Paused for two renewals of the lease: still held by the roller, still paused.
+    renewed = lease(state)["renewedAt"]
+    wait_until(lambda: lease(state)["renewedAt"] != renewed, 30, what="a lease renewal")
+    renewed = lease(state)["renewedAt"]
+    wait_until(lambda: lease(state)["renewedAt"] != renewed, 30, what="a second renewal")
+    assert roll.poll() is None  # a paused roll does not fail
+    assert lease(state)["paused"] == said["paused"]
+    assert len(cluster.restarts.log) == first + 1  # the control server's own count
+    # Another roll id is not the one running: refused, naming the one that is.
+    other = pause("pause", "p9", state)
+    assert other.returncode == 1 and "roll p9 is not running" in other.stderr
+    assert "(roll p1)" in other.stderr
+    resumed_at = time.monotonic()
+    resumed = pause("resume", "p1", state)
+    assert resumed.returncode == 0, resumed.stderr
+    assert json.loads(resumed.stdout)["state"] == "running"
+    _, err = roll.communicate(timeout=240)
+    return err, paused_at, resumed_at
 
 
 def test_held_nodes_are_left_for_later_and_a_resume_without_hold_takes_them(
@@ -126,13 +144,18 @@ def test_held_nodes_are_left_for_later_and_a_resume_without_hold_takes_them(
     state = tmp_path / "state"
     opened = datetime.now(UTC).replace(microsecond=0) - timedelta(minutes=1)
     within = ["--window", window(opened)]  # open: it changes nothing
-    first = subprocess.run(
-        cluster.roll_command(state, "h1", "--hold", "kafka-1,kafka-2", *within, *QUICK),
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
+    seen = len(cluster.restarts.log)
+    with watched(cluster) as watch:
+        first = subprocess.run(
+            cluster.roll_command(state, "h1", "--hold", "kafka-1,kafka-2", *within, *QUICK),
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
     assert first.returncode == 0, first.stderr
+    # the control server's own log: kafka-0 alone
+    assert [r.node_id for r in cluster.restarts.log[seen:]] == [0]
+    watch.assert_safe()
     assert [e["node"] for e in of(state, "h1", "restart")] == ["kafka-0"]
     assert sorted(e["node"] for e in of(state, "h1", "hold")) == ["kafka-1", "kafka-2"]
     assert not of(state, "h1", "gate-closed")
@@ -143,13 +166,17 @@ def test_held_nodes_are_left_for_later_and_a_resume_without_hold_takes_them(
     before = cluster.restarts.of(1), cluster.restarts.of(2)
 
     without_id = cluster.roll_command(state, "h1")[:-2]  # --roll-id h1 is the resume's
-    resumed = subprocess.run(
-        [*without_id, "--resume", "h1", "--hold", "kafka-2", *QUICK],
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
+    seen = len(cluster.restarts.log)
+    with watched(cluster) as watch:
+        resumed = subprocess.run(
+            [*without_id, "--resume", "h1", "--hold", "kafka-2", *QUICK],
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
     assert resumed.returncode == 0, resumed.stderr
+    assert [r.node_id for r in cluster.restarts.log[seen:]] == [1]
+    watch.assert_safe()
     assert [e["node"] for e in of(state, "h1", "restart")] == ["kafka-0", "kafka-1"]
     assert (cluster.restarts.of(1), cluster.restarts.of(2)) == (before[0] + 1, before[1])
     journal = json.loads((state / "roll-h1.json").read_text())
@@ -189,18 +216,24 @@ def test_a_roll_outside_its_window_restarts_nothing_until_it_opens(
     # --safety-wait 3s: were the window's wait budgeted as a health gate's, it would fail there
     flags = ["--only", "kafka-2", "--window", given, "--safety-wait", "3s", *QUICK]
     command = cluster.roll_command(state, "w1", *flags)
-    roll = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    try:
-        held = wait_until(lambda: of(state, "w1", "gate-closed"), 30, what="held by its window")
-        assert datetime.now(UTC) < opening, "the roll took too long to start for this test"
-        assert not of(state, "w1", "restart") and cluster.restarts.of(2) == before
-        _, err = roll.communicate(timeout=240)
-    finally:
-        if roll.poll() is None:
-            roll.kill()
-            roll.communicate()
+    with watched(cluster) as watch:
+        roll = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        try:
+            held = wait_until(lambda: of(state, "w1", "gate-closed"), 30, what="held by its window")
+            # the scenario: the roll running, held, before its window opens
+            assert datetime.now(UTC) < opening, "the roll took too long to start for this test"
+            assert roll.poll() is None and cluster.restarts.of(2) == before
+            _, err = roll.communicate(timeout=240)
+        finally:
+            if roll.poll() is None:
+                roll.kill()
+                roll.communicate()
     assert roll.returncode == 0, err
     assert cluster.restarts.of(2) == before + 1
+    # the control server's own clock: its one restart at or after the opening
+    assert cluster.restarts.log[-1].node_id == 2
+    assert cluster.restarts.log[-1].wall >= opening.timestamp(), cluster.restarts.log[-1]
+    watch.assert_safe()
     (closed,) = held  # held once, by the window, saying when it opens; then open
     assert (closed["gate"], closed["name"], closed["opensAt"]) == ("window", given,
                                                                    opening.isoformat())  # fmt: skip

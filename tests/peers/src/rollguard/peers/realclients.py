@@ -1,18 +1,35 @@
 """Real Kafka clients that watch a roll from outside: an ISR sampler and a canary.
 
+They are the tests' own eyes, never the product's: a safety claim about a roll on a real
+cluster (never below min ISR, the quorum always led, nothing acknowledged lost) is judged by
+them, and missing data is a failure, never a pass.
+
 `IsrSampler` asks the Admin API for every partition's ISR (internal topics included) every
 200 ms, independently of the roller, and keeps the worst it saw: a partition whose ISR went
-below its min ISR, or that had no leader. `Canary` is what a roll costs clients: a producer
-(acks=all, idempotent) sending a small record every 20 ms and a consumer reading them back;
-it counts failed sends, keeps every send's latency, and the consumer's longest gap.
+below its min ISR, or that had no leader; with `quorum`, DescribeQuorum too (an answer without a
+leader counts). A sample is the first answer of a round: an attempt that fails (the broker the
+client asked is the one restarting) is tried again at once, on whichever broker the client
+picks; a round with no answer within `round_limit` is an error, with its time and cause. Its
+coverage is measured: `longest_gap` is the longest time without a successful sample, from the
+start of the watch to its end.
+
+`Canary` is what a roll costs clients: a producer (acks=all, idempotent, a bounded delivery
+timeout of 10 s) sending a numbered record every 20 ms and a consumer reading them back from
+every partition of its topic (assigned, not a group: no rebalance of its own). Every send is
+acknowledged or counted failed; once the watch ends, the consumer must read every acknowledged
+number (`lost` is what it never read: acknowledged, then lost); send latencies (max, p99,
+median) and the consumer's longest gap are reported.
 """
 
 from __future__ import annotations
 
 import contextlib
+import itertools
 import statistics
 import threading
 import time
+import uuid
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -26,6 +43,55 @@ class IsrLow:
     at: float
 
 
+@dataclass(frozen=True)
+class SamplerError:
+    at: float  # monotonic
+    what: str  # "isr" or "quorum"
+    cause: str
+
+
+def _within(at: float, windows: Iterable[tuple[float, float]]) -> bool:
+    return any(start <= at <= end for start, end in windows)
+
+
+class _Rounds:
+    """Successful samples and failed rounds of one kind of question."""
+
+    def __init__(self, what: str) -> None:
+        self.what = what
+        self.times: list[float] = []
+        self.errors: list[SamplerError] = []
+        self.retried = 0  # failed attempts answered within their round
+
+    def ask(self, question: Callable[[], Any], limit: float) -> Any | None:
+        """One round: `question` asked until it answers, for up to `limit` seconds."""
+        deadline = time.monotonic() + limit
+        while True:
+            try:
+                answer = question()
+            except Exception as error:  # every failure is recorded
+                if time.monotonic() >= deadline:
+                    self.errors.append(SamplerError(time.monotonic(), self.what, repr(error)[:300]))
+                    return None
+                self.retried += 1
+                time.sleep(0.05)
+                continue
+            self.times.append(time.monotonic())
+            return answer
+
+    def longest_gap(
+        self, began: float, ended: float, excused: Iterable[tuple[float, float]] = ()
+    ) -> float:
+        """The longest stretch without an answer, leaving out the `excused` windows."""
+        windows = list(excused)
+        moments = sorted({began, *self.times, ended, *(t for w in windows for t in w)})
+        moments = [t for t in moments if began <= t <= ended]
+        return max(
+            (b - a for a, b in itertools.pairwise(moments) if not _within((a + b) / 2, windows)),
+            default=0.0,
+        )
+
+
 class IsrSampler:
     """A thread describing every topic's partitions; `lows`: ISR below min ISR, or no leader."""
 
@@ -36,57 +102,118 @@ class IsrSampler:
         *,
         interval: float = 0.2,
         quorum: bool = False,
+        round_limit: float = 2.0,
     ) -> None:
         self.bootstrap = bootstrap
         self.quorum = quorum  # also ask DescribeQuorum: `leaderless` counts answers without one
         self.leaderless = 0
-        self.quorum_samples = 0
         self.min_isr = min_isr  # per topic; topics not named use "*"
         self.interval = interval
+        self.round_limit = round_limit
         self.lows: list[IsrLow] = []
-        self.samples = 0
-        self.errors = 0
+        self._isr = _Rounds("isr")
+        self._quorum = _Rounds("quorum")
+        self.began = self.ended = 0.0
         self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, daemon=True)
+        # One thread and one client for each question: a slow DescribeQuorum (forwarded to the
+        # active controller) never delays the ISR samples.
+        self._threads = [threading.Thread(target=self._run, args=(self._isr,), daemon=True)]
+        if quorum:
+            self._threads.append(
+                threading.Thread(target=self._run, args=(self._quorum,), daemon=True)
+            )
 
-    def _run(self) -> None:
+    @property
+    def samples(self) -> int:
+        return len(self._isr.times)
+
+    @property
+    def quorum_samples(self) -> int:
+        return len(self._quorum.times)
+
+    @property
+    def quorum_times(self) -> list[float]:
+        """When DescribeQuorum answered (monotonic)."""
+        return list(self._quorum.times)
+
+    @property
+    def errors(self) -> list[SamplerError]:
+        """Every round that got no answer, ISR and quorum, in time order."""
+        return sorted(self._isr.errors + self._quorum.errors, key=lambda e: e.at)
+
+    @property
+    def retried(self) -> int:
+        return self._isr.retried + self._quorum.retried
+
+    def longest_gap(self, excused: Iterable[tuple[float, float]] = ()) -> float:
+        """The longest time without an ISR sample (and a quorum one, with `quorum`), from the
+        start of the watch to its end, outside the `excused` windows: how long it was blind."""
+        ended = self.ended or time.monotonic()
+        windows = list(excused)
+        gaps = [self._isr.longest_gap(self.began, ended, windows)]
+        if self.quorum:
+            gaps.append(self._quorum.longest_gap(self.began, ended, windows))
+        return max(gaps)
+
+    def unexpected_errors(self, expected: Iterable[tuple[float, float]] = ()) -> list[SamplerError]:
+        """The errors outside the `expected` windows (monotonic start, end): the moments the
+        cluster was meant to be unreachable."""
+        windows = list(expected)
+        return [e for e in self.errors if not _within(e.at, windows)]
+
+    def assert_watched(
+        self, *, max_gap: float = 2.0, expected: Iterable[tuple[float, float]] = ()
+    ) -> None:
+        """The watch covered the whole roll: no error, no blind stretch longer than `max_gap`,
+        no partition below its min ISR nor leaderless, no quorum without a leader, but in the
+        `expected` windows (monotonic start, end), when the cluster was meant to be
+        unreachable (its only controller restarting). Missing data fails."""
+        windows = list(expected)
+        assert self.samples > 0, "the ISR sampler never got an answer"
+        assert self.unexpected_errors(windows) == [], self.unexpected_errors(windows)[:5]
+        gap = self.longest_gap(windows)
+        assert gap <= max_gap, f"blind for {gap:.1f} s"
+        lows = [low for low in self.lows if not _within(low.at, windows)]
+        assert lows == [], lows[:5]
+        if self.quorum:
+            assert self.quorum_samples > 0 and self.leaderless == 0, self.leaderless
+
+    def _run(self, rounds: _Rounds) -> None:
         from kafka import KafkaAdminClient
 
         admin = KafkaAdminClient(
-            bootstrap_servers=self.bootstrap, request_timeout_ms=3000, client_id="isr-sampler"
+            bootstrap_servers=self.bootstrap,
+            request_timeout_ms=int(self.round_limit * 1000 * 0.75),
+            client_id=f"{rounds.what}-sampler",
+        )
+        question, check = (
+            (admin.describe_topics, self._check)
+            if rounds is self._isr
+            else (admin.describe_metadata_quorum, self._check_quorum)
         )
         try:
             while not self._stop.is_set():
-                try:
-                    topics = admin.describe_topics()
-                except Exception:
-                    self.errors += 1
-                    self._stop.wait(self.interval)
-                    continue
-                if self.quorum:
-                    self._sample_quorum(admin)
-                now = time.monotonic()
-                self.samples += 1
-                for topic in topics:
-                    name = topic["name"]
-                    wanted = self.min_isr.get(name, self.min_isr.get("*", 1))
-                    for p in topic["partitions"]:
-                        # Kafka keeps the last ISR member listed while it is offline
-                        offline = set(p.get("offline_replicas") or ())
-                        isr = tuple(r for r in p["isr_nodes"] if r not in offline)
-                        leader = p.get("leader_id")
-                        if len(isr) < wanted or leader is None or leader < 0:
-                            self.lows.append(IsrLow(name, p["partition_index"], isr, wanted, now))
+                answer = rounds.ask(question, self.round_limit)
+                if answer is not None:
+                    check(answer)
                 self._stop.wait(self.interval)
         finally:
             admin.close()
 
-    def _sample_quorum(self, admin: Any) -> None:
-        try:
-            quorum = admin.describe_metadata_quorum()
-        except Exception:  # the node asked is restarting: not an answer
-            return
-        self.quorum_samples += 1
+    def _check(self, topics: list[dict[str, Any]]) -> None:
+        now = time.monotonic()
+        for topic in topics:
+            name = topic["name"]
+            wanted = self.min_isr.get(name, self.min_isr.get("*", 1))
+            for p in topic["partitions"]:
+                # Kafka keeps the last ISR member listed while it is offline
+                offline = set(p.get("offline_replicas") or ())
+                isr = tuple(r for r in p["isr_nodes"] if r not in offline)
+                leader = p.get("leader_id")
+                if len(isr) < wanted or leader is None or leader < 0:
+                    self.lows.append(IsrLow(name, p["partition_index"], isr, wanted, now))
+
+    def _check_quorum(self, quorum: Any) -> None:
         try:
             leader = quorum["topics"][0]["partitions"][0]["leader_id"]
         except (KeyError, IndexError, TypeError):
@@ -95,12 +222,16 @@ class IsrSampler:
             self.leaderless += 1
 
     def __enter__(self) -> IsrSampler:
-        self._thread.start()
+        self.began = time.monotonic()
+        for thread in self._threads:
+            thread.start()
         return self
 
     def __exit__(self, *exc: object) -> None:
+        self.ended = time.monotonic()
         self._stop.set()
-        self._thread.join(10)
+        for thread in self._threads:
+            thread.join(10)
 
 
 @dataclass
@@ -112,16 +243,38 @@ class CanaryReport:
     median_ms: float
     longest_gap_s: float
     errors: list[str] = field(default_factory=list)
+    acknowledged: int = 0
+    unanswered: int = 0  # neither acknowledged nor failed when the canary stopped
+    lost: list[int] = field(default_factory=list)  # acknowledged, never read back
+    max_ms: float = 0.0
 
     def row(self) -> dict[str, Any]:
         return {
             "sent": self.sent,
             "failed": self.failed,
             "received": self.received,
+            "lost": len(self.lost),
+            "maxSendMs": round(self.max_ms, 1),
             "p99SendMs": round(self.p99_ms, 1),
             "medianSendMs": round(self.median_ms, 1),
             "longestConsumerGapS": round(self.longest_gap_s, 2),
         }
+
+    def assert_no_harm(self, *, max_send_s: float = 10.0, max_gap_s: float = 15.0) -> None:
+        """Every send acknowledged, every acknowledged record read back, latency and the
+        consumer's longest gap within bounds. Too little traffic is missing data: a failure."""
+        assert self.sent > 100, self
+        assert self.failed == 0 and self.unanswered == 0, self
+        assert self.acknowledged == self.sent, self
+        assert self.lost == [], f"acknowledged, never read back: {self.lost[:10]}"
+        assert self.max_ms <= max_send_s * 1000, self
+        assert self.longest_gap_s <= max_gap_s, self
+
+
+# A bounded delivery timeout (it must cover linger + request timeout): a send that cannot be
+# acknowledged within it fails, where the producer's default of 2 minutes would hide a
+# min-ISR breach shorter than that behind latency.
+DELIVERY_TIMEOUT_MS = 10_000
 
 
 class Canary:
@@ -131,20 +284,23 @@ class Canary:
         self.bootstrap = bootstrap
         self.topic = topic
         self.every = every
+        self.run = uuid.uuid4().hex[:12].encode()  # this canary's records, among earlier ones
         self.latencies: list[float] = []
+        self.acked: set[int] = set()
         self.failed = 0
         self.sent = 0
+        self.seen: set[int] = set()
         self.received = 0
         self.longest_gap = 0.0
+        self._last: float | None = None  # when the consumer last read one of ours
         self.errors: list[str] = []
         self.consumer_errors: list[str] = []
         self._lock = threading.Lock()
-        self._stop = threading.Event()
+        self._stop_producing = threading.Event()
+        self._stop_consuming = threading.Event()
         self._consumer_ready = threading.Event()
-        self._threads = [
-            threading.Thread(target=self._produce, daemon=True),
-            threading.Thread(target=self._consume, daemon=True),
-        ]
+        self._producer = threading.Thread(target=self._produce, daemon=True)
+        self._consumer = threading.Thread(target=self._consume, daemon=True)
 
     def _produce(self) -> None:
         from kafka import KafkaProducer
@@ -154,18 +310,21 @@ class Canary:
             acks="all",
             enable_idempotence=True,
             linger_ms=0,
-            delivery_timeout_ms=120000,
-            request_timeout_ms=30000,
+            delivery_timeout_ms=DELIVERY_TIMEOUT_MS,
+            request_timeout_ms=5000,
+            max_block_ms=DELIVERY_TIMEOUT_MS,
             client_id="canary-producer",
         )
-        self._consumer_ready.wait(30)
+        self._consumer_ready.wait(60)
         try:
-            while not self._stop.is_set():
+            while not self._stop_producing.is_set():
+                number = self.sent
                 started = time.monotonic()
 
-                def done(_: object, started: float = started) -> None:
+                def done(_: object, number: int = number, started: float = started) -> None:
                     with self._lock:
                         self.latencies.append(time.monotonic() - started)
+                        self.acked.add(number)
 
                 def failed(error: BaseException) -> None:
                     with self._lock:
@@ -173,74 +332,115 @@ class Canary:
                         if len(self.errors) < 10:
                             self.errors.append(repr(error))
 
-                future = producer.send(self.topic, b"canary %d" % self.sent)
-                future.add_callback(done)
-                future.add_errback(failed)
                 self.sent += 1
-                self._stop.wait(self.every)
-            producer.flush(60)
+                try:
+                    future = producer.send(self.topic, self.run + b" %d" % number)
+                except Exception as error:  # no metadata within max_block_ms
+                    failed(error)
+                else:
+                    future.add_callback(done)
+                    future.add_errback(failed)
+                self._stop_producing.wait(self.every)
+            producer.flush(DELIVERY_TIMEOUT_MS / 1000 + 5)
         finally:
             producer.close(10)
 
     def _consume(self) -> None:
-        """Count what arrives and the longest gap; a consumer that raises out of poll() (when
-        no broker answers, in a cluster-wide outage) is replaced, and the gap goes on."""
-        from kafka import KafkaConsumer
+        """Read every partition from where it ended when the canary started; a consumer that
+        raises out of poll() (no broker answers) is replaced and goes on from where the last
+        one was."""
+        from kafka import KafkaConsumer, TopicPartition
 
-        last: float | None = None
-        while not self._stop.is_set():
+        positions: dict[Any, int] = {}
+        while not self._stop_consuming.is_set():
             try:
                 consumer = KafkaConsumer(
-                    self.topic,
                     bootstrap_servers=self.bootstrap,
-                    group_id="canary",
-                    auto_offset_reset="latest",
+                    group_id=None,
+                    enable_auto_commit=False,
                     client_id="canary-consumer",
                 )
-            except Exception as error:  # no broker answers: try again in a second
+                parts = consumer.partitions_for_topic(self.topic) or set()
+                if not parts:
+                    raise RuntimeError(f"no partitions for {self.topic} yet")
+                assigned = [TopicPartition(self.topic, p) for p in sorted(parts)]
+                consumer.assign(assigned)
+                if positions:
+                    for tp in assigned:
+                        consumer.seek(tp, positions[tp])
+                else:
+                    consumer.seek_to_end(*assigned)
+                    positions = {tp: consumer.position(tp) for tp in assigned}
+            except Exception as error:  # no broker answers: try again
                 self.consumer_errors.append(repr(error)[:200])
-                self._stop.wait(1)
+                self._stop_consuming.wait(1)
                 continue
+            self._consumer_ready.set()
             try:
-                while not self._stop.is_set():
+                while not self._stop_consuming.is_set():
                     batches = consumer.poll(timeout_ms=200)
-                    if consumer.assignment() and not self._consumer_ready.is_set():
-                        self._consumer_ready.set()
-                    count = sum(len(records) for records in batches.values())
                     now = time.monotonic()
+                    count = 0
+                    for tp, records in batches.items():
+                        for record in records:
+                            run, _, number = (record.value or b"").partition(b" ")
+                            if run == self.run:
+                                self.seen.add(int(number))
+                                count += 1
+                            positions[tp] = record.offset + 1
                     if count:
-                        if last is not None:
-                            self.longest_gap = max(self.longest_gap, now - last)
-                        last = now
+                        with self._lock:
+                            if self._last is not None and not self._stop_producing.is_set():
+                                self.longest_gap = max(self.longest_gap, now - self._last)
+                            self._last = now
                         self.received += count
             except Exception as error:  # the cluster went away under it
                 self.consumer_errors.append(repr(error)[:200])
             finally:
                 with contextlib.suppress(Exception):
                     consumer.close()
-        if last is not None:  # a gap still open when the canary stops counts too
-            self.longest_gap = max(self.longest_gap, time.monotonic() - last)
+
+    def lost(self) -> list[int]:
+        with self._lock:
+            return sorted(self.acked - self.seen)
 
     def report(self) -> CanaryReport:
-        latencies = sorted(self.latencies) or [0.0]
+        with self._lock:
+            latencies = sorted(self.latencies) or [0.0]
+            acked, failed = len(self.acked), self.failed
         p99 = latencies[min(len(latencies) - 1, int(len(latencies) * 0.99))]
         return CanaryReport(
             self.sent,
-            self.failed,
+            failed,
             self.received,
             p99 * 1000,
             statistics.median(latencies) * 1000,
             self.longest_gap,
             list(self.errors),
+            acknowledged=acked,
+            unanswered=self.sent - acked - failed,
+            lost=self.lost(),
+            max_ms=latencies[-1] * 1000,
         )
 
     def __enter__(self) -> Canary:
-        for thread in self._threads:
-            thread.start()
-        self._consumer_ready.wait(30)
+        self._consumer.start()
+        if not self._consumer_ready.wait(60):
+            self._stop_consuming.set()
+            raise AssertionError(f"the canary's consumer could not read {self.topic}")
+        self._producer.start()
         return self
 
     def __exit__(self, *exc: object) -> None:
-        self._stop.set()
-        for thread in self._threads:
-            thread.join(90)
+        """Stop sending, wait for every answer (the delivery timeout bounds it), then until
+        the consumer has read every acknowledged record, for up to 30 s more."""
+        self._stop_producing.set()
+        with self._lock:  # a gap still open when the sending stops counts too
+            if self._last is not None:
+                self.longest_gap = max(self.longest_gap, time.monotonic() - self._last)
+        self._producer.join(DELIVERY_TIMEOUT_MS / 1000 + 20)
+        deadline = time.monotonic() + 30
+        while self.lost() and time.monotonic() < deadline:
+            time.sleep(0.1)
+        self._stop_consuming.set()
+        self._consumer.join(30)

@@ -35,6 +35,7 @@ class Restart:
     node_id: int
     kind: str  # "recover" (into a full log recovery) or "clean"
     at: float  # monotonic seconds, when it was asked
+    wall: float  # the same moment on the wall clock (time.time())
     # Every node's phase at that moment, from its own log (`KafkaNode.phase`): down,
     # starting, loading (loading or recovering its logs), started.
     phases: dict[int, str] = field(default_factory=dict)
@@ -51,6 +52,10 @@ class Restarts:
 
     def of(self, node_id: int) -> int:
         return sum(1 for r in self.log if r.node_id == node_id)
+
+    def between(self, start: float, end: float) -> list[Restart]:
+        """The restarts asked between two monotonic moments."""
+        return [r for r in self.log if start <= r.at <= end]
 
     def while_loading(self) -> list[str]:
         """Each restart asked while a node (itself or another) was loading or recovering its
@@ -132,11 +137,11 @@ class RealCluster:
         with self._lock:
             node = self.kafka.nodes[node_id]
             phases = {n: other.phase() for n, other in self.kafka.nodes.items()}
-            at = time.monotonic()
+            at, wall = time.monotonic(), time.time()
             recover = node_id in self.restarts.recover_next
             hold, registering = self.restarts.recover_next.pop(node_id, (0.0, 0.0))
             kind = "recover" if recover else "clean"
-            self.restarts.log.append(Restart(node_id, kind, at, phases))
+            self.restarts.log.append(Restart(node_id, kind, at, wall, phases))
             node.restart(recover=recover, hold=hold, registering=registering)
 
     def _handler(self) -> type[BaseHTTPRequestHandler]:

@@ -24,6 +24,7 @@ from __future__ import annotations
 import re
 import socket
 import threading
+import time
 import urllib.error
 import urllib.request
 from collections.abc import Mapping
@@ -58,6 +59,7 @@ class KafkaPods:
         self.agents: dict[str, Agent] = {}
         self.recover_next: set[int] = set()
         self.log: list[tuple[str, str]] = []  # (pod, what happened), in order
+        self.started: list[tuple[str, float]] = []  # (pod, monotonic) of each node's start
         self._lock = threading.Lock()
         folder.mkdir(parents=True, exist_ok=True)
         ca = load_ca(pki.ca, ca_key)
@@ -105,6 +107,7 @@ class KafkaPods:
             if recover:
                 node.prepare_recovery()
             node.start(throttle_loading=recover)
+            self.started.append((pod, time.monotonic()))
             self.log.append((pod, "start into recovery" if recover else "start"))
 
     def stop(self, pod: str) -> None:
@@ -135,15 +138,26 @@ class KafkaPods:
             return False
 
     def seen(self, pod: str) -> Mapping[str, Any]:
-        """The agent's own gauges (its /metrics), and whether the JVM runs."""
-        seen: dict[str, Any] = {"running": self.node(pod).running()}
+        """What the test sees, not the agent: whether the pod's JVM runs, and every node's
+        phase from its own log (`KafkaNode.phase`: `loading` while it loads or recovers its
+        logs), as `phases` {node id: phase}."""
+        return {
+            "running": self.node(pod).running(),
+            "phases": {n: node.phase() for n, node in self.kafka.nodes.items()},
+        }
+
+    def agent_gauges(self, pod: str) -> Mapping[str, float]:
+        """The pod's agent's own gauges (its /metrics), for a test's preconditions: that the
+        agent does report what the roller must see. Never evidence of the roller's safety."""
         agent = self.agents.get(pod)
-        if agent is not None:
-            with urllib.request.urlopen(agent.probe + "/metrics", timeout=2) as answer:
-                text = answer.read().decode()
-            for name, value in METRIC.findall(text):
-                seen[name.removeprefix("rollguard_agent_")] = float(value)
-        return seen
+        if agent is None:
+            return {}
+        with urllib.request.urlopen(agent.probe + "/metrics", timeout=2) as answer:
+            text = answer.read().decode()
+        return {
+            name.removeprefix("rollguard_agent_"): float(value)
+            for name, value in METRIC.findall(text)
+        }
 
     # ---- what a test does to a pod's containers
 
