@@ -27,16 +27,22 @@ build/kafka-connect/$(CONNECT_VERSION)/.resolved: | build/kafka/$(KAFKA_OLDEST)/
 # real-Kafka and real-Connect files go first (tests/conftest.py; xdist would
 # otherwise start the files with the most tests first). Tests marked
 # `alone` measure timings and run afterwards, with nothing beside them (only their files are
-# collected again). The real Kubernetes control plane's binaries are built first (`make kube`:
-# a second when its cache is warm, 15-40 minutes the first time), and Chromium installed (`make
-# chromium`). ROLLGUARD_REQUIRE_ALL_TIERS=1: a real tier that cannot run fails the run, and so
-# does any skip that is not environment-only (tests/helpers.py, ENVIRONMENT_ONLY).
-# The venv, the test broker and the Kafka and Connect jars do not depend on each other: made side
-# by side, then the lint, then the tests.
+# collected again). The real Kubernetes control plane's binaries (`make kube`: a second when its
+# cache is warm, 15-40 minutes the first time) are built in the background from the start
+# (scripts/kube-build --detach): everything else runs meanwhile, and the tests on the control
+# plane run last and wait for it (ROLLGUARD_KUBE_BUILD, set only while that build runs).
+# Chromium is installed (`make chromium`). ROLLGUARD_REQUIRE_ALL_TIERS=1: a real tier that cannot
+# run fails the run, and so does any skip that is not environment-only (tests/helpers.py,
+# ENVIRONMENT_ONLY). The venv, the test broker and the Kafka and Connect jars do not depend on
+# each other: made side by side, then the lint, then the tests.
+KUBE_STATUS := build/kube-build.status
 test:
-	@$(MAKE) --no-print-directory -j4 $(INSTALLED) $(BROKER) $(KAFKA) kube prometheus chromium
+	@ROLLGUARD_KUBE_CACHE=$(KUBE_CACHE) $(PYTHON) scripts/kube-build --detach $(KUBE_STATUS)
+	@$(MAKE) --no-print-directory -j4 $(INSTALLED) $(BROKER) $(KAFKA) prometheus chromium
 	@$(MAKE) --no-print-directory lint
-	ROLLGUARD_REQUIRE_ALL_TIERS=1 ROLLGUARD_KUBE_CACHE=$(KUBE_CACHE) ROLLGUARD_PROMETHEUS_CACHE=$(PROMETHEUS_CACHE) $(BIN)/pytest -n 4 --dist loadfile --no-loadscope-reorder -m "not alone" --durations=25
+	ROLLGUARD_REQUIRE_ALL_TIERS=1 ROLLGUARD_KUBE_CACHE=$(KUBE_CACHE) ROLLGUARD_PROMETHEUS_CACHE=$(PROMETHEUS_CACHE) \
+		env $$(test "$$(cat $(KUBE_STATUS) 2>/dev/null)" = 0 || echo ROLLGUARD_KUBE_BUILD=$(CURDIR)/$(KUBE_STATUS)) \
+		$(BIN)/pytest -n 4 --dist loadfile --no-loadscope-reorder -m "not alone" --durations=25
 	ROLLGUARD_REQUIRE_ALL_TIERS=1 $(BIN)/pytest -m alone $$(grep -l 'pytest.mark.alone' tests/test_*.py)
 
 demo: $(INSTALLED) $(BROKER) build/kafka/$(KAFKA_NEWEST)/.resolved

@@ -13,6 +13,7 @@ import trustme
 from kafka.net.inet import KafkaNetSocket
 
 from rollguard.peers.realkube import NEWEST, Binaries, ControlPlane, KubeBinariesMissing
+from rollguard.peers.realkube_binaries import BUILD_STATUS, wait_for_build
 
 from helpers import ENVIRONMENT_ONLY, Pki, build_broker, make_pki, missing_tier, require_all_tiers
 
@@ -35,17 +36,32 @@ LONG = ("test_report_job", "test_roll_end_to_end", "test_roll_properties", "test
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     """The real-Kafka and real-Connect modules first. They are the longest files (a KRaft
     cluster each, minutes of restarts that mostly wait), so they start at once beside the quick
-    files, rather than last with the other workers idle; then the other long ones (`LONG`)."""
+    files, rather than last with the other workers idle; then the other long ones (`LONG`).
+    While the control plane is still being built in the background (`make test` on a fresh
+    machine: `BUILD_STATUS` set), the tests on it go last instead, and wait for it."""
+    for item in items:
+        if "kube" in getattr(item, "fixturenames", ()):
+            item.add_marker(pytest.mark.kube)  # on the real control plane: `make test-kube`
+    building = bool(os.environ.get(BUILD_STATUS))
 
     def rank(item: pytest.Item) -> int:
+        if building and item.get_closest_marker("kube"):
+            return 3
         if item.nodeid.startswith(("tests/test_real_", "tests/test_kube_roll")):
             return 0
         return 1 if any(item.nodeid.startswith(f"tests/{name}") for name in LONG) else 2
 
     items.sort(key=rank)
-    for item in items:
-        if "kube" in getattr(item, "fixturenames", ()):
-            item.add_marker(pytest.mark.kube)  # on the real control plane: `make test-kube`
+
+
+@pytest.hookimpl(hookwrapper=True, tryfirst=True)
+def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> Iterator[None]:
+    """A test on the real control plane waits here for its background build, outside the test's
+    own timeout (pytest-timeout's clock starts inside this wrapper); how it ended is the `kube`
+    fixture's to say (`Binaries.find`)."""
+    if item.get_closest_marker("kube"):
+        wait_for_build()
+    yield
 
 
 @pytest.fixture(scope="session")

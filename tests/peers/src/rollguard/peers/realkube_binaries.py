@@ -9,6 +9,7 @@ tests/kube/versions.env, and the cache `make kube` (scripts/kube-build) builds t
 from __future__ import annotations
 
 import os
+import time
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -40,6 +41,38 @@ class KubeBinariesMissing(RuntimeError):
     """A control-plane binary is not in the cache (`make kube` builds it)."""
 
 
+# The status file of a build `make test` runs in the background (`scripts/kube-build --detach`):
+# absent while it runs, then its exit code. Set only while that build runs.
+BUILD_STATUS = "ROLLGUARD_KUBE_BUILD"
+
+
+def wait_for_build(timeout: float = 3600.0, poll: float = 2.0) -> None:
+    """Until the background build, if there is one, has ended (`make test` runs the other tests
+    meanwhile and the Kubernetes ones last); its outcome is `build_failure`'s to say."""
+    path = os.environ.get(BUILD_STATUS)
+    if not path:
+        return
+    deadline = time.monotonic() + timeout
+    while not Path(path).exists() and time.monotonic() < deadline:
+        time.sleep(poll)
+
+
+def build_failure() -> str | None:
+    """Why the background build gave no control plane (its exit code and its log's last
+    line), or None: no background build, or one that ended well."""
+    path = os.environ.get(BUILD_STATUS)
+    if not path:
+        return None
+    status, log = Path(path), Path(path + ".log")
+    if not status.exists():
+        return f"the control plane's background build has not ended (log: {log})"
+    code = status.read_text().strip()
+    if code == "0":
+        return None
+    lines = [line for line in log.read_text(errors="replace").splitlines() if line.strip()]
+    return f"the control plane's build failed (exit {code}; log: {log}): {(lines or ['-'])[-1]}"
+
+
 @dataclass(frozen=True)
 class Binaries:
     apiserver: Path
@@ -60,6 +93,9 @@ class Binaries:
             etcd=root / f"etcd-{ETCD}" / "etcd",
             kwok=root / f"kwok-{KWOK}" / "kwok",
         )
+        failed = build_failure()
+        if failed is not None:
+            raise KubeBinariesMissing(failed)
         for path in (found.apiserver, found.controller_manager, found.scheduler):
             if not os.access(path, os.X_OK):
                 raise KubeBinariesMissing(
