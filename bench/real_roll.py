@@ -225,7 +225,7 @@ def watched(kafka: KafkaCluster, body: Callable[[], dict[str, Any]]) -> dict[str
     load = os.getloadavg()[0]
     with (
         IsrSampler(kafka.bootstrap, {"*": 2}) as isr,
-        Canary(kafka.bootstrap, "canary") as canary,
+        Canary(kafka.bootstrap, "canary", every=0.02) as canary,
     ):
         started = time.monotonic()
         outcome = body()

@@ -211,7 +211,8 @@ def test_a_roll_outside_its_window_restarts_nothing_until_it_opens(
 ) -> None:
     state = tmp_path / "state"
     before = cluster.restarts.of(2)
-    opening = datetime.now(UTC).replace(microsecond=0) + timedelta(seconds=8)
+    # far enough for a roll started under load to be held first for longer than --safety-wait
+    opening = datetime.now(UTC).replace(microsecond=0) + timedelta(seconds=15)
     given = window(opening)
     # --safety-wait 3s: were the window's wait budgeted as a health gate's, it would fail there
     flags = ["--only", "kafka-2", "--window", given, "--safety-wait", "3s", *QUICK]

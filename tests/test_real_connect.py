@@ -129,7 +129,7 @@ def wait_logged(count: Callable[[], int], wanted: int, what: str) -> None:
     """Until the worker's log counts exactly `wanted` (`count()`): what the worker itself says it
     did, beside what rollguard says."""
     try:
-        wait_until(lambda: count() == wanted, LOGGED_WITHIN, 0.05, f"the worker's log: {what}")
+        wait_until(lambda: count() == wanted, LOGGED_WITHIN, 0.2, f"the worker's log: {what}")
     except AssertionError as exc:
         raise AssertionError(f"{exc}; it counts {count()}, not {wanted}") from None
 

@@ -131,6 +131,7 @@ def test_restarts_forced_ones_and_deferrals_are_counted_once_a_change() -> None:
         frozenset({("reason", "quorum")}): 1,
         frozenset({("reason", "admin-api")}): 0,
         frozenset({("reason", "gate")}): 0,
+        frozenset({("reason", "recovering-peer")}): 0,
         frozenset({("reason", "other")}): 2,  # never a label value the roller does not know
     }
 

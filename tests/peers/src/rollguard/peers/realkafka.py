@@ -60,6 +60,8 @@ HOLD_CPU = 0.01
 STARTED = re.compile(r"\[KafkaRaftServer nodeId=(\d+)\] Kafka Server started")
 LOADING = re.compile(r"Loading logs from log dirs|Recovering \d+ logs from")
 LOADED = re.compile(r"Loaded \d+ logs in \d+ms")
+RUNNING = re.compile(r"Transitioning from \w+ to RUNNING")  # BrokerLifecycleManager
+STAMP = re.compile(r"^\[(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d),(\d{3})\]", re.M)
 
 # Kafka's defaults (election 1 s, quorum fetch 2 s, broker session 9 s, heartbeat 2 s) fence
 # nodes spuriously when a dozen JVMs share 2 cores: relaxed, and written down, as an operator
@@ -376,6 +378,18 @@ class KafkaNode:
                 return "loading"
             return "started" if STARTED.search(text) else "starting"
         return "starting"
+
+    def moments(self, pattern: re.Pattern[str]) -> list[float]:
+        """When this start's log lines matching `pattern` were written, by their own time stamps
+        (epoch seconds; the log's clock is this machine's local time)."""
+        text = self.log_text()[self._mark :]
+        found = []
+        for line in text.splitlines():
+            stamp = STAMP.match(line)
+            if stamp and pattern.search(line):
+                at = time.mktime(time.strptime(stamp.group(1), "%Y-%m-%dT%H:%M:%S"))
+                found.append(at + int(stamp.group(2)) / 1000)
+        return found
 
     @property
     def loading(self) -> bool:
