@@ -3,9 +3,13 @@
 from __future__ import annotations
 
 import itertools
+import json
 import os
+import resource
 import socket
+import time
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -61,7 +65,19 @@ def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> 
     fixture's to say (`Binaries.find`)."""
     if item.get_closest_marker("kube"):
         wait_for_build()
+    if not os.environ.get("ROLLGUARD_TEST_CPU"):
+        yield
+        return
+    # With ROLLGUARD_TEST_CPU: the CPU seconds of each test file, this process's (its threads')
+    # and its children's once reaped (a module fixture's JVMs count at its teardown, within the
+    # file's last test), and its wall time; written at the end (`pytest_unconfigure`).
+    began, wall = _cpu_now(), time.monotonic()
     yield
+    ended = _cpu_now()
+    row = _CPU.setdefault(item.nodeid.split("::")[0], [0.0, 0.0, 0.0])
+    row[0] += ended[0] - began[0]
+    row[1] += ended[1] - began[1]
+    row[2] += time.monotonic() - wall
 
 
 @pytest.fixture(scope="session")
@@ -100,13 +116,14 @@ def _broker_classes() -> None:
     build_broker()
 
 
-@pytest.fixture(autouse=True)
-def _close_failed_client_sockets(monkeypatch: pytest.MonkeyPatch) -> None:
+@pytest.fixture(scope="session", autouse=True)
+def _close_failed_client_sockets() -> Iterator[None]:
     """Close the socket of a kafka-python connect that fails or is cancelled.
 
     kafka-python 3.0.12 leaks it (KafkaNetSocket.connect never closes it when sock_connect
     raises, e.g. ECONNREFUSED from a stopped broker); the ResourceWarning its garbage
-    collection raises, later and on any thread, would fail an unrelated test.
+    collection raises, later and on any thread, would fail an unrelated test. For the whole
+    session: module fixtures (a roll watched by a sampler and a canary) connect too.
     """
     original = KafkaNetSocket.sock_connect
 
@@ -119,7 +136,9 @@ def _close_failed_client_sockets(monkeypatch: pytest.MonkeyPatch) -> None:
             sock.close()
             raise
 
-    monkeypatch.setattr(KafkaNetSocket, "sock_connect", sock_connect)
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(KafkaNetSocket, "sock_connect", sock_connect)
+        yield
 
 
 @pytest.fixture(scope="session")
@@ -207,3 +226,23 @@ def pytest_terminal_summary(
         )
         for line in unexplained:
             terminalreporter.line(f"  {line}")
+
+
+# ---- what each test file costs in CPU (ROLLGUARD_TEST_CPU=FOLDER: one JSON file per worker) ----
+
+_CPU: dict[str, list[float]] = {}
+
+
+def _cpu_now() -> tuple[float, float]:
+    own = resource.getrusage(resource.RUSAGE_SELF)
+    children = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return own.ru_utime + own.ru_stime, children.ru_utime + children.ru_stime
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    folder = os.environ.get("ROLLGUARD_TEST_CPU")
+    if folder and _CPU:
+        worker = os.environ.get("PYTEST_XDIST_WORKER", "main")
+        path = Path(folder) / f"cpu-{worker}-{os.getpid()}.json"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(json.dumps(_CPU, indent=1))

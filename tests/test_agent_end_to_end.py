@@ -51,8 +51,10 @@ def test_curl_follows_a_broker_through_starting_recovery_and_running(
         Broker(
             "--starting-ms",
             "1500",
+            # long enough for a jmxquery agent under make test's load (a JVM a sample, seconds
+            # each) to read the sum of the segments rise when a thread starts its next log
             "--recovery-ms",
-            "6000",
+            "12000",
             "--dirs",
             "2",
             "--threads",

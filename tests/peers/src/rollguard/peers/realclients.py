@@ -125,6 +125,10 @@ class IsrSampler:
             )
 
     @property
+    def _rounds(self) -> list[_Rounds]:
+        return [self._isr, self._quorum] if self.quorum else [self._isr]
+
+    @property
     def samples(self) -> int:
         return len(self._isr.times)
 
@@ -173,7 +177,9 @@ class IsrSampler:
         assert self.samples > 0, "the ISR sampler never got an answer"
         assert self.unexpected_errors(windows) == [], self.unexpected_errors(windows)[:5]
         gap = self.longest_gap(windows)
-        assert gap <= max_gap, f"blind for {gap:.1f} s"
+        ended = self.ended or time.monotonic()
+        gaps = {r.what: round(r.longest_gap(self.began, ended, windows), 2) for r in self._rounds}
+        assert gap <= max_gap, f"blind for {gap:.1f} s: {gaps}; errors {self.errors[-3:]}"
         lows = [low for low in self.lows if not _within(low.at, windows)]
         assert lows == [], lows[:5]
         if self.quorum:
