@@ -53,7 +53,7 @@ NS = "prod"
 SELECTOR = "strimzi.io/cluster=prod"
 BROKERS, CONTROLLERS = "prod-broker", "prod-controller"
 PODS = ["prod-broker-0", "prod-broker-1", "prod-broker-2", "prod-controller-3"]
-DATA_MB = 60  # per broker (replication 3 on 3 brokers)
+DATA_MB = 20  # per broker (replication 3 on 3 brokers); the recoveries are held, whatever the data
 ROLE = ROOT / "deploy" / "kubernetes" / "roller" / "role.yaml"
 
 
@@ -233,9 +233,8 @@ def rolled(stack: Stack) -> Stack:
     out of date); broker 0 recovers after its restart (not the last one: broker 2 comes after
     it, and must wait), and the API server is stopped for 20 s while the roller waits for that;
     a second roller tries to start meanwhile."""
-    stack.kafka.nodes[0].recovery_cpu = 0.04  # a recovery that outlasts the API's outage
-    stack.pods.recover_on_next_start(0)
-    stack.pods.crash("prod-broker-1")
+    stack.pods.recover_on_next_start(0, hold=45)  # a recovery that outlasts the API's outage
+    stack.pods.crash("prod-broker-1", hold=20)  # still recovering when the roll starts
     stack.bridge.wait(
         lambda: (
             stack.pods.agent_gauges("prod-broker-1").get("remaining_segments_to_recover", 0) > 0

@@ -79,7 +79,7 @@ def test_a_real_recovery_is_reported_in_starting_or_recovery_with_its_logs_count
     node.stop()  # a controlled shutdown: the old JVM serves JMX until it has exited
     restarted = time.monotonic()
     node.prepare_recovery()
-    node.start(throttle_loading=True)
+    node.start(throttle_loading=True, hold=10)
     seen = until_running_again(cluster, 2, before, restarted)
     # once the old JVM is gone, the agent stops serving its sample within a couple of seconds
     first_new = next(s for s in seen if s.status != 200 or s.body.get("brokerStartedAt") != before)

@@ -4,7 +4,7 @@ Topics with replication 3 and min ISR 2 (the internal ones too), placed by Kafka
 racks, so both brokers of one rack can restart together: `--max-batch-size 2` rolls the brokers
 in three batches, never taking a partition below min ISR, after the controller-only nodes one at
 a time with the KRaft quorum led throughout (the test's own observer: the control server's
-restart log, a sampler asking DescribeQuorum and every partition's ISR every 200 ms, a canary).
+restart log, a sampler asking DescribeQuorum and every partition's ISR every 100 ms, a canary).
 """
 
 from __future__ import annotations
@@ -19,6 +19,8 @@ from rollguard.peers.realcluster import RealCluster, real_cluster
 from helpers import Pki
 from real_kafka import events, look, roll, watched
 
+# Three racks: with replication 3 each partition has one replica in each, so both brokers of a
+# rack may restart together (in two racks a partition would have two replicas in one of them).
 RACKS = {0: "a", 1: "a", 2: "b", 3: "b", 4: "c", 5: "c"}
 
 
@@ -26,7 +28,7 @@ RACKS = {0: "a", 1: "a", 2: "b", 3: "b", 4: "c", 5: "c"}
 def cluster(pki: Pki, tmp_path_factory: pytest.TempPathFactory) -> Iterator[RealCluster]:
     folder = tmp_path_factory.mktemp("real-kafka-controllers")
     with real_cluster(
-        folder, pki, data_mb=30, brokers=6, controllers=3, racks=RACKS, heap="256m"
+        folder, pki, data_mb=10, brokers=6, controllers=3, racks=RACKS, heap="256m"
     ) as real:
         yield real
 

@@ -25,7 +25,7 @@ from real_kafka import assert_one_stretch_of_recovering, look, until_running_aga
 @pytest.fixture(scope="module")
 def cluster(pki: Pki, tmp_path_factory: pytest.TempPathFactory) -> Iterator[RealCluster]:
     folder = tmp_path_factory.mktemp("real-kafka-oldest")
-    with real_cluster(folder, pki, data_mb=60, combined=3, version=OLDEST) as real:
+    with real_cluster(folder, pki, data_mb=20, combined=3, version=OLDEST) as real:
         yield real
 
 
@@ -45,7 +45,7 @@ def test_a_real_recovery_on_4_0_is_reported_with_its_logs_counting_down(
 ) -> None:
     before = look(cluster, 1).body["brokerStartedAt"]
     restarted = time.monotonic()
-    cluster.kafka.nodes[1].restart(recover=True)
+    cluster.kafka.nodes[1].restart(recover=True, hold=10)
     seen = until_running_again(cluster, 1, before, restarted)
     recovering = [s for s in seen if s.recovery is not None]
     assert recovering and {s.state for s in recovering} <= {1, 2}

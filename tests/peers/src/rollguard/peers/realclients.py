@@ -5,13 +5,14 @@ cluster (never below min ISR, the quorum always led, nothing acknowledged lost) 
 them, and missing data is a failure, never a pass.
 
 `IsrSampler` asks the Admin API for every partition's ISR (internal topics included) every
-100 ms, independently of the roller, and keeps the worst it saw: a partition whose ISR went
-below its min ISR, or that had no leader; with `quorum`, DescribeQuorum too (an answer without a
-leader counts). A sample is the first answer of a round: an attempt that fails (the broker the
-client asked is the one restarting) is tried again at once, on whichever broker the client
-picks; a round with no answer within `round_limit` is an error, with its time and cause. Its
-coverage is measured: `longest_gap` is the longest time without a successful sample, from the
-start of the watch to its end.
+100 ms, from two clients half an interval apart, independently of the roller, and keeps the
+worst it saw: a partition whose ISR went below its min ISR, or that had no leader; with
+`quorum`, DescribeQuorum too (an answer without a leader counts). A sample is the first answer
+of a round: an attempt that fails (the broker the client asked is the one restarting) is tried
+again at once, on whichever broker the client picks; a round with no answer within
+`round_limit`, while the other client got none either, is an error, with its time and cause.
+Its coverage is measured: `longest_gap` is the longest time without a successful sample, from
+the start of the watch to its end.
 
 `Canary` is what a roll costs clients: a producer (acks=all, idempotent, a bounded delivery
 timeout of 10 s) sending a numbered record every 100 ms (6 % of a core, where every 20 ms took a
@@ -46,9 +47,10 @@ class IsrLow:
 
 @dataclass(frozen=True)
 class SamplerError:
-    at: float  # monotonic
+    at: float  # monotonic, when the round gave up
     what: str  # "isr" or "quorum"
     cause: str
+    began: float = 0.0  # when the round began
 
 
 def _within(at: float, windows: Iterable[tuple[float, float]]) -> bool:
@@ -56,23 +58,32 @@ def _within(at: float, windows: Iterable[tuple[float, float]]) -> bool:
 
 
 class _Rounds:
-    """Successful samples and failed rounds of one kind of question."""
+    """Successful samples and failed rounds of one kind of question, from every client that
+    asks it: a failed round is an error only when no client got an answer meanwhile (`blind`)."""
 
     def __init__(self, what: str) -> None:
         self.what = what
         self.times: list[float] = []
-        self.errors: list[SamplerError] = []
+        self.failed: list[SamplerError] = []
         self.retried = 0  # failed attempts answered within their round
+
+    @property
+    def errors(self) -> list[SamplerError]:
+        """The failed rounds during which no other client got an answer either."""
+        times = sorted(self.times)
+        return [e for e in self.failed if not any(e.began <= t <= e.at for t in times)]
 
     def ask(self, question: Callable[[], Any], limit: float) -> Any | None:
         """One round: `question` asked until it answers, for up to `limit` seconds."""
-        deadline = time.monotonic() + limit
+        began = time.monotonic()
+        deadline = began + limit
         while True:
             try:
                 answer = question()
             except Exception as error:  # every failure is recorded
                 if time.monotonic() >= deadline:
-                    self.errors.append(SamplerError(time.monotonic(), self.what, repr(error)[:300]))
+                    cause = repr(error)[:300]
+                    self.failed.append(SamplerError(time.monotonic(), self.what, cause, began))
                     return None
                 self.retried += 1
                 time.sleep(0.05)
@@ -116,13 +127,15 @@ class IsrSampler:
         self._quorum = _Rounds("quorum")
         self.began = self.ended = 0.0
         self._stop = threading.Event()
-        # One thread and one client for each question: a slow DescribeQuorum (forwarded to the
-        # active controller) never delays the ISR samples.
-        self._threads = [threading.Thread(target=self._run, args=(self._isr,), daemon=True)]
-        if quorum:
-            self._threads.append(
-                threading.Thread(target=self._run, args=(self._quorum,), daemon=True)
-            )
+        # Two threads, each with a client of its own, for each question, half an interval
+        # apart: a slow DescribeQuorum (forwarded to the active controller) never delays the
+        # ISR samples, and a client stuck on a broker going away never blinds the sampler.
+        questions = [self._isr, self._quorum] if quorum else [self._isr]
+        self._threads = [
+            threading.Thread(target=self._run, args=(rounds, offset), daemon=True)
+            for rounds in questions
+            for offset in (0.0, interval / 2)
+        ]
 
     @property
     def _rounds(self) -> list[_Rounds]:
@@ -185,9 +198,10 @@ class IsrSampler:
         if self.quorum:
             assert self.quorum_samples > 0 and self.leaderless == 0, self.leaderless
 
-    def _run(self, rounds: _Rounds) -> None:
+    def _run(self, rounds: _Rounds, offset: float) -> None:
         from kafka import KafkaAdminClient
 
+        self._stop.wait(offset)
         admin = KafkaAdminClient(
             bootstrap_servers=self.bootstrap,
             # an attempt on a broker that is going away gives up soon: the next goes elsewhere

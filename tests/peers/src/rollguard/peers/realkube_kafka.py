@@ -57,7 +57,7 @@ class KafkaPods:
         self.folder = folder
         self.port = port
         self.agents: dict[str, Agent] = {}
-        self.recover_next: set[int] = set()
+        self.recover_next: dict[int, float] = {}  # node id -> its recovery's least seconds
         self.log: list[tuple[str, str]] = []  # (pod, what happened), in order
         self.started: list[tuple[str, float]] = []  # (pod, monotonic) of each node's start
         self._lock = threading.Lock()
@@ -73,8 +73,10 @@ class KafkaPods:
         assert match is not None, pod
         return self.kafka.nodes[int(match.group(1))]
 
-    def recover_on_next_start(self, node_id: int) -> None:
-        self.recover_next.add(node_id)
+    def recover_on_next_start(self, node_id: int, *, hold: float = 0.0) -> None:
+        """The node's next start (its next pod's) goes into a full log recovery, of `hold`
+        seconds at least (`KafkaNode.start`)."""
+        self.recover_next[node_id] = hold
 
     # ---- Containers
 
@@ -102,11 +104,11 @@ class KafkaPods:
         with self._lock:
             self.agents[pod] = agent
             recover = start and node.node_id in self.recover_next
-            self.recover_next.discard(node.node_id)
+            hold = self.recover_next.pop(node.node_id, 0.0)
         if start:
             if recover:
                 node.prepare_recovery()
-            node.start(throttle_loading=recover)
+            node.start(throttle_loading=recover, hold=hold)
             self.started.append((pod, time.monotonic()))
             self.log.append((pod, "start into recovery" if recover else "start"))
 
@@ -161,13 +163,14 @@ class KafkaPods:
 
     # ---- what a test does to a pod's containers
 
-    def crash(self, pod: str, *, recover: bool = True) -> None:
-        """The Kafka container dies (SIGKILL) and the kubelet starts it again in the same pod."""
+    def crash(self, pod: str, *, recover: bool = True, hold: float = 0.0) -> None:
+        """The Kafka container dies (SIGKILL) and the kubelet starts it again in the same pod,
+        into a recovery of `hold` seconds at least when `recover`."""
         node = self.node(pod)
         node.kill()
         if recover:
             node.prepare_recovery()
-        node.start(throttle_loading=recover)
+        node.start(throttle_loading=recover, hold=hold)
         self.log.append((pod, "crash, start into recovery" if recover else "crash, start"))
 
     def stop_all(self) -> None:
