@@ -193,3 +193,66 @@ def test_answers_are_classified(answer: object, reason: FailureReason, text: str
         parse_answer(answer, URL)
     assert failed.value.reason is reason
     assert text in failed.value.message
+
+
+def test_a_reader_jvm_slow_to_start_is_waited_for_not_killed_at_each_read(tmp_path: Path) -> None:
+    """On a busy host a JVM's start can outlast a read's time limit: each read in the meantime
+    is a jmx-timeout that says the reader is starting, and the same start goes on (one JVM),
+    where killing it at each limit would start it again forever."""
+    java = tmp_path / "slow-java"
+    java.write_text(
+        "#!/bin/sh\n"
+        "sleep 2\n"
+        "read secret\n"
+        "echo '{\"ready\":true}'\n"
+        "while read line; do echo '{\"values\":[]}'; done\n"
+    )
+    java.chmod(0o755)
+
+    async def scenario() -> None:
+        jmx = backend("127.0.0.1:9", tmp_path, java=str(java))
+        try:
+            timeouts = 0
+            began = time.monotonic()
+            while True:
+                try:
+                    assert await jmx.read(0.5) == []
+                    break
+                except SampleError as failed:
+                    assert failed.reason is FailureReason.JMX_TIMEOUT
+                    assert "starting" in failed.message
+                    timeouts += 1
+                assert time.monotonic() - began < 30, "the slow start never finished"
+            assert timeouts >= 2 and jmx.starts == 1
+            assert time.monotonic() - began >= 2
+        finally:
+            await jmx.close()
+
+    asyncio.run(scenario())
+
+
+def test_a_start_past_its_limit_is_killed(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A reader JVM that never starts is not waited for forever: past START_LIMIT_S the read
+    that times out kills it, and the next read starts another."""
+    import rollguard.agent.jmx_persistent as persistent
+
+    monkeypatch.setattr(persistent, "START_LIMIT_S", 1.0)
+    java = tmp_path / "hung-java"
+    java.write_text("#!/bin/sh\nexec sleep 600\n")
+    java.chmod(0o755)
+
+    async def scenario() -> None:
+        jmx = backend("127.0.0.1:9", tmp_path, java=str(java))
+        try:
+            messages = []
+            for _ in range(6):
+                with pytest.raises(SampleError) as failed:
+                    await jmx.read(0.4)
+                messages.append(failed.value.message)
+            assert any("starting" in m for m in messages)
+            assert any("starting" not in m for m in messages)  # the start past its limit
+            assert jmx.starts >= 2
+        finally:
+            await jmx.close()
+
+    asyncio.run(scenario())

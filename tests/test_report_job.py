@@ -212,13 +212,14 @@ def check_outputs(out: Path) -> dict[str, Any]:
     return summary
 
 
+@pytest.mark.timeout(660)
 def test_rollguard_report_in_local_mode(dataset: Path, tmp_path: Path) -> None:
     out = tmp_path / "report"
     done = subprocess.run(
         [str(BIN / "rollguard-report"), "--dataset", str(dataset), "--out", str(out)],
         capture_output=True,
         text=True,
-        timeout=240,
+        timeout=600,  # 40 s on an idle machine; a hang guard, beside a dozen JVMs in make test
     )
     assert done.returncode == 0, done.stderr[-3000:]
     assert str((out / "report.html").resolve()) in done.stdout
@@ -318,6 +319,7 @@ def standalone(tmp_path: Path) -> Iterator[Standalone]:
         cluster.stop()
 
 
+@pytest.mark.timeout(660)
 def test_spark_submit_of_the_job_file_on_a_standalone_cluster(
     standalone: Standalone, dataset: Path, tmp_path: Path
 ) -> None:
@@ -339,7 +341,7 @@ def test_spark_submit_of_the_job_file_on_a_standalone_cluster(
         ],
         capture_output=True,
         text=True,
-        timeout=300,
+        timeout=600,  # a hang guard: a minute on an idle machine
         env=standalone.env,
     )
     assert done.returncode == 0, done.stderr[-3000:]

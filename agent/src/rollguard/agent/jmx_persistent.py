@@ -7,6 +7,12 @@ answers a `read` line on its stdin with one JSON line: well under a millisecond 
 It keeps what the jmxquery backend guarantees:
 - the same hard time limit: a read that outlasts it kills the JVM's whole process group (a hung
   JMX port cannot hang the agent), and the next round starts a new JVM;
+- but the JVM's own start (before it touches JMX) is not a read: on a busy host or a pod with a
+  small CPU limit it can take longer than a read's time limit, and a start killed at that limit
+  would start again, and be killed again, forever (the very loop rollguard exists to prevent).
+  A read that times out while the JVM starts says so (jmx-timeout) and leaves the start going;
+  the next read waits on the same start. A start that has not finished in `START_LIMIT_S` is
+  killed;
 - the same failure reasons (jmx-unreachable, jmx-auth-failed, jmx-timeout, jmx-error);
 - reconnection: a connection broken by a broker restart is opened again within the same read.
 And one better: the JMX password reaches the JVM on its stdin, never on a command line.
@@ -46,6 +52,9 @@ JVM_OPTIONS = (
     "-XX:-UsePerfData",
     "-Xrs",
 )
+# The longest a reader JVM may take to start (to print its first line, before any JMX), across
+# reads: seconds on an idle host, tens of seconds on a very busy one.
+START_LIMIT_S = 120.0
 _ERRORS = {
     "connection-error": FailureReason.JMX_UNREACHABLE,
     "auth-failed": FailureReason.JMX_AUTH_FAILED,
@@ -71,7 +80,10 @@ class PersistentJmxBackend:
         self._credentials = credentials
         self._java = java
         self._queries = list(queries)
-        self._process: asyncio.subprocess.Process | None = None
+        self._process: asyncio.subprocess.Process | None = None  # started and ready
+        self._starting: asyncio.Task[asyncio.subprocess.Process] | None = None
+        self._starting_process: asyncio.subprocess.Process | None = None
+        self._start_began = 0.0
         self._stderr: deque[str] = deque(maxlen=20)
         self._stderr_task: asyncio.Task[None] | None = None
         self.starts = 0  # JVMs started: one, unless reads timed out or the JVM died
@@ -87,9 +99,28 @@ class PersistentJmxBackend:
             *(part for query in self._queries for part in query),
         ]
 
+    async def _ready(self) -> asyncio.subprocess.Process:
+        """The ready reader JVM: the one there is, or the one starting (started if none)."""
+        if self._process is not None:
+            return self._process
+        if self._starting is None:
+            self._start_began = asyncio.get_running_loop().time()
+            self._starting = asyncio.create_task(self._start())
+        # shielded: a read that times out leaves the start going for the next read
+        process = await asyncio.shield(self._starting)
+        self._process, self._starting, self._starting_process = process, None, None
+        return process
+
+    def _still_starting(self) -> float | None:
+        """How long the JVM has been starting, if it is and may go on."""
+        if self._starting is None or self._starting.done():
+            return None
+        elapsed = asyncio.get_running_loop().time() - self._start_began
+        return elapsed if elapsed < START_LIMIT_S else None
+
     async def _start(self) -> asyncio.subprocess.Process:
         process = await start_jvm(self._command(), self._java, stdin=asyncio.subprocess.PIPE)
-        self._process = process
+        self._starting_process = process
         self.starts += 1
         self._stderr.clear()
         self._stderr_task = asyncio.create_task(self._drain_stderr(process))
@@ -129,14 +160,22 @@ class PersistentJmxBackend:
         """Every MBean value matched by the queries, within `timeout`; SampleError otherwise."""
         try:
             async with asyncio.timeout(timeout):
-                process = self._process or await self._start()
+                process = await self._ready()
                 assert process.stdin is not None
                 process.stdin.write(b"read\n")
                 await process.stdin.drain()
                 answer = await self._answer(process)
         except BaseException as exc:
-            # Timed out, a JVM that died or spoke nonsense, a broken pipe, or cancelled mid-read:
-            # its next answer could not be matched to its question, so the JVM goes.
+            starting = self._still_starting()
+            if isinstance(exc, TimeoutError) and starting is not None:
+                raise SampleError(
+                    FailureReason.JMX_TIMEOUT,
+                    f"the JMX reader JVM has been starting for {starting:.0f}s (a busy host?); "
+                    f"{self.url} is read once it has started",
+                ) from None
+            # Timed out, a JVM that died or spoke nonsense, a broken pipe, cancelled mid-read,
+            # or a start past its limit: its next answer could not be matched to its
+            # question, so the JVM goes.
             await self._stop()
             if isinstance(exc, TimeoutError):
                 raise timed_out(self.url) from None
@@ -144,7 +183,13 @@ class PersistentJmxBackend:
         return parse_answer(answer, self.url)
 
     async def _stop(self) -> None:
-        process, self._process = self._process, None
+        starting, self._starting = self._starting, None
+        if starting is not None:
+            starting.cancel()
+            with contextlib.suppress(BaseException):
+                await starting
+        process = self._process or self._starting_process
+        self._process = self._starting_process = None
         if process is None:
             return
         await stop_jvm(process)

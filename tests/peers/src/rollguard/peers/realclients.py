@@ -67,11 +67,13 @@ class _Rounds:
         self.failed: list[SamplerError] = []
         self.retried = 0  # failed attempts answered within their round
 
-    @property
-    def errors(self) -> list[SamplerError]:
-        """The failed rounds during which no other client got an answer either."""
+    def errors(self, since: float = 0.0) -> list[SamplerError]:
+        """The failed rounds during which no other client got an answer either, from `since`
+        (when the watch began: the first answer of every question)."""
         times = sorted(self.times)
-        return [e for e in self.failed if not any(e.began <= t <= e.at for t in times)]
+        return [
+            e for e in self.failed if e.at >= since and not any(e.began <= t <= e.at for t in times)
+        ]
 
     def ask(self, question: Callable[[], Any], limit: float) -> Any | None:
         """One round: `question` asked until it answers, for up to `limit` seconds."""
@@ -102,6 +104,9 @@ class _Rounds:
             (b - a for a, b in itertools.pairwise(moments) if not _within((a + b) / 2, windows)),
             default=0.0,
         )
+
+
+READY_S = 60  # the longest a sampler may take to get its first answers
 
 
 class IsrSampler:
@@ -157,7 +162,8 @@ class IsrSampler:
     @property
     def errors(self) -> list[SamplerError]:
         """Every round that got no answer, ISR and quorum, in time order."""
-        return sorted(self._isr.errors + self._quorum.errors, key=lambda e: e.at)
+        since = self.began
+        return sorted(self._isr.errors(since) + self._quorum.errors(since), key=lambda e: e.at)
 
     @property
     def retried(self) -> int:
@@ -244,9 +250,19 @@ class IsrSampler:
             self.leaderless += 1
 
     def __enter__(self) -> IsrSampler:
-        self.began = time.monotonic()
+        """Start the clients and return once every question has had an answer: the watch
+        begins when the sampler can see (a client's first connection, under load, takes
+        seconds, and is not the cluster's blindness); none within `READY_S` fails."""
+        started = time.monotonic()
         for thread in self._threads:
             thread.start()
+        while not all(rounds.times for rounds in self._rounds):
+            if time.monotonic() - started > READY_S:
+                self.__exit__()
+                failed = [e for r in self._rounds for e in r.failed][-3:]
+                raise AssertionError(f"the sampler got no first answer in {READY_S} s: {failed}")
+            time.sleep(0.05)
+        self.began = max(min(rounds.times) for rounds in self._rounds)
         return self
 
     def __exit__(self, *exc: object) -> None:

@@ -94,12 +94,18 @@ class RealCluster:
             for future in started.values():
                 future.result()  # the first agent that could not start fails the cluster
             for node_id, agent in self.agents.items():
-                wait_until(
-                    lambda agent=agent: _sampled(agent),  # type: ignore[misc]
-                    60,
-                    interval=0.2,
-                    what=f"the agent of node {node_id} to read its broker",
-                )
+                try:
+                    wait_until(
+                        lambda agent=agent: _sampled(agent),  # type: ignore[misc]
+                        90,
+                        interval=0.2,
+                        what=f"the agent of node {node_id} to read its broker",
+                    )
+                except AssertionError as failed:
+                    answer = agent.state()
+                    raise AssertionError(
+                        f"{failed}; the agent's answer: {answer.status} {answer.body[:500]}"
+                    ) from None
             self.control = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
             threading.Thread(target=self.control.serve_forever, daemon=True).start()
         except BaseException:
