@@ -106,15 +106,22 @@ class Watch:
         below min ISR nor leaderless, never blind for more than `max_gap` seconds, every canary
         send acknowledged and read back. Missing data fails."""
         assert self.cluster.restarts.while_loading() == [], self.cluster.restarts.while_loading()
-        self.isr.assert_watched(max_gap=max_gap)
+        self.isr.assert_watched(max_gap=max_gap, elections=self.elections())
         self.canary.report().assert_no_harm()
+
+    def elections(self) -> list[tuple[float, float]]:
+        """After each restart of the quorum's leader (by the sampler's own answers), the
+        seconds the quorum may take to elect another."""
+        restarts = [(r.at, r.node_id) for r in self.cluster.restarts.log]
+        return self.isr.elections(restarts) if self.isr.quorum else []
 
     def summary(self) -> str:
         report = self.canary.report()
         return (
             f"{self.ended - self.began:.0f} s watched; ISR sampler {self.isr.samples} samples, "
             f"longest gap {self.isr.longest_gap():.2f} s, {len(self.isr.errors)} errors, "
-            f"{self.isr.retried} attempts retried; canary {report.row()}"
+            f"{self.isr.retried} attempts retried; {len(self.elections())} elections; "
+            f"canary {report.row()}"
         )
 
 

@@ -7,8 +7,10 @@ them, and missing data is a failure, never a pass.
 `IsrSampler` asks the Admin API for every partition's ISR (internal topics included) every
 100 ms, from two clients half an interval apart, independently of the roller, and keeps the
 worst it saw: a partition whose ISR went below its min ISR, or that had no leader; with
-`quorum`, DescribeQuorum too (an answer without a leader counts). A sample is the first answer
-of a round: an attempt that fails (the broker the client asked is the one restarting) is tried
+`quorum`, DescribeQuorum too (an answer without a leader counts; the seconds after the quorum's
+leader was restarted, by the sampler's own answers, are its election: `elections`). Its watch
+begins once every question has had an answer. A sample is the first answer of a round: an
+attempt that fails (the broker the client asked is the one restarting) is tried
 again at once, on whichever broker the client picks; a round with no answer within
 `round_limit`, while the other client got none either, is an error, with its time and cause.
 Its coverage is measured: `longest_gap` is the longest time without a successful sample, from
@@ -107,6 +109,9 @@ class _Rounds:
 
 
 READY_S = 60  # the longest a sampler may take to get its first answers
+# The longest the quorum may go without a leader after its leader is restarted: an election
+# takes about a second on an idle machine, a few beside a dozen JVMs.
+ELECTION_S = 10.0
 
 
 class IsrSampler:
@@ -124,6 +129,7 @@ class IsrSampler:
         self.bootstrap = bootstrap
         self.quorum = quorum  # also ask DescribeQuorum: `leaderless` counts answers without one
         self.leaderless = 0
+        self.leaders: list[tuple[float, int]] = []  # (monotonic, quorum leader) of each answer
         self.min_isr = min_isr  # per topic; topics not named use "*"
         self.interval = interval
         self.round_limit = round_limit
@@ -169,36 +175,61 @@ class IsrSampler:
     def retried(self) -> int:
         return self._isr.retried + self._quorum.retried
 
-    def longest_gap(self, excused: Iterable[tuple[float, float]] = ()) -> float:
+    def longest_gap(
+        self,
+        excused: Iterable[tuple[float, float]] = (),
+        elections: Iterable[tuple[float, float]] = (),
+    ) -> float:
         """The longest time without an ISR sample (and a quorum one, with `quorum`), from the
-        start of the watch to its end, outside the `excused` windows: how long it was blind."""
-        ended = self.ended or time.monotonic()
-        windows = list(excused)
-        gaps = [self._isr.longest_gap(self.began, ended, windows)]
-        if self.quorum:
-            gaps.append(self._quorum.longest_gap(self.began, ended, windows))
-        return max(gaps)
+        start of the watch to its end, outside the `excused` windows (and, for the quorum, the
+        `elections`): how long it was blind."""
+        return max(self._gaps(list(excused), list(elections)).values())
 
-    def unexpected_errors(self, expected: Iterable[tuple[float, float]] = ()) -> list[SamplerError]:
+    def _gaps(
+        self, windows: list[tuple[float, float]], elections: list[tuple[float, float]]
+    ) -> dict[str, float]:
+        ended = self.ended or time.monotonic()
+        gaps = {"isr": self._isr.longest_gap(self.began, ended, windows)}
+        if self.quorum:
+            gaps["quorum"] = self._quorum.longest_gap(self.began, ended, windows + elections)
+        return gaps
+
+    def unexpected_errors(
+        self,
+        expected: Iterable[tuple[float, float]] = (),
+        elections: Iterable[tuple[float, float]] = (),
+    ) -> list[SamplerError]:
         """The errors outside the `expected` windows (monotonic start, end): the moments the
-        cluster was meant to be unreachable."""
+        cluster was meant to be unreachable; the quorum's outside the `elections` too."""
         windows = list(expected)
-        return [e for e in self.errors if not _within(e.at, windows)]
+        quorum_windows = windows + list(elections)
+        return [
+            e
+            for e in self.errors
+            if not _within(e.at, quorum_windows if e.what == "quorum" else windows)
+        ]
 
     def assert_watched(
-        self, *, max_gap: float = 2.0, expected: Iterable[tuple[float, float]] = ()
+        self,
+        *,
+        max_gap: float = 2.0,
+        expected: Iterable[tuple[float, float]] = (),
+        elections: Iterable[tuple[float, float]] = (),
     ) -> None:
         """The watch covered the whole roll: no error, no blind stretch longer than `max_gap`,
         no partition below its min ISR nor leaderless, no quorum without a leader, but in the
         `expected` windows (monotonic start, end), when the cluster was meant to be
-        unreachable (its only controller restarting). Missing data fails."""
-        windows = list(expected)
+        unreachable (its only controller restarting), and, for the quorum alone, in the
+        `elections` after its leader was restarted (`elections()`). Missing data fails."""
+        windows, elected = list(expected), list(elections)
         assert self.samples > 0, "the ISR sampler never got an answer"
-        assert self.unexpected_errors(windows) == [], self.unexpected_errors(windows)[:5]
-        gap = self.longest_gap(windows)
-        ended = self.ended or time.monotonic()
-        gaps = {r.what: round(r.longest_gap(self.began, ended, windows), 2) for r in self._rounds}
-        assert gap <= max_gap, f"blind for {gap:.1f} s: {gaps}; errors {self.errors[-3:]}"
+        unexpected = self.unexpected_errors(windows, elected)
+        assert unexpected == [], (unexpected[:5], f"elections: {elected}")
+        gaps = {k: round(v, 2) for k, v in self._gaps(windows, elected).items()}
+        assert max(gaps.values()) <= max_gap, (
+            f"blind for {max(gaps.values()):.1f} s: {gaps}; errors {self.errors[-3:]}; "
+            f"elections {elected}"
+        )
         lows = [low for low in self.lows if not _within(low.at, windows)]
         assert lows == [], lows[:5]
         if self.quorum:
@@ -248,6 +279,21 @@ class IsrSampler:
             leader = -1
         if not isinstance(leader, int) or leader < 0:
             self.leaderless += 1
+        else:
+            self.leaders.append((time.monotonic(), leader))
+
+    def leader_at(self, at: float) -> int | None:
+        """The quorum's leader in the last answer before `at`, if any."""
+        before = [leader for t, leader in self.leaders if t <= at]
+        return before[-1] if before else None
+
+    def elections(
+        self, restarts: Iterable[tuple[float, int]], *, within: float = ELECTION_S
+    ) -> list[tuple[float, float]]:
+        """For each restart (monotonic time, node) of the node that led the quorum then, by
+        this sampler's own answers: the `within` seconds after it, when the quorum may have no
+        leader (Kafka elects another; no roller can restart the leader without that)."""
+        return [(at, at + within) for at, node in restarts if self.leader_at(at) == node]
 
     def __enter__(self) -> IsrSampler:
         """Start the clients and return once every question has had an answer: the watch
