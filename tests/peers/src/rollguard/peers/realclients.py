@@ -29,7 +29,13 @@ from __future__ import annotations
 
 import contextlib
 import itertools
+import json
+import logging
+import os
 import statistics
+import subprocess
+import sys
+import tempfile
 import threading
 import time
 import uuid
@@ -115,7 +121,12 @@ ELECTION_S = 10.0
 
 
 class IsrSampler:
-    """A thread describing every topic's partitions; `lows`: ISR below min ISR, or no leader."""
+    """Threads describing every topic's partitions; `lows`: ISR below min ISR, or no leader.
+
+    By default they run in a process of their own, which streams what they see to this one
+    (`own_process`): a test's other threads (the canary's clients, its control server, pytest)
+    share one interpreter lock, and on a loaded machine they starved the sampler's clients for
+    seconds at a time. That process asks for a higher scheduling priority where it may."""
 
     def __init__(
         self,
@@ -125,8 +136,13 @@ class IsrSampler:
         interval: float = 0.1,
         quorum: bool = False,
         round_limit: float = 1.5,
+        own_process: bool = True,
     ) -> None:
         self.bootstrap = bootstrap
+        self.own_process = own_process
+        self._child: subprocess.Popen[str] | None = None
+        self._child_ready = threading.Event()
+        self._child_reader: threading.Thread | None = None
         self.quorum = quorum  # also ask DescribeQuorum: `leaderless` counts answers without one
         self.leaderless = 0
         self.leaders: list[tuple[float, int]] = []  # (monotonic, quorum leader) of each answer
@@ -299,6 +315,8 @@ class IsrSampler:
         """Start the clients and return once every question has had an answer: the watch
         begins when the sampler can see (a client's first connection, under load, takes
         seconds, and is not the cluster's blindness); none within `READY_S` fails."""
+        if self.own_process:
+            return self._enter_process()
         started = time.monotonic()
         for thread in self._threads:
             thread.start()
@@ -313,9 +331,175 @@ class IsrSampler:
 
     def __exit__(self, *exc: object) -> None:
         self.ended = time.monotonic()
+        if self.own_process:
+            self._exit_process()
+            return
         self._stop.set()
         for thread in self._threads:
             thread.join(10)
+
+    # The sampler in a process of its own: it runs this class's threads and writes what they
+    # saw, every 200 ms, as JSON lines (`_serve`); monotonic times are the host's, shared.
+
+    def _enter_process(self) -> IsrSampler:
+        config = {
+            "bootstrap": self.bootstrap,
+            "min_isr": self.min_isr,
+            "interval": self.interval,
+            "quorum": self.quorum,
+            "round_limit": self.round_limit,
+        }
+        descriptor, path = tempfile.mkstemp(prefix="isr-sampler-", suffix=".err")
+        self._stderr_path = path
+        try:
+            self._child = subprocess.Popen(
+                [sys.executable, "-m", "rollguard.peers.realclients", json.dumps(config)],
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                stderr=descriptor,
+                text=True,
+            )
+        finally:
+            os.close(descriptor)  # the child has its own
+        self._child_reader = threading.Thread(target=self._read_child, daemon=True)
+        self._child_reader.start()
+        self._child_ready.wait(READY_S + 30)
+        if not self.began:
+            stderr = self._child_stderr()
+            self._exit_process()
+            raise AssertionError(f"the sampler did not start: {stderr}")
+        return self
+
+    def _child_stderr(self) -> str:
+        try:
+            with open(self._stderr_path, encoding="utf-8", errors="replace") as stderr:
+                return stderr.read()[-2000:] or "no output"
+        except OSError:
+            return "no output"
+
+    def _read_child(self) -> None:
+        assert self._child is not None and self._child.stdout is not None
+        try:
+            for line in self._child.stdout:
+                self._apply(json.loads(line))
+        finally:
+            self._child_ready.set()
+
+    def _apply(self, event: dict[str, Any]) -> None:
+        kind = event["k"]
+        rounds = self._isr if event.get("w") == "isr" else self._quorum
+        if kind == "t":
+            rounds.times.extend(event["v"])
+        elif kind == "f":
+            rounds.failed.append(
+                SamplerError(event["at"], event["w"], event["cause"], event["began"])
+            )
+        elif kind == "r":
+            rounds.retried += event["n"]
+        elif kind == "low":
+            self.lows.append(IsrLow(event["topic"], event["p"], tuple(event["isr"]),
+                                    event["min"], event["at"]))  # fmt: skip
+        elif kind == "l":
+            self.leaders.extend((t, leader) for t, leader in event["v"])
+        elif kind == "ll":
+            self.leaderless += event["n"]
+        elif kind == "ready":
+            self.began = event["began"]
+            self._child_ready.set()
+
+    def _exit_process(self) -> None:
+        child = self._child
+        if child is None:
+            return
+        with contextlib.suppress(OSError):
+            assert child.stdin is not None
+            child.stdin.close()  # the sampler stops, writes what it saw last, and exits
+        try:
+            child.wait(30)
+        except subprocess.TimeoutExpired:
+            child.kill()
+            child.wait()
+        if self._child_reader is not None:
+            self._child_reader.join(10)
+        if child.stdout is not None:
+            child.stdout.close()
+        self._child = None
+        stderr = self._child_stderr()
+        with contextlib.suppress(OSError):
+            os.unlink(self._stderr_path)
+        if child.returncode != 0 and self.began:
+            raise AssertionError(f"the sampler exited {child.returncode}: {stderr}")
+
+
+class _Cursor:
+    """What of a sampler's lists was already written (`_serve`)."""
+
+    def __init__(self) -> None:
+        self.at: dict[str, int] = {}
+
+    def new(self, key: str, items: list[Any]) -> list[Any]:
+        start, end = self.at.get(key, 0), len(items)
+        self.at[key] = end
+        return items[start:end]
+
+    def delta(self, key: str, value: int) -> int:
+        before, self.at[key] = self.at.get(key, 0), value
+        return value - before
+
+
+def _flush(sampler: IsrSampler, cursor: _Cursor, emit: Callable[[dict[str, Any]], None]) -> None:
+    for rounds in sampler._rounds:
+        w = rounds.what
+        if times := cursor.new(f"t{w}", rounds.times):
+            emit({"k": "t", "w": w, "v": times})
+        for e in cursor.new(f"f{w}", rounds.failed):
+            emit({"k": "f", "w": w, "at": e.at, "cause": e.cause, "began": e.began})
+        if n := cursor.delta(f"r{w}", rounds.retried):
+            emit({"k": "r", "w": w, "n": n})
+    for low in cursor.new("low", sampler.lows):
+        emit({"k": "low", "topic": low.topic, "p": low.partition, "isr": list(low.isr),
+              "min": low.min_isr, "at": low.at})  # fmt: skip
+    if leaders := cursor.new("l", sampler.leaders):
+        emit({"k": "l", "v": leaders})
+    if n := cursor.delta("ll", sampler.leaderless):
+        emit({"k": "ll", "n": n})
+
+
+def _serve(config: dict[str, Any]) -> int:
+    """The sampler's own process: sample until stdin closes, writing what it saw."""
+    logging.disable(logging.CRITICAL)  # the clients' complaints about brokers going away
+    with contextlib.suppress(OSError):
+        os.nice(-5)  # an observer starved by what it watches sees nothing (root only)
+    lock = threading.Lock()
+
+    def emit(event: dict[str, Any]) -> None:
+        with lock:
+            sys.stdout.write(json.dumps(event) + "\n")
+            sys.stdout.flush()
+
+    sampler = IsrSampler(
+        config["bootstrap"],
+        config["min_isr"],
+        interval=config["interval"],
+        quorum=config["quorum"],
+        round_limit=config["round_limit"],
+        own_process=False,
+    )
+    cursor = _Cursor()
+    try:
+        sampler.__enter__()
+    except AssertionError as failed:
+        print(failed, file=sys.stderr)
+        return 1
+    _flush(sampler, cursor, emit)
+    emit({"k": "ready", "began": sampler.began})
+    closed = threading.Event()
+    threading.Thread(target=lambda: (sys.stdin.read(), closed.set()), daemon=True).start()
+    while not closed.wait(0.2):
+        _flush(sampler, cursor, emit)
+    sampler.__exit__()
+    _flush(sampler, cursor, emit)
+    return 0
 
 
 @dataclass
@@ -532,3 +716,7 @@ class Canary:
             time.sleep(0.1)
         self._stop_consuming.set()
         self._consumer.join(30)
+
+
+if __name__ == "__main__":  # the sampler's own process (IsrSampler(own_process=True))
+    sys.exit(_serve(json.loads(sys.argv[1])))
