@@ -55,6 +55,8 @@ KAFKA_BUILD = ROOT / "build" / "kafka"
 CPU_CGROUP = Path("/sys/fs/cgroup/cpu")
 FREEZER_CGROUP = Path("/sys/fs/cgroup/freezer")
 # A recovery held for a least time (`restart(hold=...)`): its recovery threads at 1 % of a core.
+# With a `release` event, held until it is set too, for at most this many seconds more.
+RELEASE_S = 180.0
 HOLD_CPU = 0.01
 
 STARTED = re.compile(r"\[KafkaRaftServer nodeId=(\d+)\] Kafka Server started")
@@ -325,11 +327,18 @@ class KafkaNode:
         ]
 
     def start(
-        self, *, throttle_loading: bool = False, hold: float = 0.0, registering: float = 0.0
+        self,
+        *,
+        throttle_loading: bool = False,
+        hold: float = 0.0,
+        registering: float = 0.0,
+        release: threading.Event | None = None,
     ) -> None:
         """Start the JVM (detached from the terminal's signals); its output goes to kafka.log.
         `throttle_loading`: its log loading under a CPU quota (`recovery_cpu`); `hold`: for at
-        least that many seconds (`HOLD_CPU` until then, then unthrottled); `registering`: after
+        least that many seconds (`HOLD_CPU` until then, then unthrottled), and with `release`
+        until that is set too (at most `RELEASE_S` more: a scenario that needs the recovery to
+        last until someone saw it, whatever the machine's load); `registering`: after
         the loading, its broker lifecycle thread frozen that long, so that it stays in STARTING
         (as a real broker does while it catches up and registers, longer under load)."""
         if self.running():
@@ -352,7 +361,7 @@ class KafkaNode:
         if throttle_loading:
             self._watcher = threading.Thread(
                 target=self._throttle_while_loading,
-                args=(self.process, mark, hold, registering),
+                args=(self.process, mark, hold, registering, release),
                 daemon=True,
             )
             self._watcher.start()
@@ -437,7 +446,12 @@ class KafkaNode:
         self.start(throttle_loading=recover, hold=hold, registering=registering)
 
     def _throttle_while_loading(
-        self, process: subprocess.Popen[bytes], mark: int, hold: float, registering: float
+        self,
+        process: subprocess.Popen[bytes],
+        mark: int,
+        hold: float,
+        registering: float,
+        release: threading.Event | None = None,
     ) -> None:
         """Hold the JVM to `recovery_cpu` of a core from 'loading logs' to 'loaded N logs'.
 
@@ -456,10 +470,13 @@ class KafkaNode:
                     self.throttled = True
             if group is not None and hold > 0:
                 until = self.loading_began + hold
+                limit = until + (RELEASE_S if release is not None else 0.0)
                 while not _wait_for_line(
-                    self.log_file, mark, LOADED, process, until=min(until, time.monotonic() + 0.1)
+                    self.log_file, mark, LOADED, process, until=min(limit, time.monotonic() + 0.1)
                 ):
-                    if time.monotonic() >= until or process.poll() is not None:
+                    now = time.monotonic()
+                    released = release is None or release.is_set() or now >= limit
+                    if (now >= until and released) or process.poll() is not None:
                         break
                     self.throttled = _hold_threads(group, process, "log-recovery") or self.throttled
                 _release(group, process)  # held long enough: the rest at full speed

@@ -57,7 +57,8 @@ class KafkaPods:
         self.folder = folder
         self.port = port
         self.agents: dict[str, Agent] = {}
-        self.recover_next: dict[int, float] = {}  # node id -> its recovery's least seconds
+        # node id -> its recovery's least seconds, and what releases it
+        self.recover_next: dict[int, tuple[float, threading.Event | None]] = {}
         self.log: list[tuple[str, str]] = []  # (pod, what happened), in order
         self.started: list[tuple[str, float]] = []  # (pod, monotonic) of each node's start
         self._lock = threading.Lock()
@@ -73,10 +74,12 @@ class KafkaPods:
         assert match is not None, pod
         return self.kafka.nodes[int(match.group(1))]
 
-    def recover_on_next_start(self, node_id: int, *, hold: float = 0.0) -> None:
+    def recover_on_next_start(
+        self, node_id: int, *, hold: float = 0.0, release: threading.Event | None = None
+    ) -> None:
         """The node's next start (its next pod's) goes into a full log recovery, of `hold`
-        seconds at least (`KafkaNode.start`)."""
-        self.recover_next[node_id] = hold
+        seconds at least, and until `release` is set if given (`KafkaNode.start`)."""
+        self.recover_next[node_id] = (hold, release)
 
     # ---- Containers
 
@@ -104,11 +107,11 @@ class KafkaPods:
         with self._lock:
             self.agents[pod] = agent
             recover = start and node.node_id in self.recover_next
-            hold = self.recover_next.pop(node.node_id, 0.0)
+            hold, release = self.recover_next.pop(node.node_id, (0.0, None))
         if start:
             if recover:
                 node.prepare_recovery()
-            node.start(throttle_loading=recover, hold=hold)
+            node.start(throttle_loading=recover, hold=hold, release=release)
             self.started.append((pod, time.monotonic()))
             self.log.append((pod, "start into recovery" if recover else "start"))
 
@@ -163,14 +166,21 @@ class KafkaPods:
 
     # ---- what a test does to a pod's containers
 
-    def crash(self, pod: str, *, recover: bool = True, hold: float = 0.0) -> None:
+    def crash(
+        self,
+        pod: str,
+        *,
+        recover: bool = True,
+        hold: float = 0.0,
+        release: threading.Event | None = None,
+    ) -> None:
         """The Kafka container dies (SIGKILL) and the kubelet starts it again in the same pod,
-        into a recovery of `hold` seconds at least when `recover`."""
+        into a recovery of `hold` seconds at least (and until `release` is set) when `recover`."""
         node = self.node(pod)
         node.kill()
         if recover:
             node.prepare_recovery()
-        node.start(throttle_loading=recover, hold=hold)
+        node.start(throttle_loading=recover, hold=hold, release=release)
         self.log.append((pod, "crash, start into recovery" if recover else "crash, start"))
 
     def stop_all(self) -> None:
