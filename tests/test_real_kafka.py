@@ -127,9 +127,12 @@ def test_a_killed_broker_is_unavailable_at_once_then_recovers_what_was_not_check
 # The roll's --operation-timeout, and the least time the recovering node's log recovery is held
 # to: a real recovery that outlasts the timeout (issue 37: a 288 s recovery with a 30 s timeout
 # ended the roll the moment it completed), then the seconds a real broker spends in STARTING
-# after it (catching up with the metadata log, registering).
-OPERATION_TIMEOUT = 20.0
-HOLD = 45.0
+# after it (catching up with the metadata log, registering). The timeout must still let the
+# other nodes' clean restarts through on a loaded machine: a combined node spent 35 s in
+# NOT_RUNNING after a clean restart beside make test (its controller replaying the metadata
+# log; nothing a roller can see moves), which a 20 s timeout failed.
+OPERATION_TIMEOUT = 60.0
+HOLD = 75.0
 REGISTERING = 10.0
 
 
@@ -154,7 +157,7 @@ def test_a_roll_waits_out_a_real_recovery_longer_than_its_operation_timeout(
     node = kafka.nodes[recovering]
     restart = next(r for r in cluster.restarts.log if r.node_id == recovering)
     assert node.throttled and node.loading_began is not None and node.loading_ended is not None
-    assert node.loading_ended - restart.at > 2 * OPERATION_TIMEOUT, (restart, node.loading_ended)
+    assert node.loading_ended - restart.at > OPERATION_TIMEOUT + 10, (restart, node.loading_ended)
     # ... then was not RUNNING for seconds more (its lifecycle thread held), by its own log
     (loaded,), running = node.moments(LOADED), node.moments(RUNNING)
     assert running and running[-1] - loaded >= REGISTERING - 1, (loaded, running)
