@@ -12,7 +12,8 @@ leader was restarted, by the sampler's own answers, are its election: `elections
 begins once every question has had an answer. A sample is the first answer of a round: an
 attempt that fails (the broker the client asked is the one restarting) is tried
 again at once, on whichever broker the client picks; a round with no answer within
-`round_limit`, while the other client got none either, is an error, with its time and cause.
+`round_limit` (2 s, the blind-stretch bound), while the other client got none either, is an
+error, with its time and cause.
 Its coverage is measured: `longest_gap` is the longest time without a successful sample, from
 the start of the watch to its end.
 
@@ -137,7 +138,7 @@ class IsrSampler:
         *,
         interval: float = 0.1,
         quorum: bool = False,
-        round_limit: float = 1.5,
+        round_limit: float = 2.0,
         own_process: bool = True,
     ) -> None:
         self.bootstrap = bootstrap
