@@ -257,13 +257,7 @@ def rolled(stack: Stack) -> Stack:
     roll = stack.start_rollguard("roll", "k1")
     began = time.monotonic()
     try:
-        wait_until(
-            lambda: waited_for(stack, "prod-broker-1"),
-            180,
-            interval=0.2,
-            what="the roller waiting for prod-broker-1's recovery",
-        )
-        seen["prod-broker-1"].set()
+        release_once_waited_for(stack, "prod-broker-1", seen["prod-broker-1"])
         # A second roller while the first holds the lease.
         wait_until(lambda: stack.bridge.deletions, 120, what="the roll's first deletion")
         outcome["second"] = stack.rollguard("roll", "k2")
@@ -281,13 +275,7 @@ def rolled(stack: Stack) -> Stack:
         wait_until(lambda: lease_renewed(stack.kube) != renewed, 30, what="a lease renewal")
         gone, back, loading = api_outage(stack.kube, 20, lambda: stack.kafka.nodes[0].loading)
         outcome["outage"], outcome["recovering_at_stop"] = (gone, back), loading
-        wait_until(
-            lambda: waited_for(stack, "prod-broker-0"),
-            180,
-            interval=0.2,
-            what="the roller waiting for prod-broker-0's recovery",
-        )
-        seen["prod-broker-0"].set()
+        release_once_waited_for(stack, "prod-broker-0", seen["prod-broker-0"])
         out, err = roll.communicate(timeout=600)
         watch.close()
     except BaseException:
@@ -406,16 +394,20 @@ def test_a_second_roller_is_refused_while_the_first_holds_the_lease(rolled: Stac
     assert lease.spec is not None and not lease.spec.holderIdentity  # released at the end
 
 
-def waited_for(stack: Stack, pod: str) -> bool:
-    """The roll `k1` has said it waits for the pod's recovery (its events so far)."""
-    path = stack.folder / "state" / "events-k1.jsonl"
-    if not path.exists():
-        return False
-    lines = path.read_text().splitlines()
-    return any(
-        e.get("action") == "wait-recovery" and e.get("node") == pod
-        for e in (json.loads(line) for line in lines if line.endswith("}"))
-    )
+def release_once_waited_for(stack: Stack, pod: str, release: threading.Event) -> None:
+    """Once the roll `k1` has said it waits for the pod's recovery (its events so far: a line
+    still being written is left for the next look), let that recovery end."""
+
+    def waited() -> bool:
+        path = stack.folder / "state" / "events-k1.jsonl"
+        lines = path.read_text().splitlines() if path.exists() else []
+        return any(
+            e.get("action") == "wait-recovery" and e.get("node") == pod
+            for e in (json.loads(line) for line in lines if line.endswith("}"))
+        )
+
+    wait_until(waited, 180, interval=0.2, what=f"the roller waiting for {pod}'s recovery")
+    release.set()
 
 
 def events(stack: Stack, roll_id: str) -> list[dict[str, Any]]:

@@ -160,10 +160,9 @@ class IsrSampler:
         # Two threads, each with a client of its own, for each question, half an interval
         # apart: a slow DescribeQuorum (forwarded to the active controller) never delays the
         # ISR samples, and a client stuck on a broker going away never blinds the sampler.
-        questions = [self._isr, self._quorum] if quorum else [self._isr]
         self._threads = [
             threading.Thread(target=self._run, args=(rounds, offset), daemon=True)
-            for rounds in questions
+            for rounds in self._rounds
             for offset in (0.0, interval / 2)
         ]
 
