@@ -34,12 +34,16 @@ build/kafka-connect/$(CONNECT_VERSION)/.resolved: | build/kafka/$(KAFKA_OLDEST)/
 # Chromium is installed (`make chromium`). ROLLGUARD_REQUIRE_ALL_TIERS=1: a real tier that cannot
 # run fails the run, and so does any skip that is not environment-only (tests/helpers.py,
 # ENVIRONMENT_ONLY). The venv, the test broker and the Kafka and Connect jars do not depend on
-# each other: made side by side, then the lint, then the tests.
+# each other: made side by side, then the lint, then the tests. Bytecode is compiled ahead (the
+# venv's packages when installed, the project's sources here): with PYTHONDONTWRITEBYTECODE set,
+# as on this machine, each of the ~550 Python processes a run starts (agents, `rollguard`
+# commands) would otherwise compile every module it imports again.
 KUBE_STATUS := build/kube-build.status
 test:
 	@ROLLGUARD_KUBE_CACHE=$(KUBE_CACHE) $(PYTHON) scripts/kube-build --detach $(KUBE_STATUS)
 	@$(MAKE) --no-print-directory -j4 $(INSTALLED) $(BROKER) $(KAFKA) prometheus chromium
 	@$(MAKE) --no-print-directory lint
+	@$(BIN)/python -m compileall -q -j 0 $(SOURCES) >/dev/null
 	ROLLGUARD_REQUIRE_ALL_TIERS=1 ROLLGUARD_KUBE_CACHE=$(KUBE_CACHE) ROLLGUARD_PROMETHEUS_CACHE=$(PROMETHEUS_CACHE) \
 		env $$(test "$$(cat $(KUBE_STATUS) 2>/dev/null)" = 0 || echo ROLLGUARD_KUBE_BUILD=$(CURDIR)/$(KUBE_STATUS)) \
 		$(BIN)/pytest -n 4 --dist loadfile --no-loadscope-reorder -m "not alone" --durations=25
@@ -153,6 +157,7 @@ WHEELS ?= $(HOME)/.cache/rollguard/wheels
 PYSPARK := $(shell sed -n 's/^pyspark==//p' constraints.txt)
 COMPONENTS := shared agent roller certs spark tests/peers
 PYPROJECTS := $(foreach c,$(COMPONENTS),$(c)/pyproject.toml)
+SOURCES := $(foreach c,$(COMPONENTS),$(c)/src)
 
 $(INSTALLED): $(PYPROJECTS) requirements-dev.txt constraints.txt
 	@$(PYTHON) -c 'import sys; sys.exit(sys.version_info < (3, 11) and "rollguard needs Python 3.11 or newer")'
@@ -161,8 +166,8 @@ $(INSTALLED): $(PYPROJECTS) requirements-dev.txt constraints.txt
 	@mkdir -p $(WHEELS)
 	@test -f $(WHEELS)/pyspark-$(PYSPARK)-py2.py3-none-any.whl || \
 		$(BIN)/python -m pip wheel --quiet --no-deps -w $(WHEELS) pyspark==$(PYSPARK)
-	$(BIN)/uv pip install --python $(BIN)/python --quiet --find-links $(WHEELS) -c constraints.txt \
-		pip setuptools -r requirements-dev.txt \
+	$(BIN)/uv pip install --python $(BIN)/python --quiet --compile-bytecode --find-links $(WHEELS) \
+		-c constraints.txt pip setuptools -r requirements-dev.txt \
 		-e shared -e agent -e 'roller[collect]' -e certs -e spark -e tests/peers
 	touch $@
 
