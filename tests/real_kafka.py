@@ -101,11 +101,13 @@ class Watch:
     began: float = 0.0
     ended: float = 0.0
 
-    def assert_safe(self, *, max_gap: float = 2.0) -> None:
-        """No restart while a node loaded or recovered its logs (itself or another), never
+    def assert_safe(self, *, max_gap: float = 2.0, together: float = 0.0) -> None:
+        """No restart while the node itself loaded or recovered its logs nor while another
+        was not back (but a batch's, restarted within `together` seconds of each other), never
         below min ISR nor leaderless, never blind for more than `max_gap` seconds, every canary
         send acknowledged and read back. Missing data fails."""
-        assert self.cluster.restarts.while_loading() == [], self.cluster.restarts.while_loading()
+        unsafe = self.cluster.restarts.unsafe(together=together)
+        assert unsafe == [], unsafe
         self.isr.assert_watched(max_gap=max_gap, elections=self.elections())
         self.canary.report().assert_no_harm()
 

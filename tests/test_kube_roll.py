@@ -36,6 +36,7 @@ from lightkube.resources.apps_v1 import StatefulSet
 from lightkube.resources.coordination_v1 import Lease
 from lightkube.resources.core_v1 import Pod
 
+from rollguard.peers import realkafka
 from rollguard.peers.processes import ROOT, wait_until
 from rollguard.peers.realclients import Canary, IsrSampler
 from rollguard.peers.realkafka import KafkaCluster, free_port
@@ -228,6 +229,16 @@ def test_a_template_change_makes_every_pod_out_of_date_and_plan_still_restarts_n
     assert stack.uids() == before and stack.bridge.deletions == []
 
 
+@pytest.fixture(scope="module", autouse=True)
+def held_until_released() -> Iterator[None]:
+    """Held recoveries at 0.4 % of a core, not 1 %: at 1 % a node's data recovers in 35-45 s
+    whatever the hold, and on a loaded machine the roller's first look at the crashed broker
+    came 33 s after its start, its recovery over (the scenario did not happen)."""
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(realkafka, "HOLD_CPU", 0.004)
+        yield
+
+
 @pytest.fixture(scope="module")
 def rolled(stack: Stack) -> Stack:
     """The roll: broker 1 crashed into a log recovery just before it starts (its pod NotReady,
@@ -286,6 +297,9 @@ def rolled(stack: Stack) -> Stack:
         out, err = roll.communicate()
         print(f"the roll's output:\n{out}\n{err}")
         print(f"bridge errors {stack.bridge.errors}; pods {stack.pods.log}")
+        # The test's own record of each deletion: every node's phase then, by its own log.
+        deleted = [(d.pod, dict(d.seen.get("phases", {}))) for d in stack.bridge.deletions]
+        print(f"deletions (pod, every node's phase then): {deleted}")
         print(f"hosts:\n{stack.bridge.hosts.read_text()}")
         for name, agent in stack.pods.agents.items():
             print(f"--- agent of {name}:\n{agent.output.text()[-3000:]}")
@@ -336,14 +350,18 @@ def test_the_roll_replaces_every_pod_once_on_the_new_revision(rolled: Stack) -> 
 
 
 def test_no_pod_was_deleted_while_any_broker_loaded_or_recovered_its_logs(rolled: Stack) -> None:
-    """By Kafka's own logs, read by the pod bridge at each deletion: no node of the cluster (the
-    deleted pod's or another) was loading or recovering then. Missing data fails."""
+    """By Kafka's own logs, read by the pod bridge at each deletion: the deleted pod's node was
+    not loading or recovering its logs, and every other node was back (started: not down,
+    starting nor loading). Missing data fails."""
     deletions = rolled.bridge.deletions
     assert len(deletions) == len(PODS), deletions
     for deletion in deletions:
         phases = deletion.seen.get("phases")
         assert phases and set(phases) == set(rolled.kafka.nodes), deletion
-        assert "loading" not in phases.values(), deletion
+        deleted = int(deletion.pod.rsplit("-", 1)[1])
+        assert phases[deleted] != "loading", deletion
+        others = {n: p for n, p in phases.items() if n != deleted}
+        assert set(others.values()) == {"started"}, deletion
     # The scenario happened: the crashed broker was recovering when the roll started, and
     # prod-broker-0's restart into recovery was not the last one (the pods after it waited).
     assert rolled.outcome["broker-1 at start"] == "loading"

@@ -152,9 +152,13 @@ def test_a_roll_waits_out_a_real_recovery_longer_than_its_operation_timeout(
     with watched(cluster) as watch:
         done = roll(cluster, tmp_path, "--operation-timeout", f"{OPERATION_TIMEOUT:g}s")
     print(f"\n{done.stderr}\n{watch.summary()}")
+    # The test's own eyes first (its control server's restart log with every node's phase from
+    # its own Kafka log, the ISR and quorum sampler, the canary), not the roller's word: no
+    # restart while any node loaded or recovered its logs, never below min ISR nor leaderless,
+    # never blind for more than 2 s, every canary send acknowledged and read back.
+    watch.assert_safe()
     assert done.returncode == 0, done.stdout + done.stderr
-    # By the test's own control server and the nodes' own logs, not the roller's word:
-    # each node restarted once, none while a node loaded or recovered its logs ...
+    # each node restarted once ...
     assert [cluster.restarts.of(n) for n in kafka.nodes] == [1, 1, 1], cluster.restarts.log
     # ... the recovering node's recovery really outlasted the operation timeout ...
     node = kafka.nodes[recovering]
@@ -175,9 +179,6 @@ def test_a_roll_waits_out_a_real_recovery_longer_than_its_operation_timeout(
     assert max(waits[name]) - min(waits[name]) > 10, waits
     assert all(max(t) - min(t) < 10 for node, t in waits.items() if node != name), waits
     assert f"{name}: recovering: " in done.stderr, done.stderr
-    # The test's own eyes on the cluster all along: never below min ISR nor leaderless, never
-    # blind for more than 2 s; every canary send acknowledged and read back.
-    watch.assert_safe()
 
     # the agents' timelines and the roll's events, collected: the recovery is on record
     collected = subprocess.run(

@@ -382,7 +382,9 @@ class KafkaNode:
     def phase(self) -> str:
         """Where this node's current run stands, by Kafka's own log (no JMX, no agent): `down`
         (no JVM), `loading` (it said it is loading or recovering its logs and has not said they
-        are loaded: never to be restarted, nor another node meanwhile), `starting`, `started`."""
+        are loaded: never to be restarted, nor another node meanwhile), `starting`, `started`
+        (its broker RUNNING, or the server's start logged: a busy broker may log its RUNNING
+        transition seconds before "Kafka Server started")."""
         if not self.running():
             return "down"
         with contextlib.suppress(FileNotFoundError), open(self.log_file, "rb") as log:
@@ -391,7 +393,7 @@ class KafkaNode:
             loading = [m.end() for m in LOADING.finditer(text)]
             if loading and not LOADED.search(text, loading[-1]):
                 return "loading"
-            return "started" if STARTED.search(text) else "starting"
+            return "started" if STARTED.search(text) or RUNNING.search(text) else "starting"
         return "starting"
 
     def moments(self, pattern: re.Pattern[str]) -> list[float]:

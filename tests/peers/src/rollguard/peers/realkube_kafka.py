@@ -61,6 +61,9 @@ class KafkaPods:
         self.recover_next: dict[int, tuple[float, threading.Event | None]] = {}
         self.log: list[tuple[str, str]] = []  # (pod, what happened), in order
         self.started: list[tuple[str, float]] = []  # (pod, monotonic) of each node's start
+        # node id -> the JVM its deleted pod ran, until its new pod's node has started (`seen`)
+        self._replacing: dict[int, object] = {}
+        self._seeing = threading.Lock()
         self._lock = threading.Lock()
         folder.mkdir(parents=True, exist_ok=True)
         ca = load_ca(pki.ca, ca_key)
@@ -143,13 +146,24 @@ class KafkaPods:
             return False
 
     def seen(self, pod: str) -> Mapping[str, Any]:
-        """What the test sees, not the agent: whether the pod's JVM runs, and every node's
-        phase from its own log (`KafkaNode.phase`: `loading` while it loads or recovers its
-        logs), as `phases` {node id: phase}."""
-        return {
-            "running": self.node(pod).running(),
-            "phases": {n: node.phase() for n, node in self.kafka.nodes.items()},
-        }
+        """What the test sees at `pod`'s deletion, not the agent: whether the pod's JVM runs,
+        and every node's phase from its own log (`KafkaNode.phase`: `loading` while it loads or
+        recovers its logs), as `phases` {node id: phase}. A node whose pod was deleted earlier
+        is `down` until its new pod's JVM runs, whatever the old JVM still logs (the bridge
+        stops it a moment after the deletion), then as its new run says, until `started`."""
+        with self._seeing:
+            phases = {}
+            for n, node in self.kafka.nodes.items():
+                phase = node.phase()
+                if n in self._replacing:
+                    if node.process is self._replacing[n]:
+                        phase = "down"
+                    elif phase == "started":
+                        del self._replacing[n]
+                phases[n] = phase
+            deleted = self.node(pod)
+            self._replacing[deleted.spec.node_id] = deleted.process
+        return {"running": deleted.running(), "phases": phases}
 
     def agent_gauges(self, pod: str) -> Mapping[str, float]:
         """The pod's agent's own gauges (its /metrics), for a test's preconditions: that the
