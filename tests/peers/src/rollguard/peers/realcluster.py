@@ -77,7 +77,8 @@ class Restarts:
                 last = [o.at for o in self.log if o.node_id == n and o.at <= r.at]
                 if last and r.at - last[-1] < together:
                     continue
-                found.append(f"node {r.node_id} restarted while node {n} was {phase}")
+                since = f", {r.at - last[-1]:.1f} s after its restart" if last else ""
+                found.append(f"node {r.node_id} restarted while node {n} was {phase}{since}")
         return found
 
 
@@ -92,6 +93,7 @@ class RealCluster:
         self.restarts = Restarts()
         self.agents: dict[int, Agent] = {}
         self._lock = threading.Lock()
+        self._restarting: dict[int, threading.Lock] = {}  # node id -> held while it restarts
         try:
             # Started side by side: an agent's start (Python, uvicorn, its JMX reader JVM) is
             # seconds of CPU, and nine in a row would cost a minute.
@@ -152,7 +154,10 @@ class RealCluster:
         self.restarts.recover_next[node_id] = (hold, registering)
 
     def restart(self, node_id: int) -> None:
-        """What `systemctl restart kafka` does: stop cleanly, start; a recovery if planned."""
+        """What `systemctl restart kafka` does: stop cleanly, start; a recovery if planned.
+        Recorded at once; each node restarted under a lock of its own, so the members of a
+        batch restart side by side, as on hosts of their own (one lock for all made the second
+        wait for the first one's controlled shutdown, seconds under load)."""
         with self._lock:
             node = self.kafka.nodes[node_id]
             phases = {n: other.phase() for n, other in self.kafka.nodes.items()}
@@ -161,6 +166,8 @@ class RealCluster:
             hold, registering = self.restarts.recover_next.pop(node_id, (0.0, 0.0))
             kind = "recover" if recover else "clean"
             self.restarts.log.append(Restart(node_id, kind, at, wall, phases))
+            one = self._restarting.setdefault(node_id, threading.Lock())
+        with one:
             node.restart(recover=recover, hold=hold, registering=registering)
 
     def _handler(self) -> type[BaseHTTPRequestHandler]:
