@@ -41,7 +41,7 @@ import subprocess
 import threading
 import time
 import uuid
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -264,6 +264,9 @@ class KafkaNode:
     # when it said it was loading (recovering) its logs, and when it said they were loaded.
     loading_began: float | None = None
     loading_ended: float | None = None
+    # When its lifecycle thread was frozen after its recovery (`registering`), on the wall clock
+    # (as its log's stamps): None when it was not.
+    frozen_at: float | None = None
     _mark: int = 0  # where this start's lines begin in kafka.log
     _watcher: threading.Thread | None = None
 
@@ -359,7 +362,7 @@ class KafkaNode:
         archiving(self.process, pending)
         self.starts += 1
         self.throttled = False
-        self.loading_began = self.loading_ended = None
+        self.loading_began = self.loading_ended = self.frozen_at = None
         if throttle_loading:
             self._watcher = threading.Thread(
                 target=self._throttle_while_loading,
@@ -488,15 +491,26 @@ class KafkaNode:
             if _wait_for_line(self.log_file, mark, LOADED, process):
                 self.loading_ended = time.monotonic()
                 if registering > 0:
-                    _freeze_threads(process, f"broker-{self.node_id}-lifecy", registering)
+                    _freeze_threads(
+                        process,
+                        f"broker-{self.node_id}-lifecy",
+                        registering,
+                        frozen=lambda: setattr(self, "frozen_at", time.time()),
+                    )
         finally:
             if group is not None:
                 _release(group, process)
 
 
-def _freeze_threads(process: subprocess.Popen[bytes], prefix: str, seconds: float) -> None:
+def _freeze_threads(
+    process: subprocess.Popen[bytes],
+    prefix: str,
+    seconds: float,
+    frozen: Callable[[], object] = lambda: None,
+) -> None:
     """Freeze the process's threads whose name starts with `prefix` for `seconds` (a cgroup-v1
-    freezer group of their own), then thaw them; nothing without a writable freezer."""
+    freezer group of their own), then thaw them; nothing without a writable freezer. `frozen`
+    is called once they are."""
     if not os.access(FREEZER_CGROUP, os.W_OK):
         return
     group = FREEZER_CGROUP / f"rollguard-test-{uuid.uuid4().hex[:8]}"
@@ -510,6 +524,7 @@ def _freeze_threads(process: subprocess.Popen[bytes], prefix: str, seconds: floa
         for task in tasks:
             (group / "tasks").write_text(task)
         (group / "freezer.state").write_text("FROZEN")
+        frozen()
         time.sleep(seconds)
     except OSError:
         pass
