@@ -16,7 +16,7 @@ import contextlib
 import json
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -67,19 +67,25 @@ class Restarts:
         and, a controller, a vote the quorum may need."""
         found = []
         for r in self.log:
-            for n, phase in sorted(r.phases.items()):
-                if n == r.node_id:
-                    if phase == "loading":
-                        found.append(f"node {n} restarted while it was loading its logs")
-                    continue
-                if phase == "started":
-                    continue
+            for n, said in not_back(r.node_id, r.phases).items():
                 last = [o.at for o in self.log if o.node_id == n and o.at <= r.at]
-                if last and r.at - last[-1] < together:
+                if n != r.node_id and last and r.at - last[-1] < together:
                     continue
                 since = f", {r.at - last[-1]:.1f} s after its restart" if last else ""
-                found.append(f"node {r.node_id} restarted while node {n} was {phase}{since}")
+                found.append(said + (since if n != r.node_id else ""))
         return found
+
+
+def not_back(node_id: int, phases: Mapping[int, str]) -> dict[int, str]:
+    """What forbade restarting `node_id` when the nodes were in `phases` (`KafkaNode.phase`):
+    itself loading its logs, or another node not back (down, starting or loading); by node."""
+    found = {}
+    for n, phase in sorted(phases.items()):
+        if n == node_id and phase == "loading":
+            found[n] = f"node {n} restarted while it was loading its logs"
+        elif n != node_id and phase != "started":
+            found[n] = f"node {node_id} restarted while node {n} was {phase}"
+    return found
 
 
 class RealCluster:
