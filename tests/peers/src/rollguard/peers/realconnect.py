@@ -25,7 +25,6 @@ share (replication 1, min ISR 1).
 
 from __future__ import annotations
 
-import contextlib
 import json
 import re
 import subprocess
@@ -173,17 +172,30 @@ class ConnectWorker:
         _LIVE.add(self.process)
 
     def wait_ready(self, timeout: float = 120) -> None:
-        """Until `GET /health` answers 200; fails at once if the JVM exits."""
+        """Until `GET /health` answers 200; fails at once if the JVM exits. The worker answers
+        once its herder thread ran the check (it waits up to 10 s for it): a busy worker on a
+        loaded machine takes seconds, so each probe waits that long too (a 2 s read timeout
+        never saw the second worker of a rebalance ready in 120 s, CI15)."""
+        last: list[object] = ["no answer"]
 
         def ready() -> bool:
             if not self.running():
                 raise AssertionError(f"the Connect worker exited:\n{self.log_text()[-3000:]}")
-            with contextlib.suppress(OSError):
-                status, _ = rest(self.url + "/health", timeout=2)
-                return status == 200
-            return False
+            try:
+                status, body = rest(self.url + "/health", timeout=15)
+            except OSError as exc:
+                last[0] = exc
+                return False
+            last[0] = (status, body)
+            return status == 200
 
-        wait_until(ready, timeout, interval=0.2, what=f"the Connect worker on {self.url}")
+        try:
+            wait_until(ready, timeout, interval=0.2, what=f"the Connect worker on {self.url}")
+        except AssertionError as exc:
+            tail = "\n".join(self.log_text().splitlines()[-15:])
+            raise AssertionError(
+                f"{exc}; its last answer: {last[0]!r}; its log ends:\n{tail}"
+            ) from None
 
     def stop(self, timeout: float = 30) -> None:
         """SIGTERM (the worker leaves its group), SIGKILL if it outlasts `timeout`."""

@@ -510,22 +510,19 @@ def _freeze_threads(
 ) -> None:
     """Freeze the process's threads whose name starts with `prefix` for `seconds` (a cgroup-v1
     freezer group of their own), then thaw them; nothing without a writable freezer. `frozen`
-    is called once they are."""
+    is called once they are. Threads come and go meanwhile (the log recovery's pool ends just
+    as the logs are loaded: CI15 lost the freeze to one that exited between the listing and
+    the read of its name), so each thread is taken on its own."""
     if not os.access(FREEZER_CGROUP, os.W_OK):
         return
     group = FREEZER_CGROUP / f"rollguard-test-{uuid.uuid4().hex[:8]}"
     try:
         group.mkdir()
-        tasks = [
-            task.name
-            for task in Path(f"/proc/{process.pid}/task").iterdir()
-            if (task / "comm").read_text().startswith(prefix)
-        ]
-        for task in tasks:
-            (group / "tasks").write_text(task)
-        (group / "freezer.state").write_text("FROZEN")
-        frozen()
-        time.sleep(seconds)
+        held = _hold_threads(group, process, prefix)
+        if held:
+            (group / "freezer.state").write_text("FROZEN")
+            frozen()
+            time.sleep(seconds)
     except OSError:
         pass
     finally:
