@@ -16,35 +16,47 @@ command's `--log-format`, on stderr: stdout carries the command's result alone.
 from __future__ import annotations
 
 import argparse
+import importlib
 import logging
 import os
 import sys
 from collections.abc import Mapping, Sequence
 
-from rollguard.roller import state
-from rollguard.roller.collect import cli as collect_cli
-from rollguard.roller.connect import cli as connect_cli
-from rollguard.roller.connect.options import ENV_PREFIX as CONNECT_PREFIX
-from rollguard.roller.options import ENV_PREFIX, OutputOptions
-from rollguard.roller.roll import cli as roll_cli
-from rollguard.roller.roll import pause
 from rollguard.shared.cli import Parser, run_command
 from rollguard.shared.errors import ConfigError
 from rollguard.shared.logs import configure_logging
 from rollguard.shared.settings import resolve
 
+# httpx imports its own command line with itself when click, rich and pygments are installed (a
+# third of this command's start, for a command it never runs).
+# Hence the rooms are imported in the functions below, after this line: they import httpx.
+sys.modules.setdefault("httpx._main", None)  # type: ignore[arg-type]  # None: "not importable"
 
-def build_parser() -> Parser:
+
+# Each room's commands, by the module that registers them (`add_parsers(sub)`).
+ROOMS = {
+    "state": "rollguard.roller.state",
+    "roll": "rollguard.roller.roll.cli",
+    "plan": "rollguard.roller.roll.cli",
+    "collect": "rollguard.roller.collect.cli",
+    "connect": "rollguard.roller.connect.cli",
+    "mm2": "rollguard.roller.connect.cli",
+}
+
+
+def build_parser(command: str | None = None) -> Parser:
+    """Every room's commands; with a known `command`, only its room's: a command does not pay
+    for the others' modules (their settings are dataclasses, which cost their start). Help,
+    a mistyped command and its suggestion get every room."""
+    rooms = [ROOMS[command]] if command in ROOMS else list(dict.fromkeys(ROOMS.values()))
     parser = Parser(
         prog="rollguard",
         description="Rolls Kafka clusters safely, collects recovery timelines, operates Kafka "
         "Connect.",
     )
     sub = parser.add_subparsers(dest="command", required=True, parser_class=Parser)
-    state.add_parser(sub)
-    roll_cli.add_parsers(sub)
-    collect_cli.add_parsers(sub)
-    connect_cli.add_parsers(sub)
+    for room in rooms:
+        importlib.import_module(room).add_parsers(sub)
     return parser
 
 
@@ -52,6 +64,9 @@ def output_settings(args: argparse.Namespace, environ: Mapping[str, str]) -> tup
     """`--output` and `--log-format` (`OutputOptions`, in every command), read before the
     command runs: its failures are told in the one, its log lines written in the other. A value
     that does not convert counts as `text` here; the command refuses it itself (exit 2)."""
+    from rollguard.roller.connect.options import ENV_PREFIX as CONNECT_PREFIX
+    from rollguard.roller.options import ENV_PREFIX, OutputOptions
+
     prefix = CONNECT_PREFIX if args.command in ("connect", "mm2") else ENV_PREFIX
     found: dict[str, str] = {}
     for flag in OutputOptions.flags():
@@ -63,9 +78,11 @@ def output_settings(args: argparse.Namespace, environ: Mapping[str, str]) -> tup
 
 
 def main(argv: Sequence[str] | None = None, environ: Mapping[str, str] | None = None) -> int:
+    from rollguard.roller.roll import pause
+
     argv = sys.argv[1:] if argv is None else argv
     # `rollguard roll pause|resume` has a parser of its own (roll.pause.parse says why).
-    args = pause.parse(argv) or build_parser().parse_args(argv)
+    args = pause.parse(argv) or build_parser(argv[0] if argv else None).parse_args(argv)
     environ = os.environ if environ is None else environ
     output, log_format = output_settings(args, environ)
     # kafka-python logs every refused or reset connection, with a traceback, at ERROR; a roll

@@ -54,7 +54,7 @@ class StateOptions(AgentOptions, OutputOptions):
     )
 
 
-def add_parser(sub: Any) -> None:
+def add_parsers(sub: Any) -> None:
     state = sub.add_parser(
         "state",
         help="ask agents for their broker's state once",

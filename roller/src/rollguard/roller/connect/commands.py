@@ -18,13 +18,6 @@ from typing import Any
 
 from rollguard.roller.configmap import ConfigMapStore
 from rollguard.roller.connect import operations
-from rollguard.roller.connect.autorestart import (
-    AutoRestarter,
-    ConfigMapStateStore,
-    FileStateStore,
-    Metrics,
-    StateStore,
-)
 from rollguard.roller.connect.client import ConnectError, ConnectorStatus
 from rollguard.roller.connect.offsets import (
     GENERIC_KEY,
@@ -331,6 +324,15 @@ def auto_restart(
     args: argparse.Namespace, options: AutoRestartOptions, environ: Mapping[str, str]
 ) -> tuple[Work, str]:
     """The watcher's coroutine, and where its counts are kept (for the message at exit)."""
+    # The watcher's modules (prometheus_client) only for the watcher: not every command's start.
+    from rollguard.roller.connect.autorestart import (
+        AutoRestarter,
+        ConfigMapStateStore,
+        FileStateStore,
+        Metrics,
+        StateStore,
+    )
+
     overrides = load_overrides(options.config, options.max_restarts)
     store: StateStore
     if options.state_configmap is not None:

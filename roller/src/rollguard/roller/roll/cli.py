@@ -28,7 +28,7 @@ from contextlib import ExitStack
 from dataclasses import replace
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rollguard.roller.agent_client import AgentClient
 from rollguard.roller.model import Node
@@ -49,8 +49,6 @@ from rollguard.roller.roll.kafka_admin import KafkaObserver, read_client_propert
 from rollguard.roller.roll.lease import Lease, default_holder
 from rollguard.roller.roll.lease_file import LEASE_FILE, FileLease
 from rollguard.roller.roll.lease_kubernetes import KUBERNETES_LEASE, KubernetesLease
-from rollguard.roller.roll.metrics import RollMetrics
-from rollguard.roller.roll.metrics_server import MetricsServer
 from rollguard.roller.roll.options import RollOptions
 from rollguard.roller.roll.planning import plan_lines
 from rollguard.roller.roll.progress import RecoveryTracker
@@ -62,6 +60,10 @@ from rollguard.shared.retry import RetryStats
 from rollguard.shared.settings import (
     format_duration,
 )
+
+if TYPE_CHECKING:
+    from rollguard.roller.roll.metrics import RollMetrics
+    from rollguard.roller.roll.metrics_server import MetricsServer
 
 logger = logging.getLogger(__name__)
 progress = logging.getLogger(PROGRESS)  # the roll's progress lines, on stderr
@@ -213,6 +215,10 @@ async def _run(command: str, options: RollOptions, stats: RetryStats, roll_id: s
         metrics: RollMetrics | None = None
         server: MetricsServer | None = None
         if command == "roll" and options.metrics_listen is not None:
+            # prometheus_client only here: a roll without metrics does not pay its import.
+            from rollguard.roller.roll.metrics import RollMetrics
+            from rollguard.roller.roll.metrics_server import MetricsServer
+
             metrics = RollMetrics(roll_id, cluster or None)
             journal, lease = metrics.watch(events, journal, lease)
             server = MetricsServer(metrics.render)

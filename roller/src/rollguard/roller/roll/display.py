@@ -10,13 +10,13 @@ import logging
 import re
 import sys
 from types import TracebackType
-
-from rich.console import Console
-from rich.live import Live
-from rich.table import Table
+from typing import TYPE_CHECKING
 
 from rollguard.roller.model import Node
 from rollguard.roller.roll.progress import RecoveryTracker, format_duration
+
+if TYPE_CHECKING:
+    from rich.table import Table
 
 logger = logging.getLogger(__name__)
 
@@ -33,6 +33,10 @@ class LiveTable:
         self.rows: dict[str, tuple[str, str, str, str]] = {
             n.name: ("pending", "", "", "") for n in nodes
         }
+        # rich only here: a roll whose stderr is no terminal (most) does not pay its import.
+        from rich.console import Console
+        from rich.live import Live
+
         self._live = Live(
             self._table(), console=Console(stderr=True), auto_refresh=False, redirect_stdout=False
         )
@@ -67,6 +71,8 @@ class LiveTable:
         self._live.update(self._table(), refresh=True)
 
     def _table(self) -> Table:
+        from rich.table import Table
+
         table = Table(title="rollguard roll")
         for column in ("node", "state", "waiting on", "recovery", "ETA"):
             table.add_column(column)
