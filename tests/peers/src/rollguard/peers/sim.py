@@ -628,7 +628,7 @@ def default_settings() -> RollSettings:
 def make_roller(cluster: SimCluster, folder: Path, settings: RollSettings | None = None) -> Roller:
     clock = cluster.clock
     agents = AgentClient(
-        ssl.create_default_context(),
+        ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT),  # never used (a mock transport): no CAs loaded
         RetryPolicy(max_retries=2),
         transport=httpx.MockTransport(cluster.handle),
         sleep=clock.sleep,
