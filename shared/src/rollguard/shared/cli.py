@@ -46,6 +46,18 @@ def version() -> str:
         return "unknown (not installed)"
 
 
+class _Version(argparse.Action):
+    """`--version`, looked up when asked: importlib.metadata reads every installed distribution
+    (10-15 ms), and a command builds a parser for each of its sub-commands."""
+
+    def __init__(self, option_strings: list[str], dest: str, help: str | None = None) -> None:
+        super().__init__(option_strings, dest, nargs=0, default=argparse.SUPPRESS, help=help)
+
+    def __call__(self, parser: argparse.ArgumentParser, *_: Any) -> None:
+        parser._print_message(f"{parser.prog} {version()}\n", sys.stdout)
+        parser.exit()
+
+
 class _Formatter(argparse.HelpFormatter):
     """Descriptions wrapped as prose, except lines indented by two spaces: an example command
     stays on a line of its own, whole."""
@@ -76,12 +88,7 @@ class Parser(argparse.ArgumentParser):
         super().__init__(*args, **kwargs)
         self._renamed: list[tuple[str, str, str, str]] = []  # old flag, its dest, new flag, dest
         if self.add_help if with_version is None else with_version:
-            self.add_argument(
-                "--version",
-                action="version",
-                version=f"%(prog)s {version()}",
-                help="print the version and exit",
-            )
+            self.add_argument("--version", action=_Version, help="print the version and exit")
 
     def add_renamed(self, old: str, new: str) -> None:
         """Keep `old` working as a hidden alias of the already added option `new`: a value given

@@ -41,7 +41,7 @@ import subprocess
 import threading
 import time
 import uuid
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Collection, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -478,6 +478,8 @@ class KafkaNode:
             if group is not None and hold > 0:
                 until = self.loading_began + hold
                 limit = until + (RELEASE_S if release is not None else 0.0)
+                held: set[str] = set()
+                scan = 0.0  # when to look for recovery threads again
                 while not _wait_for_line(
                     self.log_file, mark, LOADED, process, until=min(limit, time.monotonic() + 0.1)
                 ):
@@ -485,7 +487,12 @@ class KafkaNode:
                     released = release is None or release.is_set() or now >= limit
                     if (now >= until and released) or process.poll() is not None:
                         break
-                    self.throttled = _hold_threads(group, process, "log-recovery") or self.throttled
+                    # Every 0.1 s until the recovery threads are held, then each second (a scan
+                    # reads every thread's name: 10 a second were a tenth of a test worker's CPU).
+                    if now >= scan:
+                        held |= _hold_threads(group, process, "log-recovery", skip=held)
+                        self.throttled = self.throttled or bool(held)
+                        scan = now + (1.0 if held else 0.0)
                 _release(group, process)  # held long enough: the rest at full speed
                 group = None
             if _wait_for_line(self.log_file, mark, LOADED, process):
@@ -536,16 +543,21 @@ def _freeze_threads(
             group.rmdir()
 
 
-def _hold_threads(group: Path, process: subprocess.Popen[bytes], prefix: str) -> bool:
+def _hold_threads(
+    group: Path, process: subprocess.Popen[bytes], prefix: str, skip: Collection[str] = ()
+) -> set[str]:
     """Move the process's threads whose name starts with `prefix` into `group` (cgroup v1 takes
-    single threads through `tasks`); True if any is there."""
-    held = False
+    single threads through `tasks`), but those in `skip` (already there); the ids of those
+    moved."""
+    held = set()
     with contextlib.suppress(OSError):
         for task in Path(f"/proc/{process.pid}/task").iterdir():
+            if task.name in skip:
+                continue
             with contextlib.suppress(OSError):
                 if (task / "comm").read_text().startswith(prefix):
                     (group / "tasks").write_text(task.name)
-                    held = True
+                    held.add(task.name)
     return held
 
 
