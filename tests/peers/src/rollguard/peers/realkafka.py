@@ -888,9 +888,16 @@ def random_uuid() -> str:
 
 
 def _java_start(lib: Path, main: str, *args: str, heap: str = "128m") -> subprocess.Popen[bytes]:
+    """One of Kafka's tools. It maps the nodes' class-data archive when there is one (1.2 s of
+    CPU to format a node's storage instead of 1.7), and never writes one: an archive made by a
+    tool would lack most of a node's classes."""
+    java = shutil.which("java") or "java"
+    archive = jvmcds.archive_for(java, lib)
+    shared = [f"-XX:SharedArchiveFile={archive}"] if archive.exists() else []
     return subprocess.Popen(
         [
-            shutil.which("java") or "java",
+            java,
+            *shared,
             f"-Xmx{heap}",
             "-XX:+UseSerialGC",
             "-XX:TieredStopAtLevel=1",
