@@ -14,6 +14,7 @@ import pytest
 from test_connect_support import FAST_RETRIES, Cli, changes, cli, connect, rollguard  # noqa: F401
 
 from rollguard.peers.connect import PROXY_PAGE, ConnectSim, State
+from rollguard.peers.processes import wait_until
 from rollguard.roller.connect import cli as connect_cli
 from rollguard.roller.connect.client import ConnectorStatus
 from rollguard.roller.connect.operations import WaitTimeout, is_stopped, wait_for
@@ -55,6 +56,13 @@ def test_restart_all_failed_reads_the_status_once_and_reports_each(
     assert reports[0]["states"]["tasks"][0]["state"] == "RESTARTING"
     assert len(connect.calls("GET", "/connectors")) == 1
     assert changes(connect) == ["POST /connectors/a/restart", "POST /connectors/b/restart"]
+    # Without --wait the command returns with the restarts asked; a worker still shows the old
+    # FAILED for 10-50 ms after its 202 (the peer too): until both have started again.
+    wait_until(
+        lambda: State.FAILED not in (connect.state("a", 0), connect.state("b")),
+        5,
+        what="a's task 0 and b restarted",
+    )
     again = cli("connect", "restart", "--all-failed", "--connect-url", connect.url)
     assert again.code == 0 and "nothing is FAILED: nothing restarted" in again.out
     both = cli("connect", "restart", "a", "--all-failed", "--connect-url", connect.url)
