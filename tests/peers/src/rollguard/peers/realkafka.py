@@ -41,7 +41,7 @@ import subprocess
 import threading
 import time
 import uuid
-from collections.abc import Callable, Collection, Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -478,8 +478,8 @@ class KafkaNode:
             if group is not None and hold > 0:
                 until = self.loading_began + hold
                 limit = until + (RELEASE_S if release is not None else 0.0)
-                held: set[str] = set()
-                scan = 0.0  # when to look for recovery threads again
+                held = _ThreadHold(group, process, "log-recovery")
+                self.throttled = held.scan()
                 while not _wait_for_line(
                     self.log_file, mark, LOADED, process, until=min(limit, time.monotonic() + 0.1)
                 ):
@@ -487,12 +487,10 @@ class KafkaNode:
                     released = release is None or release.is_set() or now >= limit
                     if (now >= until and released) or process.poll() is not None:
                         break
-                    # Every 0.1 s until the recovery threads are held, then each second (a scan
-                    # reads every thread's name: 10 a second were a tenth of a test worker's CPU).
-                    if now >= scan:
-                        held |= _hold_threads(group, process, "log-recovery", skip=held)
-                        self.throttled = self.throttled or bool(held)
-                        scan = now + (1.0 if held else 0.0)
+                    # Every 0.1 s: the whole recovery is a fraction of a second of CPU, so a
+                    # recovery thread left unheld for a second recovers everything (CI20, when
+                    # the scans were a second apart once the first thread was held).
+                    self.throttled = held.scan() or self.throttled
                 _release(group, process)  # held long enough: the rest at full speed
                 group = None
             if _wait_for_line(self.log_file, mark, LOADED, process):
@@ -543,22 +541,39 @@ def _freeze_threads(
             group.rmdir()
 
 
-def _hold_threads(
-    group: Path, process: subprocess.Popen[bytes], prefix: str, skip: Collection[str] = ()
-) -> set[str]:
+def _hold_threads(group: Path, process: subprocess.Popen[bytes], prefix: str) -> bool:
     """Move the process's threads whose name starts with `prefix` into `group` (cgroup v1 takes
-    single threads through `tasks`), but those in `skip` (already there); the ids of those
-    moved."""
-    held = set()
-    with contextlib.suppress(OSError):
-        for task in Path(f"/proc/{process.pid}/task").iterdir():
-            if task.name in skip:
-                continue
-            with contextlib.suppress(OSError):
-                if (task / "comm").read_text().startswith(prefix):
-                    (group / "tasks").write_text(task.name)
-                    held.add(task.name)
-    return held
+    single threads through `tasks`); True if any is there."""
+    return _ThreadHold(group, process, prefix).scan()
+
+
+class _ThreadHold:
+    """A process's threads named `prefix...`, moved into a cgroup as they appear. A scan reads
+    the name of each thread it has not seen for long: a JVM names a thread as it starts it, so
+    one seen for `SETTLED` seconds under another name is never read again, and one held is not
+    written again (reading every thread's name ten times a second was a tenth of a test
+    worker's CPU)."""
+
+    SETTLED = 2.0
+
+    def __init__(self, group: Path, process: subprocess.Popen[bytes], prefix: str) -> None:
+        self.group, self.process, self.prefix = group, process, prefix
+        self.held: set[str] = set()
+        self.seen: dict[str, float] = {}  # thread id: when first seen
+
+    def scan(self) -> bool:
+        """Hold the new ones; True if any thread is held."""
+        now = time.monotonic()
+        with contextlib.suppress(OSError):
+            for task in Path(f"/proc/{self.process.pid}/task").iterdir():
+                first = self.seen.setdefault(task.name, now)
+                if task.name in self.held or now - first > self.SETTLED:
+                    continue
+                with contextlib.suppress(OSError):
+                    if (task / "comm").read_text().startswith(self.prefix):
+                        (self.group / "tasks").write_text(task.name)
+                        self.held.add(task.name)
+        return bool(self.held)
 
 
 def _wait_for_line(
