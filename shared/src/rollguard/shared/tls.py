@@ -70,6 +70,14 @@ def client_context(
     return context
 
 
+def trusting_nothing() -> ssl.SSLContext:
+    """A client context (TLS 1.2+) with no CA: every certificate fails its check. For a client
+    whose URL needs no TLS, where a default context would load a CA bundle for nothing."""
+    context = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
+    context.minimum_version = MINIMUM_VERSION
+    return context
+
+
 def read_certificates(path: Path, role: str) -> list[x509.Certificate]:
     """Every PEM certificate in `path`; TlsFileError naming the file and `role` otherwise."""
     data = _read(path, role)

@@ -28,7 +28,7 @@ from rollguard.roller.connect.status import ConnectorStatus, RestartOutcome, Tas
 from rollguard.roller.connect.versions import parse_version
 from rollguard.shared.errors import RollguardError
 from rollguard.shared.retry import RetryPolicy, RetryStats, retry_async
-from rollguard.shared.tls import MINIMUM_VERSION, client_context
+from rollguard.shared.tls import client_context, trusting_nothing
 
 # ConnectorStatus and TaskState are rollguard.roller.connect.status's, known from here too.
 __all__ = ["ConnectClient", "ConnectError", "ConnectorStatus", "TaskState", "parse_version"]
@@ -67,13 +67,6 @@ def redact(url: str) -> str:
     return urlunsplit(parts._replace(netloc=f"{parts.username}:***@{host}"))
 
 
-def _trusting_nothing() -> ssl.SSLContext:
-    """A client context with no CA: every certificate fails its check."""
-    context = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
-    context.minimum_version = MINIMUM_VERSION
-    return context
-
-
 class ConnectClient:
     def __init__(
         self,
@@ -99,7 +92,7 @@ class ConnectClient:
             # https: the system's CAs, TLS 1.2+ (as every client here). http: no TLS, and a
             # context that trusts nothing, so that nothing could pass unchecked; httpx would
             # otherwise load its CA bundle for every client (60 ms of CPU) to use it never.
-            tls = client_context(None) if parts.scheme == "https" else _trusting_nothing()
+            tls = client_context(None) if parts.scheme == "https" else trusting_nothing()
         self._http = httpx.AsyncClient(
             base_url=self.url,
             verify=tls,

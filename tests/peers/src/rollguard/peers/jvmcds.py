@@ -49,12 +49,19 @@ def archive_for(java: str, lib: Path) -> Path:
     return CACHE / f"jvm-{digest.hexdigest()[:16]}.jsa"
 
 
+def mapping(java: str, lib: Path) -> list[str]:
+    """The flag that maps the archive of `-cp lib/*` if there is one (none otherwise): for a JVM
+    that must not write one (a tool's archive would lack most of a node's classes)."""
+    archive = archive_for(java, lib)
+    return [f"-XX:SharedArchiveFile={archive}"] if archive.exists() else []
+
+
 def flags(java: str, lib: Path) -> tuple[list[str], Path | None]:
     """The JVM flags for `-cp lib/*`, and the file this JVM writes its archive to at exit (to
     be `publish`ed then), or None when it maps an existing one (or another JVM is writing it)."""
+    if mapped := mapping(java, lib):
+        return mapped, None
     archive = archive_for(java, lib)
-    if archive.exists():
-        return [f"-XX:SharedArchiveFile={archive}"], None
     with _lock:
         if str(archive) in _dumping:
             return [], None

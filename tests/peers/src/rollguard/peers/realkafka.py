@@ -490,7 +490,7 @@ class KafkaNode:
                     # Every 0.1 s: the whole recovery is a fraction of a second of CPU, so a
                     # recovery thread left unheld for a second recovers everything (CI20, when
                     # the scans were a second apart once the first thread was held).
-                    self.throttled = held.scan() or self.throttled
+                    self.throttled = held.scan()
                 _release(group, process)  # held long enough: the rest at full speed
                 group = None
             if _wait_for_line(self.log_file, mark, LOADED, process):
@@ -523,8 +523,7 @@ def _freeze_threads(
     group = FREEZER_CGROUP / f"rollguard-test-{uuid.uuid4().hex[:8]}"
     try:
         group.mkdir()
-        held = _hold_threads(group, process, prefix)
-        if held:
+        if _ThreadHold(group, process, prefix).scan():
             (group / "freezer.state").write_text("FROZEN")
             frozen()
             time.sleep(seconds)
@@ -541,14 +540,9 @@ def _freeze_threads(
             group.rmdir()
 
 
-def _hold_threads(group: Path, process: subprocess.Popen[bytes], prefix: str) -> bool:
-    """Move the process's threads whose name starts with `prefix` into `group` (cgroup v1 takes
-    single threads through `tasks`); True if any is there."""
-    return _ThreadHold(group, process, prefix).scan()
-
-
 class _ThreadHold:
-    """A process's threads named `prefix...`, moved into a cgroup as they appear. A scan reads
+    """A process's threads named `prefix...`, moved into a cgroup (cgroup v1 takes single threads
+    through `tasks`) as they appear. A scan reads
     the name of each thread it has not seen for long: a JVM names a thread as it starts it, so
     one seen for `SETTLED` seconds under another name is never read again, and one held is not
     written again (reading every thread's name ten times a second was a tenth of a test
@@ -903,16 +897,13 @@ def random_uuid() -> str:
 
 
 def _java_start(lib: Path, main: str, *args: str, heap: str = "128m") -> subprocess.Popen[bytes]:
-    """One of Kafka's tools. It maps the nodes' class-data archive when there is one (1.2 s of
-    CPU to format a node's storage instead of 1.7), and never writes one: an archive made by a
-    tool would lack most of a node's classes."""
+    """One of Kafka's tools: it maps the nodes' class-data archive when there is one (1.2 s of
+    CPU to format a node's storage instead of 1.7), and never writes one."""
     java = shutil.which("java") or "java"
-    archive = jvmcds.archive_for(java, lib)
-    shared = [f"-XX:SharedArchiveFile={archive}"] if archive.exists() else []
     return subprocess.Popen(
         [
             java,
-            *shared,
+            *jvmcds.mapping(java, lib),
             f"-Xmx{heap}",
             "-XX:+UseSerialGC",
             "-XX:TieredStopAtLevel=1",

@@ -35,7 +35,6 @@ import asyncio
 import json
 import math
 import random
-import ssl
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -58,6 +57,7 @@ from rollguard.roller.roll.roller import Roller
 from rollguard.roller.roll.settings import RollFailed, RollSettings
 from rollguard.shared.retry import RetryPolicy
 from rollguard.shared.states import BrokerState
+from rollguard.shared.tls import trusting_nothing
 from rollguard.shared.wire import format_time
 
 # Virtual second 0 on the wall clock, for the times the agents and the quorum report.
@@ -628,7 +628,7 @@ def default_settings() -> RollSettings:
 def make_roller(cluster: SimCluster, folder: Path, settings: RollSettings | None = None) -> Roller:
     clock = cluster.clock
     agents = AgentClient(
-        ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT),  # never used (a mock transport): no CAs loaded
+        trusting_nothing(),  # never used (a mock transport): no CA bundle loaded for nothing
         RetryPolicy(max_retries=2),
         transport=httpx.MockTransport(cluster.handle),
         sleep=clock.sleep,
