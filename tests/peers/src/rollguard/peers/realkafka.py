@@ -542,26 +542,18 @@ def _freeze_threads(
 
 class _ThreadHold:
     """A process's threads named `prefix...`, moved into a cgroup (cgroup v1 takes single threads
-    through `tasks`) as they appear. A scan reads
-    the name of each thread it has not seen for long: a JVM names a thread as it starts it, so
-    one seen for `SETTLED` seconds under another name is never read again, and one held is not
-    written again (reading every thread's name ten times a second was a tenth of a test
-    worker's CPU)."""
-
-    SETTLED = 2.0
+    through `tasks`) as they appear: each scan reads every thread's name but writes only those
+    not yet held."""
 
     def __init__(self, group: Path, process: subprocess.Popen[bytes], prefix: str) -> None:
         self.group, self.process, self.prefix = group, process, prefix
         self.held: set[str] = set()
-        self.seen: dict[str, float] = {}  # thread id: when first seen
 
     def scan(self) -> bool:
         """Hold the new ones; True if any thread is held."""
-        now = time.monotonic()
         with contextlib.suppress(OSError):
             for task in Path(f"/proc/{self.process.pid}/task").iterdir():
-                first = self.seen.setdefault(task.name, now)
-                if task.name in self.held or now - first > self.SETTLED:
+                if task.name in self.held:
                     continue
                 with contextlib.suppress(OSError):
                     if (task / "comm").read_text().startswith(self.prefix):
