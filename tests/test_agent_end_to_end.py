@@ -241,7 +241,12 @@ def test_ready_probe_and_metrics(running_agent: Agent) -> None:
 
 @pytest.mark.parametrize(
     ("flags", "reason"),
-    [(("--no-broker-state",), "broker-state-missing"), (("--malformed-state",), "malformed-value")],
+    [
+        # a controller-only node once its server has started, and while it still starts
+        (("--no-broker-state", "--state", "3"), "broker-state-missing"),
+        (("--no-broker-state", "--starting-ms", "600000"), "server-starting"),
+        (("--malformed-state",), "malformed-value"),
+    ],
 )
 def test_no_usable_broker_state_is_503_with_the_reason(
     pki: Pki, flags: tuple[str, ...], reason: str

@@ -201,6 +201,16 @@ def test_after_a_restart(
     assert text in step.reason
 
 
+def test_a_controller_whose_server_still_starts_is_not_back_whatever_its_platform_says() -> None:
+    # A pod whose port accepts and a voter that fetches, while the agent sees no app-info yet:
+    # the controller still replays its metadata log (its start took 14.4 s on a loaded CI).
+    starting = AgentUnavailable(CONTROLLER.agent_url or "", 503, "server-starting", "starting")
+    step = after_restart(CONTROLLER, view(), starting, before=None, waited=12, timeout=300)
+    assert isinstance(step, AwaitReady) and "server-starting" in step.reason
+    step = after_restart(CONTROLLER, view(), NO_STATE, before=None, waited=14, timeout=300)
+    assert isinstance(step, Back)
+
+
 @pytest.mark.parametrize(
     ("platform", "settings", "taken", "why"),
     [

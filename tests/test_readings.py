@@ -7,6 +7,8 @@ from datetime import UTC, datetime
 import pytest
 
 from rollguard.agent.readings import (
+    APP_INFO,
+    APP_START_TIME,
     BROKER_STATE,
     REMAINING_LOGS,
     REMAINING_SEGMENTS,
@@ -91,10 +93,11 @@ def test_a_real_brokers_quoted_dirs_are_summed_per_dir() -> None:
     assert interpret(readings, NOW).recovery == RecoveryProgress(7, 5)
 
 
-def test_missing_broker_state_is_its_own_reason() -> None:
+def test_missing_broker_state_before_the_server_has_started_is_server_starting() -> None:
     with pytest.raises(SampleError) as raised:
         interpret([logs("/d", 3)], NOW)
-    assert raised.value.reason is FailureReason.BROKER_STATE_MISSING
+    assert raised.value.reason is FailureReason.SERVER_STARTING
+    assert "app-info" in raised.value.message
 
 
 @pytest.mark.parametrize(
@@ -138,10 +141,27 @@ def test_a_start_time_that_is_not_epoch_milliseconds_is_malformed(value: object)
     assert "StartTime" in raised.value.message
 
 
-def test_a_controller_without_broker_state_is_still_broker_state_missing() -> None:
+APP_INFO_0 = MBeanValue(f"{APP_INFO},id=0", APP_START_TIME, 1_795_433_431_043)
+
+
+def test_a_started_controller_without_broker_state_is_broker_state_missing() -> None:
+    runtime = MBeanValue(RUNTIME, START_TIME, 1_795_433_430_043)
     with pytest.raises(SampleError) as raised:
-        interpret([MBeanValue(RUNTIME, START_TIME, 1_795_433_430_043)], NOW)
+        interpret([runtime, APP_INFO_0], NOW)
     assert raised.value.reason is FailureReason.BROKER_STATE_MISSING
+    # the same JVM before its server's start is over (a controller replaying its metadata log)
+    with pytest.raises(SampleError) as raised:
+        interpret([runtime], NOW)
+    assert raised.value.reason is FailureReason.SERVER_STARTING
+    # a broker reports its state whether or not its start is over
+    assert interpret([state("3"), APP_INFO_0], NOW).broker_state is BrokerState.RUNNING
+
+
+def test_the_app_info_of_the_servers_metrics_is_not_its_start() -> None:
+    # `kafka.server:type=app-info` (no id) is the metrics registry's, with other attributes
+    with pytest.raises(SampleError) as raised:
+        interpret([MBeanValue(APP_INFO, "start-time-ms", 1_795_433_431_043)], NOW)
+    assert raised.value.reason is FailureReason.SERVER_STARTING
 
 
 def test_other_attributes_and_mbeans_are_ignored() -> None:

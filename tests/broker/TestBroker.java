@@ -28,6 +28,12 @@
  *   kafka.server:type=KafkaServer,name=BrokerState                             Value: java.lang.Byte
  *   kafka.log:type=LogManager,name=remainingLogsToRecover,dir="D"              Value: java.lang.Integer
  *   kafka.log:type=LogManager,name=remainingSegmentsToRecover,dir="D",threadNum=N  Value: Integer or null
+ *   kafka.server:type=app-info,id=0                                            StartTimeMs: java.lang.Long
+ *
+ * The last is what KafkaRaftServer registers as the last step of its start (AppInfoParser),
+ * just before it logs "Kafka Server started": here when the broker reaches RUNNING, or at once
+ * with --state (a server that has started). A controller-only node (--no-broker-state) has
+ * only that one.
  *
  * Kafka exposes Yammer gauges through com.yammer.metrics.reporting.JmxReporter, whose
  * GaugeMBean interface declares `Object getValue()`; GaugeMBean below mirrors it. The loading
@@ -92,6 +98,34 @@ public final class TestBroker {
     /** Mirrors com.yammer.metrics.reporting.JmxReporter.GaugeMBean. */
     public interface GaugeMBean {
         Object getValue();
+    }
+
+    /** Mirrors org.apache.kafka.common.utils.AppInfoParser.AppInfoMBean. */
+    public interface AppInfoMBean {
+        String getVersion();
+
+        String getCommitId();
+
+        Long getStartTimeMs();
+    }
+
+    static final class AppInfo implements AppInfoMBean {
+        private final long startTimeMs = System.currentTimeMillis();
+
+        @Override
+        public String getVersion() {
+            return "4.4.0";
+        }
+
+        @Override
+        public String getCommitId() {
+            return "rollguard-test-broker";
+        }
+
+        @Override
+        public Long getStartTimeMs() {
+            return startTimeMs;
+        }
     }
 
     /** A gauge whose value is read from a supplier on every JMX read, like a Yammer gauge. */
@@ -211,6 +245,7 @@ public final class TestBroker {
 
         if (flags.containsKey("--state")) {
             setState((byte) longFlag("--state", RUNNING));
+            started();
             Thread.sleep(Long.MAX_VALUE);
         }
         lifeCycle();
@@ -240,6 +275,7 @@ public final class TestBroker {
         }
         Thread.sleep(100); // a real broker: RECOVERY for ~0.1 s after the loading, then RUNNING
         setState(RUNNING);
+        started();
         long runningMs = longFlag("--running-ms", -1);
         if (runningMs < 0) {
             Thread.sleep(Long.MAX_VALUE);
@@ -331,6 +367,11 @@ public final class TestBroker {
         ObjectName objectName = new ObjectName(name);
         server.registerMBean(new StandardMBean(new Gauge(value), GaugeMBean.class), objectName);
         return objectName;
+    }
+
+    /** The server's start is over: its app-info MBean, as KafkaRaftServer.startup's last step. */
+    private void started() throws Exception {
+        server.registerMBean(new AppInfo(), new ObjectName("kafka.server:type=app-info,id=0"));
     }
 
     private void setState(byte value) {

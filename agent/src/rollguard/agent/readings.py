@@ -17,7 +17,12 @@ it returns a report or says exactly what is wrong.
 
 The same round reads the JVM's start time (`java.lang:type=Runtime` `StartTime`, epoch
 milliseconds): it identifies one run of the broker process, so a roller can tell a restarted
-broker from one that never went away without comparing two machines' clocks.
+broker from one that never went away without comparing two machines' clocks. And whether the
+Kafka server has finished starting: `KafkaRaftServer.startup` registers
+`kafka.server:type=app-info,id=<node>` as its last step, just before it logs "Kafka Server
+started". A controller-only node has no BrokerState, so that is the only sign that its start
+(the metadata log replayed, its listeners serving) is over: without BrokerState the answer is
+`broker-state-missing` once it is registered, `server-starting` before.
 """
 
 from __future__ import annotations
@@ -40,8 +45,10 @@ BROKER_STATE = "kafka.server:type=KafkaServer,name=BrokerState"
 REMAINING_LOGS = "kafka.log:type=LogManager,name=remainingLogsToRecover"
 REMAINING_SEGMENTS = "kafka.log:type=LogManager,name=remainingSegmentsToRecover"
 RUNTIME = "java.lang:type=Runtime"
+APP_INFO = "kafka.server:type=app-info"  # ,id=<node id>: registered when the server has started
 ATTRIBUTE = "Value"
 START_TIME = "StartTime"
+APP_START_TIME = "StartTimeMs"
 
 
 class Query(NamedTuple):
@@ -57,6 +64,8 @@ QUERIES = (
     Query(REMAINING_LOGS + ",*", ATTRIBUTE),
     Query(REMAINING_SEGMENTS + ",*", ATTRIBUTE),
     Query(RUNTIME, START_TIME),
+    # `id=*`: the server's own MBean, not the `kafka.server:type=app-info` of its metrics
+    Query(APP_INFO + ",id=*", APP_START_TIME),
 )
 # Epoch milliseconds a JVM's start time can hold: after 2000-01-01, before 3000-01-01.
 _START_TIME_RANGE = (946_684_800_000, 32_503_680_000_000)
@@ -70,7 +79,8 @@ class FailureReason(StrEnum):
     JMX_TIMEOUT = "jmx-timeout"
     JMX_AUTH_FAILED = "jmx-auth-failed"
     JMX_ERROR = "jmx-error"
-    BROKER_STATE_MISSING = "broker-state-missing"
+    BROKER_STATE_MISSING = "broker-state-missing"  # started, without BrokerState: a controller
+    SERVER_STARTING = "server-starting"  # neither BrokerState nor the server's start registered
     MALFORMED_VALUE = "malformed-value"
     STALE_SAMPLE = "stale-sample"
 
@@ -121,6 +131,7 @@ _BROKER_STATE_KEY = object_name_key(BROKER_STATE)
 _LOGS_KEY = object_name_key(REMAINING_LOGS)
 _SEGMENTS_KEY = object_name_key(REMAINING_SEGMENTS)
 _RUNTIME_KEY = object_name_key(RUNTIME)
+_APP_INFO_KEY = object_name_key(APP_INFO)
 
 
 def _count(reading: MBeanValue) -> int | None:
@@ -167,10 +178,13 @@ def interpret(
     segments = 0
     replaying = False  # a thread has set its segment count: segments are being recovered
     started: datetime | None = None
+    server_started = False  # the server's app-info MBean is registered
     for reading in readings:
         key = object_name_key(reading.object_name)
         if key == _RUNTIME_KEY and reading.attribute == START_TIME:
             started = _start_time(reading)
+        if key == _APP_INFO_KEY and reading.attribute == APP_START_TIME:
+            server_started = reading.value is not None
         if reading.attribute != ATTRIBUTE:
             continue
         if key == _BROKER_STATE_KEY:
@@ -187,10 +201,17 @@ def interpret(
             if count is not None:
                 segments += count
                 replaying = True
-    if state is None:
+    if state is None and server_started:
         raise SampleError(
             FailureReason.BROKER_STATE_MISSING,
-            f"{BROKER_STATE} is not registered (a KRaft controller-only node, or not a Kafka JVM)",
+            f"{BROKER_STATE} is not registered and the server has started: a KRaft "
+            "controller-only node",
+        )
+    if state is None:
+        raise SampleError(
+            FailureReason.SERVER_STARTING,
+            f"neither {BROKER_STATE} nor {APP_INFO} is registered: the Kafka server has not "
+            "finished starting (or this is not a Kafka JVM)",
         )
     recovery = None
     if state in LOADING_STATES and logs is not None:

@@ -195,9 +195,18 @@ class AgentUnavailable:
 
 AgentAnswer = AgentReport | AgentUnavailable
 
-# The agent of a controller-only KRaft node answers this: it works, but the node has no
-# BrokerState (controllers never register it), so its readiness comes from the quorum.
+# The agent of a controller-only KRaft node answers this once the node's server has started:
+# it works, but the node has no BrokerState (controllers never register it), so its readiness
+# comes from the quorum.
 BROKER_STATE_MISSING = "broker-state-missing"
+# ... and this before (no BrokerState, and the server's start not registered yet): a controller
+# whose voter already fetches from the leader may still be replaying the metadata log.
+SERVER_STARTING = "server-starting"
+
+
+def is_starting(answer: AgentAnswer | None) -> bool:
+    """Its agent says the node's Kafka server has not finished starting."""
+    return isinstance(answer, AgentUnavailable) and answer.reason == SERVER_STARTING
 
 
 def is_recovering(answer: AgentAnswer | None) -> bool:

@@ -44,6 +44,7 @@ from rollguard.roller.model import (
     PlatformView,
     describe_answer,
     is_recovering,
+    is_starting,
 )
 from rollguard.roller.roll.progress import format_duration
 from rollguard.roller.roll.safety import Blocker, describe_blockers, restart_blockers
@@ -276,7 +277,9 @@ def after_restart(
     if is_recovering(agent):
         return AwaitRecovery(f"{node.name} is performing log recovery: {describe_answer(agent)}")
     new = before is None or (view.instance is not None and view.instance != before)
-    if view.ready and new:
+    # A platform may call a controller ready (a pod whose port accepts, a voter caught up) while
+    # its agent still sees the server starting: not back until its start is over.
+    if view.ready and new and not is_starting(agent):
         return Back(f"{node.name} is ready again")
     if waited >= timeout:
         if not agent_unknown(node, agent) or view.process_gone:
