@@ -19,11 +19,13 @@ from rollguard.roller.roll.decide import (
     AwaitUnknown,
     Back,
     Defer,
+    DeferKind,
     Fail,
     Restart,
     after_restart,
     agent_unknown,
     decide,
+    held_by_recovery,
     wanted,
 )
 from rollguard.roller.roll.settings import RollSettings
@@ -237,3 +239,24 @@ def test_which_nodes_a_roll_takes(
     got, reason = wanted(NODE, platform, settings)
     assert got is taken
     assert taken or reason == why
+
+
+def test_a_broker_on_its_way_back_holds_every_other_restart_as_a_recovery_does() -> None:
+    # STARTING or RECOVERY after its logs are loaded: fenced, out of its ISRs (a pod roll on a
+    # fresh machine restarted a controller 1.1 s after a crashed broker's recovery, 23 s before
+    # that broker was unfenced)
+    action = decide(NODE, view(ready=False), HEALTHY, agent=STARTING)
+    assert isinstance(action, AwaitReady) and action.starting
+    # (RECOVERY counts as a recovery already, with or without the agent's figures)
+    for agent in (DOWN, NO_JMX, None):  # unknown: waited for as before, holding nothing
+        action = decide(NODE, view(ready=False), HEALTHY, agent=agent)
+        assert isinstance(action, AwaitReady) and not action.starting
+    held = held_by_recovery(["kafka-2"], ["kafka-1", "kafka-3"])
+    assert held.kind is DeferKind.RECOVERING_PEER
+    assert held.reason == (
+        "kafka-2 is in log recovery and kafka-1, kafka-3 are starting: no other node is "
+        "restarted until it is back"
+    )
+    assert held_by_recovery(["kafka-2"]).reason == (
+        "kafka-2 is in log recovery: no other node is restarted until it is back"
+    )

@@ -20,7 +20,7 @@ from rollguard.agent.jvm import reader_classpath
 from rollguard.agent.readings import QUERIES, MBeanValue, SampleError, interpret
 from rollguard.shared.wire import BrokerStateReport, RecoveryPhase, RecoveryProgress
 
-from helpers import Agent, Broker, Pki, until_running
+from helpers import Agent, Broker, Pki, free_port, until_running, wait_until
 
 LOGS = "kafka.log:type=LogManager,name=remainingLogsToRecover"
 DIR = re.compile(r'[:,]dir=("[^"]*")')
@@ -237,9 +237,19 @@ def test_a_clean_start_loads_its_logs_with_null_segment_gauges(pki: Pki, classpa
     waiting = [r for r in after if int(r.report.broker_state) == 1]
     assert len(waiting) >= 2 and all(r.report.recovery is None for r in after)
 
-    # and through a running agent, as a roller sees it: state 1 and the phase `loading`
-    with Broker(*flags) as broker, Agent(pki, broker.address) as agent:
-        bodies = until_running(agent)
+    # and through a running agent, as a roller sees it: state 1 and the phase `loading`. The
+    # agent first, reading the port the broker will open (its start, seconds of CPU on a loaded
+    # machine, could otherwise outlast the broker's 5 s before its loading ends)
+    port = free_port()
+    with Agent(pki, f"127.0.0.1:{port}") as agent:
+        wait_until(
+            lambda: "jmx-unreachable" in agent.state().body,
+            timeout=60,
+            interval=0.2,
+            what="the agent reading the broker's port (refused: not started yet)",
+        )
+        with Broker(*flags, port=port):
+            bodies = until_running(agent)
     reported = [body for body in bodies if "recovery" in body]
     assert reported and {body["brokerState"] for body in reported} == {1}
     assert {body["recovery"]["phase"] for body in reported} == {"loading"}  # type: ignore[index]

@@ -30,6 +30,7 @@ with `--only`, exactly those named; else those out of date or stuck (all with `-
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import ClassVar
@@ -49,6 +50,7 @@ from rollguard.roller.model import (
 from rollguard.roller.roll.progress import format_duration
 from rollguard.roller.roll.safety import Blocker, describe_blockers, restart_blockers
 from rollguard.roller.roll.settings import RollSettings
+from rollguard.shared.states import BrokerState
 
 __all__ = [
     "Action",
@@ -123,6 +125,9 @@ class Fail:
 @dataclass(frozen=True, slots=True)
 class AwaitReady:
     reason: str  # not ready, within the operation timeout: keep polling
+    # its agent reports it STARTING or RECOVERY (on its way back, fenced): like a recovery, it
+    # holds every other restart of the roll until it is back
+    starting: bool = False
     kind: ClassVar[str] = "not-ready"
 
 
@@ -211,7 +216,13 @@ def decide(
                 f"{node.name} is performing log recovery: {describe_answer(agent)}"
             )
         if waited < timeout:
-            return AwaitReady(f"{node.name} is not ready; agent: {describe_answer(agent)}")
+            starting = isinstance(agent, AgentReport) and agent.report.broker_state in (
+                BrokerState.STARTING,
+                BrokerState.RECOVERY,
+            )
+            return AwaitReady(
+                f"{node.name} is not ready; agent: {describe_answer(agent)}", starting=starting
+            )
         if not agent_unknown(node, agent):
             return Restart(
                 f"{FORCE}: not ready after {timeout:g}s (since {since}); agent: "
@@ -240,16 +251,18 @@ def decide(
     return Restart("restart")
 
 
-def held_by_recovery(recovering: list[str]) -> Defer:
-    """A node that could be restarted, while other nodes of the roll are in log recovery: it
-    waits for them. A recovering broker is out of its ISRs, and its recovery needs the cluster
-    as it is (the controllers it registers with, the replicas it will fetch from): restarting
-    anything else meanwhile is a second change on a cluster already short."""
-    names = ", ".join(recovering)
+def held_by_recovery(recovering: list[str], starting: Sequence[str] = ()) -> Defer:
+    """A node that could be restarted, while other nodes of the roll are in log recovery, or
+    starting (STARTING or RECOVERY after it: fenced, out of its ISRs): it waits for them. A
+    recovering broker is out of its ISRs, and its recovery needs the cluster as it is (the
+    controllers it registers with, the replicas it will fetch from): restarting anything else
+    meanwhile is a second change on a cluster already short."""
+    said = []
+    for names, what in ((recovering, "in log recovery"), (starting, "starting")):
+        if names:
+            said.append(f"{', '.join(names)} {'is' if len(names) == 1 else 'are'} {what}")
     blocker = Blocker(
-        f"{names} {'is' if len(recovering) == 1 else 'are'} in log recovery: no other node is "
-        "restarted until it is back",
-        "recovery",
+        f"{' and '.join(said)}: no other node is restarted until it is back", "recovery"
     )
     return Defer(blocker.reason, (blocker,))
 

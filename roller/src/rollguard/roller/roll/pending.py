@@ -4,7 +4,9 @@ A node that needs a restart but is not ready is waited for, not restarted: since
 progress while not ready (the operation timeout: `readiness`), its log recovery (its rate and
 stalls, never restarted), and how long its agent has been unreadable (unknown, waited for within
 the safety budget). Waiting for one node does not hold the poll: the loop may restart others
-meanwhile when the safety rules allow, and this node's wait goes on at the next poll. Nothing
+meanwhile when the safety rules allow (not while a node of the roll is in log recovery or on its
+way back, STARTING or RECOVERY: `decide.held_by_recovery`), and this node's wait goes on at the
+next poll. Nothing
 here writes the roll journal.
 """
 

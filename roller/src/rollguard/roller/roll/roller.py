@@ -40,7 +40,14 @@ from rollguard.roller.roll.after_restart import (
     Rejoined,
 )
 from rollguard.roller.roll.batch import Batch, batchable, next_batch
-from rollguard.roller.roll.decide import AwaitRecovery, Defer, Restart, held_by_recovery, wanted
+from rollguard.roller.roll.decide import (
+    AwaitReady,
+    AwaitRecovery,
+    Defer,
+    Restart,
+    held_by_recovery,
+    wanted,
+)
 from rollguard.roller.roll.gates import GateKeeper, Gates
 from rollguard.roller.roll.journal import (
     EventLog,
@@ -270,6 +277,7 @@ class Roller:
         # Pending nodes in log recovery (not-ready nodes come first in the order): while there
         # are any, nothing else is restarted (`held_by_recovery`).
         recovering: list[str] = []
+        starting: list[str] = []  # ... or on their way back (STARTING, RECOVERY), the same
         for node in roll_order(pending, ready, cluster.active_controller if cluster else None):
             if self.settings.max_batch_size > 1 and batchable(node, views[node.name]):
                 self.pending.forget(node)
@@ -278,8 +286,10 @@ class Roller:
             action = await self.pending.look(node, views[node.name], cluster)
             if isinstance(action, AwaitRecovery):
                 recovering.append(node.name)
-            if isinstance(action, Restart) and recovering:
-                action = self._held(node, held_by_recovery(recovering))
+            elif isinstance(action, AwaitReady) and action.starting:
+                starting.append(node.name)
+            if isinstance(action, Restart) and (recovering or starting):
+                action = self._held(node, held_by_recovery(recovering, starting))
             if isinstance(action, Restart) and not await self.gates.holding(gated, node):
                 await self._restart(
                     [node], views, cluster, record, action.reason, force=action.force
@@ -291,9 +301,9 @@ class Roller:
                 deferred[node] = action
             else:
                 waiting_nodes = True
-        if brokers and recovering:
+        if brokers and (recovering or starting):
             for node in brokers:
-                deferred[node] = self._held(node, held_by_recovery(recovering))
+                deferred[node] = self._held(node, held_by_recovery(recovering, starting))
             brokers = []
         if brokers:
             plan = next_batch(
