@@ -17,7 +17,7 @@ import trustme
 from kafka.net.inet import KafkaNetSocket
 
 from rollguard.peers.realkube import NEWEST, Binaries, ControlPlane, KubeBinariesMissing
-from rollguard.peers.realkube_binaries import BUILD_STATUS, OLDER, wait_for_build
+from rollguard.peers.realkube_binaries import BUILD_STATUS, wait_for_build
 
 from helpers import ENVIRONMENT_ONLY, Pki, build_broker, make_pki, missing_tier, require_all_tiers
 
@@ -64,9 +64,7 @@ def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> 
     own timeout (pytest-timeout's clock starts inside this wrapper); how it ended is the `kube`
     fixture's to say (`Binaries.find`)."""
     if item.get_closest_marker("kube"):
-        # the older version's tests (a parameter of theirs) wait for its build, the rest not
-        params = getattr(item, "callspec", None)
-        wait_for_build(OLDER if params and OLDER in params.params.values() else NEWEST)
+        wait_for_build()
     if not os.environ.get("ROLLGUARD_TEST_CPU"):
         yield
         return

@@ -44,41 +44,24 @@ class KubeBinariesMissing(RuntimeError):
 # The status file of a build `make test` runs in the background (`scripts/kube-build --detach`):
 # absent while it runs, then its exit code. Set only while that build runs.
 BUILD_STATUS = "ROLLGUARD_KUBE_BUILD"
-# What scripts/kube-build writes in a build's folder once every binary of it is made (and
-# removes before it makes them again: a stale build's at once, before it detaches).
-STAMP = ".built"
 
 
-def cache_root() -> Path:
-    return Path(os.environ.get("ROLLGUARD_KUBE_CACHE") or Path.home() / ".cache/rollguard/kube")
-
-
-def built(version: str = NEWEST, cache: Path | None = None) -> bool:
-    """A control plane of `version` is built: its Kubernetes, etcd and kwok each stamped. The
-    background build makes the newest first, then etcd and kwok, then the older version: the
-    tests on the newest need not wait for the older one."""
-    root = cache or cache_root()
-    folders = (root / version, root / f"etcd-{ETCD}", root / f"kwok-{KWOK}")
-    return all((folder / STAMP).is_file() for folder in folders)
-
-
-def wait_for_build(version: str = NEWEST, timeout: float = 3600.0, poll: float = 2.0) -> None:
-    """Until the background build, if there is one, has made `version`'s control plane or ended
-    (`make test` runs the other tests meanwhile and the Kubernetes ones last); its outcome is
-    `build_failure`'s to say."""
+def wait_for_build(timeout: float = 3600.0, poll: float = 2.0) -> None:
+    """Until the background build, if there is one, has ended (`make test` runs the other tests
+    meanwhile and the Kubernetes ones last); its outcome is `build_failure`'s to say."""
     path = os.environ.get(BUILD_STATUS)
     if not path:
         return
     deadline = time.monotonic() + timeout
-    while not Path(path).exists() and not built(version) and time.monotonic() < deadline:
+    while not Path(path).exists() and time.monotonic() < deadline:
         time.sleep(poll)
 
 
-def build_failure(version: str = NEWEST) -> str | None:
-    """Why the background build gave no control plane of `version` (its exit code and its log's
-    last line), or None: no background build, one that has made it, or one that ended well."""
+def build_failure() -> str | None:
+    """Why the background build gave no control plane (its exit code and its log's last
+    line), or None: no background build, or one that ended well."""
     path = os.environ.get(BUILD_STATUS)
-    if not path or built(version):
+    if not path:
         return None
     status, log = Path(path), Path(path + ".log")
     if not status.exists():
@@ -100,7 +83,9 @@ class Binaries:
 
     @classmethod
     def find(cls, version: str = NEWEST, cache: Path | None = None) -> Binaries:
-        root = cache or cache_root()
+        root = cache or Path(
+            os.environ.get("ROLLGUARD_KUBE_CACHE") or Path.home() / ".cache/rollguard/kube"
+        )
         found = cls(
             apiserver=root / version / "bin" / "kube-apiserver",
             controller_manager=root / version / "bin" / "kube-controller-manager",
@@ -108,7 +93,7 @@ class Binaries:
             etcd=root / f"etcd-{ETCD}" / "etcd",
             kwok=root / f"kwok-{KWOK}" / "kwok",
         )
-        failed = build_failure(version)
+        failed = build_failure()
         if failed is not None:
             raise KubeBinariesMissing(failed)
         for path in (found.apiserver, found.controller_manager, found.scheduler):
