@@ -171,8 +171,11 @@ class KafkaPods:
         agent = self.agents.get(pod)
         if agent is None:
             return {}
-        with urllib.request.urlopen(agent.probe + "/metrics", timeout=2) as answer:
-            text = answer.read().decode()
+        try:
+            with urllib.request.urlopen(agent.probe + "/metrics", timeout=5) as answer:
+                text = answer.read().decode()
+        except OSError:  # refused, or slow under load (URLError is one): nothing seen yet
+            return {}
         return {
             name.removeprefix("rollguard_agent_"): float(value)
             for name, value in METRIC.findall(text)
