@@ -50,7 +50,7 @@ from rollguard.roller.model import (
 from rollguard.roller.roll.progress import format_duration
 from rollguard.roller.roll.safety import Blocker, describe_blockers, restart_blockers
 from rollguard.roller.roll.settings import RollSettings
-from rollguard.shared.states import BrokerState
+from rollguard.shared.wire import LOADING_STATES
 
 __all__ = [
     "Action",
@@ -216,9 +216,8 @@ def decide(
                 f"{node.name} is performing log recovery: {describe_answer(agent)}"
             )
         if waited < timeout:
-            starting = isinstance(agent, AgentReport) and agent.report.broker_state in (
-                BrokerState.STARTING,
-                BrokerState.RECOVERY,
+            starting = (
+                isinstance(agent, AgentReport) and agent.report.broker_state in LOADING_STATES
             )
             return AwaitReady(
                 f"{node.name} is not ready; agent: {describe_answer(agent)}", starting=starting
