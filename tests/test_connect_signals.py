@@ -117,3 +117,32 @@ def test_an_interrupted_offsets_change_puts_the_connector_back(tmp_path: Path) -
         assert process.returncode == 3, stderr
         assert f"connector {MM2} was resumed as it was before (now connector RUNNING" in stderr
         assert sim.state(MM2) is State.RUNNING and not sim.calls("PATCH")
+
+
+def test_an_offsets_change_interrupted_while_its_stop_is_in_flight_puts_the_connector_back(
+    tmp_path: Path,
+) -> None:
+    """The worker took the stop but its answer has not arrived when the interrupt comes (CI
+    caught this once as a race in the test above): the connector may be stopped, so it is put
+    back, never left STOPPED unsaid."""
+    with ConnectSim() as sim:
+        sim.add_mirror_maker()
+        sim.answer_late("stop", "PUT", after=10)
+        folder = folder_with_offsets(tmp_path)
+        process = subprocess.Popen(
+            [str(BIN / "rollguard"), "mm2", "offsets", "alter", "--connector", MM2, "--from",
+             str(folder), "--stop", "--connect-url", sim.url],
+            stderr=subprocess.PIPE, text=True, env={"PATH": "/usr/bin:/bin"},
+        )  # fmt: skip
+        try:
+            wait_until(lambda: sim.calls("PUT", f"/connectors/{MM2}/stop"), timeout=30,
+                       what="the stop")  # fmt: skip
+            process.send_signal(signal.SIGINT)
+            _, stderr = process.communicate(timeout=10)
+        finally:
+            if process.poll() is None:
+                process.kill()
+                process.communicate()
+        assert process.returncode == 3, stderr
+        assert f"connector {MM2} was resumed as it was before (now connector RUNNING" in stderr
+        assert sim.state(MM2) is State.RUNNING and not sim.calls("PATCH")

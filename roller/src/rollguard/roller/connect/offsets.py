@@ -243,8 +243,11 @@ async def _modify(
     if stopped:
         return await send()  # not stopped by us: nothing to put back
     previous = "PAUSED" if status.state == "PAUSED" else "RUNNING"
-    await client.stop(connector)
     try:
+        # Inside the try: an interrupt or a failure while the stop is in flight may come after
+        # the worker took it, so the connector is put back either way (resuming or pausing it
+        # again is harmless if the stop never landed).
+        await client.stop(connector)
         await wait_for(
             client, connector, is_stopped, "STOPPED with no task", timeout=change.stop_timeout
         )

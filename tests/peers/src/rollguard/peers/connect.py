@@ -328,6 +328,7 @@ class ConnectSim:
         self._rebalance: int | None = 0  # 409s left; None: until end_rebalance()
         self._timeouts = 0
         self._timeout_after = 0.0
+        self._late: dict[tuple[str, str], float] = {}
         self._canned: list[_Canned] = []
         self._server: uvicorn.Server | None = None
         self._sock: socket.socket | None = None
@@ -552,6 +553,13 @@ class ConnectSim:
         with self._lock:
             self._timeouts = requests
             self._timeout_after = after
+
+    def answer_late(self, route: str, method: str, after: float) -> None:
+        """Carry out the next `method` request to `route` (a name from `_match`: "stop",
+        "resume", ...) at once but send its answer `after` seconds late, as a worker behind a
+        slow network or proxy does: the change is made while the client still waits."""
+        with self._lock:
+            self._late[(route, method)] = after
 
     def answer_next(
         self,
@@ -812,6 +820,7 @@ class ConnectSim:
             else:
                 code, answer = self._serve(route, method, name, task, query, body)
                 response = _json(code, answer)
+                delay = self._late.pop((route, method), 0.0)
         except _Fail as failure:
             delay = failure.after
             response = _json(failure.code, {"error_code": failure.code, "message": failure.message})

@@ -6,14 +6,17 @@ relative to the repository (`tests/broker`, `build/testbroker`).
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import os
 import re
 import signal
 import subprocess
 import sys
+import tempfile
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TypeVar
@@ -41,6 +44,42 @@ def wait_until(
             return last
         time.sleep(interval)
     raise AssertionError(f"timed out after {timeout}s waiting for {what}; last value: {last!r}")
+
+
+# How many real systems may be starting at once on this machine, across the test workers (and
+# any other run of the suite beside them). A JVM's start is a burst of CPU (a Kafka node about
+# 4 s of it in its first seconds, class loading and JIT, a cluster's nodes at once), and `make
+# test` starts its real-system files first on four workers: four clusters starting together on
+# two busy cores starved each other past every deadline (CI, stop 44: a 3-node cluster not made in
+# 300 s, a Connect worker's REST resources not up after 120 s). Holding one of these slots for a
+# start lets the other workers run their light tests meanwhile.
+STARTUP_SLOTS = 2
+STARTUP_FOLDER = Path(tempfile.gettempdir()) / f"rollguard-startup-{os.getuid()}"
+
+
+@contextlib.contextmanager
+def startup_slot(what: str, timeout: float = 600) -> Iterator[None]:
+    """Hold one of `STARTUP_SLOTS` machine-wide slots (a `flock`ed file each: the kernel lets
+    go of it when its process dies, so none is ever stale) while `what` starts; waits for one
+    with a deadline."""
+    STARTUP_FOLDER.mkdir(mode=0o700, exist_ok=True)
+    deadline = time.monotonic() + timeout
+    while True:
+        for slot in range(STARTUP_SLOTS):
+            fd = os.open(STARTUP_FOLDER / f"slot-{slot}", os.O_RDWR | os.O_CREAT, 0o600)
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                os.close(fd)
+                continue
+            try:
+                yield
+            finally:
+                os.close(fd)  # closing the only descriptor releases the lock
+            return
+        if time.monotonic() > deadline:
+            raise AssertionError(f"no start-up slot for {what} within {timeout:g}s")
+        time.sleep(0.2)
 
 
 def build_broker() -> Path:

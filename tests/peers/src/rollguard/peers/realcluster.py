@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
-from rollguard.peers.processes import BIN, Agent, Pki, wait_until
+from rollguard.peers.processes import BIN, Agent, Pki, startup_slot, wait_until
 from rollguard.peers.realkafka import KafkaCluster, KafkaNode
 
 # Per node (replication 3 on 3 brokers): a recovery of seconds at 5 % of a core; a test that
@@ -288,9 +288,10 @@ def real_cluster(
     real = KafkaCluster(folder / "kafka", **kafka)  # type: ignore[arg-type]
     try:
         real.start()
-        real.create_topics([("orders", 6, 3), ("bulk", 6, 3), ("canary", 3, 3)])
-        real.produce("bulk", data_mb)
-        real.make_consumer_offsets()
+        with startup_slot(f"{data_mb} MB written to {folder}"):  # a producer JVM's burst too
+            real.create_topics([("orders", 6, 3), ("bulk", 6, 3), ("canary", 3, 3)])
+            real.produce("bulk", data_mb)
+            real.make_consumer_offsets()
         with cluster_class(real, pki, folder, name=name) as cluster:
             yield cluster
     finally:

@@ -35,7 +35,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import quote
 
-from rollguard.peers.processes import ROOT, wait_until
+from rollguard.peers.processes import ROOT, startup_slot, wait_until
 from rollguard.peers.realkafka import (
     _LIVE,
     KafkaCluster,
@@ -263,8 +263,11 @@ class ConnectCluster:
             self.folder / f"worker-{len(self.workers)}", self.lib, dict(self.properties)
         )
         self.workers.append(worker)
-        worker.start()
-        if wait:
+        if not wait:
+            worker.start()
+            return worker
+        with startup_slot(f"a Connect worker in {worker.folder}"):
+            worker.start()
             worker.wait_ready()
         return worker
 

@@ -46,7 +46,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from rollguard.peers import jvmcds
-from rollguard.peers.processes import ROOT, wait_until
+from rollguard.peers.processes import ROOT, startup_slot, wait_until
 
 NEWEST = "4.4.0"  # the newest 4.x on Maven Central (2026-11)
 OLDEST = "4.0.0"  # the oldest supported: the first release without ZooKeeper
@@ -732,14 +732,16 @@ class KafkaCluster:
 
     def start(self, timeout: float = 180) -> None:
         """Format if needed, start every node at once, wait until each says started and the
-        Admin API lists every broker."""
-        if not self.cluster_id:
-            self.format()
-        for node in self.nodes.values():
-            node.start()
-        for node in self.nodes.values():
-            node.wait_started(timeout)
-        self.wait_brokers_registered(timeout)
+        Admin API lists every broker; in a start-up slot (`startup_slot`), whose wait is not
+        counted in `timeout`."""
+        with startup_slot(f"a Kafka cluster in {self.folder}"):
+            if not self.cluster_id:
+                self.format()
+            for node in self.nodes.values():
+                node.start()
+            for node in self.nodes.values():
+                node.wait_started(timeout)
+            self.wait_brokers_registered(timeout)
 
     def wait_brokers_registered(self, timeout: float = 120) -> None:
         wanted = {n.node_id for n in self.brokers}

@@ -49,7 +49,7 @@ from lightkube.resources.core_v1 import Namespace, Node, Pod, Secret, ServiceAcc
 from lightkube.resources.rbac_authorization_v1 import Role, RoleBinding
 
 from rollguard.peers import realkube_objects as objects
-from rollguard.peers.processes import wait_until
+from rollguard.peers.processes import startup_slot, wait_until
 from rollguard.peers.realkafka import free_port
 from rollguard.peers.realkube_binaries import (
     NEWEST,
@@ -140,7 +140,12 @@ class ControlPlane:
     # ---- start and stop
 
     def start(self, timeout: float = 120) -> ControlPlane:
-        """Start everything and wait until the node is Ready; on any failure stop what started."""
+        """Start everything and wait until the node is Ready; on any failure stop what started.
+        In a start-up slot (`startup_slot`), whose wait is not counted in `timeout`."""
+        with startup_slot(f"a Kubernetes control plane in {self.folder}"):
+            return self._start(timeout)
+
+    def _start(self, timeout: float) -> ControlPlane:
         began = time.monotonic()
         deadline = began + timeout
         try:
