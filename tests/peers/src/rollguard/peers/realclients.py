@@ -259,8 +259,13 @@ class IsrSampler:
         self._stop.wait(offset)
         admin = KafkaAdminClient(
             bootstrap_servers=self.bootstrap,
-            # an attempt on a broker that is going away gives up soon: the next goes elsewhere
-            request_timeout_ms=700,
+            # An ISR question on a broker that is going away gives up soon: the next goes
+            # elsewhere. DescribeQuorum has no elsewhere (every broker forwards it to the one
+            # active controller): a lone controller just back, cold and on a loaded machine,
+            # answered in more than 700 ms, and each question timed out until the sampler
+            # was blind for 2.1 s (CI26); 1.5 s still leaves the other thread's question
+            # inside the 2 s gap.
+            request_timeout_ms=700 if rounds is self._isr else 1500,
             client_id=f"{rounds.what}-sampler",
         )
         question, check = (
