@@ -228,23 +228,25 @@ def test_recovery_tracker_rate_eta_and_verdicts() -> None:
     tracker = RecoveryTracker(stall_timeout=60, max_wait=600, started=0)
     assert tracker.verdict(59) is Verdict.PROGRESSING
     assert tracker.verdict(60) is Verdict.STALLED  # nothing ever reported
-    tracker.observe(10, 20, 10)
-    tracker.observe(20, 18, 50)  # a thread moved to its next log: segments rise, logs fall
-    tracker.observe(30, 16, 40)
+    tracker = tracker.observe(10, 20, 10)
+    # a thread moved to its next log: segments rise, logs fall
+    tracker = tracker.observe(20, 18, 50)
+    tracker = tracker.observe(30, 16, 40)
     assert tracker.rate() == pytest.approx(0.2)  # logs per second: segments are per log
     assert tracker.eta() == pytest.approx(80.0)
     assert tracker.describe() == (
         "16 logs left to recover (40 segments in the logs being recovered), 12.0 logs/min, "
         "ETA 1m20s"
     )
-    tracker.observe(60, 16, 30)  # inside one big log: fewer segments is progress, not a rate
+    # inside one big log: fewer segments is progress, not a rate
+    tracker = tracker.observe(60, 16, 30)
     assert tracker.verdict(119) is Verdict.PROGRESSING
-    tracker.observe(80, 16, 45)  # more segments at the same log count is not progress
+    tracker = tracker.observe(80, 16, 45)  # more segments at the same log count is not progress
     assert tracker.verdict(119) is Verdict.PROGRESSING
     assert tracker.verdict(120) is Verdict.STALLED  # no decrease since t=60
-    tracker.observe(95, 10, 500)
+    tracker = tracker.observe(95, 10, 500)
     assert tracker.verdict(154) is Verdict.PROGRESSING
-    tracker.observe(590, 5, 100)
+    tracker = tracker.observe(590, 5, 100)
     assert tracker.verdict(599) is Verdict.PROGRESSING
     assert tracker.verdict(600) is Verdict.TOO_LONG
 

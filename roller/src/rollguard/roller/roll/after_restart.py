@@ -20,17 +20,11 @@ import time
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 
-from rollguard.roller.model import AgentAnswer, AgentReport, Node, describe_answer, is_recovering
-from rollguard.roller.roll.decide import (
-    AwaitRecovery,
-    AwaitUnknown,
-    Back,
-    Fail,
-    after_restart,
-)
+from rollguard.roller.model import Node, describe_answer
+from rollguard.roller.roll.decide import AwaitRecovery, AwaitUnknown, Back
+from rollguard.roller.roll.node_wait import NodeWait, step
 from rollguard.roller.roll.observer import Observer
 from rollguard.roller.roll.progress import RecoveryTracker, Verdict, format_duration
-from rollguard.roller.roll.readiness import ReadyWait
 from rollguard.roller.roll.safety import (
     Baseline,
     describe_partitions,
@@ -121,97 +115,42 @@ class AfterRestart:
         return await self.wait(node, before, base)
 
     async def _ready(self, node: Node, before: str | None) -> NotBack | None:
-        s = self.settings
-        ready = self.ready_wait(node, before)
-        unknown: ProgressWait | None = None
+        """Until the new process is ready (`node_wait.step` judges every budget on the way);
+        while it recovers its logs, only its agent is asked."""
+        wait = NodeWait.after_restart(node, self.settings, self._clock(), before)
+        view = None
         while True:
-            view = await self.observer.view(node, await self.observer.cluster())
+            if not wait.watching_recovery:
+                view = await self.observer.view(node, await self.observer.cluster())
             answer = await self.observer.ask(node)
-            ready = ready.observe(self._clock(), view.instance, answer)
-            step = after_restart(
-                node,
-                view,
-                answer,
-                before=before,
-                waited=ready.waited(self._clock()),
-                timeout=s.operation_timeout,
-                since=ready.since,
-            )
-            if isinstance(step, Back):
+            done = step(wait, node, view, answer, None, self._clock(), self.settings)
+            assert done.wait is not None
+            wait, action = done.wait, done.action
+            if isinstance(action, AwaitRecovery):
+                assert wait.recovery is not None and done.verdict is not None
+                self.say_recovery(node, wait.recovery, done.verdict)
+            if done.failure is not None:
+                return NotBack(node, done.failure)
+            if isinstance(action, Back):
                 return None
-            if isinstance(step, Fail):
-                return NotBack(node, step.reason)
-            if isinstance(step, AwaitRecovery):
-                failed = await self._recovered(node, answer)
-                if failed is not None:
-                    return failed
+            if done.at_once:
                 continue
-            text = step.reason
-            if isinstance(step, AwaitUnknown):
-                now = self._clock()
-                unknown = unknown or ProgressWait(s.safety_wait, now)
-                if unknown.expired(now):
-                    waited = format_duration(unknown.waited(now))
-                    return NotBack(node, f"{step.reason} for {waited}; not restarting it again")
-                text = f"waiting for readiness: {describe_answer(answer)}"
-            self._on_progress(node, text, None)
-            await self._sleep(s.poll_interval)
-
-    async def _recovered(self, node: Node, answer: AgentAnswer | None) -> NotBack | None:
-        """While the restarted broker recovers, asking only its agent; NotBack when it stalls or
-        takes too long. It is never restarted: that would start its recovery over."""
-        tracker = self.tracker(node)
-        while not (isinstance(answer, AgentReport) and not is_recovering(answer)):
-            # An unreadable agent in the middle of a recovery: still recovering, for all we know.
-            failed = self.recovery_step(node, tracker, answer)
-            if failed is not None:
-                return failed
+            if not isinstance(action, AwaitRecovery):
+                text = action.reason
+                if isinstance(action, AwaitUnknown):
+                    text = f"waiting for readiness: {describe_answer(answer)}"
+                self._on_progress(node, text, None)
             await self._sleep(self.settings.poll_interval)
-            answer = await self.observer.ask(node)
-        return None
 
-    def ready_wait(self, node: Node, instance: str | None, since: str = "its restart") -> ReadyWait:
-        """The readiness budget of `node`, from now: the operation timeout from each progress,
-        no progress counted past its recovery budget plus one timeout (`readiness`)."""
-        s = self.settings
-        limit = s.recovery_budget(node.name) + s.operation_timeout
-        return ReadyWait.start(self._clock(), instance, limit, since)
-
-    def tracker(self, node: Node) -> RecoveryTracker:
-        s = self.settings
-        return RecoveryTracker(s.stall_timeout, s.recovery_budget(node.name), started=self._clock())
-
-    def recovery_step(
-        self, node: Node, tracker: RecoveryTracker, answer: AgentAnswer | None
-    ) -> NotBack | None:
-        """One look at a recovering broker, recorded; NotBack on a stall or past its budget."""
-        if isinstance(answer, AgentReport) and answer.report.recovery is not None:
-            recovery = answer.report.recovery
-            tracker.observe(self._clock(), recovery.remaining_logs, recovery.remaining_segments)
-        verdict = tracker.verdict(self._clock())
+    def say_recovery(self, node: Node, tracker: RecoveryTracker, verdict: Verdict) -> None:
+        """One look at a recovering broker, said: the live view, the log, a `wait-recovery`
+        event with its figures."""
         text = tracker.describe()
         self._on_progress(node, "recovering: " + text, tracker)
         logger.info("%s is performing log recovery: %s", node, text)
         self.observer.events.write(
             node.name, Event.WAIT_RECOVERY, verdict.value, **_figures(tracker)
         )
-        if verdict is Verdict.STALLED:
-            return NotBack(
-                node,
-                f"{node.name} is performing log recovery but made no progress for "
-                f"{format_duration(self.settings.stall_timeout)} ({text}); not restarting it",
-            )
-        if verdict is Verdict.TOO_LONG:
-            history = (
-                " (its budget from history)" if node.name in self.settings.recovery_budgets else ""
-            )
-            return NotBack(
-                node,
-                f"{node.name} is still performing log recovery after "
-                f"{format_duration(self.settings.recovery_budget(node.name))}{history} ({text}); "
-                "not restarting it",
-            )
-        return None
 
     async def _quorum(self, node: Node) -> NotBack | None:
         """Until the controller's new process has fetched from the leader: a caught-up time

@@ -13,7 +13,7 @@ log count stands still is progress too (a thread inside one big log), but never 
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, replace
 from enum import StrEnum
 
 
@@ -30,17 +30,18 @@ class Point:
     segments: int
 
 
-@dataclass(slots=True)
+@dataclass(frozen=True, slots=True)
 class RecoveryTracker:
-    """Feed it each report of one recovery; ask it for rate, ETA and a verdict."""
+    """One recovery's reports so far (each `observe` gives the tracker with one more); ask it
+    for rate, ETA and a verdict."""
 
     stall_timeout: float
     max_wait: float
     started: float  # when the roller first saw the broker in RECOVERY
-    points: list[Point] = field(default_factory=list)
+    points: tuple[Point, ...] = ()
 
-    def observe(self, at: float, logs: int, segments: int) -> None:
-        self.points.append(Point(at, logs, segments))
+    def observe(self, at: float, logs: int, segments: int) -> RecoveryTracker:
+        return replace(self, points=(*self.points, Point(at, logs, segments)))
 
     def last_progress_at(self) -> float:
         """When the remaining work last went down (the start, if it never did): fewer logs,

@@ -1,0 +1,250 @@
+"""One node's wait, before and after its restart: every transition of `node_wait.step` and every
+budget it judges (pure: the clock is a number given to each step)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import pytest
+from test_decide import HEALTHY, NODE, TIGHT, view
+
+from rollguard.roller.model import AgentAnswer, AgentReport, AgentUnavailable, PlatformView
+from rollguard.roller.roll.decide import (
+    AwaitReady,
+    AwaitRecovery,
+    AwaitUnknown,
+    Back,
+    Defer,
+    Fail,
+    Restart,
+)
+from rollguard.roller.roll.node_wait import NodeWait, Step, step
+from rollguard.roller.roll.progress import Verdict
+from rollguard.roller.roll.settings import OnAgentUnreachable, RollSettings
+from rollguard.shared.states import BrokerState
+from rollguard.shared.wire import BrokerStateReport, RecoveryProgress
+
+URL = NODE.agent_url or ""
+S = RollSettings(operation_timeout=60, stall_timeout=120, safety_wait=300, max_recovery_wait=900)
+
+
+def report(state: BrokerState, logs: int | None = None, segments: int = 10) -> AgentReport:
+    recovery = RecoveryProgress(logs, segments) if logs is not None else None
+    return AgentReport(URL, BrokerStateReport(state, recovery))
+
+
+RUNNING = report(BrokerState.RUNNING)
+STARTING = report(BrokerState.STARTING)
+DOWN = AgentUnavailable(URL, None, "unreachable", "refused")
+
+
+def recovering(logs: int) -> AgentReport:
+    return report(BrokerState.RECOVERY, logs)
+
+
+def run(
+    looks: Sequence[tuple[float, PlatformView | None, AgentAnswer | None]],
+    wait: NodeWait | None = None,
+    settings: RollSettings = S,
+) -> list[Step]:
+    """Each look in turn, the record carried from one to the next, as the loops do."""
+    steps = []
+    for now, seen, answer in looks:
+        done = step(wait, NODE, seen, answer, HEALTHY, now, settings)
+        steps.append(done)
+        wait = done.wait
+    return steps
+
+
+def restarted(at: float = 0.0, before: str | None = "old") -> NodeWait:
+    return NodeWait.after_restart(NODE, S, at, before)
+
+
+# ---- before its restart --------------------------------------------------------------------
+
+
+def test_a_ready_node_is_decided_by_the_safety_rules_and_nothing_is_remembered() -> None:
+    done = step(None, NODE, view(), None, HEALTHY, 0, S)
+    assert isinstance(done.action, Restart) and done.wait is None and done.failure is None
+    held = step(None, NODE, view(), None, TIGHT, 0, S)
+    assert isinstance(held.action, Defer) and held.wait is None
+
+
+def test_a_node_found_not_ready_is_waited_for_within_the_timeout_then_forced() -> None:
+    steps = run(
+        [
+            (0, view(ready=False), STARTING),
+            (59, view(ready=False), STARTING),
+            (60, view(ready=False), STARTING),
+        ]
+    )
+    assert [type(s.action) for s in steps] == [AwaitReady, AwaitReady, Restart]
+    assert steps[0].action.starting  # type: ignore[union-attr]  # holds the others' restarts
+    assert steps[0].wait is not None and steps[0].wait.ready.since == "it reached STARTING"
+    assert steps[2].wait is None and "not ready after 60s" in steps[2].action.reason
+
+
+def test_a_step_forward_while_not_ready_starts_the_timeout_again() -> None:
+    steps = run(
+        [
+            (0, view(ready=False), report(BrokerState.NOT_RUNNING)),
+            (50, view(ready=False), STARTING),  # further on: progress at 50
+            (100, view(ready=False), STARTING),
+            (110, view(ready=False), STARTING),
+        ]
+    )
+    assert [type(s.action) for s in steps] == [AwaitReady, AwaitReady, AwaitReady, Restart]
+
+
+def test_a_recovery_before_the_restart_is_tracked_then_forgotten_when_it_ends() -> None:
+    steps = run(
+        [
+            (0, view(ready=False), recovering(10)),
+            (30, view(ready=False), recovering(8)),
+            (40, view(ready=False), STARTING),
+        ]
+    )
+    assert [type(s.action) for s in steps] == [AwaitRecovery, AwaitRecovery, AwaitReady]
+    tracker = steps[1].wait.recovery  # type: ignore[union-attr]
+    assert tracker is not None and [p.logs for p in tracker.points] == [10, 8]
+    assert steps[1].verdict is Verdict.PROGRESSING
+    assert steps[2].wait is not None and steps[2].wait.recovery is None
+    # its end is progress: not forced at 60 s from the first look
+    later = step(steps[2].wait, NODE, view(ready=False), STARTING, HEALTHY, 99, S)
+    assert isinstance(later.action, AwaitReady)
+
+
+def test_a_stalled_recovery_before_the_restart_fails_the_roll_without_a_restart() -> None:
+    steps = run(
+        [
+            (0, view(ready=False), recovering(10)),
+            (119, view(ready=False), recovering(10)),
+            (120, view(ready=False), recovering(10)),
+        ]
+    )
+    assert [s.failure is None for s in steps] == [True, True, False]
+    assert steps[2].verdict is Verdict.STALLED and isinstance(steps[2].action, AwaitRecovery)
+    assert "made no progress for 2m00s" in (steps[2].failure or "")
+
+
+def test_an_unreadable_agent_is_waited_for_within_the_safety_wait_then_fails() -> None:
+    # unknown from its first look past the timeout (60 s): the budget counts from there
+    looks = [(t, view(ready=False), DOWN) for t in (0, 60, 100, 359, 360)]
+    steps = run(looks)
+    assert [type(s.action) for s in steps] == [
+        AwaitReady,
+        AwaitUnknown,
+        AwaitUnknown,
+        AwaitUnknown,
+        AwaitUnknown,
+    ]
+    assert [s.failure is None for s in steps] == [True, True, True, True, False]
+    assert "waited 5m00s (--safety-wait)" in (steps[4].failure or "")
+
+
+def test_the_unknown_budget_starts_again_when_the_agent_answers() -> None:
+    looks = [
+        (0, view(ready=False), DOWN),
+        (60, view(ready=False), DOWN),  # unknown from 60
+        (300, view(ready=False), STARTING),  # readable, a step forward: progress
+        (310, view(ready=False), DOWN),
+        (360, view(ready=False), DOWN),  # unknown from 360
+        (659, view(ready=False), DOWN),
+        (660, view(ready=False), DOWN),
+    ]
+    steps = run(looks)
+    assert [type(s.action) for s in steps] == [
+        AwaitReady,
+        AwaitUnknown,
+        AwaitReady,
+        AwaitReady,
+        AwaitUnknown,
+        AwaitUnknown,
+        AwaitUnknown,
+    ]
+    assert [s.failure is None for s in steps] == [True] * 6 + [False]
+
+
+def test_an_unreadable_agent_with_force_is_restarted_past_the_timeout() -> None:
+    forcing = RollSettings(operation_timeout=60, on_agent_unreachable=OnAgentUnreachable.FORCE)
+    steps = run([(0, view(ready=False), DOWN), (60, view(ready=False), DOWN)], settings=forcing)
+    assert isinstance(steps[1].action, Restart) and steps[1].wait is None
+
+
+# ---- after its restart ---------------------------------------------------------------------
+
+
+def test_back_once_a_new_process_is_ready() -> None:
+    steps = run(
+        [
+            (1, view(ready=True, instance="old"), RUNNING),  # the old one still answers
+            (5, view(ready=False, instance="new"), STARTING),
+            (9, view(ready=True, instance="new"), RUNNING),
+        ],
+        restarted(),
+    )
+    assert [type(s.action) for s in steps] == [AwaitReady, AwaitReady, Back]
+    assert steps[0].action.reason == "waiting for the new process to start"
+
+
+def test_not_back_within_the_timeout_fails_and_is_not_restarted_again() -> None:
+    steps = run(
+        [
+            (0, view(ready=False, instance="new"), STARTING),
+            (60, view(ready=False, instance="new"), STARTING),
+        ],
+        restarted(),
+    )
+    assert isinstance(steps[1].action, Fail)
+    assert "is not restarted again" in (steps[1].failure or "")
+
+
+def test_a_recovery_after_the_restart_outlasts_the_timeout_and_is_watched_by_its_agent() -> None:
+    wait = restarted()
+    first = step(wait, NODE, view(ready=False, instance="new"), recovering(50), None, 5, S)
+    assert isinstance(first.action, AwaitRecovery) and first.wait is not None
+    assert first.wait.watching_recovery  # the platform is not asked until it ends
+    # its agent unreadable mid-recovery: still recovering, judged by the recovery's own budget
+    blind = step(first.wait, NODE, None, DOWN, None, 100, S)
+    assert isinstance(blind.action, AwaitRecovery) and blind.failure is None
+    assert blind.verdict is Verdict.PROGRESSING
+    on = step(blind.wait, NODE, None, recovering(10), None, 288, S)
+    assert on.failure is None
+    ended = step(on.wait, NODE, None, STARTING, None, 289, S)
+    assert ended.at_once and ended.wait is not None and not ended.wait.watching_recovery
+    # 284 s after the restart, well past the 60 s timeout: the recovery's end is progress
+    after = step(ended.wait, NODE, view(ready=False, instance="new"), STARTING, None, 289, S)
+    assert isinstance(after.action, AwaitReady) and after.failure is None
+    assert after.wait is not None and after.wait.ready.since == "its log recovery ended"
+    back = step(after.wait, NODE, view(ready=True, instance="new"), RUNNING, None, 300, S)
+    assert isinstance(back.action, Back)
+
+
+def test_a_recovery_after_the_restart_past_its_budget_fails() -> None:
+    first = step(restarted(), NODE, view(ready=False, instance="new"), recovering(900), None, 0, S)
+    steps = [first]
+    for t in range(100, 1000, 100):
+        steps.append(step(steps[-1].wait, NODE, None, recovering(900 - t), None, t, S))
+    assert steps[-1].verdict is Verdict.TOO_LONG
+    assert "still performing log recovery after 15m00s" in (steps[-1].failure or "")
+    assert all(s.failure is None for s in steps[:-1])
+
+
+def test_an_unreadable_agent_after_the_restart_is_waited_for_then_fails() -> None:
+    looks = [(t, view(ready=False, instance="new"), DOWN) for t in (0, 60, 359, 360)]
+    steps = run(looks, restarted())
+    assert [type(s.action) for s in steps] == [AwaitReady, AwaitUnknown, AwaitUnknown, AwaitUnknown]
+    assert "for 5m00s; not restarting it again" in (steps[3].failure or "")
+    assert steps[2].failure is None
+
+
+@pytest.mark.parametrize("gone", [True, False])
+def test_a_gone_process_past_the_timeout_fails_at_once(gone: bool) -> None:
+    steps = run(
+        [
+            (0, view(ready=False, instance="new", gone=gone), DOWN),
+            (60, view(ready=False, instance="new", gone=gone), DOWN),
+        ],
+        restarted(),
+    )
+    assert isinstance(steps[1].action, Fail if gone else AwaitUnknown)
