@@ -10,7 +10,8 @@ import pytest
 
 from rollguard.peers.sim import VirtualClock
 from rollguard.roller.model import ClusterView, Node, QuorumInfo, Role, VoterInfo
-from rollguard.roller.roll.after_restart import AfterRestart, NotBack
+from rollguard.roller.roll.after_restart import AfterRestart
+from rollguard.roller.roll.decide import Fail
 from rollguard.roller.roll.safety import voter_lag
 from rollguard.roller.roll.settings import RollSettings
 
@@ -56,7 +57,7 @@ class Quorum:
         return ClusterView((), QuorumInfo(1, voters), 1)
 
 
-def wait_for(quorum: Quorum) -> tuple[NotBack | None, float]:
+def wait_for(quorum: Quorum) -> tuple[Fail | None, float]:
     clock = quorum.clock
     after = AfterRestart(quorum, SETTINGS, clock=clock, sleep=clock.sleep)  # type: ignore[arg-type]
     outcome = asyncio.run(after._quorum(CONTROLLER))
@@ -72,7 +73,7 @@ def test_a_catch_up_longer_than_the_safety_wait_completes_while_it_progresses() 
 
 def test_a_voter_that_fetches_nothing_fails_after_the_safety_wait_naming_its_lag() -> None:
     outcome, took = wait_for(Quorum(VirtualClock(), behind=20_000, fetches=0.0))
-    assert isinstance(outcome, NotBack)
+    assert isinstance(outcome, Fail)
     assert "has not caught up with the KRaft quorum leader 2m00s after its restart" in (
         outcome.reason
     )
@@ -83,7 +84,7 @@ def test_a_voter_that_fetches_nothing_fails_after_the_safety_wait_naming_its_lag
 def test_a_voter_falling_further_behind_is_not_progress() -> None:
     # It fetches, but slower than the leader appends: its lag grows.
     outcome, _ = wait_for(Quorum(VirtualClock(), behind=20_000, fetches=2.0))
-    assert isinstance(outcome, NotBack)
+    assert isinstance(outcome, Fail)
 
 
 def test_without_log_end_offsets_the_wait_is_the_safety_wait_from_its_start() -> None:
@@ -99,5 +100,5 @@ def test_without_log_end_offsets_the_wait_is_the_safety_wait_from_its_start() ->
     clock = quorum.clock
     after = AfterRestart(Unreported(), SETTINGS, clock=clock, sleep=clock.sleep)  # type: ignore[arg-type]
     outcome = asyncio.run(after._quorum(CONTROLLER))
-    assert isinstance(outcome, NotBack)
+    assert isinstance(outcome, Fail)
     assert clock.now <= SETTINGS.safety_wait + SETTINGS.poll_interval

@@ -5,7 +5,7 @@
     -> brokers: back in the ISR of every partition it was in before (not those it was
        already out of: a restart cannot take away what was not there)
 
-Each wait returns an outcome, `Rejoined` or `NotBack` with the reason; it never writes the
+Each wait returns an outcome, `Rejoined` or `Fail` with the reason; it never writes the
 roll journal and never raises for the roll: the loop (`roller.py`) records the outcome and
 decides. Waiting for the cluster is judged by progress (`ProgressWait`, `--safety-wait`);
 waiting for a recovery by its rate and stalls (`RecoveryTracker`). A batch's preferred leaders
@@ -21,7 +21,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 
 from rollguard.roller.model import Node, describe_answer
-from rollguard.roller.roll.decide import AwaitRecovery, AwaitUnknown, Back
+from rollguard.roller.roll.decide import AwaitRecovery, AwaitUnknown, Back, Fail
 from rollguard.roller.roll.node_wait import NodeWait, step
 from rollguard.roller.roll.observer import Observer
 from rollguard.roller.roll.progress import RecoveryTracker, Verdict, format_duration
@@ -33,7 +33,7 @@ from rollguard.roller.roll.safety import (
     voter_caught_up,
     voter_lag,
 )
-from rollguard.roller.roll.settings import RollFailed, RollSettings
+from rollguard.roller.roll.settings import RollSettings
 from rollguard.roller.roll.waits import ProgressWait
 from rollguard.shared.dataset import Event
 from rollguard.shared.errors import RollguardError
@@ -49,12 +49,6 @@ LeaderElection = Callable[[Sequence[tuple[str, int]]], Awaitable[None]]
 class Rejoined:
     node: Node
     note: str = ""  # what it was already out of before its restart, if anything
-
-
-@dataclass(frozen=True, slots=True)
-class NotBack:
-    node: Node
-    reason: str  # for the roll's failure: names the node and what never came back
 
 
 class AfterRestart:
@@ -75,7 +69,7 @@ class AfterRestart:
         self._on_progress = on_progress or (lambda node, text, tracker: None)
         self.elect_leaders = elect_leaders
 
-    async def wait(self, node: Node, before: str | None, base: Baseline) -> Rejoined | NotBack:
+    async def wait(self, node: Node, before: str | None, base: Baseline) -> Rejoined | Fail:
         """Until `node` is back where it was: `before` is its identity before the restart (None:
         unknown), `base` where it stood in the cluster."""
         failed = await self._ready(node, before)
@@ -90,7 +84,7 @@ class AfterRestart:
 
     async def on_record(
         self, node: Node, before: str | None, base: Baseline
-    ) -> Rejoined | NotBack | None:
+    ) -> Rejoined | Fail | None:
         """Resume: `node`'s restart is on record (its identity then, `before`) but not its
         outcome. Judged by identity: changed (or a new one on its way) means it restarted, so
         wait for it as `wait` does; unchanged means the restart never happened: None, and the
@@ -101,7 +95,7 @@ class AfterRestart:
             # The earlier roller's restart command still runs: judge the node once it is done.
             self._on_progress(node, "an earlier restart command is still running", None)
             if waiting.expired(self._clock()):
-                raise RollFailed(
+                return Fail(
                     f"{node.name}: the restart command of the interrupted roll still runs after "
                     f"{format_duration(s.safety_wait)}; not acting on it"
                 )
@@ -114,7 +108,7 @@ class AfterRestart:
         logger.info("%s: restart on record; waiting for it, not restarting", node)
         return await self.wait(node, before, base)
 
-    async def _ready(self, node: Node, before: str | None) -> NotBack | None:
+    async def _ready(self, node: Node, before: str | None) -> Fail | None:
         """Until the new process is ready (`node_wait.step` judges every budget on the way);
         while it recovers its logs, only its agent is asked."""
         wait = NodeWait.after_restart(node, self.settings, self._clock(), before)
@@ -130,7 +124,7 @@ class AfterRestart:
                 assert wait.recovery is not None and done.verdict is not None
                 self.say_recovery(node, wait.recovery, done.verdict)
             if done.failure is not None:
-                return NotBack(node, done.failure)
+                return Fail(done.failure)
             if isinstance(action, Back):
                 return None
             if done.at_once:
@@ -152,7 +146,7 @@ class AfterRestart:
             node.name, Event.WAIT_RECOVERY, verdict.value, **_figures(tracker)
         )
 
-    async def _quorum(self, node: Node) -> NotBack | None:
+    async def _quorum(self, node: Node) -> Fail | None:
         """Until the controller's new process has fetched from the leader: a caught-up time
         later than the leader's time when it came back (the leader's clock on both sides).
         Budgeted as every wait for the cluster, by progress (`--safety-wait` without any): a
@@ -179,9 +173,7 @@ class AfterRestart:
             if lag is not None:
                 waiting.observe(now, lag)
             if waiting.expired(now):
-                return NotBack(
-                    node,
-                    f"{node.name} has not caught up with the KRaft quorum leader "
+                return Fail(f"{node.name} has not caught up with the KRaft quorum leader "
                     f"{format_duration(waiting.waited(now))} after its restart"
                     + (f" ({lag} records behind, no progress for "
                        f"{format_duration(self.settings.safety_wait)})" if lag else ""),
@@ -190,7 +182,7 @@ class AfterRestart:
             self._on_progress(node, f"catching up with the quorum{behind}", None)
             await self._sleep(self.settings.poll_interval)
 
-    async def _isr(self, node: Node, base: Baseline) -> Rejoined | NotBack:
+    async def _isr(self, node: Node, base: Baseline) -> Rejoined | Fail:
         """Until the restarted broker is back in the ISR of every partition it was in before:
         until then, restarting another replica of those could take them below min ISR."""
         waiting = ProgressWait(self.settings.safety_wait, self._clock())
@@ -214,8 +206,7 @@ class AfterRestart:
                     if lagging
                     else "its partitions (the Admin API cannot be reached)"
                 )
-                return NotBack(
-                    node,
+                return Fail(
                     f"{node.name} has not rejoined the ISR of {what}: no progress for "
                     f"{format_duration(self.settings.safety_wait)} (--safety-wait)",
                 )

@@ -243,6 +243,21 @@ async def _run(command: str, options: RollOptions, stats: RetryStats, roll_id: s
                 "" if len(nodes) == 1 else "s",
                 options.bootstrap,
             )
+            # --expectations: each node's recovery budget from its history, when it has one.
+            history = None
+            if options.expectations is not None:
+                history = expectations.history_for(
+                    options.expectations,
+                    cluster or None,
+                    nodes,
+                    options.max_recovery_wait,
+                )
+                settings = replace(
+                    settings,
+                    recovery_budgets={
+                        name: b.seconds for name, b in history.budgets.items() if b.from_history
+                    },
+                )
             roller = Roller(
                 platform,
                 observer,
@@ -256,20 +271,6 @@ async def _run(command: str, options: RollOptions, stats: RetryStats, roll_id: s
                 elect_leaders=kafka.elect_preferred,
                 gates=gates,
             )
-            history = None
-            if options.expectations is not None:
-                history = expectations.history_for(
-                    options.expectations,
-                    cluster or None,
-                    nodes,
-                    options.max_recovery_wait,
-                )
-                roller.settings = replace(
-                    settings,
-                    recovery_budgets={
-                        name: b.seconds for name, b in history.budgets.items() if b.from_history
-                    },
-                )
             if command == "plan":
                 try:
                     entries = await roller.plan()

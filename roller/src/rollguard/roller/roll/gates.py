@@ -108,23 +108,21 @@ class GateKeeper:
         self._closed: list[Closed] = []  # at this poll's first restart
         self._said: set[str] = set()  # the closed gates said, until every one opens
 
-    async def holding(self, gated: list[Node], *nodes: Node) -> bool:
-        """Whether a gate holds `nodes`' restart now; `gated`, the nodes held so far in this
-        poll (empty: the gates are asked now), gets them."""
+    async def closed(self, *, ask: bool) -> bool:
+        """Whether a gate holds the roll's restarts now: the gates are asked when `ask` (a
+        poll's first restart or batch), else their answer at that moment stands."""
         if not self.gates:
             return False
-        if not gated:
+        if ask:
             self._closed = await self.gates.closed()
             if not self._closed:
                 self._opened()
-        if self._closed:
-            gated.extend(nodes)
         return bool(self._closed)
 
-    def hold(self, gated: list[Node], deferred: dict[Node, Defer]) -> bool:
-        """Hold `gated` at the closed gates. At a health gate each is deferred (within
-        --safety-wait, its progress the gates' deficit); at a window or a pause alone they
-        wait without that budget: True."""
+    def hold(self, gated: Sequence[Node]) -> tuple[dict[Node, Defer], bool]:
+        """Hold `gated` at the closed gates, said: at a health gate each is deferred (within
+        --safety-wait, its progress the gates' deficit: the deferrals returned); at a window or
+        a pause alone they wait without that budget (True: the roll is waiting, not stuck)."""
         for gate in self._closed:
             figures: dict[str, Any] = {"gate": gate.kind, "name": gate.name}
             figures["deficit"] = gate.deficit
@@ -135,6 +133,7 @@ class GateKeeper:
             self._said.add(key)
         budgeted = [g for g in self._closed if g.budgeted]
         reason = describe(self._closed)
+        deferred: dict[Node, Defer] = {}
         for node in gated:  # each node held, as any deferral (its wait, in metrics too)
             self.observer.say(node.name, "defer", Event.DEFER, reason, kind=DeferKind.GATE)
             if budgeted:
@@ -142,7 +141,7 @@ class GateKeeper:
                 deferred[node] = Defer(reason, blockers)
             else:
                 self._on_progress(node, f"held: {reason}", None)
-        return not budgeted
+        return deferred, not budgeted
 
     def _opened(self) -> None:
         """Every gate open, after some were closed: said once."""

@@ -68,12 +68,13 @@ class NodeRecord:
 
     @classmethod
     def intent(
-        cls, instance: str | None, reason: str, batch: int | None, base: Baseline
+        cls, at: str, instance: str | None, reason: str, batch: int | None, base: Baseline
     ) -> NodeRecord:
-        """The record saved before a restart: never restart it again in this roll."""
+        """The record saved before a restart (`at`: now): never restart it again in this
+        roll."""
         return cls(
             NodeStatus.RESTARTING,
-            now_text(),
+            at,
             instance,
             reason,
             batch,
@@ -168,8 +169,15 @@ def _names(value: object) -> tuple[str, ...]:
     return tuple(value)
 
 
-def now_text() -> str:
-    return format_time(datetime.now(UTC))
+Wall = Callable[[], datetime]  # the wall clock: what the journal and the events stamp
+
+
+def utc_now() -> datetime:
+    return datetime.now(UTC)
+
+
+def now_text(wall: Wall = utc_now) -> str:
+    return format_time(wall())
 
 
 class JournalStore(Protocol):
@@ -250,8 +258,11 @@ class EventLog:
     with each `repeat`: a wait said again unchanged at a later poll, which is not written. A
     listener that raises is logged once and never stops the roll."""
 
-    def __init__(self, path: Path | None, roll_id: str, *, cluster: str | None = None) -> None:
+    def __init__(
+        self, path: Path | None, roll_id: str, *, cluster: str | None = None, wall: Wall = utc_now
+    ) -> None:
         self.path = path
+        self.wall = wall
         self.roll_id = roll_id
         self.cluster = cluster  # in every event: `rollguard collect` keeps each cluster's own
         self.listeners: list[Callable[[dict[str, Any]], None]] = []
@@ -266,7 +277,7 @@ class EventLog:
     ) -> dict[str, Any]:
         known = {k: v for k, v in figures.items() if v is not None}
         return {
-            "ts": now_text(),
+            "ts": now_text(self.wall),
             "rollId": self.roll_id,
             **({"cluster": self.cluster} if self.cluster else {}),
             "node": node,

@@ -24,9 +24,9 @@ from rollguard.roller.roll.decide import (
     AwaitUnknown,
     Back,
     Defer,
+    Fail,
 )
 from rollguard.roller.roll.node_wait import NodeWait, step
-from rollguard.roller.roll.settings import RollFailed
 from rollguard.shared.dataset import Event
 
 
@@ -47,8 +47,8 @@ class PendingWaits:
         self._waits.pop(node.name, None)
 
     async def look(self, node: Node, view: PlatformView, cluster: ClusterView | None) -> Action:
-        """The action for `node` now; RollFailed when a wait's budget is spent or the rules say
-        the roll cannot go on (`Fail`)."""
+        """The action for `node` now; `Fail` when a wait's budget is spent or the rules say the
+        roll cannot go on (the loop stops the roll: `Roller._poll`)."""
         observer = self.after.observer
         # A node that is not ready: its agent asked at once and at every poll, not after a timeout.
         answer = None if view.ready else await observer.ask(node)
@@ -67,7 +67,7 @@ class PendingWaits:
             assert done.verdict is not None
             self.after.say_recovery(node, done.wait.recovery, done.verdict)
         if done.failure is not None:
-            raise RollFailed(done.failure)
+            return Fail(done.failure)
         if isinstance(action, Defer):
             observer.say(node.name, "defer", Event.DEFER, action.reason, kind=action.kind)
         elif isinstance(action, AwaitReady | AwaitUnknown):

@@ -35,7 +35,6 @@ from rollguard.roller.platform import Platform
 from rollguard.roller.roll.after_restart import (
     AfterRestart,
     LeaderElection,
-    NotBack,
     Progress,
     Rejoined,
 )
@@ -44,6 +43,7 @@ from rollguard.roller.roll.decide import (
     AwaitReady,
     AwaitRecovery,
     Defer,
+    Fail,
     Restart,
     held_by_recovery,
     wanted,
@@ -56,8 +56,10 @@ from rollguard.roller.roll.journal import (
     NodeStatus,
     RollRecord,
     RollState,
+    Wall,
     nothing_to_resume,
     now_text,
+    utc_now,
 )
 from rollguard.roller.roll.lease import Lease, LeaseLost, release, renewing
 from rollguard.roller.roll.observer import ClusterObserver, Observer
@@ -101,11 +103,14 @@ class Roller:
         policy: RetryPolicy | None = None,
         lease: Lease | None = None,
         clock: Callable[[], float] = time.monotonic,
+        wall: Wall = utc_now,
         sleep: Callable[[float], Awaitable[object]] = asyncio.sleep,
         on_progress: Progress | None = None,
         elect_leaders: LeaderElection | None = None,
         gates: Gates | None = None,
     ) -> None:
+        """`clock` measures every wait (monotonic seconds); `wall` stamps the journal."""
+        self.settings = settings  # the roll's, set once: its waits and rules read them here
         self.platform = platform
         self.agents = agents
         self.journal = journal
@@ -131,19 +136,12 @@ class Roller:
             elect_leaders=elect_leaders,
         )
         self._clock = clock
+        self._wall = wall
         self._sleep = sleep
         self._on_progress = on_progress or (lambda node, text, tracker: None)
         self.pending = PendingWaits(self.after, clock=clock, on_progress=on_progress)
         self._waiting = SafetyWait()  # --safety-wait, while nothing restarts
         self.gates = GateKeeper(gates or Gates(), self.observer, self._on_progress)
-
-    @property
-    def settings(self) -> RollSettings:
-        return self.after.settings
-
-    @settings.setter
-    def settings(self, settings: RollSettings) -> None:
-        self.after.settings = settings
 
     async def plan(self, *, check_agents: bool = True) -> list[PlanEntry]:
         """What a roll would do now (`planning.plan_with`); writes nothing. The agents are
@@ -176,7 +174,7 @@ class Roller:
         try:
             await self._preflight(nodes)
             if record is None:
-                record = RollRecord(roll_id, now_text())
+                record = RollRecord(roll_id, self._now())
             result = await self._guarded(record, nodes, resume)
         except BaseException:
             await release(self.lease, failed=True)
@@ -231,7 +229,7 @@ class Roller:
                 continue
             if done is not None and done.status is NodeStatus.RESTARTING:
                 back = await self.after.on_record(node, done.instance, done.baseline)
-                if isinstance(back, NotBack):
+                if isinstance(back, Fail):
                     raise RollFailed(back.reason)
                 if back is not None:  # restarted: it is back
                     await self._rejoined(back, record)
@@ -243,7 +241,7 @@ class Roller:
             if not taken or held:
                 status, event, why = (NodeStatus.HELD, Event.HOLD, HELD) if held else (
                     NodeStatus.SKIPPED, Event.SKIP, why)  # fmt: skip
-                record.nodes[node.name] = NodeRecord(status, now_text(), reason=why)
+                record.nodes[node.name] = NodeRecord(status, self._now(), reason=why)
                 await self._save(record)
                 self.events.write(node.name, event, why)
                 (result.held if held else result.skipped).append(node.name)
@@ -284,19 +282,22 @@ class Roller:
                 brokers.append(node)
                 continue
             action = await self.pending.look(node, views[node.name], cluster)
+            if isinstance(action, Fail):
+                raise RollFailed(action.reason)
             if isinstance(action, AwaitRecovery):
                 recovering.append(node.name)
             elif isinstance(action, AwaitReady) and action.starting:
                 starting.append(node.name)
             if isinstance(action, Restart) and (recovering or starting):
                 action = self._held(node, held_by_recovery(recovering, starting))
-            if isinstance(action, Restart) and not await self.gates.holding(gated, node):
+            if isinstance(action, Restart):
+                if await self.gates.closed(ask=not gated):
+                    gated.append(node)
+                    continue
                 await self._restart(
                     [node], views, cluster, record, action.reason, force=action.force
                 )
                 return [node]  # the cluster changed: observe it again before the next decision
-            if isinstance(action, Restart):
-                continue
             if isinstance(action, Defer):
                 deferred[node] = action
             else:
@@ -314,16 +315,23 @@ class Roller:
                 explain=False,
             )
             members = list(plan.batch.members) if plan.batch is not None else []
-            if plan.batch is not None and not await self.gates.holding(gated, *members):
-                await self._restart(members, views, cluster, record, plan.batch.reason, plan.batch)
-                return members
+            if plan.batch is not None:
+                if await self.gates.closed(ask=not gated):
+                    gated.extend(members)
+                else:
+                    await self._restart(
+                        members, views, cluster, record, plan.batch.reason, plan.batch
+                    )
+                    return members
             for held in plan.held:
                 if held.blockers:
                     deferred[held.node] = Defer(held.reason, held.blockers)
                     kind = deferred[held.node].kind
                     self.observer.say(held.node.name, "defer", Event.DEFER, held.reason, kind=kind)
         if gated:
-            waiting_nodes = self.gates.hold(gated, deferred) or waiting_nodes
+            at_gates, asked_for = self.gates.hold(gated)
+            deferred.update(at_gates)
+            waiting_nodes = asked_for or waiting_nodes
         self._safety_wait(deferred, waiting_nodes)
         for node, action in deferred.items():
             self._on_progress(node, f"waiting until safe: {action.reason}", None)
@@ -368,7 +376,7 @@ class Roller:
         bases = {m.name: baseline(m, cluster) for m in members}
         for m in members:
             record.nodes[m.name] = NodeRecord.intent(
-                views[m.name].instance, reason, number, bases[m.name]
+                self._now(), views[m.name].instance, reason, number, bases[m.name]
             )
         await self._save(record)
         names = ", ".join(m.name for m in members)
@@ -395,7 +403,7 @@ class Roller:
         for m, outcome in zip(members, done, strict=True):
             if isinstance(outcome, RollguardError):
                 record.nodes[m.name] = NodeRecord(
-                    NodeStatus.FAILED, now_text(), views[m.name].instance, str(outcome), number
+                    NodeStatus.FAILED, self._now(), views[m.name].instance, str(outcome), number
                 )
                 failures.append(f"{m.name}: {outcome}" if batch else str(outcome))
             elif isinstance(outcome, BaseException):
@@ -406,7 +414,7 @@ class Roller:
             await self._save(record)
         for m in started:
             back = await self.after.wait(m, views[m.name].instance, bases[m.name])
-            if isinstance(back, NotBack):
+            if isinstance(back, Fail):
                 failures.append(back.reason)
             else:
                 await self._rejoined(back, record)
@@ -417,11 +425,14 @@ class Roller:
         if batch is not None and number is not None:
             await self.after.elect_preferred(members, number)
 
+    def _now(self) -> str:
+        return now_text(self._wall)
+
     async def _rejoined(self, back: Rejoined, record: RollRecord) -> None:
         node = back.node
-        intent = record.nodes.get(node.name) or NodeRecord(NodeStatus.RESTARTING, now_text())
+        intent = record.nodes.get(node.name) or NodeRecord(NodeStatus.RESTARTING, self._now())
         record.nodes[node.name] = replace(
-            intent, status=NodeStatus.RESTARTED, at=now_text(), reason=""
+            intent, status=NodeStatus.RESTARTED, at=self._now(), reason=""
         )
         await self._save(record)
         note = f" ({back.note})" if back.note else ""
