@@ -4,11 +4,21 @@ budget it judges (pure: the clock is a number given to each step)."""
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import replace
 
 import pytest
-from test_decide import HEALTHY, NODE, TIGHT, view
+from test_decide import CONTROLLER, HEALTHY, NODE, TIGHT, view
 
-from rollguard.roller.model import AgentAnswer, AgentReport, AgentUnavailable, PlatformView
+from rollguard.roller.model import (
+    AgentAnswer,
+    AgentReport,
+    AgentUnavailable,
+    ClusterView,
+    PartitionInfo,
+    PlatformView,
+    QuorumInfo,
+    VoterInfo,
+)
 from rollguard.roller.roll.decide import (
     AwaitReady,
     AwaitRecovery,
@@ -18,8 +28,18 @@ from rollguard.roller.roll.decide import (
     Fail,
     Restart,
 )
-from rollguard.roller.roll.node_wait import NodeWait, Step, step
+from rollguard.roller.roll.node_wait import (
+    AwaitIsr,
+    AwaitQuorum,
+    Budget,
+    Done,
+    NodeWait,
+    Phase,
+    Step,
+    step,
+)
 from rollguard.roller.roll.progress import Verdict
+from rollguard.roller.roll.safety import Baseline
 from rollguard.roller.roll.settings import OnAgentUnreachable, RollSettings
 from rollguard.shared.states import BrokerState
 from rollguard.shared.wire import BrokerStateReport, RecoveryProgress
@@ -248,3 +268,63 @@ def test_a_gone_process_past_the_timeout_fails_at_once(gone: bool) -> None:
         restarted(),
     )
     assert isinstance(steps[1].action, Fail if gone else AwaitUnknown)
+
+
+# ---- back where it was: the quorum and the ISRs ---------------------------------------------
+
+
+def test_a_restarted_broker_is_done_once_back_in_every_isr_it_was_in_before() -> None:
+    out = ClusterView((PartitionInfo("t", 0, (0, 1, 2), (0, 2), 2),), None, None)
+    wait = restarted()
+    back = step(wait, NODE, view(ready=True, instance="new"), RUNNING, out, 0, S)
+    assert isinstance(back.action, Back) and back.at_once
+    assert back.wait is not None and back.wait.phase is Phase.ISR
+    steps = [step(back.wait, NODE, None, None, out, t, S) for t in (0, 299)]
+    assert isinstance(steps[0].action, AwaitIsr) and steps[0].action.lagging == 1
+    assert not back.wait.asks_agent  # only Kafka is asked now
+    late = step(steps[0].wait, NODE, None, None, out, 300, S)
+    assert "has not rejoined the ISR of 1 partitions (t-0)" in (late.failure or "")
+    done = step(steps[0].wait, NODE, None, None, HEALTHY, 10, S)
+    assert isinstance(done.action, Done) and done.action.note == ""
+
+
+def test_what_it_was_already_out_of_before_its_restart_is_not_waited_for() -> None:
+    out = ClusterView((PartitionInfo("t", 0, (0, 1, 2), (0, 2), 2),), None, None)
+    wait = replace(restarted(), phase=Phase.ISR, base=Baseline(frozenset({"t-0"})))
+    wait = replace(wait, budget=Budget.start(0))
+    done = step(wait, NODE, None, None, out, 0, S)
+    assert isinstance(done.action, Done)
+    assert done.action.note == "already out of sync before its restart: t-0"
+
+
+def test_the_cluster_unseen_is_waited_for_within_the_safety_wait() -> None:
+    wait = replace(restarted(), phase=Phase.ISR, budget=Budget.start(0))
+    steps = [step(wait, NODE, None, None, None, t, S) for t in (0, 299, 300)]
+    assert [s.failure is None for s in steps] == [True, True, False]
+    assert "its partitions (the Admin API cannot be reached)" in (steps[2].failure or "")
+
+
+@pytest.mark.parametrize("caught_up_before", [True, False])
+def test_a_controller_waits_for_the_quorum_only_if_its_voter_was_caught_up_before(
+    caught_up_before: bool,
+) -> None:
+    wait = NodeWait.after_restart(
+        CONTROLLER, S, 0, "old", Baseline(voter_caught_up=caught_up_before)
+    )
+    back = step(wait, CONTROLLER, view(ready=True, instance="new"), None, None, 0, S)
+    if caught_up_before:
+        assert back.wait is not None and back.wait.phase is Phase.QUORUM and back.at_once
+    else:
+        assert isinstance(back.action, Done)  # controller-only: nothing else to wait for
+
+
+def test_a_voter_not_yet_caught_up_is_waited_for_then_done() -> None:
+    wait = replace(
+        NodeWait.after_restart(CONTROLLER, S, 0, "old"), phase=Phase.QUORUM, budget=Budget.start(0)
+    )
+    behind = ClusterView((), QuorumInfo(1, (VoterInfo(1, 5000, 900), VoterInfo(9, 1000, 400))), 1)
+    first = step(wait, CONTROLLER, None, None, behind, 10, S)
+    assert isinstance(first.action, AwaitQuorum) and first.action.lag == 500
+    assert first.wait is not None and first.wait.since_ms == 5000  # the leader's, when back
+    caught = ClusterView((), QuorumInfo(1, (VoterInfo(1, 6000, 900), VoterInfo(9, 6000, 900))), 1)
+    assert isinstance(step(first.wait, CONTROLLER, None, None, caught, 12, S).action, Done)

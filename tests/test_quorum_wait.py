@@ -5,13 +5,13 @@ from __future__ import annotations
 
 import asyncio
 from dataclasses import dataclass, replace
+from typing import Any
 
 import pytest
 
 from rollguard.peers.sim import VirtualClock
 from rollguard.roller.model import ClusterView, Node, QuorumInfo, Role, VoterInfo
-from rollguard.roller.roll.after_restart import AfterRestart
-from rollguard.roller.roll.decide import Fail
+from rollguard.roller.roll.node_wait import Budget, Done, NodeWait, Phase, step
 from rollguard.roller.roll.safety import voter_lag
 from rollguard.roller.roll.settings import RollSettings
 
@@ -57,34 +57,43 @@ class Quorum:
         return ClusterView((), QuorumInfo(1, voters), 1)
 
 
-def wait_for(quorum: Quorum) -> tuple[Fail | None, float]:
+def caught_up(quorum: Any) -> tuple[str | None, float]:
+    """The restarted controller's wait from its readiness on, as `AfterRestart.wait` runs it: a
+    look every poll interval (`node_wait.step`) until it is done (None) or fails (why)."""
     clock = quorum.clock
-    after = AfterRestart(quorum, SETTINGS, clock=clock, sleep=clock.sleep)  # type: ignore[arg-type]
-    outcome = asyncio.run(after._quorum(CONTROLLER))
-    return outcome, clock.now
+    ready = NodeWait.after_restart(CONTROLLER, SETTINGS, clock.now, "old")
+    wait: NodeWait | None = replace(ready, phase=Phase.QUORUM, budget=Budget.start(clock.now))
+    while True:
+        assert wait is not None
+        cluster = asyncio.run(quorum.cluster())
+        done = step(wait, CONTROLLER, None, None, cluster, clock.now, SETTINGS)
+        if done.failure is not None:
+            return done.failure, clock.now
+        if isinstance(done.action, Done):
+            return None, clock.now
+        wait = done.wait
+        clock.now += SETTINGS.poll_interval
 
 
 def test_a_catch_up_longer_than_the_safety_wait_completes_while_it_progresses() -> None:
     # 20,000 records behind, fetching 30/s while the leader appends 5/s: 800 s > 120 s.
-    outcome, took = wait_for(Quorum(VirtualClock(), behind=20_000, fetches=30.0))
-    assert outcome is None
+    failure, took = caught_up(Quorum(VirtualClock(), behind=20_000, fetches=30.0))
+    assert failure is None
     assert took > 700
 
 
 def test_a_voter_that_fetches_nothing_fails_after_the_safety_wait_naming_its_lag() -> None:
-    outcome, took = wait_for(Quorum(VirtualClock(), behind=20_000, fetches=0.0))
-    assert isinstance(outcome, Fail)
-    assert "has not caught up with the KRaft quorum leader 2m00s after its restart" in (
-        outcome.reason
-    )
-    assert "records behind, no progress for 2m00s" in outcome.reason
+    failure, took = caught_up(Quorum(VirtualClock(), behind=20_000, fetches=0.0))
+    assert failure is not None
+    assert "has not caught up with the KRaft quorum leader 2m00s after its restart" in failure
+    assert "records behind, no progress for 2m00s" in failure
     assert SETTINGS.safety_wait <= took <= SETTINGS.safety_wait + SETTINGS.poll_interval
 
 
 def test_a_voter_falling_further_behind_is_not_progress() -> None:
     # It fetches, but slower than the leader appends: its lag grows.
-    outcome, _ = wait_for(Quorum(VirtualClock(), behind=20_000, fetches=2.0))
-    assert isinstance(outcome, Fail)
+    failure, _ = caught_up(Quorum(VirtualClock(), behind=20_000, fetches=2.0))
+    assert failure is not None
 
 
 def test_without_log_end_offsets_the_wait_is_the_safety_wait_from_its_start() -> None:
@@ -97,8 +106,8 @@ def test_without_log_end_offsets_the_wait_is_the_safety_wait_from_its_start() ->
             voters = tuple(replace(v, log_end_offset=None) for v in view.quorum.voters)
             return replace(view, quorum=replace(view.quorum, voters=voters))
 
-    clock = quorum.clock
-    after = AfterRestart(Unreported(), SETTINGS, clock=clock, sleep=clock.sleep)  # type: ignore[arg-type]
-    outcome = asyncio.run(after._quorum(CONTROLLER))
-    assert isinstance(outcome, Fail)
-    assert clock.now <= SETTINGS.safety_wait + SETTINGS.poll_interval
+    unreported = Unreported()
+    unreported.clock = quorum.clock  # type: ignore[attr-defined]
+    failure, took = caught_up(unreported)
+    assert failure is not None
+    assert took <= SETTINGS.safety_wait + SETTINGS.poll_interval

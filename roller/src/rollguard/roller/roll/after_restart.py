@@ -5,11 +5,12 @@
     -> brokers: back in the ISR of every partition it was in before (not those it was
        already out of: a restart cannot take away what was not there)
 
-Each wait returns an outcome, `Rejoined` or `Fail` with the reason; it never writes the
-roll journal and never raises for the roll: the loop (`roller.py`) records the outcome and
-decides. Waiting for the cluster is judged by progress (`ProgressWait`, `--safety-wait`);
-waiting for a recovery by its rate and stalls (`RecoveryTracker`). A batch's preferred leaders
-are given back here too: leadership balance is not safety, so that one only logs.
+`AfterRestart.wait` observes, `node_wait.step` judges each look (its phases and every budget:
+readiness, recovery, an unreadable agent, the cluster's progress), and this module says what
+each look means. Each wait returns an outcome, `Rejoined` or `Fail` with the reason; it never
+writes the roll journal and never raises for the roll: the loop (`roller.py`) records the
+outcome and decides. A batch's preferred leaders are given back here too: leadership balance is
+not safety, so that one only logs.
 """
 
 from __future__ import annotations
@@ -20,18 +21,14 @@ import time
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 
-from rollguard.roller.model import Node, describe_answer
+from rollguard.roller.model import AgentAnswer, Node, describe_answer
 from rollguard.roller.roll.decide import AwaitRecovery, AwaitUnknown, Back, Fail
-from rollguard.roller.roll.node_wait import NodeWait, step
+from rollguard.roller.roll.node_wait import AwaitIsr, Done, NodeWait, Phase, Step, step
 from rollguard.roller.roll.observer import Observer
 from rollguard.roller.roll.progress import RecoveryTracker, Verdict, format_duration
 from rollguard.roller.roll.safety import (
     Baseline,
-    describe_partitions,
-    rejoining,
     unbalanced,
-    voter_caught_up,
-    voter_lag,
 )
 from rollguard.roller.roll.settings import RollSettings
 from rollguard.roller.roll.waits import ProgressWait
@@ -71,16 +68,53 @@ class AfterRestart:
 
     async def wait(self, node: Node, before: str | None, base: Baseline) -> Rejoined | Fail:
         """Until `node` is back where it was: `before` is its identity before the restart (None:
-        unknown), `base` where it stood in the cluster."""
-        failed = await self._ready(node, before)
-        if failed is None and node.is_controller:
-            if base.voter_caught_up:
-                failed = await self._quorum(node)
-            else:
+        unknown), `base` where it stood in the cluster. Each look observes what its phase
+        needs (`node_wait`: the platform, Kafka and its agent while it comes back; only its
+        agent while it recovers its logs; Kafka after) and `node_wait.step` judges it."""
+        wait = NodeWait.after_restart(node, self.settings, self._clock(), before, base)
+        view = answer = cluster = None
+        while True:
+            if not wait.watching_recovery:
+                cluster = await self.observer.cluster()
+            if wait.phase is Phase.READY and not wait.watching_recovery:
+                view = await self.observer.view(node, cluster)
+            answer = await self.observer.ask(node) if wait.asks_agent else None
+            done = step(wait, node, view, answer, cluster, self._clock(), self.settings)
+            self._say(node, wait, done, answer)
+            if done.failure is not None:
+                return Fail(done.failure)
+            if isinstance(done.action, Done):
+                return Rejoined(node, done.action.note)
+            assert done.wait is not None
+            wait = done.wait
+            if not done.at_once:
+                await self._sleep(self.settings.poll_interval)
+
+    def _say(self, node: Node, wait: NodeWait, done: Step, answer: AgentAnswer | None) -> None:
+        """What one look after the restart means, said: the live view, the log, the events."""
+        action, failed = done.action, done.failure is not None
+        if isinstance(action, AwaitRecovery):
+            assert done.wait is not None and done.wait.recovery is not None
+            assert done.verdict is not None
+            self.say_recovery(node, done.wait.recovery, done.verdict)
+        elif isinstance(action, Back):
+            if node.is_controller and not wait.base.voter_caught_up:
                 logger.info("%s: its voter was not caught up before its restart", node)
-        if failed is not None:
-            return failed
-        return await self._isr(node, base) if node.is_broker else Rejoined(node)
+        elif isinstance(action, AwaitIsr | Done) and action.already:
+            self.observer.say(node.name, "out-of-sync", Event.OUT_OF_SYNC_BEFORE, action.already)
+        if failed or done.at_once or isinstance(action, Back | Done | AwaitRecovery):
+            return
+        if isinstance(action, AwaitIsr):
+            if action.lagging:
+                self.observer.say(
+                    node.name, "catch-up", Event.CATCH_UP, action.reason, count=action.lagging
+                )
+                self._on_progress(node, action.reason, None)
+            return
+        text = action.reason
+        if isinstance(action, AwaitUnknown):
+            text = f"waiting for readiness: {describe_answer(answer)}"
+        self._on_progress(node, text, None)
 
     async def on_record(
         self, node: Node, before: str | None, base: Baseline
@@ -108,34 +142,6 @@ class AfterRestart:
         logger.info("%s: restart on record; waiting for it, not restarting", node)
         return await self.wait(node, before, base)
 
-    async def _ready(self, node: Node, before: str | None) -> Fail | None:
-        """Until the new process is ready (`node_wait.step` judges every budget on the way);
-        while it recovers its logs, only its agent is asked."""
-        wait = NodeWait.after_restart(node, self.settings, self._clock(), before)
-        view = None
-        while True:
-            if not wait.watching_recovery:
-                view = await self.observer.view(node, await self.observer.cluster())
-            answer = await self.observer.ask(node)
-            done = step(wait, node, view, answer, None, self._clock(), self.settings)
-            assert done.wait is not None
-            wait, action = done.wait, done.action
-            if isinstance(action, AwaitRecovery):
-                assert wait.recovery is not None and done.verdict is not None
-                self.say_recovery(node, wait.recovery, done.verdict)
-            if done.failure is not None:
-                return Fail(done.failure)
-            if isinstance(action, Back):
-                return None
-            if done.at_once:
-                continue
-            if not isinstance(action, AwaitRecovery):
-                text = action.reason
-                if isinstance(action, AwaitUnknown):
-                    text = f"waiting for readiness: {describe_answer(answer)}"
-                self._on_progress(node, text, None)
-            await self._sleep(self.settings.poll_interval)
-
     def say_recovery(self, node: Node, tracker: RecoveryTracker, verdict: Verdict) -> None:
         """One look at a recovering broker, said: the live view, the log, a `wait-recovery`
         event with its figures."""
@@ -145,76 +151,6 @@ class AfterRestart:
         self.observer.events.write(
             node.name, Event.WAIT_RECOVERY, verdict.value, **_figures(tracker)
         )
-
-    async def _quorum(self, node: Node) -> Fail | None:
-        """Until the controller's new process has fetched from the leader: a caught-up time
-        later than the leader's time when it came back (the leader's clock on both sides).
-        Budgeted as every wait for the cluster, by progress (`--safety-wait` without any): a
-        voter back from a long restart fetches the metadata log it missed for as long as its
-        lag behind the leader keeps shrinking."""
-        since: int | None = None
-        waiting = ProgressWait(self.settings.safety_wait, self._clock())
-        while True:
-            cluster = await self.observer.cluster()
-            quorum = cluster.quorum if cluster is not None else None
-            lag = None
-            if quorum is not None and node.node_id not in {v.node_id for v in quorum.voters}:
-                return None  # not a voter (an observer or a broker-only id): nothing to wait for
-            if quorum is not None and cluster is not None:
-                leader = next((v for v in quorum.voters if v.node_id == quorum.leader_id), None)
-                if since is None and leader is not None:
-                    since = leader.last_caught_up_ms
-                if since is not None and voter_caught_up(
-                    node.node_id, quorum, cluster.quorum_fetch_timeout_ms, since_ms=since
-                ):
-                    return None
-                lag = voter_lag(node.node_id, quorum)
-            now = self._clock()
-            if lag is not None:
-                waiting.observe(now, lag)
-            if waiting.expired(now):
-                return Fail(f"{node.name} has not caught up with the KRaft quorum leader "
-                    f"{format_duration(waiting.waited(now))} after its restart"
-                    + (f" ({lag} records behind, no progress for "
-                       f"{format_duration(self.settings.safety_wait)})" if lag else ""),
-                )  # fmt: skip
-            behind = f": {lag} records behind the leader" if lag else ""
-            self._on_progress(node, f"catching up with the quorum{behind}", None)
-            await self._sleep(self.settings.poll_interval)
-
-    async def _isr(self, node: Node, base: Baseline) -> Rejoined | Fail:
-        """Until the restarted broker is back in the ISR of every partition it was in before:
-        until then, restarting another replica of those could take them below min ISR."""
-        waiting = ProgressWait(self.settings.safety_wait, self._clock())
-        note = ""
-        while True:
-            cluster = await self.observer.cluster()
-            lagging = None
-            if cluster is not None:
-                lagging, already = rejoining(node.node_id, cluster, base)
-                if already:
-                    note = f"already out of sync before its restart: {describe_partitions(already)}"
-                    self.observer.say(node.name, "out-of-sync", Event.OUT_OF_SYNC_BEFORE, note)
-                if not lagging:
-                    return Rejoined(node, note)
-            now = self._clock()
-            if lagging is not None:
-                waiting.observe(now, len(lagging))
-            if waiting.expired(now):
-                what = (
-                    f"{len(lagging)} partitions ({describe_partitions(lagging)})"
-                    if lagging
-                    else "its partitions (the Admin API cannot be reached)"
-                )
-                return Fail(
-                    f"{node.name} has not rejoined the ISR of {what}: no progress for "
-                    f"{format_duration(self.settings.safety_wait)} (--safety-wait)",
-                )
-            if lagging:
-                text = f"catching up: {len(lagging)} partitions not yet in sync"
-                self.observer.say(node.name, "catch-up", Event.CATCH_UP, text, count=len(lagging))
-                self._on_progress(node, text, None)
-            await self._sleep(self.settings.poll_interval)
 
     async def elect_preferred(self, members: Sequence[Node], number: int) -> None:
         """Give the batch's members back the leadership they lost (ElectLeaders, preferred),

@@ -1,9 +1,14 @@
-"""One node waited for until it is ready, before its restart or after it: the record the roller
-keeps between two looks, and the one pure step that judges every budget of that wait
-(table-tested in tests/test_node_wait.py).
+"""One node waited for, before its restart or after it until it is back where it was: the
+record the roller keeps between two looks, and the one pure step that judges every budget of
+that wait (table-tested in tests/test_node_wait.py and tests/test_quorum_wait.py).
 
     NodeWait                                      frozen: what is remembered of the node
     step(wait, node, view, answer, cluster, now, settings) -> Step(action, wait, failure)
+
+Its phases: FOUND_NOT_READY (a pending node not ready: waited for, or forced by the rules);
+after its restart READY (a new process ready), then QUORUM for a controller whose voter was
+caught up before (caught up with the leader again), then ISR for a broker (back in every ISR it
+was in before: not those it was already out of), then `Done`.
 
 The rules of what to do are `decide.decide` (a node found not ready, before its restart) and
 `decide.after_restart` (a restarted one); the budgets are judged here, once, for both:
@@ -11,7 +16,9 @@ The rules of what to do are `decide.decide` (a node found not ready, before its 
 - a log recovery: its rate and stalls, within the node's recovery budget
   (`progress.RecoveryTracker`); never restarted;
 - an agent that cannot be read: unknown, never "not recovering", waited for within
-  --safety-wait while it stays unreadable; then the roll fails, naming the node.
+  --safety-wait while it stays unreadable; then the roll fails, naming the node;
+- the cluster (a voter catching up, a broker rejoining its ISRs): --safety-wait without
+  progress (`Budget`: its lag, or the partitions left, going down).
 
 A restarted node whose agent becomes unreadable in the middle of its log recovery is still
 recovering for all the roller knows: its recovery's own budget goes on (it is only looked at
@@ -23,6 +30,8 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, replace
+from enum import StrEnum
+from typing import ClassVar
 
 from rollguard.roller.model import (
     AgentAnswer,
@@ -39,6 +48,7 @@ from rollguard.roller.roll.decide import (
     AwaitReady,
     AwaitRecovery,
     AwaitUnknown,
+    Back,
     Fail,
     Restart,
     after_restart,
@@ -46,11 +56,60 @@ from rollguard.roller.roll.decide import (
 )
 from rollguard.roller.roll.progress import RecoveryTracker, Verdict, format_duration
 from rollguard.roller.roll.readiness import ReadyWait
+from rollguard.roller.roll.safety import (
+    Baseline,
+    describe_partitions,
+    rejoining,
+    voter_caught_up,
+    voter_lag,
+)
 from rollguard.roller.roll.settings import OnAgentUnreachable, RollSettings
 
-__all__ = ["NodeWait", "Step", "recovery_failure", "step"]
+__all__ = [
+    "AwaitIsr",
+    "AwaitQuorum",
+    "Budget",
+    "Done",
+    "NodeWait",
+    "Phase",
+    "Step",
+    "recovery_failure",
+    "step",
+]
 
 FOUND_NOT_READY = "it was found not ready"
+IN_SYNC = Baseline()  # in every ISR, its voter caught up: all a restart can take away
+
+
+class Phase(StrEnum):
+    FOUND_NOT_READY = "found-not-ready"  # pending: not ready before its restart
+    READY = "ready"  # restarted: until a new process is ready
+    QUORUM = "quorum"  # a controller: until its voter caught up with the leader again
+    ISR = "isr"  # a broker: until it is back in every ISR it was in before
+
+
+@dataclass(frozen=True, slots=True)
+class Budget:
+    """--safety-wait counted from the last progress: a smaller deficit than at the look before
+    (fewer records behind the leader, fewer partitions to rejoin)."""
+
+    started: float
+    last_progress: float
+    deficit: int | None = None
+
+    @classmethod
+    def start(cls, now: float) -> Budget:
+        return cls(now, now)
+
+    def observe(self, now: float, deficit: int) -> Budget:
+        progress = self.deficit is not None and deficit < self.deficit
+        return replace(self, deficit=deficit, last_progress=now if progress else self.last_progress)
+
+    def expired(self, now: float, budget: float) -> bool:
+        return now - self.last_progress >= budget
+
+    def waited(self, now: float) -> float:
+        return now - self.started
 
 
 @dataclass(frozen=True, slots=True)
@@ -58,10 +117,14 @@ class NodeWait:
     """What the roller remembers of one node it waits for, between two looks."""
 
     ready: ReadyWait  # since when, and its last progress: the operation timeout's start
-    restarted: bool = False  # after its restart in this roll (else: found not ready before it)
+    phase: Phase = Phase.FOUND_NOT_READY
     before: str | None = None  # its identity before the restart (None: not known)
+    base: Baseline = IN_SYNC  # where it stood before the restart
     unknown_since: float | None = None  # its agent unreadable at every look since
     recovery: RecoveryTracker | None = None  # in log recovery since the tracker's start
+    budget: Budget | None = None  # QUORUM and ISR: the cluster's progress
+    since_ms: int | None = None  # QUORUM: the leader's caught-up time when the node was back
+    note: str = ""  # ISR: what it was already out of before its restart
 
     @classmethod
     def found_not_ready(
@@ -71,25 +134,62 @@ class NodeWait:
 
     @classmethod
     def after_restart(
-        cls, node: Node, settings: RollSettings, now: float, before: str | None
+        cls,
+        node: Node,
+        settings: RollSettings,
+        now: float,
+        before: str | None,
+        base: Baseline = IN_SYNC,
     ) -> NodeWait:
-        return cls(
-            ReadyWait.start(now, before, _limit(node, settings)), restarted=True, before=before
-        )
+        ready = ReadyWait.start(now, before, _limit(node, settings))
+        return cls(ready, Phase.READY, before, base)
+
+    @property
+    def restarted(self) -> bool:
+        return self.phase is not Phase.FOUND_NOT_READY
 
     @property
     def watching_recovery(self) -> bool:
         """A restarted node in log recovery: only its agent is asked until it ends."""
-        return self.restarted and self.recovery is not None
+        return self.phase is Phase.READY and self.recovery is not None
+
+    @property
+    def asks_agent(self) -> bool:
+        """Its agent is asked at each look (found not ready, or on its way back)."""
+        return self.phase in (Phase.FOUND_NOT_READY, Phase.READY)
+
+
+@dataclass(frozen=True, slots=True)
+class AwaitQuorum:
+    reason: str  # a restarted controller catching up with the quorum leader
+    lag: int | None  # records behind the leader, when reported
+    kind: ClassVar[str] = "quorum"
+
+
+@dataclass(frozen=True, slots=True)
+class AwaitIsr:
+    reason: str  # a restarted broker not yet back in every ISR it was in before
+    lagging: int  # partitions left (0: the cluster cannot be seen)
+    already: str = ""  # at this look: what it was already out of before its restart
+    kind: ClassVar[str] = "catch-up"
+
+
+@dataclass(frozen=True, slots=True)
+class Done:
+    """Back where it was before its restart."""
+
+    note: str = ""  # what it was already out of before its restart, if anything
+    already: str = ""  # said at this look (the note, when it still holds)
 
 
 @dataclass(frozen=True, slots=True)
 class Step:
     """The outcome of one look: the action, the record for the next look (None: nothing to
     remember), and `failure` when the roll cannot go on (why, naming the node: the node is not
-    restarted). `at_once`: look again now, not after a poll interval (a recovery just ended)."""
+    restarted). `at_once`: look again now, not after a poll interval (a recovery just ended, a
+    phase ended)."""
 
-    action: Action | AfterRestart
+    action: Action | AfterRestart | AwaitQuorum | AwaitIsr | Done
     wait: NodeWait | None
     failure: str | None = None
     verdict: Verdict | None = None  # the recovery's, with AwaitRecovery
@@ -107,11 +207,16 @@ def step(
 ) -> Step:
     """The next step for `node`: `wait` is what the last look left (None: a pending node
     not waited for), `view` its platform's view (None only while `wait.watching_recovery`),
-    `answer` its agent's (None: no agent, or not asked: a ready node before its restart)."""
-    if wait is not None and wait.restarted:
+    `answer` its agent's (None: no agent, or not asked: a ready node before its restart, a
+    restarted one past READY), `cluster` Kafka's (None: it cannot be seen)."""
+    if wait is None or wait.phase is Phase.FOUND_NOT_READY:
+        assert view is not None
+        return _pending(wait, node, view, answer, cluster, now, settings)
+    if wait.phase is Phase.READY:
         return _after(wait, node, view, answer, now, settings)
-    assert view is not None
-    return _pending(wait, node, view, answer, cluster, now, settings)
+    if wait.phase is Phase.QUORUM:
+        return _quorum(wait, node, cluster, now, settings)
+    return _isr(wait, node, cluster, now, settings)
 
 
 def _pending(
@@ -192,6 +297,8 @@ def _after(
         since=ready.since,
     )
     wait = replace(wait, ready=ready)
+    if isinstance(action, Back):
+        return _next(wait, node, action, now)
     if isinstance(action, Fail):
         return Step(action, wait, failure=action.reason)
     if isinstance(action, AwaitRecovery):
@@ -202,6 +309,87 @@ def _after(
             "it again"
         )  # fmt: skip
     return Step(action, replace(wait, unknown_since=None))
+
+
+def _next(wait: NodeWait, node: Node, action: Back | AwaitQuorum, now: float) -> Step:
+    """READY or QUORUM over: the next phase at once, or `Done`."""
+    if wait.phase is Phase.READY and node.is_controller and wait.base.voter_caught_up:
+        return Step(
+            action, replace(wait, phase=Phase.QUORUM, budget=Budget.start(now)), at_once=True
+        )
+    if node.is_broker:
+        return Step(action, replace(wait, phase=Phase.ISR, budget=Budget.start(now)), at_once=True)
+    return Step(Done(), wait)
+
+
+def _quorum(
+    wait: NodeWait, node: Node, cluster: ClusterView | None, now: float, s: RollSettings
+) -> Step:
+    """Until the controller's new process has fetched from the leader: a caught-up time later
+    than the leader's own when the node came back (the leader's clock on both sides). A voter
+    back from a long restart fetches the metadata log it missed for as long as its lag behind
+    the leader keeps shrinking."""
+    assert wait.budget is not None
+    quorum = cluster.quorum if cluster is not None else None
+    since, lag = wait.since_ms, None
+    if quorum is not None and cluster is not None:
+        if node.node_id not in {v.node_id for v in quorum.voters}:
+            # not a voter (an observer, or a broker-only id): nothing to wait for
+            return _next(wait, node, AwaitQuorum("not a voter", None), now)
+        leader = next((v for v in quorum.voters if v.node_id == quorum.leader_id), None)
+        if since is None and leader is not None:
+            since = leader.last_caught_up_ms
+        if since is not None and voter_caught_up(
+            node.node_id, quorum, cluster.quorum_fetch_timeout_ms, since_ms=since
+        ):
+            return _next(wait, node, AwaitQuorum("caught up", 0), now)
+        lag = voter_lag(node.node_id, quorum)
+    budget = wait.budget if lag is None else wait.budget.observe(now, lag)
+    wait = replace(wait, budget=budget, since_ms=since)
+    behind = f": {lag} records behind the leader" if lag else ""
+    action = AwaitQuorum(f"catching up with the quorum{behind}", lag)
+    if not budget.expired(now, s.safety_wait):
+        return Step(action, wait)
+    return Step(
+        action,
+        wait,
+        failure=f"{node.name} has not caught up with the KRaft quorum leader "
+        f"{format_duration(budget.waited(now))} after its restart"
+        + (f" ({lag} records behind, no progress for "
+           f"{format_duration(s.safety_wait)})" if lag else ""),
+    )  # fmt: skip
+
+
+def _isr(
+    wait: NodeWait, node: Node, cluster: ClusterView | None, now: float, s: RollSettings
+) -> Step:
+    """Until the restarted broker is back in the ISR of every partition it was in before: until
+    then, restarting another replica of those could take them below min ISR."""
+    assert wait.budget is not None
+    lagging, already, note = None, "", wait.note
+    if cluster is not None:
+        lagging, out = rejoining(node.node_id, cluster, wait.base)
+        if out:
+            note = already = f"already out of sync before its restart: {describe_partitions(out)}"
+        if not lagging:
+            return Step(Done(note, already), replace(wait, note=note))
+    budget = wait.budget if lagging is None else wait.budget.observe(now, len(lagging))
+    wait = replace(wait, budget=budget, note=note)
+    count = len(lagging) if lagging else 0
+    action = AwaitIsr(f"catching up: {count} partitions not yet in sync", count, already)
+    if not budget.expired(now, s.safety_wait):
+        return Step(action, wait)
+    what = (
+        f"{len(lagging)} partitions ({describe_partitions(lagging)})"
+        if lagging
+        else "its partitions (the Admin API cannot be reached)"
+    )
+    return Step(
+        action,
+        wait,
+        failure=f"{node.name} has not rejoined the ISR of {what}: no progress for "
+        f"{format_duration(s.safety_wait)} (--safety-wait)",
+    )
 
 
 def _recovering(

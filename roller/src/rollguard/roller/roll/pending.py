@@ -26,7 +26,7 @@ from rollguard.roller.roll.decide import (
     Defer,
     Fail,
 )
-from rollguard.roller.roll.node_wait import NodeWait, step
+from rollguard.roller.roll.node_wait import AwaitIsr, AwaitQuorum, Done, NodeWait, step
 from rollguard.shared.dataset import Event
 
 
@@ -61,7 +61,7 @@ class PendingWaits:
         else:
             self._waits[node.name] = done.wait
         action = done.action
-        assert not isinstance(action, Back)  # after a restart only
+        assert not isinstance(action, Back | AwaitQuorum | AwaitIsr | Done)  # restarted only
         if isinstance(action, AwaitRecovery):
             assert done.wait is not None and done.wait.recovery is not None
             assert done.verdict is not None
