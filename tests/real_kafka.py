@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import re
 import subprocess
 import time
 from collections.abc import Iterator
@@ -35,6 +36,15 @@ class Seen:
     def recovery(self) -> dict[str, Any] | None:
         value = self.body.get("recovery")
         return value if isinstance(value, dict) else None
+
+
+def kafka_build_logged(log: str) -> tuple[str, str]:
+    """The version and commit id Kafka logged at its start ("Kafka version: 4.4.0", "Kafka
+    commitId: ..."; AppInfoParser): the node's own word, not its agent's."""
+    version = re.search(r"Kafka version: (\S+)", log)
+    commit = re.search(r"Kafka commitId: (\S+)", log)
+    assert version and commit, "the node's log does not say its Kafka version and commit"
+    return version[1], commit[1]
 
 
 def look(cluster: RealCluster, node_id: int) -> Seen:

@@ -129,7 +129,7 @@ def test_rollguard_state_against_a_real_agent_prints_reports_and_a_summary(pki: 
         done = rollguard("state", *tls, agent.api, dead, "--retry-initial-backoff-ms", "10")
         assert done.returncode == 1, done.stderr
         lines = done.stdout.splitlines()
-        assert lines[0].endswith("RUNNING (3)")
+        assert lines[0].endswith("RUNNING (3); Kafka 4.4.0 (rollguard-test-broker)")
         assert "unavailable (no HTTP answer, unreachable)" in lines[1]
         assert (
             "2 agents: 1 reported, 1 unavailable; agent-broker-state: 1 ok, 2 retries, 1 failed"
@@ -138,6 +138,23 @@ def test_rollguard_state_against_a_real_agent_prints_reports_and_a_summary(pki: 
         done = rollguard("state", *tls, agent.api, "--output", "json")
         assert done.returncode == 0
         assert json.loads(done.stdout)["report"]["brokerState"] == 3
+        assert json.loads(done.stdout)["report"]["kafkaVersion"] == "4.4.0"
+
+
+def test_rollguard_state_says_what_a_controller_only_node_runs(pki: Pki) -> None:
+    with Broker("--no-broker-state", "--state", "3") as broker, Agent(pki, broker.address) as agent:
+        wait_until(lambda: agent.state().status == 503, timeout=20, what="a first sample")
+        wait_until(
+            lambda: agent.state().json().get("error") == "broker-state-missing",  # type: ignore[union-attr]
+            timeout=20,
+            what="broker-state-missing",
+        )
+        done = rollguard("state", *pki.client_flags(), agent.api)
+        assert done.returncode == 1  # answered, not ready: a controller-only node has no state
+        assert done.stdout.rstrip().endswith("; Kafka 4.4.0 (rollguard-test-broker)"), done.stdout
+        done = rollguard("state", *pki.client_flags(), agent.api, "--output", "json")
+        said = json.loads(done.stdout.splitlines()[0])
+        assert (said["error"], said["kafkaVersion"]) == ("broker-state-missing", "4.4.0")
 
 
 @pytest.mark.parametrize(

@@ -208,6 +208,11 @@ def test_an_expired_client_certificate_is_refused(
     assert running_agent.state().status == 200
 
 
+def test_a_started_broker_reports_the_kafka_it_runs(running_agent: Agent) -> None:
+    body = running_agent.state().json()
+    assert (body["kafkaVersion"], body["kafkaCommitId"]) == ("4.4.0", "rollguard-test-broker")
+
+
 def test_tls_below_1_2_is_refused_and_1_2_is_served(running_agent: Agent) -> None:
     old = running_agent.state(extra=["--tlsv1", "--tls-max", "1.1"])
     assert old.status == 0 and old.returncode != 0
@@ -259,8 +264,13 @@ def test_no_usable_broker_state_is_503_with_the_reason(
             timeout=20,
             what="a 503",
         )
-        assert answer.json()["error"] == reason
+        body = answer.json()
+        assert body["error"] == reason
         assert curl(agent.probe + "/v1/ready").status == 503
+        # a started controller-only node says what it runs all the same (its app-info MBean)
+        started = reason == "broker-state-missing"
+        assert body.get("kafkaVersion") == ("4.4.0" if started else None), body
+        assert body.get("kafkaCommitId") == ("rollguard-test-broker" if started else None), body
 
 
 def test_jmx_closed_gives_503_quickly_and_200_once_jmx_is_back(pki: Pki) -> None:

@@ -7,8 +7,10 @@ from datetime import UTC, datetime
 import pytest
 
 from rollguard.agent.readings import (
+    APP_COMMIT,
     APP_INFO,
     APP_START_TIME,
+    APP_VERSION,
     BROKER_STATE,
     REMAINING_LOGS,
     REMAINING_SEGMENTS,
@@ -21,7 +23,7 @@ from rollguard.agent.readings import (
     object_name_key,
 )
 from rollguard.shared.states import BrokerState
-from rollguard.shared.wire import RecoveryPhase, RecoveryProgress
+from rollguard.shared.wire import KafkaBuild, RecoveryPhase, RecoveryProgress
 
 NOW = datetime(2026, 1, 1, tzinfo=UTC)
 
@@ -155,6 +157,45 @@ def test_a_started_controller_without_broker_state_is_broker_state_missing() -> 
     assert raised.value.reason is FailureReason.SERVER_STARTING
     # a broker reports its state whether or not its start is over
     assert interpret([state("3"), APP_INFO_0], NOW).broker_state is BrokerState.RUNNING
+
+
+def app_info(version: object, commit: object) -> list[MBeanValue]:
+    name = f"{APP_INFO},id=0"
+    return [
+        APP_INFO_0,
+        MBeanValue(name, APP_VERSION, version),
+        MBeanValue(name, APP_COMMIT, commit),
+    ]
+
+
+def test_the_kafka_a_started_node_runs_is_reported_a_controllers_too() -> None:
+    report = interpret([state("3"), *app_info("4.4.0", "a0f9be8d5fe3bd18")], NOW)
+    assert report.kafka == KafkaBuild("4.4.0", "a0f9be8d5fe3bd18")
+    assert report.to_wire()["kafkaVersion"] == "4.4.0"
+    assert report.to_wire()["kafkaCommitId"] == "a0f9be8d5fe3bd18"
+    with pytest.raises(SampleError) as raised:  # a controller-only node: in its 503's body
+        interpret(app_info("4.0.0", "985bc99521dd22bb"), NOW)
+    assert raised.value.reason is FailureReason.BROKER_STATE_MISSING
+    assert raised.value.details == {"kafkaVersion": "4.0.0", "kafkaCommitId": "985bc99521dd22bb"}
+    # still starting: no app-info, so nothing said of its version (not guessed)
+    assert interpret([state("1")], NOW).kafka is None
+
+
+@pytest.mark.parametrize(
+    ("version", "commit", "expected"),
+    [
+        (None, None, None),
+        ("", "abc", None),
+        ("4.4.0; rm -rf /", "abc", None),  # not a version: left out, never passed on
+        (440, "abc", None),
+        ("4.1.0-rc2", None, KafkaBuild("4.1.0-rc2")),
+        ("4.4.0", "x" * 65, KafkaBuild("4.4.0")),  # a commit id that is not one is left out
+    ],
+)
+def test_a_version_that_is_not_one_is_left_out(
+    version: object, commit: object, expected: KafkaBuild | None
+) -> None:
+    assert interpret([state("3"), *app_info(version, commit)], NOW).kafka == expected
 
 
 def test_the_app_info_of_the_servers_metrics_is_not_its_start() -> None:

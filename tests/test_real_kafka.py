@@ -29,6 +29,7 @@ from real_kafka import (
     assert_one_stretch_of_recovering,
     events,
     follow,
+    kafka_build_logged,
     look,
     roll,
     until_running_again,
@@ -64,11 +65,17 @@ def test_the_roller_reads_every_topics_min_isr_internal_ones_included(
     assert {len(p.replicas) for p in view.partitions} == {3}
 
 
-def test_a_running_broker_reports_running_and_its_jvm_start(cluster: RealCluster) -> None:
-    for node_id in cluster.kafka.nodes:
+def test_a_running_broker_reports_running_its_jvm_start_and_the_kafka_it_runs(
+    cluster: RealCluster,
+) -> None:
+    for node_id, node in cluster.kafka.nodes.items():
         seen = look(cluster, node_id)
         assert seen.status == 200 and seen.state == 3, seen
         assert "recovery" not in seen.body and seen.body["brokerStartedAt"].endswith("Z")
+        # the version and commit Kafka's own log gave at its start (AppInfoParser)
+        logged = kafka_build_logged(node.log_text())
+        assert (seen.body["kafkaVersion"], seen.body["kafkaCommitId"]) == logged
+        assert logged[0] == realkafka.NEWEST
 
 
 @pytest.mark.timeout(300)

@@ -17,7 +17,7 @@ import pytest
 from rollguard.peers.realcluster import RealCluster, real_cluster
 
 from helpers import Pki
-from real_kafka import events, look, roll, watched
+from real_kafka import events, kafka_build_logged, look, roll, watched
 
 # Three racks: with replication 3 each partition has one replica in each, so both brokers of a
 # rack may restart together (in two racks a partition would have two replicas in one of them).
@@ -40,6 +40,9 @@ def test_a_controller_only_node_answers_broker_state_missing(cluster: RealCluste
     for node in cluster.kafka.controllers:
         seen = look(cluster, node.node_id)
         assert seen.status == 503 and seen.body["error"] == "broker-state-missing", seen
+        # what it runs, said all the same, as its own log gave it at its start
+        logged = kafka_build_logged(node.log_text())
+        assert (seen.body["kafkaVersion"], seen.body["kafkaCommitId"]) == logged, seen
 
 
 @pytest.mark.timeout(900)

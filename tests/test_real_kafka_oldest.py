@@ -19,7 +19,12 @@ from rollguard.peers.realkafka import OLDEST
 from rollguard.roller.roll.kafka_admin import KafkaObserver
 
 from helpers import Pki
-from real_kafka import assert_one_stretch_of_recovering, look, until_running_again
+from real_kafka import (
+    assert_one_stretch_of_recovering,
+    kafka_build_logged,
+    look,
+    until_running_again,
+)
 
 
 @pytest.fixture(scope="module")
@@ -37,6 +42,14 @@ def test_the_roller_reads_the_min_isr_of_every_topic(cluster: RealCluster) -> No
         observer.close()
     assert "__consumer_offsets" in {p.topic for p in view.partitions}
     assert {p.min_isr for p in view.partitions} == {2}
+
+
+def test_each_node_reports_the_kafka_it_runs_as_its_own_log_says(cluster: RealCluster) -> None:
+    for node_id, node in cluster.kafka.nodes.items():
+        seen = look(cluster, node_id)
+        logged = kafka_build_logged(node.log_text())
+        assert logged[0] == OLDEST
+        assert (seen.body.get("kafkaVersion"), seen.body.get("kafkaCommitId")) == logged, seen
 
 
 @pytest.mark.timeout(300)

@@ -7,7 +7,7 @@ import pytest
 
 from rollguard.shared.errors import WireFormatError
 from rollguard.shared.states import BrokerState
-from rollguard.shared.wire import BrokerStateReport, RecoveryPhase, RecoveryProgress
+from rollguard.shared.wire import BrokerStateReport, KafkaBuild, RecoveryPhase, RecoveryProgress
 
 
 def test_running_has_no_recovery_key() -> None:
@@ -66,6 +66,18 @@ def test_reader_accepts_ours_and_strimzis_recovery_key(key: str) -> None:
 def test_round_trip() -> None:
     report = BrokerStateReport(BrokerState.RECOVERY, RecoveryProgress(0, 7))
     assert BrokerStateReport.from_json(report.to_json()) == report
+
+
+def test_the_kafka_a_node_runs_round_trips_and_a_bad_one_is_left_out() -> None:
+    report = BrokerStateReport(BrokerState.RUNNING, kafka=KafkaBuild("4.4.0", "a0f9be8d5fe3bd18"))
+    assert report.to_wire() == {
+        "brokerState": 3,
+        "kafkaVersion": "4.4.0",
+        "kafkaCommitId": "a0f9be8d5fe3bd18",
+    }
+    assert BrokerStateReport.from_json(report.to_json()) == report
+    odd = {"brokerState": 3, "kafkaVersion": ["4.4.0"], "kafkaCommitId": "a0f9be8d5fe3bd18"}
+    assert BrokerStateReport.from_wire(odd).kafka is None  # an unknown build, never guessed
 
 
 def test_reader_ignores_unknown_fields_and_recovery_outside_recovery() -> None:

@@ -22,7 +22,9 @@ Kafka server has finished starting: `KafkaRaftServer.startup` registers
 `kafka.server:type=app-info,id=<node>` as its last step, just before it logs "Kafka Server
 started". A controller-only node has no BrokerState, so that is the only sign that its start
 (the metadata log replayed, its listeners serving) is over: without BrokerState the answer is
-`broker-state-missing` once it is registered, `server-starting` before.
+`broker-state-missing` once it is registered, `server-starting` before. The same MBean gives the
+Kafka the node runs (`Version`, `CommitId`): reported with the state, and in a controller-only
+node's `broker-state-missing` answer.
 """
 
 from __future__ import annotations
@@ -37,6 +39,7 @@ from rollguard.shared.states import BrokerState
 from rollguard.shared.wire import (
     LOADING_STATES,
     BrokerStateReport,
+    KafkaBuild,
     RecoveryPhase,
     RecoveryProgress,
 )
@@ -49,6 +52,8 @@ APP_INFO = "kafka.server:type=app-info"  # ,id=<node id>: registered when the se
 ATTRIBUTE = "Value"
 START_TIME = "StartTime"
 APP_START_TIME = "StartTimeMs"
+APP_VERSION = "Version"
+APP_COMMIT = "CommitId"
 
 
 class Query(NamedTuple):
@@ -66,6 +71,8 @@ QUERIES = (
     Query(RUNTIME, START_TIME),
     # `id=*`: the server's own MBean, not the `kafka.server:type=app-info` of its metrics
     Query(APP_INFO + ",id=*", APP_START_TIME),
+    Query(APP_INFO + ",id=*", APP_VERSION),
+    Query(APP_INFO + ",id=*", APP_COMMIT),
 )
 # Epoch milliseconds a JVM's start time can hold: after 2000-01-01, before 3000-01-01.
 _START_TIME_RANGE = (946_684_800_000, 32_503_680_000_000)
@@ -86,12 +93,16 @@ class FailureReason(StrEnum):
 
 
 class SampleError(Exception):
-    """A sample could not be taken or read; `reason` says which way it failed."""
+    """A sample could not be taken or read; `reason` says which way it failed, and `details`
+    what is known all the same (a controller-only node's Kafka version), for the 503 body."""
 
-    def __init__(self, reason: FailureReason, message: str) -> None:
+    def __init__(
+        self, reason: FailureReason, message: str, details: dict[str, str] | None = None
+    ) -> None:
         super().__init__(message)
         self.reason = reason
         self.message = message
+        self.details = details or {}
 
 
 @dataclass(frozen=True, slots=True)
@@ -179,12 +190,15 @@ def interpret(
     replaying = False  # a thread has set its segment count: segments are being recovered
     started: datetime | None = None
     server_started = False  # the server's app-info MBean is registered
+    app: dict[str, object] = {}  # its Version and CommitId
     for reading in readings:
         key = object_name_key(reading.object_name)
         if key == _RUNTIME_KEY and reading.attribute == START_TIME:
             started = _start_time(reading)
         if key == _APP_INFO_KEY and reading.attribute == APP_START_TIME:
             server_started = reading.value is not None
+        if key == _APP_INFO_KEY and reading.attribute in (APP_VERSION, APP_COMMIT):
+            app[reading.attribute] = reading.value
         if reading.attribute != ATTRIBUTE:
             continue
         if key == _BROKER_STATE_KEY:
@@ -201,11 +215,13 @@ def interpret(
             if count is not None:
                 segments += count
                 replaying = True
+    kafka = KafkaBuild.read(app.get(APP_VERSION), app.get(APP_COMMIT))
     if state is None and server_started:
         raise SampleError(
             FailureReason.BROKER_STATE_MISSING,
             f"{BROKER_STATE} is not registered and the server has started: a KRaft "
             "controller-only node",
+            kafka.to_wire() if kafka is not None else None,
         )
     if state is None:
         raise SampleError(
@@ -217,4 +233,4 @@ def interpret(
     if state in LOADING_STATES and logs is not None:
         phase = RecoveryPhase.RECOVERING if replaying else RecoveryPhase.LOADING
         recovery = RecoveryProgress(logs, segments, phase)
-    return BrokerStateReport(state, recovery, sampled_at, started, boot_id)
+    return BrokerStateReport(state, recovery, sampled_at, started, boot_id, kafka)

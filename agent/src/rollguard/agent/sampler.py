@@ -43,8 +43,12 @@ class Unavailable:
     body: bytes
 
 
-def unavailable(reason: FailureReason, message: str) -> Unavailable:
-    return Unavailable(reason, message, json.dumps({"error": reason, "message": message}).encode())
+def unavailable(
+    reason: FailureReason, message: str, details: dict[str, str] | None = None
+) -> Unavailable:
+    """`details`: what is known all the same (`SampleError.details`), in the 503 body."""
+    body = {"error": reason, "message": message, **(details or {})}
+    return Unavailable(reason, message, json.dumps(body).encode())
 
 
 @dataclass(frozen=True, slots=True)
@@ -139,7 +143,7 @@ class Sampler:
             report = interpret(readings, self._wall_clock(), boot_id=self.boot_id)
             outcome: Sample | Unavailable = Sample(report, report.to_json(), self._clock())
         except SampleError as exc:
-            outcome = unavailable(exc.reason, exc.message)
+            outcome = unavailable(exc.reason, exc.message, exc.details)
         self.rounds += 1
         self.last_duration = self._clock() - started
         self._publish(outcome)

@@ -34,7 +34,13 @@ from urllib.parse import urlsplit
 
 import httpx
 
-from rollguard.roller.model import AgentAnswer, AgentReport, AgentUnavailable, Unavailable
+from rollguard.roller.model import (
+    BROKER_STATE_MISSING,
+    AgentAnswer,
+    AgentReport,
+    AgentUnavailable,
+    Unavailable,
+)
 from rollguard.shared.errors import WireFormatError
 from rollguard.shared.retry import (
     NotReady,
@@ -46,7 +52,7 @@ from rollguard.shared.retry import (
     retry_async,
 )
 from rollguard.shared.timeline import TIMELINE_PATH, Page
-from rollguard.shared.wire import BROKER_STATE_PATH, BrokerStateReport
+from rollguard.shared.wire import BROKER_STATE_PATH, BrokerStateReport, KafkaBuild
 
 __all__ = [
     "AgentAnswer",
@@ -258,7 +264,11 @@ def _unavailable(url: str, response: httpx.Response) -> AgentUnavailable:
         f"http-{response.status_code}",
         response.text[:300],
     )
-    return AgentUnavailable(url, response.status_code, reason, message)
+    kafka = None
+    if reason == BROKER_STATE_MISSING:  # a controller-only node's answer says what it runs
+        body = json.loads(response.content)
+        kafka = KafkaBuild.from_wire(body)
+    return AgentUnavailable(url, response.status_code, reason, message, kafka)
 
 
 def _read(url: str, response: httpx.Response) -> AgentAnswer:

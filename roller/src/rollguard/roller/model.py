@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from enum import StrEnum
 
 from rollguard.shared.states import BrokerState
-from rollguard.shared.wire import BrokerStateReport
+from rollguard.shared.wire import BrokerStateReport, KafkaBuild
 
 
 class Role(StrEnum):
@@ -172,6 +172,7 @@ class AgentUnavailable:
     status: int | None
     reason: str
     message: str
+    kafka: KafkaBuild | None = None  # a controller-only node's Kafka, with broker-state-missing
 
     @property
     def tls_failure(self) -> bool:
@@ -202,6 +203,13 @@ BROKER_STATE_MISSING = "broker-state-missing"
 # ... and this before (no BrokerState, and the server's start not registered yet): a controller
 # whose voter already fetches from the leader may still be replaying the metadata log.
 SERVER_STARTING = "server-starting"
+
+
+def kafka_build(answer: AgentAnswer | None) -> KafkaBuild | None:
+    """The Kafka the node runs, by its agent (None: not said, or not started yet)."""
+    if isinstance(answer, AgentReport):
+        return answer.report.kafka
+    return answer.kafka if answer is not None else None
 
 
 def is_starting(answer: AgentAnswer | None) -> bool:

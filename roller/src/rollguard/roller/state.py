@@ -27,6 +27,7 @@ from rollguard.roller.agent_client import (
     AgentUnavailable,
     broker_state_url,
 )
+from rollguard.roller.model import kafka_build
 from rollguard.roller.options import ENV_PREFIX, AgentOptions, OutputOptions
 from rollguard.shared.cli import ExitCode, report_failure, run_until_signal
 from rollguard.shared.errors import ConfigError
@@ -70,22 +71,29 @@ def add_parsers(sub: Any) -> None:
 
 
 def describe(answer: AgentAnswer) -> str:
+    """`RUNNING (3); Kafka 4.4.0 (a0f9be8d5fe3bd18)`: the state, and the Kafka the node runs
+    once its server has started (a controller-only node's too)."""
+    kafka = kafka_build(answer)
+    runs = ""
+    if kafka is not None:
+        runs = f"; Kafka {kafka.version}" + (f" ({kafka.commit_id})" if kafka.commit_id else "")
     if isinstance(answer, AgentReport):
-        return answer.report.describe()
+        return answer.report.describe() + runs
     status = f"HTTP {answer.status}" if answer.status is not None else "no HTTP answer"
     what = "not ready" if answer.not_ready else "unavailable"
-    return f"{what} ({status}, {answer.reason}): {answer.message}"
+    return f"{what} ({status}, {answer.reason}): {answer.message}{runs}"
 
 
 def as_json(answer: AgentAnswer) -> dict[str, Any]:
     if isinstance(answer, AgentReport):
         return {"url": answer.url, "status": 200, "report": answer.report.to_wire()}
-    return {
+    said = {
         "url": answer.url,
         "status": answer.status,
         "error": answer.reason,
         "message": answer.message,
     }
+    return said | (answer.kafka.to_wire() if answer.kafka is not None else {})
 
 
 async def query(urls: Sequence[str], client: AgentClient) -> list[AgentAnswer]:

@@ -20,7 +20,11 @@ know. rollguard's agent adds:
 - `brokerStartedAt`: when the broker's JVM started (JMX `java.lang:type=Runtime` `StartTime`,
   ISO 8601 UTC). It identifies one run of the broker process: the roller counts a restart only
   when this changes, so readiness never depends on comparing two machines' clocks;
-- `agentBootId`: an id the agent draws at each start (also the timeline's `bootId`).
+- `agentBootId`: an id the agent draws at each start (also the timeline's `bootId`);
+- `kafkaVersion` and `kafkaCommitId`: the Kafka the node runs (JMX `kafka.server:type=app-info,
+  id=<node>` `Version` and `CommitId`), once its server has started: Kafka registers that MBean
+  as the last step of its start, so a node still starting or recovering has none yet. A
+  controller-only node's `503 broker-state-missing` answer carries them too.
 
 Strimzi's Java agent names the recovery object `recoveryState`, so the reader accepts that key
 too; it sends none of the additive fields, and the roller then falls back to the weaker checks.
@@ -29,6 +33,7 @@ too; it sends none of the additive fields, and the roller then falls back to the
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -63,6 +68,40 @@ class RecoveryProgress:
             raise ValueError("remaining logs and segments cannot be negative")
 
 
+# What a version or commit id can be: Kafka's own are short ASCII (`4.4.0`, `4.1.0-rc2`,
+# `a0f9be8d5fe3bd18`); anything else is not taken as one.
+_BUILD_TEXT = re.compile(r"[0-9A-Za-z][0-9A-Za-z.+_-]{0,63}")
+
+
+@dataclass(frozen=True, slots=True)
+class KafkaBuild:
+    """The Kafka a node runs, as it reports itself (`AppInfoParser`: its jar's version file)."""
+
+    version: str
+    commit_id: str | None = None
+
+    def to_wire(self) -> dict[str, str]:
+        body = {"kafkaVersion": self.version}
+        if self.commit_id is not None:
+            body["kafkaCommitId"] = self.commit_id
+        return body
+
+    @classmethod
+    def read(cls, version: object, commit_id: object = None) -> KafkaBuild | None:
+        """From what JMX or a peer said; None when the version is missing or not one (an
+        unknown build is left out, never guessed)."""
+        if not isinstance(version, str) or not _BUILD_TEXT.fullmatch(version):
+            return None
+        commit = (
+            commit_id if isinstance(commit_id, str) and _BUILD_TEXT.fullmatch(commit_id) else None
+        )
+        return cls(version, commit)
+
+    @classmethod
+    def from_wire(cls, body: Mapping[str, Any]) -> KafkaBuild | None:
+        return cls.read(body.get("kafkaVersion"), body.get("kafkaCommitId"))
+
+
 @dataclass(frozen=True, slots=True)
 class BrokerStateReport:
     """One observation of a broker, as the agent reports it."""
@@ -72,6 +111,7 @@ class BrokerStateReport:
     sampled_at: datetime | None = None
     broker_started_at: datetime | None = None  # the broker JVM's start: one run of the process
     agent_boot_id: str | None = None
+    kafka: KafkaBuild | None = None  # the Kafka it runs, once its server has started
 
     def __post_init__(self) -> None:
         if self.recovery is not None and self.broker_state not in LOADING_STATES:
@@ -91,6 +131,8 @@ class BrokerStateReport:
             body["brokerStartedAt"] = format_time(self.broker_started_at)
         if self.agent_boot_id is not None:
             body["agentBootId"] = self.agent_boot_id
+        if self.kafka is not None:
+            body.update(self.kafka.to_wire())
         return body
 
     def describe(self) -> str:
@@ -132,6 +174,7 @@ class BrokerStateReport:
             _read_time(body, "sampledAt"),
             _read_time(body, "brokerStartedAt"),
             boot_id if isinstance(boot_id, str) and boot_id else None,
+            KafkaBuild.from_wire(body),
         )
 
     @classmethod
