@@ -92,6 +92,9 @@ _INTERNAL = {
     "share.coordinator.state.topic.num.partitions": "3",
     "group.initial.rebalance.delay.ms": "0",
 }
+# WARN but what the tests' observers read from a node's own log: its start and end
+# (KafkaRaftServer), its log loading (LogManager), its registration (BrokerLifecycleManager), and
+# the version and commit it runs (AppInfoParser: `...utils.internals` from Kafka 4.4 on).
 _LOG4J2 = """\
 Configuration:
   name: rollguard-test-kafka
@@ -115,6 +118,10 @@ Configuration:
       - name: kafka.server.BrokerLifecycleManager
         level: INFO
       - name: org.apache.kafka.server.BrokerLifecycleManager
+        level: INFO
+      - name: org.apache.kafka.common.utils.AppInfoParser
+        level: INFO
+      - name: org.apache.kafka.common.utils.internals.AppInfoParser
         level: INFO
 """
 
