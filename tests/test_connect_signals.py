@@ -96,25 +96,31 @@ def test_a_signal_ends_the_command_at_once_with_its_exit_code(
         assert f"rollguard: interrupted by {signum.name}" in stderr
 
 
+def interrupted_once_stopping(sim: ConnectSim, tmp_path: Path) -> tuple[int, str]:
+    """`mm2 offsets alter --stop` against `sim`, sent SIGINT once its stop has arrived: its exit
+    code and stderr."""
+    process = subprocess.Popen(
+        [str(BIN / "rollguard"), "mm2", "offsets", "alter", "--connector", MM2, "--from",
+         str(folder_with_offsets(tmp_path)), "--stop", "--connect-url", sim.url],
+        stderr=subprocess.PIPE, text=True, env={"PATH": "/usr/bin:/bin"},
+    )  # fmt: skip
+    try:
+        wait_until(lambda: sim.calls("PUT", f"/connectors/{MM2}/stop"), timeout=30,
+                   what="the stop")  # fmt: skip
+        process.send_signal(signal.SIGINT)
+        _, stderr = process.communicate(timeout=10)
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.communicate()
+    return process.returncode, stderr
+
+
 def test_an_interrupted_offsets_change_puts_the_connector_back(tmp_path: Path) -> None:
     with ConnectSim(stop_delay=60) as sim:  # the stop never finishes while the test runs
         sim.add_mirror_maker()
-        folder = folder_with_offsets(tmp_path)
-        process = subprocess.Popen(
-            [str(BIN / "rollguard"), "mm2", "offsets", "alter", "--connector", MM2, "--from",
-             str(folder), "--stop", "--connect-url", sim.url],
-            stderr=subprocess.PIPE, text=True, env={"PATH": "/usr/bin:/bin"},
-        )  # fmt: skip
-        try:
-            wait_until(lambda: sim.calls("PUT", f"/connectors/{MM2}/stop"), timeout=30,
-                       what="the stop")  # fmt: skip
-            process.send_signal(signal.SIGINT)
-            _, stderr = process.communicate(timeout=10)
-        finally:
-            if process.poll() is None:
-                process.kill()
-                process.communicate()
-        assert process.returncode == 3, stderr
+        code, stderr = interrupted_once_stopping(sim, tmp_path)
+        assert code == 3, stderr
         assert f"connector {MM2} was resumed as it was before (now connector RUNNING" in stderr
         assert sim.state(MM2) is State.RUNNING and not sim.calls("PATCH")
 
@@ -128,21 +134,7 @@ def test_an_offsets_change_interrupted_while_its_stop_is_in_flight_puts_the_conn
     with ConnectSim() as sim:
         sim.add_mirror_maker()
         sim.answer_late("stop", "PUT", after=10)
-        folder = folder_with_offsets(tmp_path)
-        process = subprocess.Popen(
-            [str(BIN / "rollguard"), "mm2", "offsets", "alter", "--connector", MM2, "--from",
-             str(folder), "--stop", "--connect-url", sim.url],
-            stderr=subprocess.PIPE, text=True, env={"PATH": "/usr/bin:/bin"},
-        )  # fmt: skip
-        try:
-            wait_until(lambda: sim.calls("PUT", f"/connectors/{MM2}/stop"), timeout=30,
-                       what="the stop")  # fmt: skip
-            process.send_signal(signal.SIGINT)
-            _, stderr = process.communicate(timeout=10)
-        finally:
-            if process.poll() is None:
-                process.kill()
-                process.communicate()
-        assert process.returncode == 3, stderr
+        code, stderr = interrupted_once_stopping(sim, tmp_path)
+        assert code == 3, stderr
         assert f"connector {MM2} was resumed as it was before (now connector RUNNING" in stderr
         assert sim.state(MM2) is State.RUNNING and not sim.calls("PATCH")

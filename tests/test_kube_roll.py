@@ -39,7 +39,7 @@ from lightkube.resources.core_v1 import Pod
 from rollguard.peers import realkafka
 from rollguard.peers.processes import ROOT, startup_slot, wait_until
 from rollguard.peers.realclients import Canary, IsrSampler
-from rollguard.peers.realcluster import not_back
+from rollguard.peers.realcluster import not_back, seed
 from rollguard.peers.realkafka import KafkaCluster, free_port
 from rollguard.peers.realkube import READY_ANNOTATION, ControlPlane, pod_ready
 from rollguard.peers.realkube_bridge import BRIDGED, CONTAINERS, PodBridge
@@ -172,10 +172,7 @@ def stack(
     pods: KafkaPods | None = None
     try:
         kafka.start()
-        with startup_slot(f"{DATA_MB} MB written to {folder}"):
-            kafka.create_topics([("orders", 6, 3), ("bulk", 6, 3), ("canary", 3, 3)])
-            kafka.produce("bulk", DATA_MB)
-            kafka.make_consumer_offsets()
+        seed(kafka, DATA_MB)
         port = free_port()
         pods = KafkaPods(
             kafka,

@@ -31,7 +31,6 @@ from rollguard.roller.roll.decide import (
 from rollguard.roller.roll.node_wait import (
     AwaitIsr,
     AwaitQuorum,
-    Budget,
     Done,
     NodeWait,
     Phase,
@@ -41,6 +40,7 @@ from rollguard.roller.roll.node_wait import (
 from rollguard.roller.roll.progress import Verdict
 from rollguard.roller.roll.safety import Baseline
 from rollguard.roller.roll.settings import OnAgentUnreachable, RollSettings
+from rollguard.roller.roll.waits import Budget
 from rollguard.shared.states import BrokerState
 from rollguard.shared.wire import BrokerStateReport, RecoveryProgress
 

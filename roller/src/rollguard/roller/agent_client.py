@@ -30,17 +30,12 @@ import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from email.utils import parsedate_to_datetime
+from typing import NamedTuple
 from urllib.parse import urlsplit
 
 import httpx
 
-from rollguard.roller.model import (
-    BROKER_STATE_MISSING,
-    AgentAnswer,
-    AgentReport,
-    AgentUnavailable,
-    Unavailable,
-)
+from rollguard.roller.model import AgentAnswer, AgentReport, AgentUnavailable, Unavailable
 from rollguard.shared.errors import WireFormatError
 from rollguard.shared.retry import (
     NotReady,
@@ -192,7 +187,7 @@ class AgentClient:
             if response.status_code >= 500:
                 said = _agent_error(response)
                 if response.status_code == 503 and said is not None:
-                    raise _NotReady(response, *said)
+                    raise _NotReady(response, said.reason, said.message)
                 raise _ServerError(response)
             return response
 
@@ -233,15 +228,23 @@ def _describe(error: BaseException) -> str:
     return describe_error(error)
 
 
-def _agent_error(response: httpx.Response) -> tuple[str, str] | None:
-    """The agent's `{"error": reason, "message": ...}` body, or None when it is not one."""
+class _Said(NamedTuple):
+    """An agent's `{"error": reason, "message": ...}` body, with what it runs if it says."""
+
+    reason: str
+    message: str
+    kafka: KafkaBuild | None
+
+
+def _agent_error(response: httpx.Response) -> _Said | None:
+    """The agent's error body, or None when it is not one."""
     try:
         body = json.loads(response.content)
     except ValueError:
         return None
     if not isinstance(body, dict) or not isinstance(body.get("error"), str):
         return None
-    return body["error"], str(body.get("message", ""))
+    return _Said(body["error"], str(body.get("message", "")), KafkaBuild.from_wire(body))
 
 
 def retry_after(response: httpx.Response) -> float | None:
@@ -260,15 +263,11 @@ def retry_after(response: httpx.Response) -> float | None:
 
 
 def _unavailable(url: str, response: httpx.Response) -> AgentUnavailable:
-    reason, message = _agent_error(response) or (
-        f"http-{response.status_code}",
-        response.text[:300],
+    # a controller-only node's `broker-state-missing` says what it runs
+    said = _agent_error(response) or _Said(
+        f"http-{response.status_code}", response.text[:300], None
     )
-    kafka = None
-    if reason == BROKER_STATE_MISSING:  # a controller-only node's answer says what it runs
-        body = json.loads(response.content)
-        kafka = KafkaBuild.from_wire(body)
-    return AgentUnavailable(url, response.status_code, reason, message, kafka)
+    return AgentUnavailable(url, response.status_code, *said)
 
 
 def _read(url: str, response: httpx.Response) -> AgentAnswer:

@@ -49,6 +49,7 @@ from rollguard.roller.roll.decide import (
     AwaitRecovery,
     AwaitUnknown,
     Back,
+    Defer,
     Fail,
     Restart,
     after_restart,
@@ -64,11 +65,11 @@ from rollguard.roller.roll.safety import (
     voter_lag,
 )
 from rollguard.roller.roll.settings import OnAgentUnreachable, RollSettings
+from rollguard.roller.roll.waits import Budget
 
 __all__ = [
     "AwaitIsr",
     "AwaitQuorum",
-    "Budget",
     "Done",
     "NodeWait",
     "Phase",
@@ -86,30 +87,6 @@ class Phase(StrEnum):
     READY = "ready"  # restarted: until a new process is ready
     QUORUM = "quorum"  # a controller: until its voter caught up with the leader again
     ISR = "isr"  # a broker: until it is back in every ISR it was in before
-
-
-@dataclass(frozen=True, slots=True)
-class Budget:
-    """--safety-wait counted from the last progress: a smaller deficit than at the look before
-    (fewer records behind the leader, fewer partitions to rejoin)."""
-
-    started: float
-    last_progress: float
-    deficit: int | None = None
-
-    @classmethod
-    def start(cls, now: float) -> Budget:
-        return cls(now, now)
-
-    def observe(self, now: float, deficit: int) -> Budget:
-        progress = self.deficit is not None and deficit < self.deficit
-        return replace(self, deficit=deficit, last_progress=now if progress else self.last_progress)
-
-    def expired(self, now: float, budget: float) -> bool:
-        return now - self.last_progress >= budget
-
-    def waited(self, now: float) -> float:
-        return now - self.started
 
 
 @dataclass(frozen=True, slots=True)
@@ -250,20 +227,18 @@ def _pending(
         return Step(action, None)
     if isinstance(action, Fail):
         return Step(action, None, failure=action.reason)
-    if isinstance(action, AwaitRecovery):
-        return _recovering(wait, node, action, answer, now, s)
-    if isinstance(action, AwaitUnknown):
-        return _unknown(
-            wait,
-            action,
-            now,
-            s,
-            lambda waited: (
-                f"{action.reason}; waited {waited} (--safety-wait). Restart it by hand once "
-                "you know it is not recovering, or use --on-agent-unreachable force"
-            ),
-        )
-    return Step(action, replace(wait, unknown_since=None))
+    return _waiting(
+        wait,
+        node,
+        action,
+        answer,
+        now,
+        s,
+        lambda reason, waited: (
+            f"{reason}; waited {waited} (--safety-wait). Restart it by hand once you know it "
+            "is not recovering, or use --on-agent-unreachable force"
+        ),
+    )
 
 
 def _after(
@@ -301,14 +276,38 @@ def _after(
         return _next(wait, node, action, now)
     if isinstance(action, Fail):
         return Step(action, wait, failure=action.reason)
+    return _waiting(
+        wait,
+        node,
+        action,
+        answer,
+        now,
+        s,
+        lambda reason, waited: f"{reason} for {waited}; not restarting it again",
+    )
+
+
+def _waiting(
+    wait: NodeWait,
+    node: Node,
+    action: AwaitReady | AwaitRecovery | AwaitUnknown | Defer,  # Defer: for a ready node only
+    answer: AgentAnswer | None,
+    now: float,
+    s: RollSettings,
+    gave_up: Callable[[str, str], str],
+) -> Step:
+    """A node not ready, before or after its restart: its recovery or its unreadable agent
+    judged by their own budgets (`gave_up(reason, waited)`: the roll's failure when the unknown
+    agent's is spent)."""
     if isinstance(action, AwaitRecovery):
         return _recovering(wait, node, action, answer, now, s)
-    if isinstance(action, AwaitUnknown):
-        return _unknown(
-            wait, action, now, s, lambda waited: f"{action.reason} for {waited}; not restarting "
-            "it again"
-        )  # fmt: skip
-    return Step(action, replace(wait, unknown_since=None))
+    if not isinstance(action, AwaitUnknown):
+        return Step(action, replace(wait, unknown_since=None))
+    since = wait.unknown_since if wait.unknown_since is not None else now
+    wait = replace(wait, unknown_since=since)
+    if now - since >= s.safety_wait:
+        return Step(action, wait, failure=gave_up(action.reason, format_duration(now - since)))
+    return Step(action, wait)
 
 
 def _next(wait: NodeWait, node: Node, action: Back | AwaitQuorum, now: float) -> Step:
@@ -410,20 +409,6 @@ def _recovering(
     verdict = tracker.verdict(now)
     wait = replace(wait, recovery=tracker, unknown_since=None)
     return Step(action, wait, recovery_failure(node, tracker, verdict, s), verdict)
-
-
-def _unknown(
-    wait: NodeWait,
-    action: AwaitUnknown,
-    now: float,
-    s: RollSettings,
-    message: Callable[[str], str],
-) -> Step:
-    since = wait.unknown_since if wait.unknown_since is not None else now
-    wait = replace(wait, unknown_since=since)
-    if now - since >= s.safety_wait:
-        return Step(action, wait, failure=message(format_duration(now - since)))
-    return Step(action, wait)
 
 
 def recovery_failure(

@@ -12,32 +12,59 @@ ISRs that matter, fewer voters lagging, fewer partitions still catching up.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
+
+
+@dataclass(frozen=True, slots=True)
+class Budget:
+    """A wait judged by progress, as a value: since when, the last progress, the deficit at
+    the last observation (`node_wait` keeps one in each node's record)."""
+
+    started: float
+    last_progress: float
+    deficit: int | None = None
+
+    @classmethod
+    def start(cls, now: float) -> Budget:
+        return cls(now, now)
+
+    def progress(self, deficit: int) -> bool:
+        """Whether `deficit` is progress: smaller than at the previous observation."""
+        return self.deficit is not None and deficit < self.deficit
+
+    def observe(self, now: float, deficit: int) -> Budget:
+        last = now if self.progress(deficit) else self.last_progress
+        return replace(self, deficit=deficit, last_progress=last)
+
+    def expired(self, now: float, budget: float) -> bool:
+        return now - self.last_progress >= budget
+
+    def waited(self, now: float) -> float:
+        return now - self.started
 
 
 @dataclass(slots=True)
 class ProgressWait:
-    budget: float  # seconds without progress before giving up
+    """A `Budget` kept in place, with its seconds without progress (`budget`)."""
+
+    budget: float
     started: float
-    last_progress: float = 0.0
-    deficit: int | None = None  # at the last observation
+    state: Budget = field(init=False)
 
     def __post_init__(self) -> None:
-        self.last_progress = self.started
+        self.state = Budget.start(self.started)
 
     def observe(self, now: float, deficit: int) -> bool:
         """Record an observation; True when it is progress."""
-        progress = self.deficit is not None and deficit < self.deficit
-        if progress:
-            self.last_progress = now
-        self.deficit = deficit
+        progress = self.state.progress(deficit)
+        self.state = self.state.observe(now, deficit)
         return progress
 
     def expired(self, now: float) -> bool:
-        return now - self.last_progress >= self.budget
+        return self.state.expired(now, self.budget)
 
     def waited(self, now: float) -> float:
-        return now - self.started
+        return self.state.waited(now)
 
 
 @dataclass(slots=True)

@@ -272,6 +272,15 @@ def _sampled(agent: Agent) -> bool:
 
 
 @contextlib.contextmanager
+def seed(kafka: KafkaCluster, data_mb: int) -> None:
+    """Topics `orders`, `bulk` and `canary` (replication 3), `data_mb` MB in `bulk`, and the
+    consumer offsets topic: in a start-up slot (a producer JVM's burst too)."""
+    with startup_slot(f"{data_mb} MB written to {kafka.folder}"):
+        kafka.create_topics([("orders", 6, 3), ("bulk", 6, 3), ("canary", 3, 3)])
+        kafka.produce("bulk", data_mb)
+        kafka.make_consumer_offsets()
+
+
 def real_cluster(
     folder: Path,
     pki: Pki,
@@ -288,10 +297,7 @@ def real_cluster(
     real = KafkaCluster(folder / "kafka", **kafka)  # type: ignore[arg-type]
     try:
         real.start()
-        with startup_slot(f"{data_mb} MB written to {folder}"):  # a producer JVM's burst too
-            real.create_topics([("orders", 6, 3), ("bulk", 6, 3), ("canary", 3, 3)])
-            real.produce("bulk", data_mb)
-            real.make_consumer_offsets()
+        seed(real, data_mb)
         with cluster_class(real, pki, folder, name=name) as cluster:
             yield cluster
     finally:
