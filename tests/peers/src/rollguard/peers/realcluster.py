@@ -271,7 +271,6 @@ def _sampled(agent: Agent) -> bool:
     return answer.status == 200 or (answer.status == 503 and "broker-state-missing" in answer.body)
 
 
-@contextlib.contextmanager
 def seed(kafka: KafkaCluster, data_mb: int) -> None:
     """Topics `orders`, `bulk` and `canary` (replication 3), `data_mb` MB in `bulk`, and the
     consumer offsets topic: in a start-up slot (a producer JVM's burst too)."""
@@ -281,6 +280,7 @@ def seed(kafka: KafkaCluster, data_mb: int) -> None:
         kafka.make_consumer_offsets()
 
 
+@contextlib.contextmanager
 def real_cluster(
     folder: Path,
     pki: Pki,
