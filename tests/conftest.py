@@ -58,11 +58,32 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     items.sort(key=rank)
 
 
+# What the first test of a file may take beyond its own timeout: its module's fixtures start
+# there (a KRaft cluster of up to nine nodes, a Connect worker, a control plane and its pods),
+# each waiting first for a start-up slot (`startup_slot`, up to 600 s) on a busy machine. The
+# tests after it are held to their own timeouts.
+START_ALLOWANCE = 600
+
+
+_STARTED_FILES: set[Path] = set()
+
+
+def _allow_for_start(item: pytest.Item) -> None:
+    """The first test this process runs of a file gets `START_ALLOWANCE` on its timeout."""
+    if item.path in _STARTED_FILES:
+        return
+    _STARTED_FILES.add(item.path)
+    marker = item.get_closest_marker("timeout")
+    own = float(marker.args[0]) if marker and marker.args else float(item.config.getini("timeout"))
+    item.add_marker(pytest.mark.timeout(own + START_ALLOWANCE), append=False)  # the closest
+
+
 @pytest.hookimpl(hookwrapper=True, tryfirst=True)
 def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> Iterator[None]:
     """A test on the real control plane waits here for its background build, outside the test's
     own timeout (pytest-timeout's clock starts inside this wrapper); how it ended is the `kube`
     fixture's to say (`Binaries.find`)."""
+    _allow_for_start(item)  # before pytest-timeout's own wrapper reads the timeout
     if item.get_closest_marker("kube"):
         wait_for_build()
     if not os.environ.get("ROLLGUARD_TEST_CPU"):

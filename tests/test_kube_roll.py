@@ -185,9 +185,11 @@ def stack(
         )
         with PodBridge(kube.client(), NS, pods, folder) as bridge:
             stack = Stack(kube, kafka, pods, bridge, folder, documented_role_kubeconfig(kube), port)
-            with startup_slot(f"the 4 pods in {folder}"):  # 4 Kafka JVMs and 4 agents at once
+            # 4 Kafka JVMs and 4 agents at once; 180 s was not enough on a loaded machine (CI,
+            # stop 45): Kafka's time, not the roller's
+            with startup_slot(f"the 4 pods in {folder}", processes=8):
                 stack.apply(generation="1")
-                bridge.wait(stack.ready, 180, "the 4 pods Ready, each with its agent")
+                bridge.wait(stack.ready, 300, "the 4 pods Ready, each with its agent")
             yield stack
     finally:
         if pods is not None:

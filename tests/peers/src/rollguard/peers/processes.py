@@ -51,32 +51,48 @@ def wait_until(
 # 4 s of it in its first seconds, class loading and JIT, a cluster's nodes at once), and `make
 # test` starts its real-system files first on four workers: four clusters starting together on
 # two busy cores starved each other past every deadline (CI, stop 44: a 3-node cluster not made in
-# 300 s, a Connect worker's REST resources not up after 120 s). Holding one of these slots for a
-# start lets the other workers run their light tests meanwhile.
+# 300 s, a Connect worker's REST resources not up after 120 s). A big start (`HEAVY_START`
+# processes or more: the 9-node cluster, the four pods with their agents) takes every slot:
+# beside another start on a loaded machine, both missed their deadlines (CI, stop 45).
 STARTUP_SLOTS = 2
+HEAVY_START = 6
 STARTUP_FOLDER = Path(tempfile.gettempdir()) / f"rollguard-startup-{os.getuid()}"
 
 
 @contextlib.contextmanager
-def startup_slot(what: str, timeout: float = 600) -> Iterator[None]:
+def startup_slot(what: str, timeout: float = 600, *, processes: int = 1) -> Iterator[None]:
     """Hold one of `STARTUP_SLOTS` machine-wide slots (a `flock`ed file each: the kernel lets
-    go of it when its process dies, so none is ever stale) while `what` starts; waits for one
-    with a deadline."""
+    go of it when its process dies, so none is ever stale) while `what` starts, every slot if
+    it starts `HEAVY_START` processes or more; waits for them with a deadline.
+
+    A heavy start takes the slots in order and holds those it has while it waits for the rest;
+    a light one takes any free slot: neither can wait on the other in a circle."""
     STARTUP_FOLDER.mkdir(mode=0o700, exist_ok=True)
     deadline = time.monotonic() + timeout
+    held: list[int] = []
+    try:
+        if processes >= HEAVY_START:
+            for slot in range(STARTUP_SLOTS):
+                held.append(_take_slot([slot], what, deadline, timeout))
+        else:
+            held.append(_take_slot(range(STARTUP_SLOTS), what, deadline, timeout))
+        yield
+    finally:
+        for fd in held:
+            os.close(fd)  # closing the only descriptor releases the lock
+
+
+def _take_slot(slots: Sequence[int], what: str, deadline: float, timeout: float) -> int:
+    """The descriptor of the first of `slots` that could be locked, polled until `deadline`."""
     while True:
-        for slot in range(STARTUP_SLOTS):
+        for slot in slots:
             fd = os.open(STARTUP_FOLDER / f"slot-{slot}", os.O_RDWR | os.O_CREAT, 0o600)
             try:
                 fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
             except BlockingIOError:
                 os.close(fd)
                 continue
-            try:
-                yield
-            finally:
-                os.close(fd)  # closing the only descriptor releases the lock
-            return
+            return fd
         if time.monotonic() > deadline:
             raise AssertionError(f"no start-up slot for {what} within {timeout:g}s")
         time.sleep(0.2)

@@ -741,7 +741,7 @@ class KafkaCluster:
         """Format if needed, start every node at once, wait until each says started and the
         Admin API lists every broker; in a start-up slot (`startup_slot`), whose wait is not
         counted in `timeout`."""
-        with startup_slot(f"a Kafka cluster in {self.folder}"):
+        with startup_slot(f"a Kafka cluster in {self.folder}", processes=len(self.nodes)):
             if not self.cluster_id:
                 self.format()
             for node in self.nodes.values():
