@@ -39,12 +39,12 @@ class Seen:
 
 
 def kafka_build_logged(log: str) -> tuple[str, str]:
-    """The version and commit id Kafka logged at its start ("Kafka version: 4.4.0", "Kafka
-    commitId: ..."; AppInfoParser): the node's own word, not its agent's."""
-    version = re.search(r"Kafka version: (\S+)", log)
-    commit = re.search(r"Kafka commitId: (\S+)", log)
-    assert version and commit, "the node's log does not say its Kafka version and commit"
-    return version[1], commit[1]
+    """The version and commit id Kafka logged at its latest start ("Kafka version: 4.4.0",
+    "Kafka commitId: ..."; AppInfoParser): the node's own word, not its agent's."""
+    versions = re.findall(r"Kafka version: (\S+)", log)
+    commits = re.findall(r"Kafka commitId: (\S+)", log)
+    assert versions and commits, "the node's log does not say its Kafka version and commit"
+    return versions[-1], commits[-1]
 
 
 def look(cluster: RealCluster, node_id: int) -> Seen:

@@ -235,3 +235,37 @@ def test_a_log_that_cannot_be_written_is_a_command_error(tmp_path: Path) -> None
 def test_a_timeout_must_be_positive(tmp_path: Path) -> None:
     with pytest.raises(ValueError, match="timeout must be positive"):
         run("true", tmp_path / "log", timeout=0)
+
+
+def test_an_upgrade_runs_the_install_command_then_the_restart_each_told_the_version(
+    tmp_path: Path,
+) -> None:
+    from rollguard.roller.inventory import InventoryNode
+    from rollguard.roller.model import Node, Role
+    from rollguard.roller.platform import InventoryPlatform, RestartError
+
+    said = tmp_path / "said"
+    node = Node(3, "kafka-3", frozenset({Role.BROKER}), "https://kafka-3:8443")
+
+    def platform(install: str) -> InventoryPlatform:
+        restart = f'echo "restart $ROLLGUARD_NODE_NAME ${{ROLLGUARD_KAFKA_VERSION-none}}" >> {said}'
+        entry = InventoryNode(node, restart, install=install)
+        return InventoryPlatform([entry], agents=None, folder=tmp_path, roll_id="u1")  # type: ignore[arg-type]
+
+    fine = platform(f'echo "install $ROLLGUARD_NODE_ID $ROLLGUARD_KAFKA_VERSION" >> {said}')
+    asyncio.run(fine.restart(node, kafka_version="4.4.0"))
+    assert said.read_text().splitlines() == ["install 3 4.4.0", "restart kafka-3 4.4.0"]
+    # Without a target version the install command is not run.
+    said.unlink()
+    asyncio.run(fine.restart(node))
+    assert said.read_text().splitlines() == ["restart kafka-3 none"]
+    # An install that fails restarts nothing, and says where its output is.
+    said.unlink()
+    broken = platform("echo no such package >&2; exit 100")
+    with pytest.raises(RestartError) as raised:
+        asyncio.run(broken.restart(node, kafka_version="4.4.0"))
+    assert str(raised.value).startswith("install command for kafka-3 exited 100: no such package")
+    assert "commands-u1.log" in str(raised.value)
+    assert not said.exists()
+    assert "no such package" in (tmp_path / "commands-u1.log").read_text()
+    assert not list(tmp_path.glob("restarting-*.pid"))  # nothing left on record as running

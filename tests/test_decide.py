@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 
 from rollguard.roller.model import (
@@ -30,7 +32,7 @@ from rollguard.roller.roll.decide import (
 )
 from rollguard.roller.roll.settings import RollSettings
 from rollguard.shared.states import BrokerState
-from rollguard.shared.wire import BrokerStateReport, RecoveryPhase, RecoveryProgress
+from rollguard.shared.wire import BrokerStateReport, KafkaBuild, RecoveryPhase, RecoveryProgress
 
 NODE = Node(1, "kafka-1", frozenset({Role.BROKER}), "https://kafka-1:8443")
 CONTROLLER = Node(9, "ctrl-9", frozenset({Role.CONTROLLER}), "https://ctrl-9:8443")
@@ -260,3 +262,70 @@ def test_a_broker_on_its_way_back_holds_every_other_restart_as_a_recovery_does()
     assert held_by_recovery(["kafka-2"]).reason == (
         "kafka-2 is in log recovery: no other node is restarted until it is back"
     )
+
+
+ON_OLD = AgentReport(
+    NODE.agent_url or "", BrokerStateReport(BrokerState.RUNNING, kafka=KafkaBuild("4.0.0"))
+)
+ON_NEW = AgentReport(
+    NODE.agent_url or "", BrokerStateReport(BrokerState.RUNNING, kafka=KafkaBuild("4.4.0"))
+)
+UPGRADE = RollSettings(kafka_version="4.4.0")
+
+
+@pytest.mark.parametrize(
+    ("platform", "revisions", "settings", "running", "taken", "why"),
+    [
+        # An inventory (no revisions): what the node runs decides.
+        (view(), False, UPGRADE, "4.0.0", True, "runs Kafka 4.0.0; the target is 4.4.0"),
+        (view(), False, UPGRADE, "4.4.0", False, "already runs Kafka 4.4.0"),
+        (view(), False, UPGRADE, None, True, "its Kafka version is not known; the target is"),
+        (view(), False, replace(UPGRADE, all_nodes=True), "4.4.0", True, "--all"),
+        # Kubernetes: an outdated pod is taken whatever it runs (its template is the change) ...
+        (view(), True, UPGRADE, "4.4.0", True, "outdated pod revision"),
+        # ... an up-to-date one on the wrong version too: its restart shows what it runs.
+        (view(up_to_date=True), True, UPGRADE, "4.0.0", True, "runs Kafka 4.0.0"),
+        (view(up_to_date=True), True, UPGRADE, "4.4.0", False, "already runs Kafka 4.4.0"),
+        # --skip and --only come first, a target or not
+        (view(), False, replace(UPGRADE, skip=frozenset({"kafka-1"})), "4.0.0", False,
+         "skipped with --skip"),
+        (view(), False, replace(UPGRADE, only=frozenset({"kafka-1"})), "4.4.0", True,
+         "named by --only"),
+        # Without a target, the version plays no part.
+        (view(), False, RollSettings(), "4.4.0", True, "inventory (no revision to compare)"),
+    ],
+)  # fmt: skip
+def test_a_target_version_decides_which_nodes_a_roll_takes(
+    platform: PlatformView,
+    revisions: bool,
+    settings: RollSettings,
+    running: str | None,
+    taken: bool,
+    why: str,
+) -> None:
+    build = KafkaBuild(running) if running is not None else None
+    got, reason = wanted(NODE, platform, settings, revisions=revisions, running=build)
+    assert got is taken
+    assert why in reason
+
+
+@pytest.mark.parametrize(
+    ("agent", "waited", "expected", "text"),
+    [
+        (ON_NEW, 0, Back, "kafka-1 is ready again on Kafka 4.4.0"),
+        (ON_OLD, 0, Fail, "kafka-1 came back on Kafka 4.0.0, not on the target 4.4.0"),
+        # Ready but its version not said yet (a report without it): waited for, then a failure.
+        (RUNNING, 10, AwaitReady, "waiting for its agent to say which Kafka it runs"),
+        (RUNNING, LATE, Fail, "has not said which Kafka it runs 5m00s after its restart"),
+    ],
+)
+def test_a_restarted_node_is_back_only_on_the_target_version(
+    agent: AgentReport, waited: float, expected: type, text: str
+) -> None:
+    step = after_restart(
+        NODE, view(instance="b"), agent, before="a", waited=waited, timeout=300, target="4.4.0"
+    )
+    assert isinstance(step, expected)
+    assert text in step.reason
+    # Back on the old version: failed on record, so a resumed roll takes it again.
+    assert (isinstance(step, Fail) and step.again) is (agent is ON_OLD)

@@ -1,29 +1,42 @@
 """The agent on the oldest Kafka rollguard supports, 4.0.0 (the first release without ZooKeeper,
-and one without eligible leader replicas by default): 3 combined KRaft nodes.
+and one without eligible leader replicas by default): 3 combined KRaft nodes; then the upgrade
+from it to the newest, by `rollguard roll --kafka-version`.
 
 The newest 4.x gets the whole tier (tests/test_real_kafka.py); here, what differs by version:
 the recovery gauges' names and shapes, the states a recovery runs in, and the min ISR the
 roller reads, on a cluster whose min.insync.replicas is a plain broker default.
+
+The upgrade (issue 40) runs last, on the same cluster: the inventory's `install` command
+switches a node's jars (the control server, as a package install would), the roll restarts it
+and checks what it came back on. What each node runs is judged by its own log ("Kafka
+version: ..." at its latest start), the roll's safety by the test's own watch (restart log with
+every node's phase from its own log, ISR and quorum sampler, canary), never by the agent.
 """
 
 from __future__ import annotations
 
 import asyncio
+import json
+import subprocess
 import time
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
 from rollguard.peers.realcluster import RealCluster, real_cluster
-from rollguard.peers.realkafka import OLDEST
+from rollguard.peers.realkafka import NEWEST, OLDEST
 from rollguard.roller.roll.kafka_admin import KafkaObserver
 
 from helpers import Pki
 from real_kafka import (
+    ROLL_ID,
     assert_one_stretch_of_recovering,
     kafka_build_logged,
     look,
+    roll,
     until_running_again,
+    watched,
 )
 
 
@@ -65,3 +78,114 @@ def test_a_real_recovery_on_4_0_is_reported_with_its_logs_counting_down(
     assert_one_stretch_of_recovering([s.recovery["phase"] for s in recovering if s.recovery])
     logs = [s.recovery["remainingLogsToRecover"] for s in recovering if s.recovery]
     assert logs == sorted(logs, reverse=True) and logs[0] > logs[-1]
+
+
+# -- The upgrade from 4.0.0 to the newest (issue 40) -------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def upgrade_folder(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The upgrade roll's state directory: the failed roll and its `--resume` share it."""
+    return tmp_path_factory.mktemp("upgrade")
+
+
+def logged(cluster: RealCluster) -> dict[int, str]:
+    """What each node runs, by its own log at its latest start."""
+    return {n: kafka_build_logged(node.log_text())[0] for n, node in cluster.kafka.nodes.items()}
+
+
+def journal(folder: Path) -> dict[str, object]:
+    return json.loads((folder / "state" / f"roll-{ROLL_ID}.json").read_text())
+
+
+@pytest.mark.timeout(600)
+def test_a_node_whose_upgrade_leaves_it_on_4_0_stops_the_roll_before_the_next(
+    cluster: RealCluster, upgrade_folder: Path
+) -> None:
+    assert logged(cluster) == dict.fromkeys(cluster.kafka.nodes, OLDEST)
+    first = len(cluster.restarts.log)
+    cluster.broken_installs.update(cluster.kafka.nodes)  # each "succeeds" and changes nothing
+    try:
+        with watched(cluster, quorum=True) as watch:
+            done = roll(cluster, upgrade_folder, "--kafka-version", NEWEST)
+    finally:
+        cluster.broken_installs.clear()
+    print(f"\n{done.stderr}\n{watch.summary()}")
+    watch.assert_safe()
+    assert done.returncode == 1, done.stdout + done.stderr
+    (restart,) = cluster.restarts.log[first:]  # one restart: none after the node that failed
+    (install,) = [i for i in cluster.restarts.installs if i[2] <= restart.at]
+    assert install[:2] == (restart.node_id, NEWEST)  # asked, before the restart
+    name = f"kafka-{restart.node_id}"
+    assert (
+        f"{name} came back on Kafka {OLDEST}, not on the target {NEWEST}: its binaries or image "
+        "were not switched; the roll stops before the next node"
+    ) in done.stderr
+    assert logged(cluster) == dict.fromkeys(cluster.kafka.nodes, OLDEST)  # by their own logs
+    record = journal(upgrade_folder)
+    assert (record["state"], record["kafkaVersion"]) == ("failed", NEWEST)
+    nodes = record["nodes"]
+    assert isinstance(nodes, dict) and nodes[name]["status"] == "failed", nodes
+
+
+@pytest.mark.timeout(900)
+def test_the_resumed_upgrade_takes_every_node_to_4_4_through_a_real_recovery(
+    cluster: RealCluster, upgrade_folder: Path
+) -> None:
+    kafka = cluster.kafka
+    if not (upgrade_folder / "state" / f"roll-{ROLL_ID}.json").exists():
+        pytest.fail("the failed upgrade before it left no journal to resume")
+    # A node other than the active controller (rolled last) comes back into a real log
+    # recovery, on the new version: waited for, the others after it.
+    recovering = min(n for n in kafka.nodes if n != kafka.quorum_leader())
+    cluster.recover_on_next_restart(recovering, hold=15)
+    first = len(cluster.restarts.log)
+    command = cluster.roll_command(upgrade_folder / "state", ROLL_ID)
+    at = command.index("--roll-id")
+    command[at : at + 2] = ["--resume", ROLL_ID]  # no --kafka-version: the journal's
+    with watched(cluster, quorum=True) as watch:
+        done = subprocess.run(command, capture_output=True, text=True, timeout=840)
+    print(f"\n{done.stderr}\n{watch.summary()}")
+    watch.assert_safe()
+    assert done.returncode == 0, done.stdout + done.stderr
+    restarts = cluster.restarts.log[first:]
+    assert sorted(r.node_id for r in restarts) == sorted(kafka.nodes), restarts
+    assert restarts[-1].node_id != recovering  # the others waited for its recovery
+    assert next(r for r in restarts if r.node_id == recovering).kind == "recover"
+    assert kafka.nodes[recovering].throttled
+    for r in restarts:  # each one's install asked before its restart
+        assert any(i[:2] == (r.node_id, NEWEST) and i[2] <= r.at for i in cluster.restarts.installs)
+    assert logged(cluster) == dict.fromkeys(kafka.nodes, NEWEST)  # by their own logs
+    record = journal(upgrade_folder)
+    assert (record["state"], record["kafkaVersion"]) == ("completed", NEWEST)
+    # the agents say it too
+    assert {look(cluster, n).body.get("kafkaVersion") for n in kafka.nodes} == {NEWEST}
+
+
+@pytest.mark.timeout(600)
+def test_a_rollback_before_finalize_is_a_roll_like_any_other(
+    cluster: RealCluster, tmp_path: Path
+) -> None:
+    kafka = cluster.kafka
+    if set(logged(cluster).values()) != {NEWEST}:
+        pytest.fail("the upgrade before it did not bring every node to the newest")
+    back = min(n for n in kafka.nodes if n != kafka.quorum_leader())
+    name = f"kafka-{back}"
+    first = len(cluster.restarts.log)
+    with watched(cluster, quorum=True) as watch:
+        down = roll(cluster, tmp_path / "down", "--only", name, "--kafka-version", OLDEST)
+        # Back up: the nodes already on the newest are left out, only the one on 4.0.0 goes.
+        up = roll(cluster, tmp_path / "up", "--kafka-version", NEWEST)
+    print(f"\n{down.stderr}\n{up.stderr}\n{watch.summary()}")
+    watch.assert_safe()
+    assert down.returncode == 0, down.stdout + down.stderr
+    assert up.returncode == 0, up.stdout + up.stderr
+    assert [r.node_id for r in cluster.restarts.log[first:]] == [back, back]
+    assert logged(cluster) == dict.fromkeys(kafka.nodes, NEWEST)
+    skipped = [
+        json.loads(line)
+        for line in (tmp_path / "up" / "state" / f"events-{ROLL_ID}.jsonl").read_text().splitlines()
+    ]
+    left_out = {e["node"]: e["reason"] for e in skipped if e["action"] == "skip"}
+    others = {f"kafka-{n}" for n in kafka.nodes if n != back}
+    assert left_out == dict.fromkeys(others, f"already runs Kafka {NEWEST}"), left_out

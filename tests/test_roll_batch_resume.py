@@ -49,10 +49,10 @@ class Interrupted(SimPlatform):
         super().__init__(cluster, agents, folder)  # type: ignore[arg-type]
         self.calls = 0
 
-    async def restart(self, node: Node) -> None:
+    async def restart(self, node: Node, *, kafka_version: str | None = None) -> None:
         self.calls += 1
         if self.calls == 1:
-            await super().restart(node)
+            await super().restart(node, kafka_version=kafka_version)
             return
         raise asyncio.CancelledError  # killed between the two restarts of one batch
 

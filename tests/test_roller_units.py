@@ -181,3 +181,22 @@ def test_the_live_table_says_what_each_node_waits_on() -> None:
     table.update(nodes[1], "catching up: 12 partitions not yet in sync", None)
     assert table.rows["kafka-0"][:2] == ("waiting until safe", reason[: DETAIL_WIDTH - 1] + "…")
     assert table.rows["kafka-1"][:2] == ("catching up", "12 partitions not yet in sync")
+
+
+def test_the_journal_keeps_a_rolls_target_version_and_refuses_one_that_is_not(
+    tmp_path: Path,
+) -> None:
+    store = FileJournalStore(tmp_path)
+    store.save(RollRecord("r1", "2026-11-28T00:00:00.000Z", kafka_version="4.4.0"))
+    loaded = store.load("r1")
+    assert loaded is not None and loaded.kafka_version == "4.4.0"
+    assert json.loads(store.path("r1").read_text())["kafkaVersion"] == "4.4.0"
+    # A roll without one writes none, and reads back as none (journals from before it too).
+    store.save(RollRecord("r2", "2026-11-28T00:00:00.000Z"))
+    assert "kafkaVersion" not in json.loads(store.path("r2").read_text())
+    assert (plain := store.load("r2")) is not None and plain.kafka_version is None
+    data = json.loads(store.path("r1").read_text())
+    data["kafkaVersion"] = "4.4.0; rm -rf /"
+    with pytest.raises(ConfigError) as raised:
+        RollRecord.from_json(data)
+    assert "kafkaVersion '4.4.0; rm -rf /' is not a Kafka version" in str(raised.value)

@@ -14,6 +14,7 @@ is composed (not just loaded) so each value keeps the line it came from.
         agent: https://kafka-0.example.com:8443
         restart: ssh kafka-0 sudo systemctl restart kafka
         health: ssh kafka-0 systemctl is-active --quiet kafka   # optional: 0 = running
+        install: ssh kafka-0 sudo /opt/kafka/switch "$ROLLGUARD_KAFKA_VERSION"   # optional
 
 YAML anchors and merge keys (`<<: *defaults`) work as usual; top-level keys starting with `x-`
 are ignored, to hold them (`x-defaults: &defaults {restart: ...}`).
@@ -38,7 +39,7 @@ MAX_NODE_ID = 2**31 - 1  # Kafka's node.id is an int32
 DNS_LABEL = re.compile(r"[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?")
 MERGE_TAG = "tag:yaml.org,2002:merge"
 TOP_KEYS = ("cluster", "nodes")
-NODE_KEYS = ("id", "name", "roles", "agent", "restart", "health")
+NODE_KEYS = ("id", "name", "roles", "agent", "restart", "health", "install")
 REQUIRED_NODE_KEYS = ("id", "name", "agent", "restart")
 EXPECTED = {
     "cluster": "a cluster name (letters, digits, '.', '_', '-')",
@@ -49,6 +50,8 @@ EXPECTED = {
     "agent": "the agent's URL, https://host[:port][/path]",
     "restart": "the command that restarts the broker, a non-empty string",
     "health": "a command that exits 0 while the broker process runs, a non-empty string",
+    "install": "the command that installs or switches the node's Kafka to "
+    "$ROLLGUARD_KAFKA_VERSION before its restart, a non-empty string",
 }
 
 
@@ -57,6 +60,9 @@ class InventoryNode:
     node: Node
     restart: str
     health: str | None = None  # exit status 0: the broker process runs on that host
+    # Run before the restart in a roll with --kafka-version, ROLLGUARD_KAFKA_VERSION set to it:
+    # installs or switches the node's Kafka binaries (the restart command may do it instead).
+    install: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -230,6 +236,7 @@ class _Checker:
             "agent": _agent_url,
             "restart": _command,
             "health": _command,
+            "install": _command,
         }
         values: dict[str, Any] = {}
         for key, (_, value_node) in fields.items():
@@ -242,7 +249,8 @@ class _Checker:
                 raise self.fail(value_node, f"{where}.{key}", problem) from None
         roles = values.get("roles", frozenset({Role.BROKER}))
         node = Node(values["id"], values["name"], roles, values["agent"])
-        return InventoryNode(node, values["restart"], values.get("health")), fields
+        item = InventoryNode(node, values["restart"], values.get("health"), values.get("install"))
+        return item, fields
 
 
 class _Invalid(ValueError):

@@ -313,7 +313,9 @@ class KubernetesPlatform:
             process_gone=gone,
         )
 
-    async def restart(self, node: Node) -> None:
+    async def restart(self, node: Node, *, kafka_version: str | None = None) -> None:
+        """Delete the pod; its controller makes it again from its template (with
+        `kafka_version`, the template's image is the change: the roll checks what it runs)."""
         try:
             await self.client.delete(Pod, node.name, namespace=self.settings.namespace)
         except API_ERRORS as exc:

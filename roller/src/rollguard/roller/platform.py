@@ -49,7 +49,11 @@ class Platform(Protocol):
 
     async def observe(self, node: Node) -> PlatformView: ...
 
-    async def restart(self, node: Node) -> None: ...
+    async def restart(self, node: Node, *, kafka_version: str | None = None) -> None:
+        """Restart `node`; `kafka_version`: the version the roll brings it to (`--kafka-version`),
+        for a platform that installs or switches the binaries itself (an inventory's `install`
+        command); on Kubernetes the pod's new image is the change."""
+        ...
 
     async def restart_pending(self, node: Node) -> bool:
         """A restart of this node started earlier (by a roller since stopped) is still going."""
@@ -134,33 +138,46 @@ class InventoryPlatform:
             return False
         return result.exit_code > 0
 
-    async def restart(self, node: Node) -> None:
+    async def restart(self, node: Node, *, kafka_version: str | None = None) -> None:
+        """Run the node's restart command; with `kafka_version`, its `install` command first
+        (if it has one), both with ROLLGUARD_KAFKA_VERSION set to it. An install that fails
+        restarts nothing."""
         if not self._can_act:
             raise RestartError(f"{node.name}: this inventory was loaded without a state directory")
+        entry = self._inventory[node.name]
+        env = self._env(node)
+        if kafka_version is not None:
+            env["ROLLGUARD_KAFKA_VERSION"] = kafka_version
+            if entry.install is not None:
+                await self._command(node, entry.install, env, "install command")
+        await self._command(node, entry.restart, env, "restart command")
+        self._restarted_at[node.name] = self._clock()
+
+    async def _command(self, node: Node, command: str, env: dict[str, str], what: str) -> None:
+        """One of the node's commands, on record while it runs (a resumed roll waits for it
+        instead of running it again); RestartError when it fails."""
         marker = self._marker(node)
 
         def started(pid: int) -> None:
-            # On record while it runs: a resumed roll waits for it instead of restarting again.
             atomic_write(marker, f"{pid}\n".encode())
 
         try:
             result = await run_command(
-                self._inventory[node.name].restart,
-                env=self._env(node),
+                command,
+                env=env,
                 timeout=self._restart_timeout,
                 log_path=self._log,
                 name=node.name,
-                what="restart command",
+                what=what,
                 on_start=started,
             )
         except CommandError as exc:
-            marker.unlink(missing_ok=True)
             raise RestartError(str(exc)) from exc
-        marker.unlink(missing_ok=True)
-        self._restarted_at[node.name] = self._clock()
+        finally:
+            marker.unlink(missing_ok=True)
         if not result.ok:
             raise RestartError(
-                f"restart command for {node.name} {result.describe()} (output in {self._log})"
+                f"{what} for {node.name} {result.describe()} (output in {self._log})"
             )
 
     async def restart_pending(self, node: Node) -> bool:

@@ -81,8 +81,8 @@ class AfterRestart:
             answer = await self.observer.ask(node) if wait.asks_agent else None
             done = step(wait, node, view, answer, cluster, self._clock(), self.settings)
             self._say(node, wait, done, answer)
-            if done.failure is not None:
-                return Fail(done.failure)
+            if done.failure is not None:  # a rule's own Fail, or a budget spent
+                return done.action if isinstance(done.action, Fail) else Fail(done.failure)
             if isinstance(done.action, Done):
                 return Rejoined(node, done.action.note)
             assert done.wait is not None

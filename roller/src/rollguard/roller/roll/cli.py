@@ -15,6 +15,7 @@ the cluster cannot be observed, or 2.
 from __future__ import annotations
 
 import argparse
+import asyncio
 import contextlib
 import json
 import logging
@@ -44,6 +45,7 @@ from rollguard.roller.roll.journal import (
     EventLog,
     FileJournalStore,
     JournalStore,
+    resumed_target,
 )
 from rollguard.roller.roll.kafka_admin import KafkaObserver, read_client_properties
 from rollguard.roller.roll.lease import Lease, default_holder
@@ -258,6 +260,11 @@ async def _run(command: str, options: RollOptions, stats: RetryStats, roll_id: s
                         name: b.seconds for name, b in history.budgets.items() if b.from_history
                     },
                 )
+            if options.resume is not None:  # a resumed upgrade goes on to its journal's version
+                record = await asyncio.to_thread(journal.load, roll_id)
+                if record is not None:
+                    target = resumed_target(record, settings.kafka_version)
+                    settings = replace(settings, kafka_version=target)
             roller = Roller(
                 platform,
                 observer,

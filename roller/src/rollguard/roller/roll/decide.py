@@ -46,11 +46,12 @@ from rollguard.roller.model import (
     describe_answer,
     is_recovering,
     is_starting,
+    kafka_build,
 )
 from rollguard.roller.roll.progress import format_duration
 from rollguard.roller.roll.safety import Blocker, describe_blockers, restart_blockers
 from rollguard.roller.roll.settings import RollSettings
-from rollguard.shared.wire import LOADING_STATES
+from rollguard.shared.wire import LOADING_STATES, KafkaBuild
 
 __all__ = [
     "Action",
@@ -117,6 +118,9 @@ class Defer:
 @dataclass(frozen=True, slots=True)
 class Fail:
     reason: str  # fatal for the roll
+    # The node is up and well, but not what the roll was for (back on another Kafka version):
+    # on record as failed, so a resumed roll takes it again, once its install is fixed.
+    again: bool = False
 
 
 # A wait's `kind`: its events' figure and a metrics label (never rename one).
@@ -153,11 +157,19 @@ AfterRestart = Back | Fail | AwaitReady | AwaitRecovery | AwaitUnknown
 
 
 def wanted(
-    node: Node, view: PlatformView, settings: RollSettings, *, revisions: bool = True
+    node: Node,
+    view: PlatformView,
+    settings: RollSettings,
+    *,
+    revisions: bool = True,
+    running: KafkaBuild | None = None,
 ) -> tuple[bool, str]:
     """Whether a roll takes `node`, and why (or why not). `revisions`: the platform knows which
     revision a node should run (Kubernetes); an inventory does not, so it has every node out of
-    date at every roll, and the reason says so."""
+    date at every roll, and the reason says so. With a target version (`--kafka-version`),
+    `running` (what its agent says it runs; None: not known) decides for a node whose platform
+    has nothing newer for it: one already on the target is left out, one not known to be is
+    taken (its restart shows what it runs)."""
     if node.name in settings.skip:
         return False, "skipped with --skip"
     if view.opted_out:
@@ -167,10 +179,16 @@ def wanted(
         return named, "named by --only" if named else "not named by --only"
     if view.stuck:
         return True, f"stuck ({view.stuck})"
-    if not view.up_to_date:
+    target = settings.kafka_version
+    if not view.up_to_date and (revisions or target is None):
         return True, "outdated pod revision" if revisions else "inventory (no revision to compare)"
+    if target is not None and (running is None or running.version != target):
+        runs = f"runs Kafka {running.version}" if running else "its Kafka version is not known"
+        return True, f"{runs}; the target is {target}"
     if settings.all_nodes:
         return True, "--all"
+    if target is not None:
+        return False, f"already runs Kafka {target}"
     return False, "already runs the desired revision"
 
 
@@ -281,6 +299,7 @@ def after_restart(
     waited: float,
     timeout: float,
     since: str = "its restart",
+    target: str | None = None,
 ) -> AfterRestart:
     """Where a restarted node stands: `before` is its identity before the restart (None: not
     known, any ready process will do); `waited`: seconds since its last progress, and `since`
@@ -292,7 +311,7 @@ def after_restart(
     # A platform may call a controller ready (a pod whose port accepts, a voter caught up) while
     # its agent still sees the server starting: not back until its start is over.
     if view.ready and new and not is_starting(agent):
-        return Back(f"{node.name} is ready again")
+        return _on_target(node, agent, target, waited, timeout)
     if waited >= timeout:
         if not agent_unknown(node, agent) or view.process_gone:
             return Fail(
@@ -308,3 +327,28 @@ def after_restart(
         return AwaitReady(f"waiting for readiness: {describe_answer(agent)}")
     # The process from before the restart is still the one that answers.
     return AwaitReady("waiting for the new process to start")
+
+
+def _on_target(
+    node: Node, agent: AgentAnswer | None, target: str | None, waited: float, timeout: float
+) -> AfterRestart:
+    """A restarted node ready again is back if it runs the roll's target version (if any): one
+    back on another version (binaries not switched, the wrong image) stops the roll before the
+    next node; one whose agent has not said yet is waited for within the operation timeout."""
+    running = kafka_build(agent)
+    if target is None or (running is not None and running.version == target):
+        on = f" on Kafka {target}" if target is not None else ""
+        return Back(f"{node.name} is ready again{on}")
+    if running is not None:
+        return Fail(
+            f"{node.name} came back on Kafka {running.version}, not on the target {target}: "
+            "its binaries or image were not switched; the roll stops before the next node",
+            again=True,
+        )
+    if waited >= timeout:
+        return Fail(
+            f"{node.name} is ready again but has not said which Kafka it runs "
+            f"{format_duration(timeout)} after its restart (agent: {describe_answer(agent)}); "
+            f"the target is {target}: not going on without seeing it"
+        )
+    return AwaitReady(f"{node.name} is ready; waiting for its agent to say which Kafka it runs")

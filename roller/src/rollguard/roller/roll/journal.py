@@ -26,7 +26,7 @@ from rollguard.roller.roll.safety import Baseline
 from rollguard.shared.dataset import Event
 from rollguard.shared.errors import ConfigError, RollguardError
 from rollguard.shared.files import atomic_write
-from rollguard.shared.wire import format_time
+from rollguard.shared.wire import KafkaBuild, format_time
 
 logger = logging.getLogger(__name__)
 
@@ -95,6 +95,9 @@ class RollRecord:
     state: RollState = RollState.RUNNING
     reason: str = ""
     nodes: dict[str, NodeRecord] = field(default_factory=dict)
+    # The Kafka version the roll brings every node to (`--kafka-version`): a resumed roll
+    # continues the same upgrade (`resumed_target`).
+    kafka_version: str | None = None
 
     def next_batch(self) -> int:
         """The number of the next batch: one more than any on record (a resumed roll goes on)."""
@@ -107,6 +110,7 @@ class RollRecord:
             "startedAt": self.started_at,
             "state": self.state.value,
             "reason": self.reason,
+            **({"kafkaVersion": self.kafka_version} if self.kafka_version is not None else {}),
             "nodes": {
                 name: {
                     "status": r.status.value,
@@ -152,7 +156,32 @@ class RollRecord:
                 )
                 for name, r in data.get("nodes", {}).items()
             },
+            kafka_version=_version(data.get("kafkaVersion")),
         )
+
+
+def _version(value: object) -> str | None:
+    if value is None:
+        return None
+    build = KafkaBuild.read(value)
+    if build is None:
+        raise ValueError(f"kafkaVersion {value!r} is not a Kafka version")
+    return build.version
+
+
+def resumed_target(record: RollRecord, given: str | None) -> str | None:
+    """The target version of a resumed roll: the journal's, which `given` (--kafka-version)
+    may repeat but not change; ConfigError (exit 2, nothing done) when it would."""
+    if given == record.kafka_version or given is None:
+        return record.kafka_version
+    if record.kafka_version is None:
+        was = "a roll without a target version"
+    else:
+        was = f"an upgrade to Kafka {record.kafka_version}"
+    raise ConfigError(
+        f"--resume {record.roll_id}: that roll is {was}; --kafka-version {given} would change "
+        "it: resume it without --kafka-version, or start a new roll"
+    )
 
 
 def _batch(value: object) -> int | None:

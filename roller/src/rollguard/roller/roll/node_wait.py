@@ -270,6 +270,7 @@ def _after(
         waited=ready.waited(now),
         timeout=s.operation_timeout,
         since=ready.since,
+        target=s.kafka_version,
     )
     wait = replace(wait, ready=ready)
     if isinstance(action, Back):

@@ -8,6 +8,7 @@ leaves it out, and `plan` ignores it, with a warning when it is given.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -60,6 +61,17 @@ def _roll_id(text: str) -> str:
     if not (text.isascii() and text.replace("-", "").isalnum()) or len(text) > 40:
         raise ValueError(f"{text!r}: a roll id is letters, digits and dashes, 40 at most")
     return text.lower()
+
+
+# A Kafka release as Kafka names it (`4.4.0`, `4.1.0-rc2`): what a node's app-info reports.
+KAFKA_RELEASE = re.compile(r"[0-9]{1,3}\.[0-9]{1,3}\.[0-9]{1,3}(-[0-9A-Za-z.]{1,20})?")
+
+
+def kafka_version(text: str) -> str:
+    text = text.strip()
+    if not KAFKA_RELEASE.fullmatch(text):
+        raise ValueError(f"{text!r}: a Kafka version is MAJOR.MINOR.PATCH, such as 4.4.0")
+    return text
 
 
 def _on_agent_unreachable(text: str) -> OnAgentUnreachable:
@@ -206,8 +218,18 @@ class RollOptions(AgentOptions, OutputOptions, PlatformOptions):
     all: bool = option(
         "false",
         boolean,
-        "on Kubernetes, restart pods that are already up to date too (a switch)",
+        "restart pods that are already up to date too, or with --kafka-version nodes that "
+        "already run it (a switch)",
         switch=True,
+        group=NODES,
+    )
+    kafka_version: str | None = option(
+        None,
+        kafka_version,
+        "the Kafka version every node must run after its restart (an upgrade or a rollback): "
+        "nodes already on it are left out unless --all, a node back on another version stops "
+        "the roll; an inventory's `install` command gets it as ROLLGUARD_KAFKA_VERSION",
+        "VERSION",
         group=NODES,
     )
     gate_prometheus: str | None = option(
@@ -333,6 +355,7 @@ class RollOptions(AgentOptions, OutputOptions, PlatformOptions):
             skip=self.skip,
             hold=self.hold,
             all_nodes=self.all,
+            kafka_version=self.kafka_version,
             max_batch_size=self.max_batch_size,
             rack_aware=self.rack_aware,
             elect_preferred_leaders=self.elect_preferred_leaders,

@@ -18,7 +18,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from rollguard.roller.agent_client import AgentClient
-from rollguard.roller.model import AgentAnswer, ClusterView, Node
+from rollguard.roller.model import AgentAnswer, ClusterView, Node, kafka_build
 from rollguard.roller.platform import Platform
 from rollguard.roller.roll.batch import Held, batchable, plan_batches
 from rollguard.roller.roll.decide import (
@@ -90,6 +90,10 @@ class PlanEntry:
     # A place, not a schedule: a deferred node is passed by those after it, and tried again.
     position: int | None = None
     hold: Hold | None = None  # what would hold it now; None: nothing does, or it is left out
+    # With a target version (--kafka-version): what its agent says it runs (None: not known),
+    # and the target; both None otherwise.
+    kafka_version: str | None = None
+    target_kafka_version: str | None = None
 
     def to_json(self) -> dict[str, Any]:
         entry = {
@@ -105,7 +109,19 @@ class PlanEntry:
         }
         if self.batch is not None:
             entry.update(batch=self.batch, rack=self.rack)
+        if self.target_kafka_version is not None:
+            entry.update(
+                kafkaVersion=self.kafka_version, targetKafkaVersion=self.target_kafka_version
+            )
         return entry
+
+    def versions(self) -> str:
+        """`4.0.0 -> 4.4.0`, or the one version when it runs the target ("" without one)."""
+        if self.target_kafka_version is None:
+            return ""
+        if self.kafka_version == self.target_kafka_version:
+            return self.kafka_version
+        return f"{self.kafka_version or '?'} -> {self.target_kafka_version}"
 
     def text(self) -> str:
         text = f"{self.action}: {self.reason}" if self.reason else self.action
@@ -171,9 +187,16 @@ async def plan_with(
     entries = []
     brokers: list[Node] = []
     reasons: dict[str, tuple[str, str]] = {}  # a batched broker's (why, order)
+    target = settings.kafka_version
+    answers: dict[str, AgentAnswer | None] = {}
+    if target is not None:  # what each node runs, to compare with the target
+        for node in nodes:
+            answers[node.name] = await observer.ask(node, log=False)
+    runs = {name: kafka_build(answer) for name, answer in answers.items()}
     for node in roll_order(nodes, ready, cluster.active_controller):
         view = views[node.name]
-        taken, why = wanted(node, view, settings, revisions=revisions)
+        running = runs.get(node.name)
+        taken, why = wanted(node, view, settings, revisions=revisions, running=running)
         if not taken:
             entries.append(PlanEntry(node, "skip", why, why=why))
             continue
@@ -185,11 +208,25 @@ async def plan_with(
             brokers.append(node)
             reasons[node.name] = why, order
             continue
-        answer = None if view.ready else await observer.ask(node, log=False)
+        if view.ready:
+            answer = None
+        elif node.name in answers:
+            answer = answers[node.name]
+        else:
+            answer = await observer.ask(node, log=False)
         action = decide(node, view, cluster, agent=answer, timeout=settings.operation_timeout)
         entries.append(replace(_entry(node, action, answer), why=why, order=order))
     if brokers:
         entries += _batches(brokers, cluster, settings, reasons)
+    if target is not None:
+        entries = [
+            replace(
+                e,
+                kafka_version=running.version if (running := runs.get(e.node.name)) else None,
+                target_kafka_version=target,
+            )
+            for e in entries
+        ]
     closed = await gates.closed() if gates else []
     if closed:
         blockers = tuple(Blocker(c.reason, f"{c.kind} gate {c.name}", deficit=c.deficit)
@@ -270,14 +307,18 @@ def plan_lines(entries: list[PlanEntry]) -> list[str]:
     what each place in the order means."""
     counts = Counter(e.action for e in entries)
     summary = ", ".join(f"{counts[a]} {a}" for a in ACTIONS if counts[a]) or "nothing"
-    rows = [["#", "NODE", "ROLE", "ACTION", "IN THE PLAN", "ORDER", "NOW"]]
+    versions = any(e.target_kafka_version is not None for e in entries)
+    rows = [["#", "NODE", "ROLE", *(["KAFKA"] if versions else []), "ACTION", "IN THE PLAN",
+             "ORDER", "NOW"]]  # fmt: skip
     meanings: dict[str, str] = {}
     for e in entries:
         place, _, meaning = e.order.partition(": ")
         if place:
             meanings.setdefault(place, meaning)
         number = str(e.position) if e.position is not None else "-"
-        rows.append([number, e.node.name, _role(e.node), e.action, e.why, place or "-", _now(e)])
+        kafka = [e.versions()] if versions else []
+        rows.append([number, e.node.name, _role(e.node), *kafka, e.action, e.why, place or "-",
+                     _now(e)])  # fmt: skip
     # Every column as wide as its widest cell, but the last: it may be long, and it wraps.
     widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]) - 1)]
     lines = [f"{len(entries)} node{'s' if len(entries) != 1 else ''}: {summary}"]

@@ -30,7 +30,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field, replace
 
 from rollguard.roller.agent_client import AgentClient
-from rollguard.roller.model import ClusterView, Node, PlatformView
+from rollguard.roller.model import ClusterView, Node, PlatformView, kafka_build
 from rollguard.roller.platform import Platform
 from rollguard.roller.roll.after_restart import (
     AfterRestart,
@@ -59,6 +59,7 @@ from rollguard.roller.roll.journal import (
     Wall,
     nothing_to_resume,
     now_text,
+    resumed_target,
     utc_now,
 )
 from rollguard.roller.roll.lease import Lease, LeaseLost, release, renewing
@@ -71,8 +72,9 @@ from rollguard.roller.roll.safety import baseline, roll_order
 from rollguard.roller.roll.settings import OnAgentUnreachable, RollFailed, RollSettings
 from rollguard.roller.roll.waits import SafetyWait
 from rollguard.shared.dataset import Event
-from rollguard.shared.errors import RollguardError
+from rollguard.shared.errors import ConfigError, RollguardError
 from rollguard.shared.retry import RetryPolicy
+from rollguard.shared.wire import KafkaBuild
 
 __all__ = ["RollResult", "Roller"]
 
@@ -141,6 +143,10 @@ class Roller:
         self._on_progress = on_progress or (lambda node, text, tracker: None)
         self.pending = PendingWaits(self.after, clock=clock, on_progress=on_progress)
         self._waiting = SafetyWait()  # --safety-wait, while nothing restarts
+        # With a target version: nodes taken without knowing what they run (`_on_target`).
+        self._version_unknown: set[str] = set()
+        # An inventory has no revisions: with a target version, what each node runs decides.
+        self._revisions: bool = getattr(platform, "revisions", True)
         self.gates = GateKeeper(gates or Gates(), self.observer, self._on_progress)
 
     async def plan(self, *, check_agents: bool = True) -> list[PlanEntry]:
@@ -169,12 +175,19 @@ class Roller:
         record = await asyncio.to_thread(self.journal.load, roll_id) if resume else None
         if resume and record is None:
             raise nothing_to_resume(self.journal, roll_id)  # exit 2: nothing was done
+        if record is not None and record.kafka_version != self.settings.kafka_version:
+            # A resumed upgrade goes on to the same version (the CLI takes the journal's).
+            target = resumed_target(record, self.settings.kafka_version)
+            raise ConfigError(
+                f"--resume {roll_id}: that roll is an upgrade to Kafka {target}; resume it "
+                "with that target version"
+            )
         if self.lease is not None:
             await self.lease.acquire()
         try:
             await self._preflight(nodes)
             if record is None:
-                record = RollRecord(roll_id, self._now())
+                record = RollRecord(roll_id, self._now(), kafka_version=self.settings.kafka_version)
             result = await self._guarded(record, nodes, resume)
         except BaseException:
             await release(self.lease, failed=True)
@@ -229,27 +242,29 @@ class Roller:
                 continue
             if done is not None and done.status is NodeStatus.RESTARTING:
                 back = await self.after.on_record(node, done.instance, done.baseline)
-                if isinstance(back, Fail):
+                if isinstance(back, Fail) and back.again:  # up, on the wrong version: again
+                    await self._failed(node, done, back.reason, record)
+                elif isinstance(back, Fail):
                     raise RollFailed(back.reason)
-                if back is not None:  # restarted: it is back
+                elif back is not None:  # restarted: it is back
                     await self._rejoined(back, record)
                     result.restarted.append(node.name)
                     continue
             view = await self.observer.platform_view(node)
-            taken, why = wanted(node, view, self.settings)
+            running = await self._running(node)
+            taken, why = wanted(
+                node, view, self.settings, revisions=self._revisions, running=running
+            )
             held = taken and node.name in self.settings.hold
             if not taken or held:
-                status, event, why = (NodeStatus.HELD, Event.HOLD, HELD) if held else (
-                    NodeStatus.SKIPPED, Event.SKIP, why)  # fmt: skip
-                record.nodes[node.name] = NodeRecord(status, self._now(), reason=why)
-                await self._save(record)
-                self.events.write(node.name, event, why)
-                (result.held if held else result.skipped).append(node.name)
+                await self._leave_out(node, why, record, result, held=held)
                 continue
+            if self.settings.kafka_version is not None and running is None:
+                self._version_unknown.add(node.name)  # looked at again before its restart
             pending.append(node)
 
         while pending:
-            restarted = await self._poll(pending, record)
+            restarted = await self._poll(pending, record, result)
             if restarted:
                 for node in restarted:
                     pending.remove(node)
@@ -262,7 +277,48 @@ class Roller:
             record.reason = f"held for later: {', '.join(result.held)}"
         return result
 
-    async def _poll(self, pending: list[Node], record: RollRecord) -> list[Node]:
+    async def _leave_out(
+        self, node: Node, why: str, record: RollRecord, result: RollResult, *, held: bool = False
+    ) -> None:
+        """A node the roll does not take (skipped, or held for later), on record."""
+        status, event, why = (NodeStatus.HELD, Event.HOLD, HELD) if held else (
+            NodeStatus.SKIPPED, Event.SKIP, why)  # fmt: skip
+        record.nodes[node.name] = NodeRecord(status, self._now(), reason=why)
+        await self._save(record)
+        self.events.write(node.name, event, why)
+        (result.held if held else result.skipped).append(node.name)
+
+    async def _on_target(
+        self,
+        node: Node,
+        view: PlatformView,
+        pending: list[Node],
+        record: RollRecord,
+        result: RollResult,
+    ) -> bool:
+        """True for a node about to be restarted that the roll took without knowing what it
+        ran (not started at the roll's start: its agent says its version once it has) and that
+        now says it runs the target: left out, as those known to run it were."""
+        if node.name not in self._version_unknown:
+            return False
+        self._version_unknown.discard(node.name)
+        running = await self._running(node)
+        taken, why = wanted(node, view, self.settings, revisions=self._revisions, running=running)
+        if taken:
+            return False
+        await self._leave_out(node, why, record, result)
+        pending.remove(node)
+        return True
+
+    async def _running(self, node: Node) -> KafkaBuild | None:
+        """The Kafka `node` runs by its agent, when the roll has a target version to compare."""
+        if self.settings.kafka_version is None:
+            return None
+        return kafka_build(await self.observer.ask(node, log=False))
+
+    async def _poll(
+        self, pending: list[Node], record: RollRecord, result: RollResult
+    ) -> list[Node]:
         """One look at every pending node, in roll order; the nodes restarted (none, one, or a
         batch). Raises RollFailed when nothing became safe for --safety-wait."""
         cluster = await self.observer.cluster()
@@ -291,6 +347,8 @@ class Roller:
             if isinstance(action, Restart) and (recovering or starting):
                 action = self._held(node, held_by_recovery(recovering, starting))
             if isinstance(action, Restart):
+                if await self._on_target(node, views[node.name], pending, record, result):
+                    continue
                 if await self.gates.closed(ask=not gated):
                     gated.append(node)
                     continue
@@ -306,6 +364,11 @@ class Roller:
             for node in brokers:
                 deferred[node] = self._held(node, held_by_recovery(recovering, starting))
             brokers = []
+        brokers = [
+            b
+            for b in brokers
+            if not await self._on_target(b, views[b.name], pending, record, result)
+        ]
         if brokers:
             plan = next_batch(
                 brokers,
@@ -396,7 +459,8 @@ class Roller:
             )
             self._on_progress(m, "restarting" + (f" (batch {number})" if number else ""), None)
         done = await asyncio.gather(
-            *(self.platform.restart(m) for m in members), return_exceptions=True
+            *(self.platform.restart(m, kafka_version=self.settings.kafka_version) for m in members),
+            return_exceptions=True,
         )
         failures: list[str] = []
         started: list[Node] = []
@@ -416,6 +480,8 @@ class Roller:
             back = await self.after.wait(m, views[m.name].instance, bases[m.name])
             if isinstance(back, Fail):
                 failures.append(back.reason)
+                if back.again:
+                    await self._failed(m, record.nodes[m.name], back.reason, record)
             else:
                 await self._rejoined(back, record)
         if failures and batch is None:
@@ -424,6 +490,16 @@ class Roller:
             raise RollFailed(f"batch {number} ({names}): {'; '.join(failures)}")
         if batch is not None and number is not None:
             await self.after.elect_preferred(members, number)
+
+    async def _failed(
+        self, node: Node, intent: NodeRecord, reason: str, record: RollRecord
+    ) -> None:
+        """A restarted node up but not what the roll was for: failed on record (a resumed roll
+        takes it again), no longer RESTARTING (nothing of that restart is left to wait for)."""
+        record.nodes[node.name] = replace(
+            intent, status=NodeStatus.FAILED, at=self._now(), reason=reason
+        )
+        await self._save(record)
 
     def _now(self) -> str:
         return now_text(self._wall)

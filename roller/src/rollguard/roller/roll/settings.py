@@ -42,6 +42,10 @@ class RollSettings:
     skip: frozenset[str] = frozenset()
     hold: frozenset[str] = frozenset()  # kept for later: the roll ends without them
     all_nodes: bool = False  # restart nodes that are already up to date too
+    # The Kafka version every node must run after its restart (an upgrade, or a rollback):
+    # nodes already on it are left out (unless all_nodes), a node back on another one stops the
+    # roll. None: a roll for any other change, whatever version each node runs.
+    kafka_version: str | None = None
     max_batch_size: int = 1  # brokers restarted together; 1 is the serial roll
     rack_aware: bool | None = None  # batches by rack first; None: when brokers report racks
     elect_preferred_leaders: bool = True  # after each batch (--max-batch-size above 1)

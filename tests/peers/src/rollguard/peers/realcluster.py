@@ -5,15 +5,19 @@ simulated one: each node of a `realkafka.KafkaCluster` gets an agent over mutual
 its JMX, and a small control server on 127.0.0.1 plays the host's service manager:
 `POST /restart/<id>` stops the node (SIGTERM: a controlled shutdown, as `systemctl restart`
 does) and starts it again, into a full, CPU-throttled log recovery when the node's `recover`
-flag is set (once); `GET /health/<id>` is 200 while the node's JVM runs. The inventory it
-writes points each node's `restart` and `health` commands at that server with curl, exactly as
-an operator's would point at `ssh host systemctl restart kafka`.
+flag is set (once); `GET /health/<id>` is 200 while the node's JVM runs; `POST
+/install/<id>/<version>` switches the node's Kafka to that version's jars for its next start
+(as a package install does; a node in `broken_installs` keeps its jars and still answers 204,
+as a package manager that "succeeded" on the wrong repository). The inventory it writes points
+each node's `restart`, `health` and `install` commands at that server with curl, exactly as an
+operator's would point at `ssh host systemctl restart kafka`.
 """
 
 from __future__ import annotations
 
 import contextlib
 import json
+import re
 import threading
 import time
 from collections.abc import Iterator, Mapping
@@ -23,7 +27,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 from rollguard.peers.processes import BIN, Agent, Pki, startup_slot, wait_until
-from rollguard.peers.realkafka import KafkaCluster, KafkaNode
+from rollguard.peers.realkafka import KafkaCluster, KafkaJarsMissing, KafkaNode, kafka_lib
 
 # Per node (replication 3 on 3 brokers): a recovery of seconds at 5 % of a core; a test that
 # needs it longer holds it (`recover_on_next_restart(hold=...)`), whatever the data.
@@ -51,6 +55,8 @@ class Restarts:
     log: list[Restart] = field(default_factory=list)
     # node id -> (least seconds of its recovery, seconds in STARTING after it)
     recover_next: dict[int, tuple[float, float]] = field(default_factory=dict)
+    # (node id, version, monotonic seconds) of every install asked, broken ones included
+    installs: list[tuple[int, str, float]] = field(default_factory=list)
 
     def of(self, node_id: int) -> int:
         return sum(1 for r in self.log if r.node_id == node_id)
@@ -100,6 +106,7 @@ class RealCluster:
         self.agents: dict[int, Agent] = {}
         self._lock = threading.Lock()
         self._restarting: dict[int, threading.Lock] = {}  # node id -> held while it restarts
+        self.broken_installs: set[int] = set()  # node ids whose install changes nothing
         try:
             # Started side by side: an agent's start (Python, uvicorn, its JMX reader JVM) is
             # seconds of CPU, and nine in a row would cost a minute.
@@ -176,24 +183,42 @@ class RealCluster:
         with one:
             node.restart(recover=recover, hold=hold, registering=registering)
 
+    def install(self, node_id: int, version: str) -> bool:
+        """What a package install does: the node's next start runs `version`'s jars (False:
+        there are none, `make kafka` did not resolve it). A node in `broken_installs` keeps
+        its jars."""
+        if not re.fullmatch(r"[0-9]+\.[0-9]+\.[0-9]+", version):
+            return False
+        try:
+            lib = kafka_lib(version)
+        except KafkaJarsMissing:
+            return False
+        with self._lock:
+            self.restarts.installs.append((node_id, version, time.monotonic()))
+            if node_id not in self.broken_installs:
+                self.kafka.nodes[node_id].lib = lib
+        return True
+
     def _handler(self) -> type[BaseHTTPRequestHandler]:
         cluster = self
 
         class Handler(BaseHTTPRequestHandler):
-            def _node(self, verb: str) -> int | None:
+            def _node(self, verb: str, extra: int = 0) -> int | None:
                 parts = self.path.strip("/").split("/")
-                if len(parts) == 2 and parts[0] == verb and parts[1].isdigit():
+                if len(parts) == 2 + extra and parts[0] == verb and parts[1].isdigit():
                     node_id = int(parts[1])
                     return node_id if node_id in cluster.kafka.nodes else None
                 return None
 
             def do_POST(self) -> None:
-                node_id = self._node("restart")
-                if node_id is None:
-                    self.send_response(404)
-                else:
+                if (node_id := self._node("install", extra=1)) is not None:
+                    version = self.path.strip("/").split("/")[2]
+                    self.send_response(204 if cluster.install(node_id, version) else 404)
+                elif (node_id := self._node("restart")) is not None:
                     cluster.restart(node_id)
                     self.send_response(204)
+                else:
+                    self.send_response(404)
                 self.end_headers()
 
             def do_GET(self) -> None:
@@ -220,6 +245,11 @@ class RealCluster:
                 "agent": self.agents[node.node_id].api,
                 "restart": f"curl -sf -X POST {self.control_url}/restart/{node.node_id}",
                 "health": f"curl -sf {self.control_url}/health/{node.node_id}",
+                # run by a roll with --kafka-version only
+                "install": (
+                    f"curl -sf -X POST {self.control_url}/install/{node.node_id}/"
+                    '"$ROLLGUARD_KAFKA_VERSION"'
+                ),
             }
             for node in self.kafka.nodes.values()
         ]

@@ -122,6 +122,11 @@ class SimNode:
     # Partition (the cluster's index) -> when it rejoins, as a fraction of the catch-up time.
     rejoin: dict[int, float] = field(default_factory=dict)
     restarts: int = 0
+    # The Kafka its agent reports once its server has started (after STARTING, as a real
+    # node's app-info MBean); a restart with a target version brings it there, unless its
+    # install is broken (`install_fails`: the package did not install, the old binaries run).
+    kafka_version: str = "4.4.0"
+    install_fails: bool = False
     _times: dict[int, float] = field(default_factory=dict, repr=False, compare=False)
     _times_key: tuple[float, float, int, int] | None = field(
         default=None, repr=False, compare=False
@@ -337,8 +342,10 @@ class SimCluster:
                 return moment
         return until
 
-    def restart_now(self, name: str) -> None:
+    def restart_now(self, name: str, kafka_version: str | None = None) -> None:
         sim = self.nodes[name]
+        if kafka_version is not None and not sim.install_fails:
+            sim.kafka_version = kafka_version
         now = self.clock.now
         previous = self.log[-1].synced_at if self.log else 0.0
         earliest = self.earliest(min(previous, now), now) if self.track_earliest else now
@@ -400,15 +407,16 @@ class SimCluster:
         state = sim.state(now)
         if state is None:
             return httpx.Response(503, json={"error": "jmx-unreachable", "message": "down"})
+        started = {"kafkaVersion": sim.kafka_version} if state is BrokerState.RUNNING else {}
         if not sim.node.is_broker:
-            return httpx.Response(
-                503, json={"error": "broker-state-missing", "message": "a controller-only node"}
-            )
+            missing = {"error": "broker-state-missing", "message": "a controller-only node"}
+            return httpx.Response(503, json={**missing, **started})
         body: dict[str, object] = {
             "brokerState": int(state),
             "sampledAt": format_time(wall(now)),
             "brokerStartedAt": format_time(wall(sim.jvm_started_at)),
             "agentBootId": f"sim-{sim.node.name}",
+            **started,
         }
         if sim.recovering(now):
             logs, segments = sim.remaining(now)
@@ -442,8 +450,8 @@ class SimPlatform:
     async def observe(self, node: Node) -> PlatformView:
         return await self._inventory.observe(node)
 
-    async def restart(self, node: Node) -> None:
-        self.cluster.restart_now(node.name)
+    async def restart(self, node: Node, *, kafka_version: str | None = None) -> None:
+        self.cluster.restart_now(node.name, kafka_version)
 
     async def restart_pending(self, node: Node) -> bool:
         return False  # a simulated restart is over when `restart` returns
