@@ -16,6 +16,9 @@ min.insync.replicas 2 (the internal topics too), `--data-mb` MB in bulk, a real
 2. The roll, with the canary and the ISR sampler running, until the roll ends and then until
    every partition has its full ISR again ("settle"):
    - rollguard: `rollguard roll` with the inventory, at its defaults (as tests/real_kafka.py);
+   - upgrade: the same with `--kafka-version` the newest (run it with `--version 4.0.0`): each
+     node's `install` command switches its jars before its restart (an upgrade roll's cost
+     against a plain one's);
    - naive: each node in id order is restarted through the same control path, then waited for
      up to `--naive-timeout` seconds until the broker answers a client bootstrapped at it alone
      (as `kafka-broker-api-versions --bootstrap-server NODE` in a script); not ready by then
@@ -86,10 +89,10 @@ class TimedCluster(RealCluster):
         record.started = time.time()
 
 
-def rollguard_roll(cluster: RealCluster, folder: Path) -> dict[str, Any]:
+def rollguard_roll(cluster: RealCluster, folder: Path, *extra: str) -> dict[str, Any]:
     """`rollguard roll` as an operator runs it: the inventory, no timing flag."""
     done = subprocess.run(
-        cluster.roll_command(folder / "state", "bench-1"),
+        cluster.roll_command(folder / "state", "bench-1", *extra),
         capture_output=True,
         text=True,
         timeout=900,
@@ -271,6 +274,9 @@ def measure(
     since = time.time()
     if roller == "rollguard":
         roll = watched(kafka, lambda: rollguard_roll(cluster, folder))
+    elif roller == "upgrade":  # the same roll onto the newest Kafka: each node's jars switched
+        target = ("--kafka-version", NEWEST)
+        roll = watched(kafka, lambda: rollguard_roll(cluster, folder, *target))
     else:
         roll = watched(kafka, lambda: naive_roll(cluster, args.naive_timeout))
     restarts = restart_times(cluster, since)

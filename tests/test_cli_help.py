@@ -94,7 +94,7 @@ def test_plan_takes_roll_s_flags_without_reading_them(tmp_path: Path) -> None:
     [
         (["rollguard", "rol"],
          "rollguard: invalid choice: 'rol' is not a command (choose from state, roll, plan, "
-         "collect, connect, mm2); did you mean roll? (see --help)"),
+         "features, finalize, collect, connect, mm2); did you mean roll? (see --help)"),
         (["rollguard", "connect", "restrat", "c"],
          "rollguard connect: invalid choice: 'restrat' is not a command (choose from status, "
          "restart, stop, resume, auto-restart, offsets); did you mean restart? (see --help)"),
@@ -103,8 +103,9 @@ def test_plan_takes_roll_s_flags_without_reading_them(tmp_path: Path) -> None:
          "did you mean offsets? (see --help)"),
         (["rollguard", "mm2", "offsets", "lst"], "did you mean list?"),
         (["rollguard-certs", "issue-clent", "x"], "did you mean issue-client?"),
-        (["rollguard", "zzz"], "'zzz' is not a command (choose from state, roll, plan, collect, "
-                               "connect, mm2) (see --help)"),
+        (["rollguard", "zzz"], "'zzz' is not a command (choose from state, roll, plan, features, "
+                               "finalize, "
+                               "collect, connect, mm2) (see --help)"),
     ],
 )  # fmt: skip
 def test_a_mistyped_command_at_any_level_is_exit_2_with_a_suggestion(
@@ -217,13 +218,13 @@ def test_without_a_command_every_flag_is_shown_and_read() -> None:
     assert Example.load(parser.parse_args([]), {"T_JOURNAL": "env"}, "T_").journal == "env"
 
 
-@pytest.mark.parametrize("command", ["collect", "state"])
+@pytest.mark.parametrize("command", ["collect", "state", "features", "finalize"])
 def test_the_roller_s_other_commands_show_every_flag_they_take(command: str) -> None:
     parser = next(p for p in parsers() if p.prog == f"rollguard {command}")
     text = parser.format_help()
     taken = [o for a in parser._actions if a.help != argparse.SUPPRESS for o in a.option_strings]
     assert all(option in text for option in taken)
-    assert "retries:" in text
+    assert "retries:" in text or command == "features"  # it asks Kafka only, not the agents
 
 
 def parsers() -> list[argparse.ArgumentParser]:

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import re
 import subprocess
 import time
 from collections.abc import Iterator
@@ -25,10 +26,11 @@ from pathlib import Path
 import pytest
 
 from rollguard.peers.realcluster import RealCluster, real_cluster
-from rollguard.peers.realkafka import NEWEST, OLDEST
+from rollguard.peers.realkafka import NEWEST, OLDEST, kafka_features
 from rollguard.roller.roll.kafka_admin import KafkaObserver
+from rollguard.roller.roll.releases import METADATA_LEVELS, RELEASES
 
-from helpers import Pki
+from helpers import BIN, Pki
 from real_kafka import (
     ROLL_ID,
     assert_one_stretch_of_recovering,
@@ -189,3 +191,93 @@ def test_a_rollback_before_finalize_is_a_roll_like_any_other(
     left_out = {e["node"]: e["reason"] for e in skipped if e["action"] == "skip"}
     others = {f"kafka-{n}" for n in kafka.nodes if n != back}
     assert left_out == dict.fromkeys(others, f"already runs Kafka {NEWEST}"), left_out
+
+
+def kafka_describe(cluster: RealCluster) -> dict[str, int]:
+    """Each feature's finalized level, by Kafka's own `kafka-features.sh describe` (a
+    metadata.version by its name, mapped back to its level)."""
+    text = kafka_features("--bootstrap-server", cluster.kafka.bootstrap, "describe")
+    by_name = {name: level for level, (name, _) in METADATA_LEVELS.items()}
+    found = {}
+    for feature, level in re.findall(r"Feature: (\S+)\s.*?FinalizedVersionLevel: (\S+)", text):
+        found[feature] = (
+            by_name[level] if level in by_name else int(level) if level.isdigit() else 0
+        )
+    assert "metadata.version" in found, text
+    return found
+
+
+def test_the_release_table_is_kafka_s_own_version_mapping() -> None:
+    for (major, minor), levels in RELEASES.items():
+        text = kafka_features("version-mapping", "--release-version", f"{major}.{minor}")
+        mapped = {name: int(level) for name, level in re.findall(r"^(\S+)=(\d+)", text, re.M)}
+        assert mapped == levels, (major, minor, text)
+
+
+def finalize(cluster: RealCluster, *extra: str) -> subprocess.CompletedProcess[str]:
+    command = cluster.roll_command(Path("unused"), "unused")
+    at = command.index("--state-dir")
+    del command[at : at + 4]  # no --state-dir, no --roll-id: a finalize keeps no journal
+    command[1] = "finalize"
+    return subprocess.run([*command, *extra], capture_output=True, text=True, timeout=180)
+
+
+@pytest.mark.timeout(600)
+def test_finalize_sets_4_4_s_levels_by_name_and_leaves_the_static_quorum_static(
+    cluster: RealCluster, tmp_path: Path
+) -> None:
+    kafka = cluster.kafka
+    if set(logged(cluster).values()) != {NEWEST}:
+        pytest.fail("the upgrade before it did not bring every node to the newest")
+    before = kafka_describe(cluster)
+    # Formatted at 4.0.0: its metadata.version, eligible leader replicas off, a static quorum.
+    assert before["metadata.version"] == RELEASES[(4, 0)]["metadata.version"], before
+    assert before.get("eligible.leader.replicas.version", 0) == 0, before
+    assert before.get("kraft.version", 0) == 0, before
+    # rollguard's view of the features is Kafka's
+    shown = subprocess.run(
+        [str(BIN / "rollguard"), "features", "--bootstrap", kafka.bootstrap, "--output", "json"],
+        capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert shown.returncode == 0, shown.stderr
+    features = {e["feature"]: e["finalized"] for e in map(json.loads, shown.stdout.splitlines())}
+    assert {f: lvl for f, lvl in features.items() if lvl} == {
+        f: lvl for f, lvl in before.items() if lvl
+    }
+    # Every node must run the release named: refused, and nothing changed.
+    wrong = finalize(cluster, "--kafka-version", "4.3.1")
+    assert wrong.returncode == 1, wrong.stderr
+    assert "every node must be running Kafka 4.3.1 first" in wrong.stderr
+    assert f"kafka-0 runs Kafka {NEWEST}, not 4.3.1" in wrong.stderr
+    # A dry run: every feature from -> to, Kafka's verdict, the downgrade said; nothing changed.
+    dry = finalize(cluster, "--kafka-version", NEWEST, "--dry-run", "--output", "json")
+    assert dry.returncode == 0, dry.stdout + dry.stderr
+    lines = [json.loads(line) for line in dry.stdout.splitlines()]
+    planned = {e["feature"]: e for e in lines if "feature" in e}
+    assert (planned["metadata.version"]["from"], planned["metadata.version"]["to"]) == (25, 33)
+    assert planned["metadata.version"]["kafka"] == "OK"
+    assert "KAFKA-21426" in planned["kraft.version"]["leftOut"]
+    assert lines[-1] == {
+        "softwareDowngrade": False,
+        "changedMetadata": ["4.3-IV0 (30)", "4.4-IV1 (32)", "4.4-IV2 (33)"],
+    }
+    assert kafka_describe(cluster) == before
+    # The finalize itself, read back with Kafka's own tool: 4.4's levels, kraft.version 0.
+    done = finalize(cluster, "--kafka-version", NEWEST)
+    print(f"\n{done.stdout}{done.stderr}")
+    assert done.returncode == 0, done.stdout + done.stderr
+    after = kafka_describe(cluster)
+    wanted = {f: lvl for f, lvl in RELEASES[(4, 4)].items() if f != "kraft.version"}
+    assert {f: after.get(f, 0) for f in wanted} == wanted, after
+    assert after.get("kraft.version", 0) == 0, after
+    assert "read back: 4.4-IV2 (33)" in done.stdout
+    # ... and after it, a roll back to 4.0.0 is refused before anything: its software cannot
+    # run this metadata.version.
+    first = len(cluster.restarts.log), len(cluster.restarts.installs)
+    back = roll(cluster, tmp_path, "--kafka-version", OLDEST)
+    assert back.returncode == 2, back.stdout + back.stderr
+    assert (
+        f"--kafka-version {OLDEST}: the cluster's finalized metadata.version is 4.4-IV2 (33), "
+        f"and Kafka {OLDEST} runs 4.0-IV3 (25) at most"
+    ) in back.stderr
+    assert (len(cluster.restarts.log), len(cluster.restarts.installs)) == first

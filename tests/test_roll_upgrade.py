@@ -17,7 +17,7 @@ from dataclasses import replace
 from pathlib import Path
 
 import pytest
-from test_cli_flags import COMMANDS, refused, roll_values, run
+from test_cli_flags import COMMANDS, DUMMY_TLS, refused, roll_values, run
 
 from rollguard.peers.sim import (
     SimCluster,
@@ -27,12 +27,29 @@ from rollguard.peers.sim import (
     random_cluster,
     run_roll,
 )
+from rollguard.roller.agent_client import AgentReport, AgentUnavailable
+from rollguard.roller.model import Node, Role
+from rollguard.roller.roll.features_cli import not_ready
 from rollguard.roller.roll.journal import FileJournalStore, RollRecord, resumed_target
 from rollguard.roller.roll.planning import plan_lines, plan_with
 from rollguard.roller.roll.settings import RollSettings
 from rollguard.shared.errors import ConfigError
+from rollguard.shared.states import BrokerState
+from rollguard.shared.wire import BrokerStateReport, KafkaBuild
 
 OLD, NEW = "4.0.0", "4.4.0"
+BROKER = Node(0, "kafka-0", frozenset({Role.BROKER}), "https://kafka-0:8443")
+CONTROLLER = Node(3, "kafka-3", frozenset({Role.CONTROLLER}), "https://kafka-3:8443")
+
+
+def ON(state: BrokerState, version: str | None) -> AgentReport:
+    build = KafkaBuild(version) if version else None
+    return AgentReport("https://kafka-0:8443", BrokerStateReport(state, kafka=build))
+
+
+def MISSING(version: str) -> AgentUnavailable:
+    said = "broker-state-missing"
+    return AgentUnavailable("https://kafka-3:8443", 503, said, "no broker", KafkaBuild(version))
 
 
 def cluster_on(version: str, seed: int = 7, size: int = 5, **kwargs: object) -> SimCluster:
@@ -187,3 +204,50 @@ def test_a_target_that_is_not_a_kafka_version_is_refused_before_anything(
         run([*COMMANDS["roll"], "--kafka-version", text], tmp_path),
         f"--kafka-version: {text!r}: a Kafka version is MAJOR.MINOR.PATCH, such as 4.4.0",
     )
+
+
+FINALIZE = ["rollguard", "finalize", *DUMMY_TLS, "--bootstrap", "127.0.0.1:1", "--inventory", "i"]
+
+
+@pytest.mark.parametrize(
+    ("argv", "text"),
+    [
+        ([*FINALIZE], "--kafka-version is required"),
+        ([*FINALIZE, "--kafka-version", "3.9.0"], "rollguard knows the feature levels of releases"),
+        ([*FINALIZE, "--kafka-version", "4.4.0", "--include-feature", "group.version"],
+         "--include-feature: group.version: only kraft.version is left out unless named"),
+        (["rollguard", "features", "--bootstrap", "127.0.0.1:1", "--kafka-version", "5.0.0"],
+         "Kafka 5.0.0: rollguard knows the feature levels of releases 4.0, 4.1"),
+    ],
+)  # fmt: skip
+def test_finalize_and_features_refuse_bad_input_before_asking_anyone(
+    argv: list[str], text: str, tmp_path: Path
+) -> None:
+    refused(run(argv, tmp_path), text)
+
+
+def test_features_says_plainly_when_kafka_cannot_be_reached(tmp_path: Path) -> None:
+    done = run(["rollguard", "features", "--bootstrap", "127.0.0.1:1"], tmp_path)
+    assert done.returncode == 1, done.stderr
+    assert "Traceback" not in done.stderr
+    assert "Kafka Admin API at 127.0.0.1:1" in done.stderr
+
+
+@pytest.mark.parametrize(
+    ("answer", "node", "why"),
+    [
+        (ON(BrokerState.RUNNING, NEW), BROKER, None),
+        (ON(BrokerState.RUNNING, OLD), BROKER, f"kafka-0 runs Kafka {OLD}, not {NEW}"),
+        (ON(BrokerState.STARTING, None), BROKER, "kafka-0: STARTING"),
+        (ON(BrokerState.RUNNING, None), BROKER, "does not say which Kafka it runs"),
+        (MISSING(NEW), CONTROLLER, None),  # a controller-only node, started, on it
+        (MISSING(NEW), BROKER, "its agent cannot say (broker-state-missing"),
+        (None, BROKER, "no agent to say what it runs"),
+    ],
+)
+def test_finalize_waits_for_every_node_running_the_version(
+    answer: AgentReport | AgentUnavailable | None, node: Node, why: str | None
+) -> None:
+    said = not_ready(node, answer, NEW)
+    assert (said is None) is (why is None)
+    assert why is None or (said is not None and why in said)

@@ -1,6 +1,7 @@
 """`rollguard`: the roller's command line, one sub-command per room.
 
     rollguard roll | plan | state ...     the roll          (rollguard.roller.roll.cli)
+    rollguard features | finalize ...     an upgrade's features (rollguard.roller.roll.features_cli)
     rollguard collect ...                 the collector     (rollguard.roller.collect.cli)
     rollguard connect ... | mm2 ...       Kafka Connect     (rollguard.roller.connect.cli)
 
@@ -38,6 +39,8 @@ ROOMS = {
     "state": "rollguard.roller.state",
     "roll": "rollguard.roller.roll.cli",
     "plan": "rollguard.roller.roll.cli",
+    "features": "rollguard.roller.roll.features_cli",
+    "finalize": "rollguard.roller.roll.features_cli",
     "collect": "rollguard.roller.collect.cli",
     "connect": "rollguard.roller.connect.cli",
     "mm2": "rollguard.roller.connect.cli",

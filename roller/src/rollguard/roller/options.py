@@ -28,6 +28,7 @@ from rollguard.shared.settings import (
     choice,
     duration_between,
     option,
+    servers,
 )
 from rollguard.shared.tls import client_context
 
@@ -67,6 +68,24 @@ class AgentOptions(RetryOptions):
     def agent_client(self, stats: RetryStats | None = None) -> AgentClient:
         tls = client_context(self.cacert, self.cert, self.key)
         return AgentClient(tls, self.retry_policy(), stats=stats, timeout=self.timeout)
+
+
+@dataclass(frozen=True, kw_only=True)
+class KafkaOptions(Options):
+    """How to reach Kafka's Admin API."""
+
+    group = CONNECTION
+
+    bootstrap: str = option(
+        None,
+        servers,
+        "Kafka bootstrap servers HOST:PORT[,...] for the Admin API",
+        "SERVERS",
+        required=True,
+    )
+    kafka_properties: Path | None = option(
+        None, Path, "Kafka client properties file (TLS, SASL)", "FILE"
+    )
 
 
 @dataclass(frozen=True, kw_only=True)

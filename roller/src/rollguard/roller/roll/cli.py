@@ -54,6 +54,7 @@ from rollguard.roller.roll.lease_kubernetes import KUBERNETES_LEASE, KubernetesL
 from rollguard.roller.roll.options import RollOptions
 from rollguard.roller.roll.planning import plan_lines
 from rollguard.roller.roll.progress import RecoveryTracker
+from rollguard.roller.roll.releases import UnknownRelease, rollback_refusal
 from rollguard.roller.roll.roller import Roller
 from rollguard.shared.cli import ExitCode, failure_json, report_failure, run_until_signal
 from rollguard.shared.errors import ConfigError, RollguardError
@@ -185,6 +186,18 @@ async def _check_access(
     await check_access(platform.client, platform.settings.namespace, needed)
 
 
+async def _check_target(kafka: KafkaObserver, target: str) -> None:
+    """ConfigError (exit 2, nothing done) for a target version that cannot run the cluster as
+    its finalized features stand (a rollback after a finalize that raised metadata.version), or
+    one older than the oldest release rollguard rolls onto."""
+    try:
+        refusal = rollback_refusal((await kafka.features()).finalized, target)
+    except UnknownRelease as exc:
+        raise ConfigError(f"--kafka-version {target}: {exc}") from None
+    if refusal is not None:
+        raise ConfigError(f"--kafka-version {target}: {refusal}")
+
+
 def _new_roll_id() -> str:
     return datetime.now(UTC).strftime("%Y%m%d-%H%M%S-") + secrets.token_hex(2)
 
@@ -260,6 +273,8 @@ async def _run(command: str, options: RollOptions, stats: RetryStats, roll_id: s
                         name: b.seconds for name, b in history.budgets.items() if b.from_history
                     },
                 )
+            if settings.kafka_version is not None:  # before anything: can it run this cluster?
+                await _check_target(kafka, settings.kafka_version)
             if options.resume is not None:  # a resumed upgrade goes on to its journal's version
                 record = await asyncio.to_thread(journal.load, roll_id)
                 if record is not None:

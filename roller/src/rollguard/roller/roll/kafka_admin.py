@@ -23,6 +23,7 @@ import asyncio
 import logging
 import socket
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -197,6 +198,14 @@ def broker_racks(cluster: Mapping[str, Any]) -> dict[int, str]:
         if isinstance(node, int) and b.get("rack"):
             racks[node] = str(b["rack"])
     return racks
+
+
+@dataclass(frozen=True, slots=True)
+class Features:
+    """The cluster's finalized feature levels, and each feature's range its node supports."""
+
+    finalized: dict[str, int]
+    supported: dict[str, tuple[int, int]]
 
 
 class KafkaObserver:
@@ -376,6 +385,55 @@ class KafkaObserver:
     async def elect_preferred(self, partitions: Sequence[tuple[str, int]]) -> None:
         """A preferred leader election of `partitions` (ElectLeaders); AdminApiError."""
         await asyncio.to_thread(self._elect, partitions)
+
+    def _features(self) -> Features:
+        from kafka.errors import KafkaError
+
+        if self._admin is None:
+            refused = refused_everywhere(self.bootstrap)
+            if refused is not None:
+                raise AdminApiError(f"Kafka Admin API at {self.bootstrap}: {refused}")
+        try:
+            found = self._client().describe_features()
+        except Exception as exc:  # the library's boundary: whatever it raises
+            self.close()
+            text = str(exc) if isinstance(exc, KafkaError | OSError) else repr(exc)
+            raise AdminApiError(f"DescribeFeatures at {self.bootstrap}: {text}") from exc
+        finalized = {
+            name: int(entry["finalized"][1])
+            for name, entry in found.items()
+            if "finalized" in entry
+        }
+        supported = {
+            name: (int(entry["supported"][0]), int(entry["supported"][1]))
+            for name, entry in found.items()
+            if "supported" in entry
+        }
+        return Features(finalized, supported)
+
+    async def features(self) -> Features:
+        """The cluster's finalized feature levels and the ranges the answering node supports
+        (ApiVersions v3+, as `kafka-features.sh describe`); AdminApiError."""
+        return await asyncio.to_thread(self._features)
+
+    def _update_features(self, levels: Mapping[str, int], validate_only: bool) -> dict[str, str]:
+        from kafka.errors import KafkaError
+
+        try:
+            answer = self._client().update_features(dict(levels), validate_only=validate_only)
+        except Exception as exc:  # the library's boundary: whatever it raises
+            self.close()
+            text = str(exc) if isinstance(exc, KafkaError | OSError) else repr(exc)
+            raise AdminApiError(f"UpdateFeatures at {self.bootstrap}: {text}") from exc
+        return {str(name): str(said) for name, said in answer.items()}
+
+    async def update_features(
+        self, levels: Mapping[str, int], *, validate_only: bool = False
+    ) -> dict[str, str]:
+        """Raise each feature to its level (UpdateFeatures, to the active controller, as an
+        upgrade: never lowered); each feature's answer, "OK" or Kafka's error. With
+        `validate_only`, Kafka checks and changes nothing."""
+        return await asyncio.to_thread(self._update_features, levels, validate_only)
 
     def close(self) -> None:
         if self._admin is not None:

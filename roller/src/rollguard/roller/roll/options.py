@@ -18,6 +18,7 @@ from rollguard.roller.options import (
     CONNECTION,
     OUTPUT,
     AgentOptions,
+    KafkaOptions,
     OutputOptions,
     PlatformOptions,
     names,
@@ -39,7 +40,6 @@ from rollguard.shared.settings import (
     milliseconds_to_duration,
     option,
     repeated,
-    servers,
 )
 
 ROLL = ("roll",)  # the flags only a roll reads
@@ -109,7 +109,7 @@ def _duration(name: str, low: str, high: str, help: str, **kwargs: Any) -> Any:
 
 
 @dataclass(frozen=True, kw_only=True)
-class RollOptions(AgentOptions, OutputOptions, PlatformOptions):
+class RollOptions(AgentOptions, OutputOptions, PlatformOptions, KafkaOptions):
     """`rollguard roll` and `rollguard plan`: every option, with its default written once (the
     roll's timings are `RollSettings`' defaults)."""
 
@@ -126,17 +126,6 @@ class RollOptions(AgentOptions, OutputOptions, PlatformOptions):
         RETRIES,
     )
 
-    bootstrap: str = option(
-        None,
-        servers,
-        "Kafka bootstrap servers HOST:PORT[,...] for the Admin API",
-        "SERVERS",
-        required=True,
-        group=CONNECTION,
-    )
-    kafka_properties: Path | None = option(
-        None, Path, "Kafka client properties file (TLS, SASL)", "FILE", group=CONNECTION
-    )
     operation_timeout: float = _duration(
         "operation_timeout",
         "10ms",

@@ -934,3 +934,8 @@ def _java(lib: Path, main: str, *args: str, timeout: float = 120, heap: str = "1
             f"{main} {' '.join(args[:2])} failed (exit {process.returncode}): {text[-1500:]}"
         )
     return text
+
+
+def kafka_features(*args: str, version: str = NEWEST) -> str:
+    """Kafka's own `kafka-features.sh` (FeatureCommand) from `version`'s jars; its output."""
+    return _java(kafka_lib(version), "org.apache.kafka.tools.FeatureCommand", *args)
