@@ -12,11 +12,13 @@ bound to the documented Role (deploy/kubernetes/roller/role.yaml), its agent URL
 template's names (`{pod}.{service}.{namespace}.svc`), resolved as the cluster's DNS would.
 
 The file runs in order: plans first (nothing restarted), then one roll, read by the tests after
-it: every pod replaced once and on the new revision, a broker recovering before the roll waited
-for, no pod deleted while any broker loaded or recovered its logs (by Kafka's own logs, read at
-each deletion), a restart into a real recovery waited through while the API server was stopped
-for 20 s, the cluster available to the test's own sampler and canary throughout, a second
-roller refused, the lease released at the end.
+it: an upgrade (the cluster formatted at the oldest Kafka, the template's new image the newest,
+`--kafka-version` the newest: `KafkaPods` starts the version a pod's image names), every pod
+replaced once, on the new revision and the new Kafka by its own log, a broker recovering before
+the roll waited for, no pod deleted while any broker loaded or recovered its logs (by Kafka's
+own logs, read at each deletion), a restart into a real recovery waited through while the API
+server was stopped for 20 s, the cluster available to the test's own sampler and canary
+throughout, a second roller refused, the lease released at the end.
 """
 
 from __future__ import annotations
@@ -34,19 +36,20 @@ from typing import Any
 import pytest
 from lightkube.resources.apps_v1 import StatefulSet
 from lightkube.resources.coordination_v1 import Lease
-from lightkube.resources.core_v1 import Pod
+from lightkube.resources.core_v1 import ConfigMap, Pod
 
 from rollguard.peers import realkafka
 from rollguard.peers.processes import ROOT, startup_slot, wait_until
 from rollguard.peers.realclients import Canary, IsrSampler
 from rollguard.peers.realcluster import not_back, seed
-from rollguard.peers.realkafka import KafkaCluster, free_port
+from rollguard.peers.realkafka import NEWEST, OLDEST, KafkaCluster, free_port
 from rollguard.peers.realkube import READY_ANNOTATION, ControlPlane, pod_ready
 from rollguard.peers.realkube_bridge import BRIDGED, CONTAINERS, PodBridge
 from rollguard.peers.realkube_kafka import KafkaPods
 from rollguard.peers.realkube_objects import load_role
 
 from helpers import BIN, Pki
+from real_kafka import kafka_build_logged
 
 # Beside make test's real-Kafka files the stack has taken 2.5 minutes to start and the roll as
 # long: more than the suite's 5 minutes a test.
@@ -58,6 +61,9 @@ BROKERS, CONTROLLERS = "prod-broker", "prod-controller"
 PODS = ["prod-broker-0", "prod-broker-1", "prod-broker-2", "prod-controller-3"]
 DATA_MB = 20  # per broker (replication 3 on 3 brokers); the recoveries are held, whatever the data
 ROLE = ROOT / "deploy" / "kubernetes" / "roller" / "role.yaml"
+# The pods' image names the Kafka they run (`KafkaPods.start`): the roll is an upgrade from the
+# oldest to the newest, the template's new image its change.
+IMAGES = {version: f"rollguard.test/kafka:{version}" for version in (OLDEST, NEWEST)}
 
 
 @dataclass
@@ -121,9 +127,9 @@ class Stack:
         names = sorted(p.metadata.name for p in found if p.metadata)  # type: ignore[type-var]
         return names == PODS and all(pod_ready(p) for p in found)
 
-    def apply(self, *, generation: str) -> None:
+    def apply(self, *, generation: str, image: str = IMAGES[OLDEST]) -> None:
         """Both StatefulSets, their pod template carrying `generation` (a change of it is a new
-        revision, as a new image or config would be)."""
+        revision, as a new config would be) and `image` (its tag: the Kafka its pods run)."""
         annotations = {
             READY_ANNOTATION: "false",  # NotReady until the bridge's probe says otherwise
             CONTAINERS: "running",
@@ -134,6 +140,7 @@ class Stack:
             NS,
             BROKERS,
             3,
+            image=image,
             pod_annotations=annotations,
             pod_labels={**common, "strimzi.io/broker-role": "true"},
         )
@@ -141,6 +148,7 @@ class Stack:
             NS,
             CONTROLLERS,
             1,
+            image=image,
             pod_annotations=annotations,
             pod_labels={**common, "strimzi.io/controller-role": "true"},
             first_ordinal=3,
@@ -168,7 +176,7 @@ def stack(
 ) -> Iterator[Stack]:
     folder = tmp_path_factory.mktemp("kube-roll")
     kube.create_namespace(NS)
-    kafka = KafkaCluster(folder / "kafka", brokers=3, controllers=1)
+    kafka = KafkaCluster(folder / "kafka", brokers=3, controllers=1, version=OLDEST)
     pods: KafkaPods | None = None
     try:
         kafka.start()
@@ -216,7 +224,7 @@ def test_a_template_change_makes_every_pod_out_of_date_and_plan_still_restarts_n
     stack: Stack,
 ) -> None:
     before, revisions = stack.uids(), stack.revisions()
-    stack.apply(generation="2")
+    stack.apply(generation="2", image=IMAGES[NEWEST])
     # The StatefulSet controller computes the new revision; OnDelete: it restarts no pod.
     wait_until(
         lambda: all(cur != upd for cur, upd in stack.revisions().values()),
@@ -267,7 +275,7 @@ def rolled(stack: Stack) -> Stack:
     isr = watch.enter_context(IsrSampler(stack.kafka.bootstrap, {"*": 2}, quorum=True))
     canary = watch.enter_context(Canary(stack.kafka.bootstrap, "canary"))
     outcome["broker-1 at start"] = stack.kafka.nodes[1].phase()
-    roll = stack.start_rollguard("roll", "k1")
+    roll = stack.start_rollguard("roll", "k1", "--kafka-version", NEWEST)
     began = time.monotonic()
     try:
         release_once_waited_for(stack, "prod-broker-1", seen["prod-broker-1"])
@@ -349,6 +357,16 @@ def test_the_roll_replaces_every_pod_once_on_the_new_revision(rolled: Stack) -> 
     }
     updates = {n: u for n, (_, u) in rolled.revisions().items()}
     assert all(revision[p] == updates[p.rsplit("-", 1)[0]] for p in PODS), revision
+
+
+def test_the_upgrade_brought_every_pod_to_the_new_image_s_kafka(rolled: Stack) -> None:
+    """The roll had a target (`--kafka-version`): every node runs it after, by its own log
+    (not the agent's word), and the journal kept the target."""
+    assert rolled.outcome["roll"].returncode == 0
+    for node_id, node in rolled.kafka.nodes.items():
+        assert kafka_build_logged(node.log_text())[0] == NEWEST, node_id
+    journal = rolled.kube.client().get(ConfigMap, "rollguard-roll-k1", namespace=NS)
+    assert json.loads((journal.data or {})["journal.json"])["kafkaVersion"] == NEWEST
 
 
 def test_no_pod_was_deleted_while_any_broker_loaded_or_recovered_its_logs(rolled: Stack) -> None:

@@ -63,7 +63,7 @@ class SimNodes:
     kafka: KafkaClusterSim
     not_ready: set[str] = field(default_factory=set)
 
-    def start(self, pod: str, address: str, uid: str) -> None:
+    def start(self, pod: str, address: str, uid: str, image: str = "") -> None:
         self.not_ready.discard(pod)  # a new pod: its probe passes
         self.kafka.start_node(ordinal(pod))
 

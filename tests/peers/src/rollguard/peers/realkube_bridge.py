@@ -54,7 +54,7 @@ logger = logging.getLogger(__name__)
 class Containers(Protocol):
     """What runs in a bridged pod. Calls for one pod never overlap; for two pods they may."""
 
-    def start(self, pod: str, address: str, uid: str) -> None:
+    def start(self, pod: str, address: str, uid: str, image: str) -> None:
         """The pod `pod` (a new UID) runs at `address`: start its processes there."""
 
     def stop(self, pod: str) -> None:
@@ -169,7 +169,9 @@ class PodBridge:
                 subdomain = (spec.subdomain if spec is not None else None) or ""
                 state = _Pod(uid, address, subdomain)
                 self._pods[name] = state
-                state.starting = self._pool.submit(self.containers.start, name, address, uid)
+                containers = spec.containers if spec is not None else []
+                image = (containers[0].image if containers else None) or ""
+                state.starting = self._pool.submit(self.containers.start, name, address, uid, image)
                 continue
             if state.starting is not None:
                 if not state.starting.done():

@@ -34,7 +34,7 @@ from typing import Any
 
 from rollguard.certs.pki import issue, load_ca, write_pair
 from rollguard.peers.processes import Agent, Pki
-from rollguard.peers.realkafka import KafkaCluster, KafkaNode
+from rollguard.peers.realkafka import KafkaCluster, KafkaNode, kafka_lib
 
 NUMBER = re.compile(r"(\d+)$")
 METRIC = re.compile(r"^(rollguard_agent_[a-z_]+) ([-+0-9.eE]+)$", re.M)
@@ -86,11 +86,16 @@ class KafkaPods:
 
     # ---- Containers
 
-    def start(self, pod: str, address: str, uid: str) -> None:
+    def start(self, pod: str, address: str, uid: str, image: str = "") -> None:
         """The agent first, then the node (a sidecar listed before the broker's container): the
-        agent's JMX connection is made before a recovery holds the JVM to a sliver of a CPU."""
+        agent's JMX connection is made before a recovery holds the JVM to a sliver of a CPU.
+        An image whose tag is a Kafka version (`rollguard.test/kafka:4.4.0`) runs that
+        version's jars, as a real image would; any other tag keeps the node's."""
         node = self.node(pod)
         start = not node.running()
+        tag = image.rpartition(":")[2]
+        if start and re.fullmatch(r"[0-9]+\.[0-9]+\.[0-9]+", tag):
+            node.lib = kafka_lib(tag)
         agent = Agent(
             self.pki,
             node.jmx,
