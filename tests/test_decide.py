@@ -329,3 +329,26 @@ def test_a_restarted_node_is_back_only_on_the_target_version(
     assert text in step.reason
     # Back on the old version: failed on record, so a resumed roll takes it again.
     assert (isinstance(step, Fail) and step.again) is (agent is ON_OLD)
+
+
+def test_a_controller_on_another_version_is_waited_for_first_its_old_answer_may_linger() -> None:
+    # A controller-only node has no identity to tell its new process by: right after its
+    # restart its agent may still say what the old process ran (seen on real Kafka: the roll
+    # failed on the old process's 4.0.0 half a second after the restart).
+    old = AgentUnavailable(
+        CONTROLLER.agent_url or "", 503, "broker-state-missing", "no broker", KafkaBuild("4.0.0")
+    )
+    new = AgentUnavailable(
+        CONTROLLER.agent_url or "", 503, "broker-state-missing", "no broker", KafkaBuild("4.4.0")
+    )
+
+    def after(agent: AgentUnavailable, waited: float) -> object:
+        return after_restart(
+            CONTROLLER, view(), agent, before=None, waited=waited, timeout=300, target="4.4.0"
+        )
+
+    step = after(old, 1)
+    assert isinstance(step, AwaitReady) and "not yet the target 4.4.0" in step.reason
+    assert isinstance(after(new, 2), Back)
+    late = after(old, LATE)
+    assert isinstance(late, Fail) and late.again and "came back on Kafka 4.0.0" in late.reason

@@ -5,6 +5,9 @@ racks, so both brokers of one rack can restart together: `--max-batch-size 2` ro
 in three batches, never taking a partition below min ISR, after the controller-only nodes one at
 a time with the KRaft quorum led throughout (the test's own observer: the control server's
 restart log, a sampler asking DescribeQuorum and every partition's ISR every 100 ms, a canary).
+The roll is an upgrade: the cluster formatted at the oldest Kafka, `--kafka-version` the newest,
+each node's `install` switching its jars (issue 40: the controllers first); what each node runs
+after it is judged by its own log.
 """
 
 from __future__ import annotations
@@ -15,6 +18,7 @@ from pathlib import Path
 import pytest
 
 from rollguard.peers.realcluster import RealCluster, real_cluster
+from rollguard.peers.realkafka import NEWEST, OLDEST
 
 from helpers import Pki
 from real_kafka import events, kafka_build_logged, look, roll, watched
@@ -31,7 +35,14 @@ BATCH_S = 10.0
 def cluster(pki: Pki, tmp_path_factory: pytest.TempPathFactory) -> Iterator[RealCluster]:
     folder = tmp_path_factory.mktemp("real-kafka-controllers")
     with real_cluster(
-        folder, pki, data_mb=10, brokers=6, controllers=3, racks=RACKS, heap="256m"
+        folder,
+        pki,
+        data_mb=10,
+        brokers=6,
+        controllers=3,
+        racks=RACKS,
+        heap="256m",
+        version=OLDEST,
     ) as real:
         yield real
 
@@ -51,7 +62,7 @@ def test_controllers_one_at_a_time_then_brokers_two_by_two_a_rack_at_a_time(
 ) -> None:
     kafka = cluster.kafka
     with watched(cluster, quorum=True) as watch:
-        done = roll(cluster, tmp_path, "--max-batch-size", "2")
+        done = roll(cluster, tmp_path, "--max-batch-size", "2", "--kafka-version", NEWEST)
     print(f"\n{watch.summary()}")
     assert done.returncode == 0, done.stdout + done.stderr
     # By the control server's own log: each node once; batches of two brokers together
@@ -74,3 +85,10 @@ def test_controllers_one_at_a_time_then_brokers_two_by_two_a_rack_at_a_time(
     assert len(batches) == 3 and all(len(r) == 1 for r in racks), batches
     # The test's own eyes: never below min ISR, the quorum always led, no canary send lost
     watch.assert_safe(together=BATCH_S)
+    # Every node upgraded, by its own log; each one's install asked before its restart
+    assert {n: kafka_build_logged(node.log_text())[0] for n, node in kafka.nodes.items()} == (
+        dict.fromkeys(kafka.nodes, NEWEST)
+    )
+    for r in log:
+        asked = [i for i in cluster.restarts.installs if i[0] == r.node_id and i[2] <= r.at]
+        assert asked and asked[-1][1] == NEWEST, (r, cluster.restarts.installs)

@@ -11,8 +11,8 @@ from rollguard.roller.roll.releases import (
     finalize_plan,
     metadata_name,
     release_levels,
-    rollback_refusal,
     software_downgrade,
+    target_refusal,
 )
 
 # A cluster formatted at Kafka 4.0.0 (measured: ELR off; kraft.version 0, a static quorum).
@@ -55,7 +55,7 @@ def test_a_release_s_levels_by_its_minor_version() -> None:
 def test_a_roll_to_a_release_that_cannot_run_the_finalized_metadata_is_refused(
     finalized: int, target: str, refused: bool
 ) -> None:
-    why = rollback_refusal({"metadata.version": finalized}, target)
+    why = target_refusal({"metadata.version": finalized}, target)
     assert (why is not None) is refused
     if why is not None:
         assert why.startswith(
@@ -64,9 +64,15 @@ def test_a_roll_to_a_release_that_cannot_run_the_finalized_metadata_is_refused(
         )
 
 
+def test_an_upgrade_path_kafka_does_not_support_is_refused_with_its_reason() -> None:
+    why = target_refusal({"metadata.version": 6}, "4.4.0")
+    assert why is not None and "Kafka 4.x runs 3.3-IV3 (7) or later: upgrade to Kafka 3.9" in why
+    assert target_refusal({"metadata.version": 7}, "4.0.0") is None
+
+
 def test_a_target_older_than_4_0_is_not_a_release_rollguard_rolls_onto() -> None:
     with pytest.raises(UnknownRelease, match=r"older than 4\.0"):
-        rollback_refusal({"metadata.version": 25}, "3.9.0")
+        target_refusal({"metadata.version": 25}, "3.9.0")
 
 
 def test_a_software_downgrade_is_possible_only_if_no_level_between_changed_the_metadata() -> None:

@@ -54,7 +54,7 @@ from rollguard.roller.roll.lease_kubernetes import KUBERNETES_LEASE, KubernetesL
 from rollguard.roller.roll.options import RollOptions
 from rollguard.roller.roll.planning import plan_lines
 from rollguard.roller.roll.progress import RecoveryTracker
-from rollguard.roller.roll.releases import UnknownRelease, rollback_refusal
+from rollguard.roller.roll.releases import UnknownRelease, target_refusal
 from rollguard.roller.roll.roller import Roller
 from rollguard.shared.cli import ExitCode, failure_json, report_failure, run_until_signal
 from rollguard.shared.errors import ConfigError, RollguardError
@@ -191,7 +191,7 @@ async def _check_target(kafka: KafkaObserver, target: str) -> None:
     its finalized features stand (a rollback after a finalize that raised metadata.version), or
     one older than the oldest release rollguard rolls onto."""
     try:
-        refusal = rollback_refusal((await kafka.features()).finalized, target)
+        refusal = target_refusal((await kafka.features()).finalized, target)
     except UnknownRelease as exc:
         raise ConfigError(f"--kafka-version {target}: {exc}") from None
     if refusal is not None:

@@ -311,7 +311,10 @@ def after_restart(
     # A platform may call a controller ready (a pod whose port accepts, a voter caught up) while
     # its agent still sees the server starting: not back until its start is over.
     if view.ready and new and not is_starting(agent):
-        return _on_target(node, agent, target, waited, timeout)
+        # Its new process by identity, or only by readiness (a controller-only node has none:
+        # an answer about the old process may still be on its way).
+        proven = before is not None and view.instance is not None
+        return _on_target(node, agent, target, waited, timeout, proven=proven)
     if waited >= timeout:
         if not agent_unknown(node, agent) or view.process_gone:
             return Fail(
@@ -330,20 +333,34 @@ def after_restart(
 
 
 def _on_target(
-    node: Node, agent: AgentAnswer | None, target: str | None, waited: float, timeout: float
+    node: Node,
+    agent: AgentAnswer | None,
+    target: str | None,
+    waited: float,
+    timeout: float,
+    *,
+    proven: bool,
 ) -> AfterRestart:
     """A restarted node ready again is back if it runs the roll's target version (if any): one
     back on another version (binaries not switched, the wrong image) stops the roll before the
-    next node; one whose agent has not said yet is waited for within the operation timeout."""
+    next node; one whose agent has not said yet is waited for within the operation timeout. On
+    another version without `proven` (its new process not told by identity, as a controller-only
+    node's is not): waited for too, the old process's last answer may still be what its agent
+    says; another version at the operation timeout is the same failure."""
     running = kafka_build(agent)
     if target is None or (running is not None and running.version == target):
         on = f" on Kafka {target}" if target is not None else ""
         return Back(f"{node.name} is ready again{on}")
-    if running is not None:
+    if running is not None and (proven or waited >= timeout):
         return Fail(
             f"{node.name} came back on Kafka {running.version}, not on the target {target}: "
             "its binaries or image were not switched; the roll stops before the next node",
             again=True,
+        )
+    if running is not None:
+        return AwaitReady(
+            f"{node.name} says Kafka {running.version}, not yet the target {target}: waiting "
+            "for its new process to say"
         )
     if waited >= timeout:
         return Fail(

@@ -27,8 +27,8 @@ __all__ = [
     "finalize_plan",
     "metadata_name",
     "release_levels",
-    "rollback_refusal",
     "software_downgrade",
+    "target_refusal",
 ]
 
 METADATA_VERSION = "metadata.version"
@@ -132,12 +132,23 @@ def _max_metadata(version: str) -> int | None:
     )
 
 
-def rollback_refusal(finalized: Mapping[str, int], target: str) -> str | None:
-    """Why Kafka `target` cannot run this cluster (its finalized metadata.version is higher than
-    that software knows: a node would refuse to start), or None when it can. UnknownRelease
-    for a target older than 4.0."""
+# The least metadata.version Kafka 4.x runs (3.3-IV3): an older cluster goes through 3.9 first.
+MIN_METADATA_4X = 7
+
+
+def target_refusal(finalized: Mapping[str, int], target: str) -> str | None:
+    """Why Kafka `target` cannot run this cluster, or None when it can: its finalized
+    metadata.version is higher than that software knows (a rollback after a finalize), or lower
+    than 4.x runs (an upgrade path Kafka does not support). UnknownRelease for a target older
+    than 4.0."""
     level = finalized.get(METADATA_VERSION)
     top = _max_metadata(target)
+    if level is not None and level < MIN_METADATA_4X:
+        return (
+            f"the cluster's finalized metadata.version is {metadata_name(level)}, and Kafka 4.x "
+            f"runs {metadata_name(MIN_METADATA_4X)} or later: upgrade to Kafka 3.9 and finalize "
+            "its metadata.version first (Kafka's upgrade notes)"
+        )
     if level is None or top is None or level <= top:
         return None
     return (
