@@ -77,6 +77,12 @@ def test_every_node_ends_on_the_target_each_restarted_once_and_safely(
     assert sorted(e.name for e in cluster.log) == sorted(cluster.nodes)
     assert cluster.violations.count() == 0, cluster.violations
     assert journal(tmp_path)["kafkaVersion"] == NEW
+    said = [json.loads(line) for line in (tmp_path / "events.jsonl").read_text().splitlines()]
+    (start,) = [e for e in said if e["action"] == "roll-start"]
+    assert start["kafkaVersion"] == NEW
+    ready = [e for e in said if e["action"] == "ready"]
+    assert sorted(e["node"] for e in ready) == sorted(cluster.nodes)
+    assert {e["kafkaVersion"] for e in ready} == {NEW}
 
 
 def test_nodes_already_on_the_target_are_left_out_unless_all(tmp_path: Path) -> None:

@@ -199,7 +199,7 @@ class Roller:
         record.state, record.reason = RollState.RUNNING, ""
         started = self._clock()
         await self._save(record)
-        self.events.write(None, Event.ROLL_START, "resumed" if resume else "")
+        self.events.write(None, Event.ROLL_START, "resumed" if resume else "", **self._target())
         try:
             try:
                 async with self._renewing():
@@ -501,6 +501,11 @@ class Roller:
         )
         await self._save(record)
 
+    def _target(self) -> dict[str, str]:
+        """The roll's target version as an event's figure (`kafkaVersion`), when it has one."""
+        version = self.settings.kafka_version
+        return {"kafkaVersion": version} if version is not None else {}
+
     def _now(self) -> str:
         return now_text(self._wall)
 
@@ -512,6 +517,8 @@ class Roller:
         )
         await self._save(record)
         note = f" ({back.note})" if back.note else ""
-        self.events.write(node.name, Event.READY, f"restarted, ready and in sync{note}")
+        self.events.write(
+            node.name, Event.READY, f"restarted, ready and in sync{note}", **self._target()
+        )
         logger.info("%s: ready again%s", node, note)
         self._on_progress(node, "ready", None)
