@@ -111,6 +111,23 @@ def test_client_properties_become_kafka_python_settings(tmp_path: Path) -> None:
     path.write_text("bogus.key=1\n")
     with pytest.raises(ConfigError, match=r":1: bogus.key is not supported"):
         read_client_properties(path)
+    # Read as Java reads it: `:` and whitespace separators, a value continued over lines.
+    path.write_text(
+        "security.protocol: SASL_SSL\nsasl.mechanism PLAIN\nssl.ca.location=/etc/\\\n  ca.pem\n"
+    )
+    assert read_client_properties(path) == {
+        "security_protocol": "SASL_SSL",
+        "sasl_mechanism": "PLAIN",
+        "ssl_cafile": "/etc/ca.pem",
+    }
+    path.write_text(
+        'sasl.mechanism=PLAIN\nsasl.jaas.config=PlainLoginModule required \\\n  username="u";\n'
+    )
+    with pytest.raises(ConfigError, match=r":2: sasl.jaas.config is not supported"):
+        read_client_properties(path)
+    path.write_text("ssl.ca.location=/c\\u00\n")
+    with pytest.raises(ConfigError, match=r"client.properties:1: malformed \\uxxxx escape"):
+        read_client_properties(path)
 
 
 def test_label_selectors_are_parsed_and_set_terms_refused() -> None:

@@ -36,6 +36,7 @@ from rollguard.roller.model import (
     VoterInfo,
 )
 from rollguard.shared.errors import ConfigError, RollguardError
+from rollguard.shared.javaprops import PropertiesError, parse_properties
 
 logger = logging.getLogger(__name__)
 
@@ -65,20 +66,22 @@ class LagUnknown(RollguardError):
 
 
 def read_client_properties(path: Path) -> dict[str, Any]:
-    """kafka-python settings from a Java-style properties file; ConfigError naming the key."""
+    """kafka-python settings from a Java properties file, read as Java reads it (a JAAS
+    configuration continued over lines with `\\`, `:` as a separator, escapes:
+    `shared.javaprops`); ConfigError naming the line and the key."""
     try:
-        lines = path.read_text().splitlines()
+        text = path.read_text(encoding="utf-8")
     except OSError as exc:
         raise ConfigError(f"--kafka-properties {path}: {exc.strerror}") from None
+    except UnicodeDecodeError as exc:
+        raise ConfigError(f"--kafka-properties {path}: not UTF-8 text (byte {exc.start})") from None
+    try:
+        found = parse_properties(text)
+    except PropertiesError as exc:
+        raise ConfigError(f"--kafka-properties {path}:{exc.line}: {exc.problem}") from None
     settings: dict[str, Any] = {}
-    for number, line in enumerate(lines, 1):
-        line = line.strip()
-        if not line or line.startswith(("#", "!")):
-            continue
-        key, sep, value = line.partition("=")
-        key, value = key.strip(), value.strip()
-        if not sep:
-            raise ConfigError(f"--kafka-properties {path}:{number}: expected key=value")
+    for entry in found:
+        key, value, number = entry.key, entry.value.strip(), entry.line
         if key not in PROPERTY_NAMES:
             raise ConfigError(
                 f"--kafka-properties {path}:{number}: {key} is not supported "
@@ -93,7 +96,12 @@ def read_client_properties(path: Path) -> dict[str, Any]:
         if name == "ssl_check_hostname":
             settings[name] = value.lower() == "https"
         elif name == "request_timeout_ms":
-            settings[name] = int(value)
+            try:
+                settings[name] = int(value)
+            except ValueError:
+                raise ConfigError(
+                    f"--kafka-properties {path}:{number}: {key} {value!r} is not a whole number"
+                ) from None
         else:
             settings[name] = value
     return settings
