@@ -47,7 +47,7 @@ from rollguard.roller.roll.journal import (
     JournalStore,
     resumed_target,
 )
-from rollguard.roller.roll.kafka_admin import KafkaObserver, read_client_properties
+from rollguard.roller.roll.kafka_admin import KafkaObserver
 from rollguard.roller.roll.lease import Lease, default_holder
 from rollguard.roller.roll.lease_file import LEASE_FILE, FileLease
 from rollguard.roller.roll.lease_kubernetes import KUBERNETES_LEASE, KubernetesLease
@@ -209,10 +209,7 @@ async def _run(command: str, options: RollOptions, stats: RetryStats, roll_id: s
         platform, journal, lease = _platform(
             options, agents, stack, roll_id, plan=command == "plan"
         )
-        properties = {}
-        if options.kafka_properties is not None:
-            properties = read_client_properties(options.kafka_properties)
-        kafka = KafkaObserver(options.bootstrap, properties)
+        kafka = KafkaObserver.from_file(options.bootstrap, options.kafka_properties)
         stack.callback(kafka.close)
         # A roll's own lease says when it is paused (`rollguard roll pause`); a plan holds none.
         paused = () if command == "plan" else (pause.PauseGate(lease, roll_id),)

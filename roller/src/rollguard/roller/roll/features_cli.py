@@ -39,7 +39,7 @@ from rollguard.roller.options import (
     OutputOptions,
     PlatformOptions,
 )
-from rollguard.roller.roll.kafka_admin import Features, KafkaObserver, read_client_properties
+from rollguard.roller.roll.kafka_admin import Features, KafkaObserver
 from rollguard.roller.roll.options import kafka_version
 from rollguard.roller.roll.releases import (
     KRAFT_VERSION,
@@ -142,13 +142,6 @@ def add_parsers(sub: Any) -> None:
     finalize.set_defaults(run=finalize_command)
 
 
-def _observer(options: KafkaOptions) -> KafkaObserver:
-    properties = {}
-    if options.kafka_properties is not None:
-        properties = read_client_properties(options.kafka_properties)
-    return KafkaObserver(options.bootstrap, properties)
-
-
 def _levels(version: str) -> dict[str, int]:
     try:
         return release_levels(version)
@@ -166,7 +159,7 @@ def features_command(args: argparse.Namespace, environ: Mapping[str, str]) -> in
 
 
 async def _features(options: FeaturesOptions, release: dict[str, int] | None) -> int:
-    observer = _observer(options)
+    observer = KafkaObserver.from_file(options.bootstrap, options.kafka_properties)
     try:
         found = await observer.features()
     finally:
@@ -253,7 +246,7 @@ async def _finalize(options: FinalizeOptions, stats: RetryStats) -> int:
                 json_output=json_output,
             )
         progress.info("finalize: %d nodes, each running Kafka %s", len(nodes), version)
-        observer = _observer(options)
+        observer = KafkaObserver.from_file(options.bootstrap, options.kafka_properties)
         stack.callback(observer.close)
         before = await observer.features()
         try:

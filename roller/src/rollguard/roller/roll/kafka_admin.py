@@ -20,9 +20,10 @@ host that does not answer) is left to the client and its timeout.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import socket
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -230,6 +231,11 @@ class KafkaObserver:
         self._reassignments_supported = True
         self._warned_fetch_timeout = False
 
+    @classmethod
+    def from_file(cls, bootstrap: str, properties: Path | None) -> KafkaObserver:
+        """An observer with the client settings of `--kafka-properties` (None: none)."""
+        return cls(bootstrap, read_client_properties(properties) if properties else None)
+
     def _client(self) -> Any:
         from kafka import KafkaAdminClient
 
@@ -239,16 +245,30 @@ class KafkaObserver:
             )
         return self._admin
 
-    def _observe(self) -> ClusterView:
-        from kafka.admin import ConfigResource, ConfigResourceType
+    @contextlib.contextmanager
+    def _library(self, what: str, *, check: bool = True) -> Iterator[Any]:
+        """The admin client for one call into kafka-python, whose errors (whatever it raises:
+        the library's boundary) become AdminApiError naming `what`, the client closed so that
+        the next call reconnects (a stale connection to a restarted broker or controller).
+        `check`: without a client yet, fail at once when every bootstrap server refuses."""
         from kafka.errors import KafkaError
 
-        if self._admin is None:
+        if check and self._admin is None:
             refused = refused_everywhere(self.bootstrap)
             if refused is not None:
                 raise AdminApiError(f"Kafka Admin API at {self.bootstrap}: {refused}")
         try:
-            admin = self._client()
+            yield self._client()
+        except Exception as exc:
+            self.close()
+            text = str(exc) if isinstance(exc, KafkaError | OSError) else repr(exc)
+            raise AdminApiError(f"{what} at {self.bootstrap}: {text}") from exc
+
+    def _observe(self) -> ClusterView:
+        from kafka.admin import ConfigResource, ConfigResourceType
+        from kafka.errors import KafkaError
+
+        with self._library("Kafka Admin API") as admin:
             # Internal topics included: their partitions go below min ISR like any other.
             topics = list(admin.describe_topics())
             resources = [
@@ -272,10 +292,6 @@ class KafkaObserver:
             controller = cluster.get("controller_id")
             reassignments = self._reassignments(admin)
             fetch_timeout = self._quorum_fetch_timeout(admin, cluster)
-        except Exception as exc:  # the library's boundary: whatever it raises
-            self.close()
-            text = str(exc) if isinstance(exc, KafkaError | OSError) else repr(exc)
-            raise AdminApiError(f"Kafka Admin API at {self.bootstrap}: {text}") from exc
         return cluster_view(
             topics,
             min_isr,
@@ -343,43 +359,31 @@ class KafkaObserver:
         return await asyncio.to_thread(self._observe)
 
     def _elect(self, partitions: Sequence[tuple[str, int]]) -> None:
-        from kafka.errors import KafkaError
 
         wanted: dict[str, list[int]] = {}
         for topic, index in partitions:
             wanted.setdefault(topic, []).append(index)
-        try:
+        with self._library("ElectLeaders", check=False) as admin:
             # Preferred (0). A partition already led by its preferred replica is not an error.
-            self._client().elect_leaders(0, wanted)
-        except Exception as exc:  # the library's boundary: whatever it raises
-            self.close()  # a stale connection (a restarted controller): reconnect next time
-            text = str(exc) if isinstance(exc, KafkaError | OSError) else repr(exc)
-            raise AdminApiError(f"ElectLeaders at {self.bootstrap}: {text}") from exc
+            admin.elect_leaders(0, wanted)
 
     def _consumer_lag(self, group: str) -> int:
         from kafka.admin import OffsetSpec
-        from kafka.errors import GroupIdNotFoundError, KafkaError
+        from kafka.errors import GroupIdNotFoundError
 
-        if self._admin is None:
-            refused = refused_everywhere(self.bootstrap)
-            if refused is not None:
-                raise AdminApiError(f"Kafka Admin API at {self.bootstrap}: {refused}")
-        try:
-            admin = self._client()
-            committed = admin.list_group_offsets({group: None}).get(group) or {}
-            # -1: a partition the group holds no offset for (OffsetFetch lists it on request)
-            positions = {tp: meta.offset for tp, meta in committed.items() if meta.offset >= 0}
-            lag: int | None = None
-            if positions:
-                latest = admin.list_partition_offsets({tp: OffsetSpec.LATEST for tp in positions})
-                # A committed offset past the end (a truncated log) is no lag, not a negative one.
-                lag = sum(max(0, int(latest[tp].offset) - at) for tp, at in positions.items())
-        except GroupIdNotFoundError:  # OffsetFetch v9+; before, an unknown group has no offsets
-            lag = None
-        except Exception as exc:  # the library's boundary: whatever it raises
-            self.close()  # a stale connection (a restarted coordinator): reconnect next time
-            text = str(exc) if isinstance(exc, KafkaError | OSError) else repr(exc)
-            raise AdminApiError(f"Kafka Admin API at {self.bootstrap}: {text}") from exc
+        lag: int | None = None
+        with self._library("Kafka Admin API") as admin:
+            try:
+                committed = admin.list_group_offsets({group: None}).get(group) or {}
+                # -1: a partition the group holds no offset for (OffsetFetch lists it on request)
+                positions = {tp: meta.offset for tp, meta in committed.items() if meta.offset >= 0}
+                if positions:
+                    wanted = {tp: OffsetSpec.LATEST for tp in positions}
+                    latest = admin.list_partition_offsets(wanted)
+                    # A committed offset past the end (a truncated log) is no lag, not negative.
+                    lag = sum(max(0, int(latest[tp].offset) - at) for tp, at in positions.items())
+            except GroupIdNotFoundError:  # OffsetFetch v9+; before, an unknown group has none
+                lag = None
         if lag is None:
             raise LagUnknown("no committed offsets (an unknown group, or one that never committed)")
         return lag
@@ -395,18 +399,9 @@ class KafkaObserver:
         await asyncio.to_thread(self._elect, partitions)
 
     def _features(self) -> Features:
-        from kafka.errors import KafkaError
 
-        if self._admin is None:
-            refused = refused_everywhere(self.bootstrap)
-            if refused is not None:
-                raise AdminApiError(f"Kafka Admin API at {self.bootstrap}: {refused}")
-        try:
-            found = self._client().describe_features()
-        except Exception as exc:  # the library's boundary: whatever it raises
-            self.close()
-            text = str(exc) if isinstance(exc, KafkaError | OSError) else repr(exc)
-            raise AdminApiError(f"DescribeFeatures at {self.bootstrap}: {text}") from exc
+        with self._library("DescribeFeatures") as admin:
+            found = admin.describe_features()
         finalized = {
             name: int(entry["finalized"][1])
             for name, entry in found.items()
@@ -425,14 +420,9 @@ class KafkaObserver:
         return await asyncio.to_thread(self._features)
 
     def _update_features(self, levels: Mapping[str, int], validate_only: bool) -> dict[str, str]:
-        from kafka.errors import KafkaError
 
-        try:
-            answer = self._client().update_features(dict(levels), validate_only=validate_only)
-        except Exception as exc:  # the library's boundary: whatever it raises
-            self.close()
-            text = str(exc) if isinstance(exc, KafkaError | OSError) else repr(exc)
-            raise AdminApiError(f"UpdateFeatures at {self.bootstrap}: {text}") from exc
+        with self._library("UpdateFeatures", check=False) as admin:
+            answer = admin.update_features(dict(levels), validate_only=validate_only)
         return {str(name): str(said) for name, said in answer.items()}
 
     async def update_features(

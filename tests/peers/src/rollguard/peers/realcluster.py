@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import contextlib
 import json
-import re
 import threading
 import time
 from collections.abc import Iterator, Mapping
@@ -187,8 +186,6 @@ class RealCluster:
         """What a package install does: the node's next start runs `version`'s jars (False:
         there are none, `make kafka` did not resolve it). A node in `broken_installs` keeps
         its jars."""
-        if not re.fullmatch(r"[0-9]+\.[0-9]+\.[0-9]+", version):
-            return False
         try:
             lib = kafka_lib(version)
         except KafkaJarsMissing:

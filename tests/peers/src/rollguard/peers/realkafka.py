@@ -196,7 +196,15 @@ class KafkaJarsMissing(RuntimeError):
     """Kafka's jars for a version are not in build/kafka (run `make kafka`)."""
 
 
+# A release's name, as build/kafka's folders and an image's tag give it.
+RELEASE = re.compile(r"[0-9]+\.[0-9]+\.[0-9]+")
+
+
 def kafka_lib(version: str = NEWEST) -> Path:
+    """`version`'s jars; KafkaJarsMissing when they are not there, or `version` is not a
+    release's name (a path outside build/kafka never is one)."""
+    if not RELEASE.fullmatch(version):
+        raise KafkaJarsMissing(f"{version!r} is not a Kafka release")
     lib = KAFKA_BUILD / version / "lib"
     if not any(lib.glob("kafka_2.13-*.jar")):
         raise KafkaJarsMissing(

@@ -34,7 +34,7 @@ from typing import Any
 
 from rollguard.certs.pki import issue, load_ca, write_pair
 from rollguard.peers.processes import Agent, Pki
-from rollguard.peers.realkafka import KafkaCluster, KafkaNode, kafka_lib
+from rollguard.peers.realkafka import RELEASE, KafkaCluster, KafkaNode, kafka_lib
 
 NUMBER = re.compile(r"(\d+)$")
 METRIC = re.compile(r"^(rollguard_agent_[a-z_]+) ([-+0-9.eE]+)$", re.M)
@@ -94,7 +94,7 @@ class KafkaPods:
         node = self.node(pod)
         start = not node.running()
         tag = image.rpartition(":")[2]
-        if start and re.fullmatch(r"[0-9]+\.[0-9]+\.[0-9]+", tag):
+        if start and RELEASE.fullmatch(tag):
             node.lib = kafka_lib(tag)
         agent = Agent(
             self.pki,
