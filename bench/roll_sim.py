@@ -6,7 +6,7 @@
 
 The batch part (`--part batches`, see `batch_benchmark`): clusters of 100, 300 and 1,000 brokers
 in 3 racks, replication 3 and min.insync.replicas 2, placed rack-aware or at random, rolled on
-the virtual clock by rollguard's planner (`rollguard.roller.roll.batch`) at batch sizes 1 (the
+the virtual clock by rollguard's planner (`rollguard.roller.roll.rules.batch`) at batch sizes 1 (the
 serial roll), 3, 10 and unlimited, and by Strimzi's "Kafka Roller 2.0" greedy algorithm at the
 same limits; each batch waits until its members are back in every ISR (the next poll after).
 
@@ -54,8 +54,8 @@ from rollguard.peers.sim import (
     run_roll,
 )
 from rollguard.roller.model import Node
-from rollguard.roller.roll.batch import Placement, next_batch, plan_batches
-from rollguard.roller.roll.settings import RollSettings
+from rollguard.roller.roll.rules.batch import Placement, next_batch, plan_batches
+from rollguard.roller.roll.rules.settings import RollSettings
 from rollguard.shared.cli import Parser, argument_type
 from rollguard.shared.settings import duration_between, integer, number_between
 

@@ -1,4 +1,4 @@
-"""The batch planner's rules, one table row each (`rollguard.roller.roll.batch`)."""
+"""The batch planner's rules, one table row each (`rollguard.roller.roll.rules.batch`)."""
 
 from __future__ import annotations
 
@@ -16,7 +16,7 @@ from rollguard.roller.model import (
     Role,
     VoterInfo,
 )
-from rollguard.roller.roll.batch import (
+from rollguard.roller.roll.rules.batch import (
     CONTROLLER_ALONE,
     NOT_READY_ALONE,
     batchable,

@@ -18,7 +18,7 @@ from test_batch import broker, part, view
 from rollguard.peers.roller2 import greedy_batch, plan_count
 from rollguard.peers.sim import VirtualClock, rack_cluster
 from rollguard.roller.model import ClusterView, Node
-from rollguard.roller.roll.batch import Placement, plan_batches
+from rollguard.roller.roll.rules.batch import Placement, plan_batches
 
 
 def cluster(seed: int, size: int, placement: str) -> tuple[list[Node], ClusterView]:

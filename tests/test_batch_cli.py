@@ -12,9 +12,9 @@ from test_cli_flags import COMMANDS, refused, roll_values, run
 
 from rollguard.peers.sim import VirtualClock, default_settings, make_roller, rack_cluster
 from rollguard.roller.model import Node, Role
-from rollguard.roller.roll.options import RollOptions
+from rollguard.roller.roll.cli.options import RollOptions
 from rollguard.roller.roll.planning import PlanEntry
-from rollguard.roller.roll.settings import RollSettings
+from rollguard.roller.roll.rules.settings import RollSettings
 
 
 @pytest.mark.parametrize(

@@ -25,7 +25,7 @@ from rollguard.roller.model import (
     Role,
     VoterInfo,
 )
-from rollguard.roller.roll.batch import Batch, plan_batches
+from rollguard.roller.roll.rules.batch import Batch, plan_batches
 
 
 def random_view(

@@ -24,8 +24,8 @@ from rollguard.roller import cli as roller_cli
 from rollguard.roller.collect.cli import CollectOptions
 from rollguard.roller.connect import cli as connect_cli
 from rollguard.roller.options import ENV_PREFIX
-from rollguard.roller.roll.options import RollOptions
-from rollguard.roller.roll.settings import OnAgentUnreachable
+from rollguard.roller.roll.cli.options import RollOptions
+from rollguard.roller.roll.rules.settings import OnAgentUnreachable
 from rollguard.roller.state import StateOptions
 from rollguard.shared.cli import ExitCode, Parser
 from rollguard.shared.settings import Flag, format_duration, resolve

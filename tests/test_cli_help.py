@@ -19,7 +19,7 @@ import pytest
 from test_cli_flags import COMMANDS, refused, run
 
 from rollguard.roller import cli as roller_cli
-from rollguard.roller.roll.options import ROLL, RollOptions
+from rollguard.roller.roll.cli.options import ROLL, RollOptions
 from rollguard.shared.cli import ExitCode, Parser
 from rollguard.shared.settings import Group, Options, option
 from rollguard.shared.suggest import closest

@@ -13,7 +13,7 @@ from pathlib import Path
 from rollguard.roller.cli import build_parser as roller_parser
 from rollguard.roller.collect.cli import CollectOptions
 from rollguard.roller.inventory import read_inventory
-from rollguard.roller.roll.options import RollOptions
+from rollguard.roller.roll.cli.options import RollOptions
 from rollguard.shared.settings import resolve
 from rollguard.spark.cli import build_parser as report_parser
 

@@ -15,7 +15,7 @@ from rollguard.roller.model import (
     PlatformView,
     Role,
 )
-from rollguard.roller.roll.decide import (
+from rollguard.roller.roll.rules.decide import (
     AwaitReady,
     AwaitRecovery,
     AwaitUnknown,
@@ -30,7 +30,7 @@ from rollguard.roller.roll.decide import (
     held_by_recovery,
     wanted,
 )
-from rollguard.roller.roll.settings import RollSettings
+from rollguard.roller.roll.rules.settings import RollSettings
 from rollguard.shared.states import BrokerState
 from rollguard.shared.wire import BrokerStateReport, KafkaBuild, RecoveryPhase, RecoveryProgress
 

@@ -23,9 +23,9 @@ from rollguard.agent import config as agent_config
 from rollguard.peers.realkube import ControlPlane
 from rollguard.roller import cli as roller_cli
 from rollguard.roller.connect import cli as connect_cli
-from rollguard.roller.roll.lease import LeaseError
-from rollguard.roller.roll.lease_kubernetes import KubernetesLease
-from rollguard.roller.roll.options import RollOptions
+from rollguard.roller.roll.cli.options import RollOptions
+from rollguard.roller.roll.stores.lease import LeaseError
+from rollguard.roller.roll.stores.lease_kubernetes import KubernetesLease
 from rollguard.shared.cli import Parser as AgentParser
 from rollguard.shared.settings import resolve
 

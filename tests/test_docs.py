@@ -73,7 +73,7 @@ def rows(text: str, name: str) -> list[str]:
 
 
 def test_every_roll_flag_is_in_the_operations_guide_with_its_default() -> None:
-    from rollguard.roller.roll.options import RollOptions
+    from rollguard.roller.roll.cli.options import RollOptions
 
     for flag in RollOptions.flags():
         if flag.name.startswith("retry-"):

@@ -13,13 +13,13 @@ from typing import Any
 import httpx
 import pytest
 
+from rollguard.roller.kafka_admin import AdminApiError, LagUnknown
 from rollguard.roller.options import ENV_PREFIX
-from rollguard.roller.roll.gate_lag import MAX_LAG, ConsumerLagGate, LagLimit, lag_limit
-from rollguard.roller.roll.gate_options import PROMETHEUS_TIMEOUT, close_gates, gates_from
-from rollguard.roller.roll.gate_prometheus import PrometheusGate
-from rollguard.roller.roll.gates import Closed, GateKind, Gates
-from rollguard.roller.roll.kafka_admin import AdminApiError, LagUnknown
-from rollguard.roller.roll.options import RollOptions
+from rollguard.roller.roll.cli.gates import PROMETHEUS_TIMEOUT, close_gates, gates_from
+from rollguard.roller.roll.cli.options import RollOptions
+from rollguard.roller.roll.gates.keeper import Closed, GateKind, Gates
+from rollguard.roller.roll.gates.lag import MAX_LAG, ConsumerLagGate, LagLimit, lag_limit
+from rollguard.roller.roll.gates.prometheus import PrometheusGate
 
 URL = "http://prometheus.example:9090"
 QUERY = 'ALERTS{alertstate="firing",rollguard="hold"}'

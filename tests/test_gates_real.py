@@ -31,8 +31,8 @@ from prometheus_client import CollectorRegistry, Gauge, start_http_server
 from rollguard.peers.realcluster import RealCluster
 from rollguard.peers.realkafka import KafkaCluster, free_port
 from rollguard.peers.realprometheus import PrometheusMissing, PrometheusServer
-from rollguard.roller.roll.gate_lag import ConsumerLagGate, LagLimit
-from rollguard.roller.roll.kafka_admin import KafkaObserver
+from rollguard.roller.kafka_admin import KafkaObserver
+from rollguard.roller.roll.gates.lag import ConsumerLagGate, LagLimit
 
 from helpers import Pki, missing_tier, wait_until
 

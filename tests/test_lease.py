@@ -1,4 +1,4 @@
-"""One roll per cluster (`rollguard.roller.roll.lease`): a lease file raced for by real
+"""One roll per cluster (`rollguard.roller.roll.stores.lease`): a lease file raced for by real
 processes, expiry and takeover with an injected clock, release, renewal; the Kubernetes Lease
 through real lightkube against a real API server (the shared control plane, `kube`), as a
 roller Job's ServiceAccount bound to the documented Role writes it, with the API server's own
@@ -31,7 +31,8 @@ from lightkube.types import PatchType
 
 from rollguard.peers.realkube import ControlPlane
 from rollguard.peers.realkube_objects import load_role
-from rollguard.roller.roll.lease import (
+from rollguard.roller.roll.rules.settings import RollSettings
+from rollguard.roller.roll.stores.lease import (
     DEFAULT_DURATION,
     LeaseError,
     LeaseHeld,
@@ -40,9 +41,8 @@ from rollguard.roller.roll.lease import (
     holding,
     keep_renewed,
 )
-from rollguard.roller.roll.lease_file import FileLease
-from rollguard.roller.roll.lease_kubernetes import KubernetesLease
-from rollguard.roller.roll.settings import RollSettings
+from rollguard.roller.roll.stores.lease_file import FileLease
+from rollguard.roller.roll.stores.lease_kubernetes import KubernetesLease
 from rollguard.shared.errors import ConfigError
 
 from helpers import ROOT, free_port
@@ -72,8 +72,8 @@ def file_lease(tmp_path: Path, holder: str, roll_id: str, clock: Clock, **kw: An
 RACER = """
 import asyncio, json, sys
 from pathlib import Path
-from rollguard.roller.roll.lease import LeaseHeld, default_holder
-from rollguard.roller.roll.lease_file import FileLease
+from rollguard.roller.roll.stores.lease import LeaseHeld, default_holder
+from rollguard.roller.roll.stores.lease_file import FileLease
 lease = FileLease(Path(sys.argv[1]), holder=default_holder(), roll_id=sys.argv[2])
 print("ready", flush=True)
 sys.stdin.readline()  # the start gate: every racer is at this line before any goes on
@@ -145,7 +145,7 @@ def test_a_lease_whose_holder_died_on_this_host_is_taken_over_at_once(
     host = socket.gethostname()
     asyncio.run(file_lease(tmp_path, f"{host}:{dead.pid}", "r1", clock).acquire())
     clock.now += 1  # well within the lease's 30 s
-    with caplog.at_level(logging.WARNING, logger="rollguard.roller.roll.lease_file"):
+    with caplog.at_level(logging.WARNING, logger="rollguard.roller.roll.stores.lease_file"):
         asyncio.run(file_lease(tmp_path, f"{host}:{os.getpid()}", "r1", clock).acquire())
     assert "its process is gone" in caplog.text
     # A live holder on this host, and any holder on another host, still hold it.
@@ -195,7 +195,7 @@ def test_an_expired_lease_is_taken_over_and_its_old_holder_has_lost_it(
     asyncio.run(old.acquire())
     clock.now += 30  # renewedAt + duration == now: expired
     new = file_lease(tmp_path, "host:2", "r1", clock)
-    with caplog.at_level(logging.WARNING, logger="rollguard.roller.roll.lease_file"):
+    with caplog.at_level(logging.WARNING, logger="rollguard.roller.roll.stores.lease_file"):
         asyncio.run(new.acquire())
     assert "took over the lease of host:1 (roll r1), which stopped renewing it 30s ago" in (
         caplog.text
@@ -718,7 +718,9 @@ def test_an_expired_kubernetes_lease_is_taken_over_and_release_clears_it(
         new = api.lease("roller-def:1", "r2", clock)
         await old.acquire()
         clock.now += 31
-        with caplog.at_level(logging.WARNING, logger="rollguard.roller.roll.lease_kubernetes"):
+        with caplog.at_level(
+            logging.WARNING, logger="rollguard.roller.roll.stores.lease_kubernetes"
+        ):
             await new.acquire()
         with pytest.raises(LeaseLost, match=r"now held by roller-def:1 \(roll r2\)"):
             await old.renew()

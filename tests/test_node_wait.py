@@ -19,7 +19,7 @@ from rollguard.roller.model import (
     QuorumInfo,
     VoterInfo,
 )
-from rollguard.roller.roll.decide import (
+from rollguard.roller.roll.rules.decide import (
     AwaitReady,
     AwaitRecovery,
     AwaitUnknown,
@@ -28,7 +28,7 @@ from rollguard.roller.roll.decide import (
     Fail,
     Restart,
 )
-from rollguard.roller.roll.node_wait import (
+from rollguard.roller.roll.rules.node_wait import (
     AwaitIsr,
     AwaitQuorum,
     Done,
@@ -37,10 +37,10 @@ from rollguard.roller.roll.node_wait import (
     Step,
     step,
 )
-from rollguard.roller.roll.progress import Verdict
-from rollguard.roller.roll.safety import Baseline
-from rollguard.roller.roll.settings import OnAgentUnreachable, RollSettings
-from rollguard.roller.roll.waits import Budget
+from rollguard.roller.roll.rules.progress import Verdict
+from rollguard.roller.roll.rules.safety import Baseline
+from rollguard.roller.roll.rules.settings import OnAgentUnreachable, RollSettings
+from rollguard.roller.roll.rules.waits import Budget
 from rollguard.shared.states import BrokerState
 from rollguard.shared.wire import BrokerStateReport, RecoveryProgress
 

@@ -23,7 +23,7 @@ from zoneinfo import ZoneInfo
 import pytest
 
 from rollguard.peers.realcluster import RealCluster, real_cluster
-from rollguard.roller.roll.windows import DAY_NAMES
+from rollguard.roller.roll.gates.windows import DAY_NAMES
 from rollguard.shared.wire import parse_time
 
 from helpers import BIN, Pki, wait_until

@@ -20,9 +20,9 @@ import pytest
 from rollguard.peers.cluster import ProcessCluster
 from rollguard.peers.sim import SimCluster, SimNode, SimPartition, VirtualClock, make_roller
 from rollguard.roller.model import Node, Role
-from rollguard.roller.roll.journal import FileJournalStore, nothing_to_resume
 from rollguard.roller.roll.planning import PlanEntry, check_names, plan_lines, plan_with
-from rollguard.roller.roll.settings import RollSettings
+from rollguard.roller.roll.rules.settings import RollSettings
+from rollguard.roller.roll.stores.journal import FileJournalStore, nothing_to_resume
 from rollguard.shared.errors import ConfigError
 
 from helpers import BIN, Pki

@@ -11,10 +11,10 @@ import pytest
 
 from rollguard.peers.sim import VirtualClock
 from rollguard.roller.model import ClusterView, Node, QuorumInfo, Role, VoterInfo
-from rollguard.roller.roll.node_wait import Done, NodeWait, Phase, step
-from rollguard.roller.roll.safety import voter_lag
-from rollguard.roller.roll.settings import RollSettings
-from rollguard.roller.roll.waits import Budget
+from rollguard.roller.roll.rules.node_wait import Done, NodeWait, Phase, step
+from rollguard.roller.roll.rules.safety import voter_lag
+from rollguard.roller.roll.rules.settings import RollSettings
+from rollguard.roller.roll.rules.waits import Budget
 
 CONTROLLER = Node(3, "controller-3", frozenset({Role.CONTROLLER}), "https://controller-3:8443")
 SETTINGS = RollSettings(poll_interval=2.0, safety_wait=120.0)

@@ -26,7 +26,7 @@ from rollguard.roller.model import (
     PlatformView,
     Role,
 )
-from rollguard.roller.roll.decide import (
+from rollguard.roller.roll.rules.decide import (
     AfterRestart,
     AwaitReady,
     AwaitRecovery,
@@ -37,7 +37,7 @@ from rollguard.roller.roll.decide import (
     after_restart,
     decide,
 )
-from rollguard.roller.roll.readiness import ReadyWait
+from rollguard.roller.roll.rules.readiness import ReadyWait
 from rollguard.shared.states import BrokerState
 from rollguard.shared.wire import BrokerStateReport, RecoveryProgress
 

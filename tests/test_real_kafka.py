@@ -21,7 +21,7 @@ import pytest
 from rollguard.peers import realkafka
 from rollguard.peers.realcluster import RealCluster, real_cluster
 from rollguard.peers.realkafka import LOADED, RUNNING
-from rollguard.roller.roll.kafka_admin import KafkaObserver
+from rollguard.roller.kafka_admin import KafkaObserver
 from rollguard.shared.wire import parse_time
 
 from helpers import BIN, Pki, wait_until

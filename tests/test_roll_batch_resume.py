@@ -20,9 +20,9 @@ from rollguard.peers.sim import (
     make_roller,
     rack_cluster,
 )
+from rollguard.roller.kafka_admin import KafkaObserver
 from rollguard.roller.model import Node
-from rollguard.roller.roll.journal import NodeRecord, NodeStatus, RollRecord
-from rollguard.roller.roll.kafka_admin import KafkaObserver
+from rollguard.roller.roll.stores.journal import NodeRecord, NodeStatus, RollRecord
 
 from helpers import wait_until
 

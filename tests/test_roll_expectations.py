@@ -25,7 +25,7 @@ from rollguard.peers.sim import (
     spread_rejoins,
 )
 from rollguard.roller.model import Node, Role
-from rollguard.roller.roll import expectations
+from rollguard.roller.roll.cli import expectations
 from rollguard.roller.roll.planning import PlanEntry
 from rollguard.shared.errors import ConfigError
 from rollguard.shared.expectations import node_expectation

@@ -18,13 +18,13 @@ from test_roll_end_to_end import restarts, roll_command, started
 
 from rollguard.peers.cluster import NodePlan, ProcessCluster
 from rollguard.roller.model import Node, PlatformView, Role
-from rollguard.roller.roll.decide import FORCE, Defer, DeferKind, Restart, decide
-from rollguard.roller.roll.journal import EventLog, NodeRecord, NodeStatus, RollRecord
-from rollguard.roller.roll.lease import LeaseLost
 from rollguard.roller.roll.metrics import RollMetrics, WatchedLease
 from rollguard.roller.roll.metrics_server import MetricsServer
 from rollguard.roller.roll.observer import Observer
-from rollguard.roller.roll.safety import Blocker
+from rollguard.roller.roll.rules.decide import FORCE, Defer, DeferKind, Restart, decide
+from rollguard.roller.roll.rules.safety import Blocker
+from rollguard.roller.roll.stores.journal import EventLog, NodeRecord, NodeStatus, RollRecord
+from rollguard.roller.roll.stores.lease import LeaseLost
 from rollguard.shared.converters import HostPort
 from rollguard.shared.dataset import Event
 from rollguard.shared.errors import ConfigError

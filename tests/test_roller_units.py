@@ -8,20 +8,20 @@ from pathlib import Path
 import pytest
 
 from rollguard.peers.kafka import KafkaClusterSim, TopicSpec
+from rollguard.roller.kafka_admin import (
+    AdminApiError,
+    KafkaObserver,
+    cluster_view,
+    read_client_properties,
+)
 from rollguard.roller.kubernetes import parse_selector
-from rollguard.roller.roll.journal import (
+from rollguard.roller.roll.stores.journal import (
     EventLog,
     FileJournalStore,
     NodeRecord,
     NodeStatus,
     RollRecord,
     RollState,
-)
-from rollguard.roller.roll.kafka_admin import (
-    AdminApiError,
-    KafkaObserver,
-    cluster_view,
-    read_client_properties,
 )
 from rollguard.shared.errors import ConfigError
 
@@ -189,7 +189,7 @@ def test_an_unreachable_cluster_is_admin_unavailable() -> None:
 
 def test_the_live_table_says_what_each_node_waits_on() -> None:
     from rollguard.roller.model import Node, Role
-    from rollguard.roller.roll.display import DETAIL_WIDTH, LiveTable
+    from rollguard.roller.roll.cli.display import DETAIL_WIDTH, LiveTable
 
     nodes = [Node(i, f"kafka-{i}", frozenset({Role.BROKER})) for i in range(2)]
     table = LiveTable(nodes)

@@ -13,8 +13,8 @@ from rollguard.roller.model import (
     Role,
     VoterInfo,
 )
-from rollguard.roller.roll.progress import RecoveryTracker, Verdict, format_duration
-from rollguard.roller.roll.safety import (
+from rollguard.roller.roll.rules.progress import RecoveryTracker, Verdict, format_duration
+from rollguard.roller.roll.rules.safety import (
     Baseline,
     availability_blockers,
     baseline,
@@ -27,7 +27,7 @@ from rollguard.roller.roll.safety import (
     unbalanced,
     voter_caught_up,
 )
-from rollguard.roller.roll.waits import ProgressWait
+from rollguard.roller.roll.rules.waits import ProgressWait
 
 B, C = Role.BROKER, Role.CONTROLLER
 

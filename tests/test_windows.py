@@ -12,8 +12,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from rollguard.roller.roll.gates import Closed, GateKind
-from rollguard.roller.roll.windows import (
+from rollguard.roller.roll.gates.keeper import Closed, GateKind
+from rollguard.roller.roll.gates.windows import (
     DAY_NAMES,
     Window,
     WindowGate,

@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from rollguard.roller.agent_client import AgentClient
+    from rollguard.roller.kafka_admin import AdminApiError, KafkaObserver
     from rollguard.roller.kubernetes import KubernetesPlatform, KubernetesSettings
     from rollguard.roller.model import (
         AgentAnswer,
@@ -40,13 +41,12 @@ if TYPE_CHECKING:
         Role,
     )
     from rollguard.roller.platform import InventoryPlatform, Platform, RestartError
-    from rollguard.roller.roll.decide import decide
-    from rollguard.roller.roll.journal import EventLog, FileJournalStore, JournalStore
-    from rollguard.roller.roll.kafka_admin import AdminApiError, KafkaObserver
     from rollguard.roller.roll.planning import PlanEntry, plan
     from rollguard.roller.roll.roller import Roller, RollResult
-    from rollguard.roller.roll.safety import Blocker, restart_blockers, roll_order
-    from rollguard.roller.roll.settings import OnAgentUnreachable, RollFailed, RollSettings
+    from rollguard.roller.roll.rules.decide import decide
+    from rollguard.roller.roll.rules.safety import Blocker, restart_blockers, roll_order
+    from rollguard.roller.roll.rules.settings import OnAgentUnreachable, RollFailed, RollSettings
+    from rollguard.roller.roll.stores.journal import EventLog, FileJournalStore, JournalStore
 
 _WHERE = {
     "AgentClient": "rollguard.roller.agent_client",
@@ -64,22 +64,22 @@ _WHERE = {
     "InventoryPlatform": "rollguard.roller.platform",
     "Platform": "rollguard.roller.platform",
     "RestartError": "rollguard.roller.platform",
-    "decide": "rollguard.roller.roll.decide",
-    "EventLog": "rollguard.roller.roll.journal",
-    "FileJournalStore": "rollguard.roller.roll.journal",
-    "JournalStore": "rollguard.roller.roll.journal",
-    "AdminApiError": "rollguard.roller.roll.kafka_admin",
-    "KafkaObserver": "rollguard.roller.roll.kafka_admin",
+    "decide": "rollguard.roller.roll.rules.decide",
+    "EventLog": "rollguard.roller.roll.stores.journal",
+    "FileJournalStore": "rollguard.roller.roll.stores.journal",
+    "JournalStore": "rollguard.roller.roll.stores.journal",
+    "AdminApiError": "rollguard.roller.kafka_admin",
+    "KafkaObserver": "rollguard.roller.kafka_admin",
     "plan": "rollguard.roller.roll.planning",
     "PlanEntry": "rollguard.roller.roll.planning",
     "Roller": "rollguard.roller.roll.roller",
     "RollResult": "rollguard.roller.roll.roller",
-    "OnAgentUnreachable": "rollguard.roller.roll.settings",
-    "RollFailed": "rollguard.roller.roll.settings",
-    "RollSettings": "rollguard.roller.roll.settings",
-    "Blocker": "rollguard.roller.roll.safety",
-    "restart_blockers": "rollguard.roller.roll.safety",
-    "roll_order": "rollguard.roller.roll.safety",
+    "OnAgentUnreachable": "rollguard.roller.roll.rules.settings",
+    "RollFailed": "rollguard.roller.roll.rules.settings",
+    "RollSettings": "rollguard.roller.roll.rules.settings",
+    "Blocker": "rollguard.roller.roll.rules.safety",
+    "restart_blockers": "rollguard.roller.roll.rules.safety",
+    "roll_order": "rollguard.roller.roll.rules.safety",
 }
 
 __all__ = [

@@ -1,7 +1,7 @@
 """`rollguard`: the roller's command line, one sub-command per room.
 
-    rollguard roll | plan | state ...     the roll          (rollguard.roller.roll.cli)
-    rollguard features | finalize ...     an upgrade's features (rollguard.roller.roll.features_cli)
+    rollguard roll | plan | state ...     the roll          (rollguard.roller.roll.cli.roll)
+    rollguard features | finalize ...     an upgrade's features (rollguard.roller.roll.cli.features)
     rollguard collect ...                 the collector     (rollguard.roller.collect.cli)
     rollguard connect ... | mm2 ...       Kafka Connect     (rollguard.roller.connect.cli)
 
@@ -37,10 +37,10 @@ sys.modules.setdefault("httpx._main", None)  # type: ignore[arg-type]  # None: "
 # Each room's commands, by the module that registers them (`add_parsers(sub)`).
 ROOMS = {
     "state": "rollguard.roller.state",
-    "roll": "rollguard.roller.roll.cli",
-    "plan": "rollguard.roller.roll.cli",
-    "features": "rollguard.roller.roll.features_cli",
-    "finalize": "rollguard.roller.roll.features_cli",
+    "roll": "rollguard.roller.roll.cli.roll",
+    "plan": "rollguard.roller.roll.cli.roll",
+    "features": "rollguard.roller.roll.cli.features",
+    "finalize": "rollguard.roller.roll.cli.features",
     "collect": "rollguard.roller.collect.cli",
     "connect": "rollguard.roller.connect.cli",
     "mm2": "rollguard.roller.connect.cli",
@@ -81,10 +81,10 @@ def output_settings(args: argparse.Namespace, environ: Mapping[str, str]) -> tup
 
 
 def main(argv: Sequence[str] | None = None, environ: Mapping[str, str] | None = None) -> int:
-    from rollguard.roller.roll import pause
+    from rollguard.roller.roll.cli import pause
 
     argv = sys.argv[1:] if argv is None else argv
-    # `rollguard roll pause|resume` has a parser of its own (roll.pause.parse says why).
+    # `rollguard roll pause|resume` has a parser of its own (roll/cli/pause.py says why).
     args = pause.parse(argv) or build_parser(argv[0] if argv else None).parse_args(argv)
     environ = os.environ if environ is None else environ
     output, log_format = output_settings(args, environ)

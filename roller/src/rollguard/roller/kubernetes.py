@@ -18,7 +18,8 @@
   object and the API's own message (a 403 says which permission is missing).
 - Restart: delete the pod; its controller makes a new one with a new UID.
 - Opt-out: the annotation `rollguard.io/skip-restart: "true"`.
-- The roll journal is kept in a ConfigMap `rollguard-roll-<id>` (`rollguard.roller.roll.journal`).
+- The roll journal is kept in a ConfigMap `rollguard-roll-<id>`
+  (`rollguard.roller.roll.stores.journal`).
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """What the roller knows about a cluster: nodes, their platform state, partitions and quorum.
 
 Frozen values only: observations are taken by the I/O layer (platform, Kafka admin, agents) and
-handed to pure decision functions (`rollguard.roller.roll.safety`, `.decide`, `.progress`).
+handed to pure decision functions (`rollguard.roller.roll.rules.safety`, `.decide`, `.progress`).
 """
 
 from __future__ import annotations

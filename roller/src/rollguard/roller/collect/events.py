@@ -1,5 +1,6 @@
-"""Reading the roller's event logs (`events-<rollId>.jsonl`, rollguard.roller.roll.journal): the
-complete lines after each file's cursor, each a row of the dataset's events table
+"""Reading the roller's event logs (`events-<rollId>.jsonl`,
+rollguard.roller.roll.stores.journal): the complete lines after each file's cursor, each a row
+of the dataset's events table
 (rollguard.shared.dataset). Events are copied as the roller wrote them: an action this
 collector does not know (a newer roller's) is kept."""
 

@@ -22,16 +22,16 @@ from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 
 from rollguard.roller.model import AgentAnswer, Node, describe_answer
-from rollguard.roller.roll.decide import AwaitRecovery, AwaitUnknown, Back, Fail
-from rollguard.roller.roll.node_wait import AwaitIsr, Done, NodeWait, Phase, Step, step
 from rollguard.roller.roll.observer import Observer
-from rollguard.roller.roll.progress import RecoveryTracker, Verdict, format_duration
-from rollguard.roller.roll.safety import (
+from rollguard.roller.roll.rules.decide import AwaitRecovery, AwaitUnknown, Back, Fail
+from rollguard.roller.roll.rules.node_wait import AwaitIsr, Done, NodeWait, Phase, Step, step
+from rollguard.roller.roll.rules.progress import RecoveryTracker, Verdict, format_duration
+from rollguard.roller.roll.rules.safety import (
     Baseline,
     unbalanced,
 )
-from rollguard.roller.roll.settings import RollSettings
-from rollguard.roller.roll.waits import ProgressWait
+from rollguard.roller.roll.rules.settings import RollSettings
+from rollguard.roller.roll.rules.waits import ProgressWait
 from rollguard.shared.dataset import Event
 from rollguard.shared.errors import RollguardError
 

@@ -28,9 +28,9 @@ from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
-from rollguard.roller.roll.decide import AwaitReady, AwaitRecovery, AwaitUnknown, DeferKind
-from rollguard.roller.roll.journal import EventLog, JournalStore, NodeStatus, RollRecord
-from rollguard.roller.roll.lease import Lease, LeaseLost
+from rollguard.roller.roll.rules.decide import AwaitReady, AwaitRecovery, AwaitUnknown, DeferKind
+from rollguard.roller.roll.stores.journal import EventLog, JournalStore, NodeStatus, RollRecord
+from rollguard.roller.roll.stores.lease import Lease, LeaseLost
 from rollguard.shared.dataset import ROLL_OUTCOMES, Event
 from rollguard.shared.states import BrokerState
 

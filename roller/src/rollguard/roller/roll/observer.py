@@ -28,8 +28,8 @@ from rollguard.roller.model import (
     describe_answer,
 )
 from rollguard.roller.platform import Platform, PlatformUnavailable
-from rollguard.roller.roll.journal import EventLog
-from rollguard.roller.roll.safety import voter_caught_up
+from rollguard.roller.roll.rules.safety import voter_caught_up
+from rollguard.roller.roll.stores.journal import EventLog
 from rollguard.shared.dataset import Event
 from rollguard.shared.errors import RollguardError
 from rollguard.shared.retry import RetryPolicy, announce, retry_async

@@ -17,7 +17,7 @@ from collections.abc import Callable
 
 from rollguard.roller.model import ClusterView, Node, PlatformView, describe_answer
 from rollguard.roller.roll.after_restart import AfterRestart, Progress
-from rollguard.roller.roll.decide import (
+from rollguard.roller.roll.rules.decide import (
     Action,
     AwaitReady,
     AwaitRecovery,
@@ -26,7 +26,7 @@ from rollguard.roller.roll.decide import (
     Defer,
     Fail,
 )
-from rollguard.roller.roll.node_wait import AwaitIsr, AwaitQuorum, Done, NodeWait, step
+from rollguard.roller.roll.rules.node_wait import AwaitIsr, AwaitQuorum, Done, NodeWait, step
 from rollguard.shared.dataset import Event
 
 

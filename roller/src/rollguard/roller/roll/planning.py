@@ -20,8 +20,11 @@ from typing import Any
 from rollguard.roller.agent_client import AgentClient
 from rollguard.roller.model import AgentAnswer, ClusterView, Node, kafka_build
 from rollguard.roller.platform import Platform
-from rollguard.roller.roll.batch import Held, batchable, plan_batches
-from rollguard.roller.roll.decide import (
+from rollguard.roller.roll.gates.keeper import Gates
+from rollguard.roller.roll.gates.keeper import describe as describe_gates
+from rollguard.roller.roll.observer import ClusterObserver, Observer
+from rollguard.roller.roll.rules.batch import Held, batchable, plan_batches
+from rollguard.roller.roll.rules.decide import (
     Action,
     AwaitRecovery,
     AwaitUnknown,
@@ -32,12 +35,9 @@ from rollguard.roller.roll.decide import (
     decide,
     wanted,
 )
-from rollguard.roller.roll.gates import Gates
-from rollguard.roller.roll.gates import describe as describe_gates
-from rollguard.roller.roll.journal import EventLog
-from rollguard.roller.roll.observer import ClusterObserver, Observer
-from rollguard.roller.roll.safety import Blocker, order_reason, roll_order
-from rollguard.roller.roll.settings import RollFailed, RollSettings
+from rollguard.roller.roll.rules.safety import Blocker, order_reason, roll_order
+from rollguard.roller.roll.rules.settings import RollFailed, RollSettings
+from rollguard.roller.roll.stores.journal import EventLog
 from rollguard.shared.errors import ConfigError
 from rollguard.shared.retry import RetryPolicy
 from rollguard.shared.suggest import closest

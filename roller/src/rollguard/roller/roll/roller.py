@@ -38,8 +38,13 @@ from rollguard.roller.roll.after_restart import (
     Progress,
     Rejoined,
 )
-from rollguard.roller.roll.batch import Batch, batchable, next_batch
-from rollguard.roller.roll.decide import (
+from rollguard.roller.roll.gates.keeper import GateKeeper, Gates
+from rollguard.roller.roll.observer import ClusterObserver, Observer
+from rollguard.roller.roll.pending import PendingWaits
+from rollguard.roller.roll.planning import HELD, PlanEntry, check_names, plan_with
+from rollguard.roller.roll.preflight import preflight
+from rollguard.roller.roll.rules.batch import Batch, batchable, next_batch
+from rollguard.roller.roll.rules.decide import (
     AwaitReady,
     AwaitRecovery,
     Defer,
@@ -48,8 +53,11 @@ from rollguard.roller.roll.decide import (
     held_by_recovery,
     wanted,
 )
-from rollguard.roller.roll.gates import GateKeeper, Gates
-from rollguard.roller.roll.journal import (
+from rollguard.roller.roll.rules.progress import format_duration
+from rollguard.roller.roll.rules.safety import baseline, roll_order
+from rollguard.roller.roll.rules.settings import OnAgentUnreachable, RollFailed, RollSettings
+from rollguard.roller.roll.rules.waits import SafetyWait
+from rollguard.roller.roll.stores.journal import (
     EventLog,
     JournalStore,
     NodeRecord,
@@ -62,15 +70,7 @@ from rollguard.roller.roll.journal import (
     resumed_target,
     utc_now,
 )
-from rollguard.roller.roll.lease import Lease, LeaseLost, release, renewing
-from rollguard.roller.roll.observer import ClusterObserver, Observer
-from rollguard.roller.roll.pending import PendingWaits
-from rollguard.roller.roll.planning import HELD, PlanEntry, check_names, plan_with
-from rollguard.roller.roll.preflight import preflight
-from rollguard.roller.roll.progress import format_duration
-from rollguard.roller.roll.safety import baseline, roll_order
-from rollguard.roller.roll.settings import OnAgentUnreachable, RollFailed, RollSettings
-from rollguard.roller.roll.waits import SafetyWait
+from rollguard.roller.roll.stores.lease import Lease, LeaseLost, release, renewing
 from rollguard.shared.dataset import Event
 from rollguard.shared.errors import ConfigError, RollguardError
 from rollguard.shared.retry import RetryPolicy

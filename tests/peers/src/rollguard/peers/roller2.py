@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from rollguard.roller.model import ClusterView, Node
-from rollguard.roller.roll.batch import Placement
+from rollguard.roller.roll.rules.batch import Placement
 
 __all__ = ["greedy_batch", "plan_count"]
 

@@ -52,9 +52,9 @@ from rollguard.roller.model import (
     VoterInfo,
 )
 from rollguard.roller.platform import InventoryNode, InventoryPlatform
-from rollguard.roller.roll.journal import EventLog, FileJournalStore
 from rollguard.roller.roll.roller import Roller
-from rollguard.roller.roll.settings import RollFailed, RollSettings
+from rollguard.roller.roll.rules.settings import RollFailed, RollSettings
+from rollguard.roller.roll.stores.journal import EventLog, FileJournalStore
 from rollguard.shared.retry import RetryPolicy
 from rollguard.shared.states import BrokerState
 from rollguard.shared.tls import trusting_nothing

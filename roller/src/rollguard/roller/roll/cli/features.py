@@ -31,6 +31,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from rollguard.roller.agent_client import AgentReport
+from rollguard.roller.kafka_admin import Features, KafkaObserver
 from rollguard.roller.model import BROKER_STATE_MISSING, AgentAnswer, Node, kafka_build
 from rollguard.roller.options import (
     ENV_PREFIX,
@@ -39,9 +40,8 @@ from rollguard.roller.options import (
     OutputOptions,
     PlatformOptions,
 )
-from rollguard.roller.roll.kafka_admin import Features, KafkaObserver
-from rollguard.roller.roll.options import kafka_version
-from rollguard.roller.roll.releases import (
+from rollguard.roller.roll.cli.options import kafka_version
+from rollguard.roller.roll.rules.releases import (
     KRAFT_VERSION,
     METADATA_VERSION,
     FeatureChange,

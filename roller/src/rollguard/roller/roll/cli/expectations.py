@@ -26,8 +26,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from rollguard.roller.model import Node
-from rollguard.roller.roll.journal import EventLog
 from rollguard.roller.roll.planning import PlanEntry
+from rollguard.roller.roll.stores.journal import EventLog
 from rollguard.shared.dataset import Event
 from rollguard.shared.errors import ConfigError
 from rollguard.shared.expectations import (

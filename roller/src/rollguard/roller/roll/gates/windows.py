@@ -36,8 +36,8 @@ from dataclasses import dataclass
 from datetime import UTC, date, datetime, time, timedelta
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError, available_timezones
 
-from rollguard.roller.roll.gates import Closed, GateKind
-from rollguard.roller.roll.progress import format_duration
+from rollguard.roller.roll.gates.keeper import Closed, GateKind
+from rollguard.roller.roll.rules.progress import format_duration
 from rollguard.shared.suggest import did_you_mean
 
 DAY_NAMES = ("Mon", "Tue", "Wed", "Thu", "Fri", "Sat", "Sun")  # date.weekday()'s order

@@ -42,7 +42,7 @@ from rollguard.roller.model import (
     describe_answer,
     is_recovering,
 )
-from rollguard.roller.roll.decide import (
+from rollguard.roller.roll.rules.decide import (
     Action,
     AfterRestart,
     AwaitReady,
@@ -55,17 +55,17 @@ from rollguard.roller.roll.decide import (
     after_restart,
     decide,
 )
-from rollguard.roller.roll.progress import RecoveryTracker, Verdict, format_duration
-from rollguard.roller.roll.readiness import ReadyWait
-from rollguard.roller.roll.safety import (
+from rollguard.roller.roll.rules.progress import RecoveryTracker, Verdict, format_duration
+from rollguard.roller.roll.rules.readiness import ReadyWait
+from rollguard.roller.roll.rules.safety import (
     Baseline,
     describe_partitions,
     rejoining,
     voter_caught_up,
     voter_lag,
 )
-from rollguard.roller.roll.settings import OnAgentUnreachable, RollSettings
-from rollguard.roller.roll.waits import Budget
+from rollguard.roller.roll.rules.settings import OnAgentUnreachable, RollSettings
+from rollguard.roller.roll.rules.waits import Budget
 
 __all__ = [
     "AwaitIsr",

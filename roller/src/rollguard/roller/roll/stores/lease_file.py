@@ -14,7 +14,7 @@ from dataclasses import replace
 from datetime import UTC, datetime
 from pathlib import Path
 
-from rollguard.roller.roll.lease import (
+from rollguard.roller.roll.stores.lease import (
     DEFAULT_DURATION,
     LeaseError,
     LeaseHeld,

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 import httpx
 
-from rollguard.roller.roll.lease import (
+from rollguard.roller.roll.stores.lease import (
     DEFAULT_DURATION,
     LeaseError,
     LeaseHeld,

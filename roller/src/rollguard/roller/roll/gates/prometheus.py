@@ -26,7 +26,7 @@ from urllib.parse import parse_qsl, urlsplit, urlunsplit
 
 import httpx
 
-from rollguard.roller.roll.gates import Closed, GateKind
+from rollguard.roller.roll.gates.keeper import Closed, GateKind
 from rollguard.shared.tls import client_context
 
 logger = logging.getLogger(__name__)

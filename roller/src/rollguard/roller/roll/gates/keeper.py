@@ -28,9 +28,9 @@ from typing import Any, Protocol
 
 from rollguard.roller.model import Node
 from rollguard.roller.roll.after_restart import Progress
-from rollguard.roller.roll.decide import Defer, DeferKind
 from rollguard.roller.roll.observer import Observer
-from rollguard.roller.roll.safety import Blocker
+from rollguard.roller.roll.rules.decide import Defer, DeferKind
+from rollguard.roller.roll.rules.safety import Blocker
 from rollguard.shared.dataset import Event
 
 

@@ -32,30 +32,31 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from rollguard.roller.agent_client import AgentClient
+from rollguard.roller.kafka_admin import KafkaObserver
 from rollguard.roller.model import Node
 from rollguard.roller.options import (
     ENV_PREFIX,
 )
 from rollguard.roller.platform import Platform
-from rollguard.roller.roll import expectations, pause
-from rollguard.roller.roll.display import LiveTable, on_terminal
-from rollguard.roller.roll.gate_options import close_gates, gates_from
-from rollguard.roller.roll.journal import (
+from rollguard.roller.roll.cli import expectations
+from rollguard.roller.roll.cli.display import LiveTable, on_terminal
+from rollguard.roller.roll.cli.gates import close_gates, gates_from
+from rollguard.roller.roll.cli.options import RollOptions
+from rollguard.roller.roll.gates.pause import PauseGate
+from rollguard.roller.roll.planning import plan_lines
+from rollguard.roller.roll.roller import Roller
+from rollguard.roller.roll.rules.progress import RecoveryTracker
+from rollguard.roller.roll.rules.releases import UnknownRelease, target_refusal
+from rollguard.roller.roll.stores.journal import (
     ConfigMapJournalStore,
     EventLog,
     FileJournalStore,
     JournalStore,
     resumed_target,
 )
-from rollguard.roller.roll.kafka_admin import KafkaObserver
-from rollguard.roller.roll.lease import Lease, default_holder
-from rollguard.roller.roll.lease_file import LEASE_FILE, FileLease
-from rollguard.roller.roll.lease_kubernetes import KUBERNETES_LEASE, KubernetesLease
-from rollguard.roller.roll.options import RollOptions
-from rollguard.roller.roll.planning import plan_lines
-from rollguard.roller.roll.progress import RecoveryTracker
-from rollguard.roller.roll.releases import UnknownRelease, target_refusal
-from rollguard.roller.roll.roller import Roller
+from rollguard.roller.roll.stores.lease import Lease, default_holder
+from rollguard.roller.roll.stores.lease_file import LEASE_FILE, FileLease
+from rollguard.roller.roll.stores.lease_kubernetes import KUBERNETES_LEASE, KubernetesLease
 from rollguard.shared.cli import ExitCode, failure_json, report_failure, run_until_signal
 from rollguard.shared.errors import ConfigError, RollguardError
 from rollguard.shared.logs import FAILURE, PROGRESS
@@ -212,7 +213,7 @@ async def _run(command: str, options: RollOptions, stats: RetryStats, roll_id: s
         kafka = KafkaObserver.from_file(options.bootstrap, options.kafka_properties)
         stack.callback(kafka.close)
         # A roll's own lease says when it is paused (`rollguard roll pause`); a plan holds none.
-        paused = () if command == "plan" else (pause.PauseGate(lease, roll_id),)
+        paused = () if command == "plan" else (PauseGate(lease, roll_id),)
         gates = gates_from(options, kafka.consumer_lag, extra=paused)  # closed in `finally`
         observer = kafka.observe
         settings = options.settings()

@@ -23,9 +23,9 @@ from rollguard.roller.options import (
     PlatformOptions,
     names,
 )
-from rollguard.roller.roll.gate_lag import LagLimit, lag_limit
-from rollguard.roller.roll.settings import OnAgentUnreachable, RollSettings
-from rollguard.roller.roll.windows import Window, parse_window
+from rollguard.roller.roll.gates.lag import LagLimit, lag_limit
+from rollguard.roller.roll.gates.windows import Window, parse_window
+from rollguard.roller.roll.rules.settings import OnAgentUnreachable, RollSettings
 from rollguard.shared.converters import HostPort, listen_address
 from rollguard.shared.errors import ConfigError
 from rollguard.shared.settings import (

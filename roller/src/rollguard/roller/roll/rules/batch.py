@@ -39,7 +39,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 
 from rollguard.roller.model import ClusterView, Node, PartitionInfo, PlatformView
-from rollguard.roller.roll.safety import Blocker, availability_blockers, describe_blockers
+from rollguard.roller.roll.rules.safety import Blocker, availability_blockers, describe_blockers
 
 __all__ = ["Batch", "BatchPlan", "Held", "Placement", "next_batch", "plan_batches"]
 

@@ -5,11 +5,11 @@ from __future__ import annotations
 
 from typing import Protocol, runtime_checkable
 
-from rollguard.roller.roll.gate_lag import ConsumerLagGate, LagReader
-from rollguard.roller.roll.gate_prometheus import PrometheusGate
-from rollguard.roller.roll.gates import Gate, Gates
-from rollguard.roller.roll.options import RollOptions
-from rollguard.roller.roll.windows import WindowGate
+from rollguard.roller.roll.cli.options import RollOptions
+from rollguard.roller.roll.gates.keeper import Gate, Gates
+from rollguard.roller.roll.gates.lag import ConsumerLagGate, LagReader
+from rollguard.roller.roll.gates.prometheus import PrometheusGate
+from rollguard.roller.roll.gates.windows import WindowGate
 
 # A Prometheus query is asked once a poll, and a poll waits for its answer: a hung server
 # costs at most this (or --operation-timeout, when shorter), then reads as closed.

@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from rollguard.roller.configmap import MANAGED_BY, ConfigMapStore, MissingKey
-from rollguard.roller.roll.safety import Baseline
+from rollguard.roller.roll.rules.safety import Baseline
 from rollguard.shared.dataset import Event
 from rollguard.shared.errors import ConfigError, RollguardError
 from rollguard.shared.files import atomic_write

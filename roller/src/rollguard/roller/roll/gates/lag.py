@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Protocol
 
-from rollguard.roller.roll.gates import Closed, GateKind
+from rollguard.roller.roll.gates.keeper import Closed, GateKind
 from rollguard.shared.errors import RollguardError
 
 MAX_LAG = 10**15

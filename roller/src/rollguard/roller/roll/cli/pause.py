@@ -28,9 +28,8 @@ from pathlib import Path
 from typing import Any
 
 from rollguard.roller.options import ENV_PREFIX, OutputOptions
-from rollguard.roller.roll.gates import Closed, GateKind
-from rollguard.roller.roll.lease import Lease, LeaseError, LeaseRecord, iso_seconds
-from rollguard.roller.roll.options import _roll_id
+from rollguard.roller.roll.cli.options import _roll_id
+from rollguard.roller.roll.stores.lease import LeaseRecord, iso_seconds
 from rollguard.shared.cli import ExitCode, Parser, report_failure
 from rollguard.shared.errors import ConfigError, RollguardError
 from rollguard.shared.settings import Group, option
@@ -41,29 +40,6 @@ HELP = (
     "let a paused roll go on",
 )
 WHERE = Group("lease", "where the roll's lease is: --namespace on Kubernetes, else --state-dir")
-
-
-class PauseGate:
-    """Closed while the roll's lease says it is paused: read at each check (before a restart),
-    or, when the lease cannot be read just then, as it was at its last renewal (an API that
-    does not answer is waited out by the platform's own calls)."""
-
-    kind = GateKind.PAUSE
-    name = "pause"
-
-    def __init__(self, lease: Lease, roll_id: str) -> None:
-        self.lease = lease
-        self.roll_id = roll_id
-
-    async def check(self) -> Closed | None:
-        try:
-            note = await self.lease.read_paused()
-        except LeaseError:
-            note = self.lease.paused
-        if not note:
-            return None
-        how = f"`rollguard roll resume --roll-id {self.roll_id}` lets it go on"
-        return Closed(GateKind.PAUSE, self.name, f"the roll is paused ({note}); {how}")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -131,7 +107,7 @@ def _json(record: LeaseRecord, state: str) -> dict[str, Any]:
 async def _set(options: PauseOptions, note: str) -> LeaseRecord:
     holder = f"{socket.gethostname()}:pause"
     if options.namespace is None:
-        from rollguard.roller.roll.lease_file import LEASE_FILE, FileLease
+        from rollguard.roller.roll.stores.lease_file import LEASE_FILE, FileLease
 
         path = options.state_dir / LEASE_FILE
         if not path.exists():
@@ -142,7 +118,7 @@ async def _set(options: PauseOptions, note: str) -> LeaseRecord:
     from lightkube import AsyncClient
     from lightkube.core.exceptions import ConfigError as KubeConfigError
 
-    from rollguard.roller.roll.lease_kubernetes import KUBERNETES_LEASE, KubernetesLease
+    from rollguard.roller.roll.stores.lease_kubernetes import KUBERNETES_LEASE, KubernetesLease
 
     try:
         client = AsyncClient(namespace=options.namespace)
