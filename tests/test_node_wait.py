@@ -19,6 +19,7 @@ from rollguard.roller.model import (
     QuorumInfo,
     VoterInfo,
 )
+from rollguard.roller.roll.rules.budgets import Budget, Verdict
 from rollguard.roller.roll.rules.decide import (
     AwaitReady,
     AwaitRecovery,
@@ -37,10 +38,8 @@ from rollguard.roller.roll.rules.node_wait import (
     Step,
     step,
 )
-from rollguard.roller.roll.rules.progress import Verdict
 from rollguard.roller.roll.rules.safety import Baseline
 from rollguard.roller.roll.rules.settings import OnAgentUnreachable, RollSettings
-from rollguard.roller.roll.rules.waits import Budget
 from rollguard.shared.states import BrokerState
 from rollguard.shared.wire import BrokerStateReport, RecoveryProgress
 

@@ -16,7 +16,7 @@ from lightkube.models.meta_v1 import Status
 from rollguard.roller.kubernetes import AllowedCalls, KubernetesError, KubernetesUnavailable
 from rollguard.roller.model import PlatformView
 from rollguard.roller.roll.observer import Observer
-from rollguard.roller.roll.stores.journal import EventLog
+from rollguard.roller.roll.stores.events import EventLog
 
 
 class Clock:

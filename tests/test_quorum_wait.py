@@ -11,10 +11,10 @@ import pytest
 
 from rollguard.peers.sim import VirtualClock
 from rollguard.roller.model import ClusterView, Node, QuorumInfo, Role, VoterInfo
+from rollguard.roller.roll.rules.budgets import Budget
 from rollguard.roller.roll.rules.node_wait import Done, NodeWait, Phase, step
 from rollguard.roller.roll.rules.safety import voter_lag
 from rollguard.roller.roll.rules.settings import RollSettings
-from rollguard.roller.roll.rules.waits import Budget
 
 CONTROLLER = Node(3, "controller-3", frozenset({Role.CONTROLLER}), "https://controller-3:8443")
 SETTINGS = RollSettings(poll_interval=2.0, safety_wait=120.0)
@@ -59,7 +59,7 @@ class Quorum:
 
 
 def caught_up(quorum: Any) -> tuple[str | None, float]:
-    """The restarted controller's wait from its readiness on, as `AfterRestart.wait` runs it: a
+    """The restarted controller's wait from its readiness on, as the roll loop follows it: a
     look every poll interval (`node_wait.step`) until it is done (None) or fails (why)."""
     clock = quorum.clock
     ready = NodeWait.after_restart(CONTROLLER, SETTINGS, clock.now, "old")

@@ -26,6 +26,7 @@ from rollguard.roller.model import (
     PlatformView,
     Role,
 )
+from rollguard.roller.roll.rules.budgets import ReadyWait
 from rollguard.roller.roll.rules.decide import (
     AfterRestart,
     AwaitReady,
@@ -37,7 +38,6 @@ from rollguard.roller.roll.rules.decide import (
     after_restart,
     decide,
 )
-from rollguard.roller.roll.rules.readiness import ReadyWait
 from rollguard.shared.states import BrokerState
 from rollguard.shared.wire import BrokerStateReport, RecoveryProgress
 

@@ -20,6 +20,7 @@ from rollguard.peers.sim import (
     make_roller,
     rack_cluster,
 )
+from rollguard.roller.agent_client import AgentClient
 from rollguard.roller.kafka_admin import KafkaObserver
 from rollguard.roller.model import Node
 from rollguard.roller.roll.stores.journal import NodeRecord, NodeStatus, RollRecord
@@ -45,8 +46,8 @@ def test_batch_membership_round_trips_and_a_bad_one_is_refused() -> None:
 class Interrupted(SimPlatform):
     """Restarts only the first member of the first batch, then the roller is killed."""
 
-    def __init__(self, cluster: SimCluster, agents: object, folder: Path) -> None:
-        super().__init__(cluster, agents, folder)  # type: ignore[arg-type]
+    def __init__(self, cluster: SimCluster, agents: AgentClient, folder: Path) -> None:
+        super().__init__(cluster, agents, folder)
         self.calls = 0
 
     async def restart(self, node: Node, *, kafka_version: str | None = None) -> None:
@@ -62,8 +63,7 @@ def test_resume_restarts_no_member_twice_and_replans_the_rest(tmp_path: Path) ->
     cluster = rack_cluster(random.Random(2), clock, 6, racks=3, min_isr=(2, 2), controllers=0)
     options = replace(default_settings(), max_batch_size=2)
 
-    roller = make_roller(cluster, tmp_path, options)
-    roller.platform = Interrupted(cluster, roller.agents, tmp_path)
+    roller = make_roller(cluster, tmp_path, options, platform=Interrupted)
 
     async def first() -> None:
         try:

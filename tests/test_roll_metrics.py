@@ -23,7 +23,8 @@ from rollguard.roller.roll.metrics_server import MetricsServer
 from rollguard.roller.roll.observer import Observer
 from rollguard.roller.roll.rules.decide import FORCE, Defer, DeferKind, Restart, decide
 from rollguard.roller.roll.rules.safety import Blocker
-from rollguard.roller.roll.stores.journal import EventLog, NodeRecord, NodeStatus, RollRecord
+from rollguard.roller.roll.stores.events import EventLog
+from rollguard.roller.roll.stores.journal import NodeRecord, NodeStatus, RollRecord
 from rollguard.roller.roll.stores.lease import LeaseLost
 from rollguard.shared.converters import HostPort
 from rollguard.shared.dataset import Event
@@ -324,7 +325,7 @@ def test_a_wait_said_again_reaches_the_listeners_but_not_the_file(tmp_path: Path
     events.listeners.append(heard.append)
     observer = Observer(None, None, None, events)  # type: ignore[arg-type]
     for _ in range(3):
-        observer.say("kafka-0", "defer", Event.DEFER, "orders-0", kind="availability")
+        observer.events.say("kafka-0", "defer", Event.DEFER, "orders-0", kind="availability")
     assert len((tmp_path / "events.jsonl").read_text().splitlines()) == 1
     assert [bool(e.get("repeated")) for e in heard] == [False, True, True]
     assert {e["kind"] for e in heard} == {"availability"}

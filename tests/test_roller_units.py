@@ -15,8 +15,8 @@ from rollguard.roller.kafka_admin import (
     read_client_properties,
 )
 from rollguard.roller.kubernetes import parse_selector
+from rollguard.roller.roll.stores.events import EventLog
 from rollguard.roller.roll.stores.journal import (
-    EventLog,
     FileJournalStore,
     NodeRecord,
     NodeStatus,

@@ -13,7 +13,12 @@ from rollguard.roller.model import (
     Role,
     VoterInfo,
 )
-from rollguard.roller.roll.rules.progress import RecoveryTracker, Verdict, format_duration
+from rollguard.roller.roll.rules.budgets import (
+    ProgressWait,
+    RecoveryTracker,
+    Verdict,
+    format_duration,
+)
 from rollguard.roller.roll.rules.safety import (
     Baseline,
     availability_blockers,
@@ -27,7 +32,6 @@ from rollguard.roller.roll.rules.safety import (
     unbalanced,
     voter_caught_up,
 )
-from rollguard.roller.roll.rules.waits import ProgressWait
 
 B, C = Role.BROKER, Role.CONTROLLER
 

@@ -46,7 +46,8 @@ if TYPE_CHECKING:
     from rollguard.roller.roll.rules.decide import decide
     from rollguard.roller.roll.rules.safety import Blocker, restart_blockers, roll_order
     from rollguard.roller.roll.rules.settings import OnAgentUnreachable, RollFailed, RollSettings
-    from rollguard.roller.roll.stores.journal import EventLog, FileJournalStore, JournalStore
+    from rollguard.roller.roll.stores.events import EventLog
+    from rollguard.roller.roll.stores.journal import FileJournalStore, JournalStore
 
 _WHERE = {
     "AgentClient": "rollguard.roller.agent_client",
@@ -65,7 +66,7 @@ _WHERE = {
     "Platform": "rollguard.roller.platform",
     "RestartError": "rollguard.roller.platform",
     "decide": "rollguard.roller.roll.rules.decide",
-    "EventLog": "rollguard.roller.roll.stores.journal",
+    "EventLog": "rollguard.roller.roll.stores.events",
     "FileJournalStore": "rollguard.roller.roll.stores.journal",
     "JournalStore": "rollguard.roller.roll.stores.journal",
     "AdminApiError": "rollguard.roller.kafka_admin",

@@ -16,7 +16,7 @@ import logging
 import time
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import replace
-from typing import Any, TypeVar
+from typing import TypeVar
 
 from rollguard.roller.agent_client import AgentClient
 from rollguard.roller.model import (
@@ -29,7 +29,7 @@ from rollguard.roller.model import (
 )
 from rollguard.roller.platform import Platform, PlatformUnavailable
 from rollguard.roller.roll.rules.safety import voter_caught_up
-from rollguard.roller.roll.stores.journal import EventLog
+from rollguard.roller.roll.stores.events import EventLog
 from rollguard.shared.dataset import Event
 from rollguard.shared.errors import RollguardError
 from rollguard.shared.retry import RetryPolicy, announce, retry_async
@@ -65,7 +65,6 @@ class Observer:
         self.outage_retry = outage_retry
         self._sleep = sleep
         self._clock = clock
-        self._said: dict[tuple[str, str], str] = {}  # (node, kind) -> last reason logged
 
     async def nodes(self) -> list[Node]:
         return await self.platform.nodes()
@@ -86,7 +85,7 @@ class Observer:
                 on_retry=announce,  # never silent while Kafka cannot be reached
             )
         except RollguardError as exc:
-            self.say(None, "admin", Event.ADMIN_UNAVAILABLE, str(exc), logging.WARNING)
+            self.events.say(None, "admin", Event.ADMIN_UNAVAILABLE, str(exc), logging.WARNING)
             return None
 
     async def view(self, node: Node, cluster: ClusterView | None) -> PlatformView:
@@ -133,12 +132,14 @@ class Observer:
                     f"{exc}; asking again every {self.outage_retry:g}s for up to "
                     f"{self.outage_limit:g}s (the roll lease's duration)"
                 )
-                self.say(None, "platform", Event.PLATFORM_UNAVAILABLE, reason, logging.WARNING)
+                self.events.say(
+                    None, "platform", Event.PLATFORM_UNAVAILABLE, reason, logging.WARNING
+                )
                 await self._sleep(self.outage_retry)
                 continue
             if began is not None:
                 waited = self._clock() - began
-                self.say(
+                self.events.say(
                     None,
                     "platform",
                     Event.PLATFORM_UNAVAILABLE,
@@ -168,26 +169,3 @@ class Observer:
                     )
             self.events.write(node.name, Event.OBSERVE_AGENT, describe_answer(answer), **figures)
         return answer
-
-    def say(
-        self,
-        node: str | None,
-        kind: str,
-        action: Event,
-        reason: str,
-        level: int = logging.INFO,
-        /,  # positional: a figure may be called `kind` (a deferral's kind) too
-        **figures: Any,
-    ) -> None:
-        """Log and record a wait once per change of its reason, not at every poll (the event
-        log's listeners hear it again at every poll: `EventLog.repeat`)."""
-        if self._said.get((node or "", kind)) == reason:
-            self.events.repeat(node, action, reason, **figures)
-            return
-        self._said[(node or "", kind)] = reason
-        logger.log(level, "%s: %s", node or "cluster", reason)
-        self.events.write(node, action, reason, **figures)
-
-    def forget_said(self, node: str | None, kind: str) -> None:
-        """`kind` may be said again, even with the same reason (its wait ended)."""
-        self._said.pop((node or "", kind), None)

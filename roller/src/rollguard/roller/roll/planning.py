@@ -37,7 +37,7 @@ from rollguard.roller.roll.rules.decide import (
 )
 from rollguard.roller.roll.rules.safety import Blocker, order_reason, roll_order
 from rollguard.roller.roll.rules.settings import RollFailed, RollSettings
-from rollguard.roller.roll.stores.journal import EventLog
+from rollguard.roller.roll.stores.events import EventLog
 from rollguard.shared.errors import ConfigError
 from rollguard.shared.retry import RetryPolicy
 from rollguard.shared.suggest import closest

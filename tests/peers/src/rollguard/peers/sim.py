@@ -35,6 +35,7 @@ import asyncio
 import json
 import math
 import random
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -54,7 +55,8 @@ from rollguard.roller.model import (
 from rollguard.roller.platform import InventoryNode, InventoryPlatform
 from rollguard.roller.roll.roller import Roller
 from rollguard.roller.roll.rules.settings import RollFailed, RollSettings
-from rollguard.roller.roll.stores.journal import EventLog, FileJournalStore
+from rollguard.roller.roll.stores.events import EventLog
+from rollguard.roller.roll.stores.journal import FileJournalStore
 from rollguard.shared.retry import RetryPolicy
 from rollguard.shared.states import BrokerState
 from rollguard.shared.tls import trusting_nothing
@@ -633,7 +635,14 @@ def default_settings() -> RollSettings:
     )
 
 
-def make_roller(cluster: SimCluster, folder: Path, settings: RollSettings | None = None) -> Roller:
+def make_roller(
+    cluster: SimCluster,
+    folder: Path,
+    settings: RollSettings | None = None,
+    *,
+    platform: Callable[[SimCluster, AgentClient, Path], SimPlatform] | None = None,
+) -> Roller:
+    """The production roller on `cluster` (`platform`: a SimPlatform of the test's own)."""
     clock = cluster.clock
     agents = AgentClient(
         trusting_nothing(),  # never used (a mock transport): no CA bundle loaded for nothing
@@ -646,7 +655,7 @@ def make_roller(cluster: SimCluster, folder: Path, settings: RollSettings | None
         return cluster.cluster_view()
 
     return Roller(
-        SimPlatform(cluster, agents, folder),
+        (platform or SimPlatform)(cluster, agents, folder),
         observe,
         agents,
         FileJournalStore(folder),

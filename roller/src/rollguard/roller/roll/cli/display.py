@@ -13,7 +13,7 @@ from types import TracebackType
 from typing import TYPE_CHECKING
 
 from rollguard.roller.model import Node
-from rollguard.roller.roll.rules.progress import RecoveryTracker, format_duration
+from rollguard.roller.roll.rules.budgets import RecoveryTracker, format_duration
 
 if TYPE_CHECKING:
     from rich.table import Table

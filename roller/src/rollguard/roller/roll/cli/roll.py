@@ -45,11 +45,11 @@ from rollguard.roller.roll.cli.options import RollOptions
 from rollguard.roller.roll.gates.pause import PauseGate
 from rollguard.roller.roll.planning import plan_lines
 from rollguard.roller.roll.roller import Roller
-from rollguard.roller.roll.rules.progress import RecoveryTracker
+from rollguard.roller.roll.rules.budgets import RecoveryTracker
 from rollguard.roller.roll.rules.releases import UnknownRelease, target_refusal
+from rollguard.roller.roll.stores.events import EventLog
 from rollguard.roller.roll.stores.journal import (
     ConfigMapJournalStore,
-    EventLog,
     FileJournalStore,
     JournalStore,
     resumed_target,

@@ -27,10 +27,10 @@ from enum import StrEnum
 from typing import Any, Protocol
 
 from rollguard.roller.model import Node
-from rollguard.roller.roll.after_restart import Progress
 from rollguard.roller.roll.observer import Observer
 from rollguard.roller.roll.rules.decide import Defer, DeferKind
 from rollguard.roller.roll.rules.safety import Blocker
+from rollguard.roller.roll.voice import Progress
 from rollguard.shared.dataset import Event
 
 
@@ -129,13 +129,13 @@ class GateKeeper:
             if gate.opens_at is not None:
                 figures["opensAt"] = gate.opens_at.isoformat()
             key = f"gate:{gate.kind}:{gate.name}"
-            self.observer.say(None, key, Event.GATE_CLOSED, gate.describe(), **figures)
+            self.observer.events.say(None, key, Event.GATE_CLOSED, gate.describe(), **figures)
             self._said.add(key)
         budgeted = [g for g in self._closed if g.budgeted]
         reason = describe(self._closed)
         deferred: dict[Node, Defer] = {}
         for node in gated:  # each node held, as any deferral (its wait, in metrics too)
-            self.observer.say(node.name, "defer", Event.DEFER, reason, kind=DeferKind.GATE)
+            self.observer.events.say(node.name, "defer", Event.DEFER, reason, kind=DeferKind.GATE)
             if budgeted:
                 blockers = tuple(Blocker(g.describe(), "gate", deficit=g.deficit) for g in budgeted)
                 deferred[node] = Defer(reason, blockers)
@@ -148,7 +148,7 @@ class GateKeeper:
         if not self._said:
             return
         for key in self._said:
-            self.observer.forget_said(None, key)
+            self.observer.events.forget_said(None, key)
         self._said = set()
-        self.observer.say(None, "gates", Event.GATE_OPEN, "every gate is open")
-        self.observer.forget_said(None, "gates")
+        self.observer.events.say(None, "gates", Event.GATE_OPEN, "every gate is open")
+        self.observer.events.forget_said(None, "gates")

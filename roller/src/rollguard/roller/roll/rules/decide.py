@@ -8,7 +8,7 @@ The rules for a node that is not ready, in order:
 1. stuck (a pod that waiting will not cure): restart it if a new revision is the cure, else fail;
 2. its agent reports log recovery (figures in STARTING or RECOVERY, or RECOVERY): never
    restart it (that would start the recovery over), wait;
-3. within the operation timeout, counted from the last progress seen (`readiness.ReadyWait`: a
+3. within the operation timeout, counted from the last progress seen (`budgets.ReadyWait`: a
    new process, a BrokerState further on, a recovery that ended): wait (and show what the agent
    says, from the first poll);
 4. past it, the agent readable and the broker not recovering: force-restart (Strimzi's rule);
@@ -48,7 +48,7 @@ from rollguard.roller.model import (
     is_starting,
     kafka_build,
 )
-from rollguard.roller.roll.rules.progress import format_duration
+from rollguard.roller.roll.rules.budgets import format_duration
 from rollguard.roller.roll.rules.safety import Blocker, describe_blockers, restart_blockers
 from rollguard.roller.roll.rules.settings import RollSettings
 from rollguard.shared.wire import LOADING_STATES, KafkaBuild
@@ -303,7 +303,7 @@ def after_restart(
 ) -> AfterRestart:
     """Where a restarted node stands: `before` is its identity before the restart (None: not
     known, any ready process will do); `waited`: seconds since its last progress, and `since`
-    what that was (`readiness.ReadyWait`: the restart, a new process, a BrokerState further on,
+    what that was (`budgets.ReadyWait`: the restart, a new process, a BrokerState further on,
     the end of its log recovery)."""
     if is_recovering(agent):
         return AwaitRecovery(f"{node.name} is performing log recovery: {describe_answer(agent)}")

@@ -1,29 +1,18 @@
-"""One node waited for, before its restart or after it until it is back where it was: the
-record the roller keeps between two looks, and the one pure step that judges every budget of
-that wait (table-tested in tests/test_node_wait.py and tests/test_quorum_wait.py).
+"""One node the roll waits for, before its restart or after it until it is back where it was:
+the frozen record kept between two looks (`NodeWait`), and the one pure `step` that judges
+each look and every budget of the wait (table-tested: tests/test_node_wait.py,
+tests/test_quorum_wait.py). Nothing here reads a clock, a network or the journal.
 
-    NodeWait                                      frozen: what is remembered of the node
-    step(wait, node, view, answer, cluster, now, settings) -> Step(action, wait, failure)
-
-Its phases: FOUND_NOT_READY (a pending node not ready: waited for, or forced by the rules);
-after its restart READY (a new process ready), then QUORUM for a controller whose voter was
-caught up before (caught up with the leader again), then ISR for a broker (back in every ISR it
-was in before: not those it was already out of), then `Done`.
-
-The rules of what to do are `decide.decide` (a node found not ready, before its restart) and
-`decide.after_restart` (a restarted one); the budgets are judged here, once, for both:
-- readiness: the operation timeout counted from the last progress (`readiness.ReadyWait`);
-- a log recovery: its rate and stalls, within the node's recovery budget
-  (`progress.RecoveryTracker`); never restarted;
-- an agent that cannot be read: unknown, never "not recovering", waited for within
-  --safety-wait while it stays unreadable; then the roll fails, naming the node;
-- the cluster (a voter catching up, a broker rejoining its ISRs): --safety-wait without
-  progress (`Budget`: its lag, or the partitions left, going down).
-
-A restarted node whose agent becomes unreadable in the middle of its log recovery is still
-recovering for all the roller knows: its recovery's own budget goes on (it is only looked at
-through its agent then: `watching_recovery`). The callers do the I/O and say what a step
-means (events, progress); nothing here reads a clock, a network or the journal.
+Phases: FOUND_NOT_READY (pending, not ready: waited for, or forced by the rules); after the
+restart READY (a new process ready), QUORUM for a controller whose voter was caught up before,
+ISR for a broker (back in every ISR it was in before), then `Done`. The rules of what to do are
+`decide.decide` (before the restart) and `decide.after_restart`; the budgets (`budgets.py`)
+are judged here: readiness (the operation timeout from the last progress: `ReadyWait`), a log
+recovery (its rate and stalls within the node's recovery budget: `RecoveryTracker`; never
+restarted), an unreadable agent (unknown, never "not recovering": --safety-wait while it stays
+unreadable), the cluster (a voter catching up, a broker rejoining its ISRs: --safety-wait
+without progress, `Budget`). A restarted node whose agent becomes unreadable mid-recovery is
+still recovering for all the roller knows: its recovery's budget goes on (`watching_recovery`).
 """
 
 from __future__ import annotations
@@ -42,6 +31,14 @@ from rollguard.roller.model import (
     describe_answer,
     is_recovering,
 )
+from rollguard.roller.roll.rules.budgets import (
+    Budget,
+    ReadyWait,
+    RecoveryTracker,
+    Verdict,
+    format_duration,
+    recovery_failure,
+)
 from rollguard.roller.roll.rules.decide import (
     Action,
     AfterRestart,
@@ -55,8 +52,6 @@ from rollguard.roller.roll.rules.decide import (
     after_restart,
     decide,
 )
-from rollguard.roller.roll.rules.progress import RecoveryTracker, Verdict, format_duration
-from rollguard.roller.roll.rules.readiness import ReadyWait
 from rollguard.roller.roll.rules.safety import (
     Baseline,
     describe_partitions,
@@ -65,18 +60,8 @@ from rollguard.roller.roll.rules.safety import (
     voter_lag,
 )
 from rollguard.roller.roll.rules.settings import OnAgentUnreachable, RollSettings
-from rollguard.roller.roll.rules.waits import Budget
 
-__all__ = [
-    "AwaitIsr",
-    "AwaitQuorum",
-    "Done",
-    "NodeWait",
-    "Phase",
-    "Step",
-    "recovery_failure",
-    "step",
-]
+__all__ = ["AwaitIsr", "AwaitQuorum", "Done", "NodeWait", "Phase", "Step", "step"]
 
 FOUND_NOT_READY = "it was found not ready"
 IN_SYNC = Baseline()  # in every ISR, its voter caught up: all a restart can take away
@@ -111,15 +96,9 @@ class NodeWait:
 
     @classmethod
     def after_restart(
-        cls,
-        node: Node,
-        settings: RollSettings,
-        now: float,
-        before: str | None,
-        base: Baseline = IN_SYNC,
+        cls, node: Node, s: RollSettings, now: float, before: str | None, base: Baseline = IN_SYNC
     ) -> NodeWait:
-        ready = ReadyWait.start(now, before, _limit(node, settings))
-        return cls(ready, Phase.READY, before, base)
+        return cls(ReadyWait.start(now, before, _limit(node, s)), Phase.READY, before, base)
 
     @property
     def restarted(self) -> bool:
@@ -409,30 +388,10 @@ def _recovering(
         tracker = tracker.observe(now, recovery.remaining_logs, recovery.remaining_segments)
     verdict = tracker.verdict(now)
     wait = replace(wait, recovery=tracker, unknown_since=None)
-    return Step(action, wait, recovery_failure(node, tracker, verdict, s), verdict)
-
-
-def recovery_failure(
-    node: Node, tracker: RecoveryTracker, verdict: Verdict, s: RollSettings
-) -> str | None:
-    """Why the roll stops waiting for this recovery (stalled, or past its budget), or None."""
-    text = tracker.describe()
-    if verdict is Verdict.STALLED:
-        return (
-            f"{node.name} is performing log recovery but made no progress for "
-            f"{format_duration(s.stall_timeout)} ({text}); not restarting it"
-        )
-    if verdict is Verdict.TOO_LONG:
-        history = " (its budget from history)" if node.name in s.recovery_budgets else ""
-        return (
-            f"{node.name} is still performing log recovery after "
-            f"{format_duration(s.recovery_budget(node.name))}{history} ({text}); "
-            "not restarting it"
-        )
-    return None
+    return Step(action, wait, recovery_failure(node.name, tracker, verdict, s), verdict)
 
 
 def _limit(node: Node, s: RollSettings) -> float:
     """Past its recovery budget plus one operation timeout, nothing counts as progress
-    (`readiness`)."""
+    (`budgets.ReadyWait`)."""
     return s.recovery_budget(node.name) + s.operation_timeout

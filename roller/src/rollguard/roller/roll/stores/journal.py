@@ -13,20 +13,16 @@ from __future__ import annotations
 
 import json
 import logging
-import threading
-from collections.abc import Callable
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
 from enum import StrEnum
 from pathlib import Path
 from typing import Any, Protocol
 
 from rollguard.roller.configmap import MANAGED_BY, ConfigMapStore, MissingKey
 from rollguard.roller.roll.rules.safety import Baseline
-from rollguard.shared.dataset import Event
 from rollguard.shared.errors import ConfigError, RollguardError
 from rollguard.shared.files import atomic_write
-from rollguard.shared.wire import KafkaBuild, format_time
+from rollguard.shared.wire import KafkaBuild
 
 logger = logging.getLogger(__name__)
 
@@ -198,17 +194,6 @@ def _names(value: object) -> tuple[str, ...]:
     return tuple(value)
 
 
-Wall = Callable[[], datetime]  # the wall clock: what the journal and the events stamp
-
-
-def utc_now() -> datetime:
-    return datetime.now(UTC)
-
-
-def now_text(wall: Wall = utc_now) -> str:
-    return format_time(wall())
-
-
 class JournalStore(Protocol):
     def load(self, roll_id: str) -> RollRecord | None: ...
 
@@ -277,83 +262,6 @@ class FileJournalStore:
             raise JournalError(
                 f"roll journal {self.path(record.roll_id)} cannot be written: {exc.strerror}"
             ) from exc
-
-
-class EventLog:
-    """Appends one JSON object a line, flushed at once; thread-safe. Without a path (`rollguard
-    plan`, which writes nothing) events are not written.
-
-    `listeners` (the roll's metrics) are called with each event's object, written or not, and
-    with each `repeat`: a wait said again unchanged at a later poll, which is not written. A
-    listener that raises is logged once and never stops the roll."""
-
-    def __init__(
-        self, path: Path | None, roll_id: str, *, cluster: str | None = None, wall: Wall = utc_now
-    ) -> None:
-        self.path = path
-        self.wall = wall
-        self.roll_id = roll_id
-        self.cluster = cluster  # in every event: `rollguard collect` keeps each cluster's own
-        self.listeners: list[Callable[[dict[str, Any]], None]] = []
-        self._lock = threading.Lock()
-        self._failing = False
-        self._broken: set[Callable[[dict[str, Any]], None]] = set()  # listeners that raised
-        if path is not None:
-            path.parent.mkdir(parents=True, exist_ok=True)
-
-    def _entry(
-        self, node: str | None, action: Event, reason: str, figures: dict[str, Any]
-    ) -> dict[str, Any]:
-        known = {k: v for k, v in figures.items() if v is not None}
-        return {
-            "ts": now_text(self.wall),
-            "rollId": self.roll_id,
-            **({"cluster": self.cluster} if self.cluster else {}),
-            "node": node,
-            "action": action,
-            "reason": reason,
-            **known,
-        }
-
-    def repeat(self, node: str | None, action: Event, reason: str = "", **figures: Any) -> None:
-        """An event said before and unchanged (`Observer.say`): for the listeners only, marked
-        `repeated`, so that they know the wait goes on; never written."""
-        if self.listeners:
-            self._tell({**self._entry(node, action, reason, figures), "repeated": True})
-
-    def _tell(self, entry: dict[str, Any]) -> None:
-        for listener in list(self.listeners):
-            try:
-                listener(entry)
-            except Exception:  # the metrics feed people, not the roll's safety: say it once
-                with self._lock:
-                    first = listener not in self._broken
-                    self._broken.add(listener)
-                if first:
-                    logger.warning("an event listener failed; it is ignored", exc_info=True)
-
-    def write(self, node: str | None, action: Event, reason: str = "", **figures: Any) -> None:
-        """One event; `action` is one of the dataset's event names (`shared.dataset.Event`)."""
-        entry = self._entry(node, action, reason, figures)
-        if self.path is not None:
-            self._append(self.path, entry)
-        if self.listeners:
-            self._tell(entry)
-
-    def _append(self, path: Path, entry: dict[str, Any]) -> None:
-        line = json.dumps(entry) + "\n"
-        with self._lock:
-            try:
-                with path.open("a") as handle:
-                    handle.write(line)
-                    handle.flush()
-            except OSError as exc:
-                # The events feed reports, not safety (the roll journal does): say it once.
-                if not self._failing:
-                    logger.warning("event log %s: %s; events are lost", path, exc)
-                self._failing = True
-            else:
-                self._failing = False
 
 
 class ConfigMapJournalStore:

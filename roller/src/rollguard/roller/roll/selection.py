@@ -1,0 +1,63 @@
+"""Which nodes a roll takes (`rules.decide.wanted`: --skip, --only, --all, a node out of date,
+one already on the target version) and those it leaves out, on record; --hold keeps a node for
+a later `roll --resume`. With a target version, a node whose version is not known when the
+roll starts (not started yet) is taken and looked at again just before its restart.
+"""
+
+from __future__ import annotations
+
+from rollguard.roller.model import Node, PlatformView, kafka_build
+from rollguard.roller.roll.observer import Observer
+from rollguard.roller.roll.planning import HELD
+from rollguard.roller.roll.restarts import Restarts, RollResult
+from rollguard.roller.roll.rules.decide import wanted
+from rollguard.roller.roll.rules.settings import RollSettings
+from rollguard.roller.roll.stores.journal import RollRecord
+from rollguard.shared.wire import KafkaBuild
+
+
+class Selection:
+    def __init__(
+        self, observer: Observer, restarts: Restarts, settings: RollSettings, *, revisions: bool
+    ) -> None:
+        self.observer = observer
+        self.restarts = restarts
+        self.settings = settings
+        self.revisions = revisions  # an inventory has none: with a target, what each runs decides
+        self._version_unknown: set[str] = set()  # taken without knowing what they run
+
+    async def take(self, node: Node, record: RollRecord, result: RollResult) -> bool:
+        """Whether the roll takes `node`; one it leaves out is on record."""
+        view = await self.observer.platform_view(node)
+        running = await self._running(node)
+        s = self.settings
+        taken, why = wanted(node, view, s, revisions=self.revisions, running=running)
+        held = taken and node.name in s.hold
+        if not taken or held:
+            await self.restarts.leave_out(node, HELD if held else why, record, result, held=held)
+            return False
+        if s.kafka_version is not None and running is None:
+            self._version_unknown.add(node.name)  # looked at again before its restart
+        return True
+
+    async def on_target(
+        self, node: Node, view: PlatformView, record: RollRecord, result: RollResult
+    ) -> bool:
+        """True for a node about to be restarted that the roll took without knowing what it
+        ran (not started at the roll's start: its agent says its version once it has) and that
+        now says it runs the target: left out, as those known to run it were."""
+        if node.name not in self._version_unknown:
+            return False
+        self._version_unknown.discard(node.name)
+        running = await self._running(node)
+        s = self.settings
+        taken, why = wanted(node, view, s, revisions=self.revisions, running=running)
+        if not taken:
+            await self.restarts.leave_out(node, why, record, result)
+        return not taken
+
+    async def _running(self, node: Node) -> KafkaBuild | None:
+        """The Kafka `node` runs by its agent, when the roll has a target version to compare."""
+        if self.settings.kafka_version is None:
+            return None
+        return kafka_build(await self.observer.ask(node, log=False))
