@@ -48,7 +48,7 @@ from rollguard.roller.connect.operations import (
     wait_resumed,
 )
 from rollguard.roller.connect.versions import MODIFY_OFFSETS_SINCE, STOP_SINCE, require
-from rollguard.shared.errors import ConfigError, RollguardError
+from rollguard.shared.errors import ConfigError, Fatal, RollguardError
 from rollguard.shared.files import atomic_write
 
 GENERIC_KEY = "offsets.json"
@@ -57,7 +57,7 @@ RESTORE_ON_INTERRUPT = 1.5  # seconds to put a connector back when interrupted (
 logger = logging.getLogger(__name__)
 
 
-class OffsetsError(RollguardError):
+class OffsetsError(Fatal):
     """An offsets operation refused or failed; the message names the connector, the cause and
     the state the connector is left in."""
 
