@@ -18,10 +18,11 @@ Exceptions are classified by what the caller does next, not by where they came f
 - `WireFormatError`: a peer broke the wire contract. Asking again brings the same answer: the
   answer is unusable (an agent's malformed report is an unreadable agent).
 
-Library errors (kafka-python, lightkube and httpx, ssl, OSError, json) never leave the adapter
-that meets them: each translates them into one of these with the original chained as the cause
-(`rollguard.roller.kafka_admin`, `rollguard.roller.kubernetes`, `rollguard.roller.configmap`,
-`rollguard.roller.connect.client`, `rollguard.roller.host_commands`, the lease stores). The
+Library errors (kafka-python, lightkube and httpx, ssl, OSError, json) are translated into one
+of these by the adapter that meets them, the message naming the call and the cause (the original
+chained as `__cause__`, or left out where the message says all of it):
+`rollguard.roller.kafka_admin`, `rollguard.roller.kubernetes`, `rollguard.roller.configmap`,
+`rollguard.roller.connect.client`, `rollguard.roller.host_commands`, the lease stores. The
 agents' client answers values, not exceptions: `AgentUnavailable` when an agent cannot be read.
 
 Two origin groups are kept so that `except` of one adapter's errors still works: their members
