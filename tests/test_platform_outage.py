@@ -13,7 +13,7 @@ import pytest
 from lightkube import ApiError
 from lightkube.models.meta_v1 import Status
 
-from rollguard.roller.kubernetes import AllowedCalls, KubernetesError, KubernetesUnavailable
+from rollguard.roller.kubernetes import AllowedCalls, KubernetesRefused, KubernetesUnavailable
 from rollguard.roller.model import PlatformView
 from rollguard.roller.roll.observer import Observer
 from rollguard.roller.roll.stores.events import EventLog
@@ -83,9 +83,9 @@ def forbidden() -> ApiError:
 def test_a_403_is_an_outage_only_for_a_call_allowed_before() -> None:
     allowed = AllowedCalls()
     first = allowed.error("get pods", "get pod kafka-0", forbidden())
-    assert type(first) is KubernetesError and "403 Forbidden" in str(first)
+    assert type(first) is KubernetesRefused and "403 Forbidden" in str(first)
     allowed.allowed("get pods")
     again = allowed.error("get pods", "get pod kafka-0", forbidden())
     assert isinstance(again, KubernetesUnavailable) and "allowed before" in str(again)
     other = allowed.error("delete pods", "delete pod kafka-0", forbidden())
-    assert type(other) is KubernetesError
+    assert type(other) is KubernetesRefused

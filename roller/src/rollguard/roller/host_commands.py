@@ -35,7 +35,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 
-from rollguard.shared.errors import RollguardError
+from rollguard.shared.errors import NodeFailed
 from rollguard.shared.wire import format_time
 
 logger = logging.getLogger(__name__)
@@ -47,7 +47,7 @@ GROUP_POLL = 0.02  # seconds between looks at a process group that is being kill
 KILL_WAIT = 5.0  # seconds for SIGKILL to take effect (a process in uninterruptible sleep)
 
 
-class CommandError(RollguardError):
+class CommandError(NodeFailed):
     """A command could not be started or did not finish in time; the message names the node."""
 
 

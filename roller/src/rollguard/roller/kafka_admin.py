@@ -36,7 +36,7 @@ from rollguard.roller.model import (
     Reassignment,
     VoterInfo,
 )
-from rollguard.shared.errors import ConfigError, RollguardError
+from rollguard.shared.errors import ConfigError, RetryLater
 from rollguard.shared.javaprops import PropertiesError, parse_properties
 
 logger = logging.getLogger(__name__)
@@ -57,11 +57,11 @@ PROPERTY_NAMES = {
 }
 
 
-class AdminApiError(RollguardError):
+class AdminApiError(RetryLater):
     """The Admin API could not be used; the roller cannot prove a restart safe."""
 
 
-class LagUnknown(RollguardError):
+class LagUnknown(RetryLater):
     """A consumer group's lag cannot be told from what Kafka answered (no committed offsets:
     an unknown group, or one that never committed)."""
 

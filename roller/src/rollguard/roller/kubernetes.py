@@ -14,8 +14,10 @@
   A pod being deleted (deletionTimestamp) is not ready and has no identity yet: a new one comes.
 - Process gone: the Kafka container terminated or crash-looping, or the pod Failed/Succeeded:
   the only proof that lets a node whose agent cannot be read be force-restarted.
-- Errors: every `ApiError` is translated here into a `KubernetesError` naming the call, the
-  object and the API's own message (a 403 says which permission is missing).
+- Errors: every `ApiError` and transport error is translated here into a `KubernetesError`
+  naming the call, the object and the API's own message (a 403 says which permission is
+  missing): a `KubernetesUnavailable` (`RetryLater`) when the API did not answer or answered
+  429 or 5xx, else a `KubernetesRefused` (`Fatal`).
 - Restart: delete the pod; its controller makes a new one with a new UID.
 - Opt-out: the annotation `rollguard.io/skip-restart: "true"`.
 - The roll journal is kept in a ConfigMap `rollguard-roll-<id>`
@@ -38,7 +40,7 @@ from lightkube.resources.core_v1 import Pod
 
 from rollguard.roller.model import DEFAULT_AGENT_URL, STUCK_REASONS, Node, PlatformView, Role
 from rollguard.roller.platform import PlatformUnavailable, RestartError
-from rollguard.shared.errors import ConfigError, RollguardError
+from rollguard.shared.errors import ConfigError, Fatal, RollguardError
 
 SKIP_ANNOTATION = "rollguard.io/skip-restart"
 BROKER_ROLE_LABEL = "strimzi.io/broker-role"
@@ -62,7 +64,13 @@ API_ERRORS: tuple[type[Exception], ...] = (ApiError, *HTTP_ERRORS)
 
 
 class KubernetesError(RollguardError):
-    """The Kubernetes API refused or failed a call; the message says which and why."""
+    """The Kubernetes API refused or failed a call; the message says which and why. An origin
+    group (`except KubernetesError`: any of them): what is raised is one of its two members,
+    each of its category."""
+
+
+class KubernetesRefused(KubernetesError, Fatal):
+    """The API answered no (403, 404, 409, 422...): asking again would bring the same."""
 
 
 class KubernetesUnavailable(KubernetesError, PlatformUnavailable):
@@ -103,7 +111,7 @@ def prepare_decoders(*kinds: type[Any]) -> None:
 def api_error(what: str, exc: Exception) -> KubernetesError:
     if isinstance(exc, ApiError):
         status = exc.status
-        kind = KubernetesUnavailable if status.code in UNAVAILABLE_STATUSES else KubernetesError
+        kind = KubernetesUnavailable if status.code in UNAVAILABLE_STATUSES else KubernetesRefused
         return kind(f"Kubernetes API: {what}: {status.code} {status.reason}: {status.message}")
     return KubernetesUnavailable(f"Kubernetes API: {what}: {type(exc).__name__}: {exc}")
 
@@ -113,7 +121,7 @@ class AllowedCalls:
     has just started answers 403 until its RBAC authorizer has read the Roles and bindings
     (seen here: for a few seconds after a restart): a 403 on a call allowed before is taken for
     that, `KubernetesUnavailable`, and waited out as an outage is; a 403 on a call never
-    allowed is the Role's, a `KubernetesError` at once."""
+    allowed is the Role's, a `KubernetesRefused` at once."""
 
     def __init__(self) -> None:
         self._kinds: set[str] = set()

@@ -18,7 +18,7 @@ from rollguard.roller.agent_client import AgentClient
 from rollguard.roller.host_commands import CommandError, group_alive, run_command
 from rollguard.roller.inventory import InventoryNode, load_inventory
 from rollguard.roller.model import BROKER_STATE_MISSING, AgentReport, Node, PlatformView
-from rollguard.shared.errors import RollguardError
+from rollguard.shared.errors import NodeFailed, RetryLater
 from rollguard.shared.files import atomic_write
 from rollguard.shared.wire import format_time
 
@@ -34,11 +34,11 @@ __all__ = [
 logger = logging.getLogger(__name__)
 
 
-class RestartError(RollguardError):
+class RestartError(NodeFailed):
     """A restart could not be carried out (the command failed, the API refused)."""
 
 
-class PlatformUnavailable(RollguardError):
+class PlatformUnavailable(RetryLater):
     """The platform's API did not answer, or answered that it cannot now (HTTP 429 or 5xx): the
     same call may work shortly. A roll waits it out for as long as its lease could not have
     expired (`rollguard.roller.roll.observer.Observer.through_outage`)."""

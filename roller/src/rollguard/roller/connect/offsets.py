@@ -40,15 +40,9 @@ from typing import Any, Protocol
 
 from rollguard.roller.configmap import MissingKey
 from rollguard.roller.connect.client import ConnectClient, ConnectError, ConnectorStatus
-from rollguard.roller.connect.operations import (
-    StateNotReached,
-    WaitTimeout,
-    is_stopped,
-    wait_for,
-    wait_resumed,
-)
+from rollguard.roller.connect.operations import is_stopped, wait_for, wait_resumed
 from rollguard.roller.connect.versions import MODIFY_OFFSETS_SINCE, STOP_SINCE, require
-from rollguard.shared.errors import ConfigError, RollguardError
+from rollguard.shared.errors import ConfigError, Fatal, NodeFailed, RollguardError
 from rollguard.shared.files import atomic_write
 
 GENERIC_KEY = "offsets.json"
@@ -57,7 +51,7 @@ RESTORE_ON_INTERRUPT = 1.5  # seconds to put a connector back when interrupted (
 logger = logging.getLogger(__name__)
 
 
-class OffsetsError(RollguardError):
+class OffsetsError(Fatal):
     """An offsets operation refused or failed; the message names the connector, the cause and
     the state the connector is left in."""
 
@@ -293,7 +287,7 @@ async def _restore(client: ConnectClient, connector: str, previous: str, wait: f
             status = await wait_for(client, connector, _paused, "PAUSED", timeout=wait)
         else:
             status = await wait_resumed(client, connector, timeout=wait)
-    except (WaitTimeout, StateNotReached) as exc:
+    except NodeFailed as exc:  # WaitTimeout, StateNotReached: it did not come back as it was
         return f"connector {connector} was {verb}, but {exc}"
     except ConnectError as exc:
         return f"connector {connector} was {verb}, but its state cannot be read now ({exc})"

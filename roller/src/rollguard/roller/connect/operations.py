@@ -42,7 +42,7 @@ from rollguard.roller.connect.versions import (
     parse_version,
     require,
 )
-from rollguard.shared.errors import RollguardError
+from rollguard.shared.errors import NodeFailed, RollguardError
 from rollguard.shared.settings import format_duration
 
 POLL = 0.25  # seconds between two status reads while waiting
@@ -53,11 +53,11 @@ Sleep = Callable[[float], Awaitable[object]]
 T = TypeVar("T")
 
 
-class WaitTimeout(RollguardError):
+class WaitTimeout(NodeFailed):
     """A connector did not reach the state waited for in time; the message says where it is."""
 
 
-class StateNotReached(RollguardError):
+class StateNotReached(NodeFailed):
     """A restarted connector settled FAILED (or a resumed one FAILED): the message says which."""
 
 

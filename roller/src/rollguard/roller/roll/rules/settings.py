@@ -1,9 +1,9 @@
 """What a roll is told and how it fails: the bottom of the roll package.
 
 `RollSettings` is the one frozen settings object of a roll (built by `roll/cli/roll.py` from
-flags and the environment, or by a library user); `RollFailed` is the one error the roll loop
-raises, its message naming the node and the cause. Every other module of the package may import
-this one; it imports none of them.
+flags and the environment, or by a library user); `RollFailed` (a `Fatal` error) is the one
+error the roll loop raises, its message naming the node and the cause. Every other module of the
+package may import this one; it imports none of them.
 """
 
 from __future__ import annotations
@@ -12,10 +12,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
 
-from rollguard.shared.errors import RollguardError
+from rollguard.shared.errors import Fatal
 
 
-class RollFailed(RollguardError):
+class RollFailed(Fatal):
     """The roll stopped; the message names the node and the cause."""
 
 

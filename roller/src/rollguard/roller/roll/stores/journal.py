@@ -20,7 +20,7 @@ from typing import Any, Protocol
 
 from rollguard.roller.configmap import MANAGED_BY, ConfigMapStore, MissingKey
 from rollguard.roller.roll.rules.safety import Baseline
-from rollguard.shared.errors import ConfigError, RollguardError
+from rollguard.shared.errors import ConfigError, Fatal
 from rollguard.shared.files import atomic_write
 from rollguard.shared.wire import KafkaBuild
 
@@ -29,7 +29,7 @@ logger = logging.getLogger(__name__)
 VERSION = 1
 
 
-class JournalError(RollguardError):
+class JournalError(Fatal):
     """The roll journal cannot be written: the roll must stop, it could not resume safely."""
 
 

@@ -43,7 +43,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import NoReturn, Protocol
 
-from rollguard.shared.errors import RollguardError
+from rollguard.shared.errors import Fatal, RetryLater, RollguardError
 
 logger = logging.getLogger(__name__)
 
@@ -56,10 +56,16 @@ DEFAULT_DURATION = 60.0
 
 
 class LeaseError(RollguardError):
-    """The lease could not be read or written; the message names it and the cause."""
+    """Something about the lease; the message names it and the cause. An origin group (`except
+    LeaseError`: any of them): what is raised is one of its members, each of its category."""
 
 
-class LeaseHeld(LeaseError):
+class LeaseUnavailable(LeaseError, RetryLater):
+    """The lease could not be read or written just now (the API or the file system failed):
+    its renewal is tried again for as long as the lease cannot have expired (`keep_renewed`)."""
+
+
+class LeaseHeld(LeaseError, Fatal):
     """Another process holds a live lease on the cluster."""
 
     def __init__(self, record: LeaseRecord, now: float, wanted_roll: str | None = None) -> None:
@@ -76,7 +82,7 @@ class LeaseHeld(LeaseError):
         super().__init__(message)
 
 
-class LeaseLost(LeaseError):
+class LeaseLost(LeaseError, Fatal):
     """The lease we held is gone: another roller may act now, so this one must stop."""
 
 
@@ -123,7 +129,8 @@ class Lease(Protocol):
         ...
 
     async def read_paused(self) -> str:
-        """Whether the roll is paused now, read from the lease (LeaseError if it cannot be)."""
+        """Whether the roll is paused now, read from the lease (LeaseUnavailable if it cannot
+        be)."""
         ...
 
     def describe(self) -> str:
@@ -135,7 +142,8 @@ class Lease(Protocol):
         ...
 
     async def renew(self) -> None:
-        """Extend it; LeaseLost if someone else holds it now, LeaseError if it cannot tell."""
+        """Extend it; LeaseLost if someone else holds it now, LeaseUnavailable if it cannot
+        tell."""
         ...
 
     async def release(self) -> None:
@@ -169,7 +177,7 @@ def holder_gone(holder: str) -> bool:
     return stat[stat.rfind(")") + 2 :].split()[:1] in (["Z"], ["X"])  # a zombie is gone too
 
 
-class NotRunning(LeaseError):
+class NotRunning(LeaseError, Fatal):
     """`rollguard roll pause|resume`: the roll named is not the one holding the lease now."""
 
 

@@ -16,10 +16,10 @@ from pathlib import Path
 
 from rollguard.roller.roll.stores.lease import (
     DEFAULT_DURATION,
-    LeaseError,
     LeaseHeld,
     LeaseLost,
     LeaseRecord,
+    LeaseUnavailable,
     check_duration,
     holder_gone,
     running_roll,
@@ -156,7 +156,9 @@ class FileLease:
                     )
                 self._write(current.acquired_at, now, current.paused)
         except (OSError, ConfigError) as exc:
-            raise LeaseError(f"{self.describe()}: cannot be renewed ({_os_reason(exc)})") from None
+            raise LeaseUnavailable(
+                f"{self.describe()}: cannot be renewed ({_os_reason(exc)})"
+            ) from None
 
     async def release(self) -> None:
         try:
@@ -167,14 +169,18 @@ class FileLease:
                     return
                 self.path.unlink()
         except (OSError, ConfigError) as exc:
-            raise LeaseError(f"{self.describe()}: cannot be released ({_os_reason(exc)})") from None
+            raise LeaseUnavailable(
+                f"{self.describe()}: cannot be released ({_os_reason(exc)})"
+            ) from None
         logger.info("%s: released by %s", self.describe(), self.holder)
 
     async def read_paused(self) -> str:
         try:
             current = self._read()
         except (OSError, ConfigError) as exc:
-            raise LeaseError(f"{self.describe()}: cannot be read ({_os_reason(exc)})") from None
+            raise LeaseUnavailable(
+                f"{self.describe()}: cannot be read ({_os_reason(exc)})"
+            ) from None
         self.paused = current.paused if current is not None else ""
         return self.paused
 
@@ -191,7 +197,9 @@ class FileLease:
                 self._write_record(changed)
                 return changed
         except OSError as exc:
-            raise LeaseError(f"{self.describe()}: cannot be written ({_os_reason(exc)})") from None
+            raise LeaseUnavailable(
+                f"{self.describe()}: cannot be written ({_os_reason(exc)})"
+            ) from None
 
 
 def _os_reason(exc: Exception) -> str:

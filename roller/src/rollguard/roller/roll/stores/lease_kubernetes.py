@@ -13,10 +13,10 @@ import httpx
 
 from rollguard.roller.roll.stores.lease import (
     DEFAULT_DURATION,
-    LeaseError,
     LeaseHeld,
     LeaseLost,
     LeaseRecord,
+    LeaseUnavailable,
     check_duration,
     running_roll,
     took_over,
@@ -83,7 +83,7 @@ class KubernetesLease:
         )
 
     async def _call(self, what: str, call: Awaitable[Any]) -> Any:
-        """The one place where lightkube's and httpx's errors become LeaseErrors. 404 and 409
+        """The one place where lightkube's and httpx's errors become LeaseUnavailable. 404 and 409
         come back as `NOT_FOUND` and `CONFLICT`, for the caller to decide."""
         # lightkube 1.x talks through httpx2, not httpx: its transport errors are httpx2's.
         import httpx2
@@ -94,12 +94,12 @@ class KubernetesLease:
         except ApiError as exc:
             if exc.status.code in (NOT_FOUND, CONFLICT):
                 return exc.status.code
-            raise LeaseError(
+            raise LeaseUnavailable(
                 f"{self.describe()}: cannot {what}: {exc.status.code} {exc.status.reason}: "
                 f"{exc.status.message}"
             ) from None
         except (httpx2.HTTPError, httpx.HTTPError) as exc:
-            raise LeaseError(
+            raise LeaseUnavailable(
                 f"{self.describe()}: cannot {what}: the Kubernetes API did not answer "
                 f"({type(exc).__name__}: {exc})"
             ) from None
@@ -157,7 +157,9 @@ class KubernetesLease:
                 self._stamp(fresh, holder=self.holder, acquired=now, now=now)
                 answer = await self._call("create it", self.client.create(fresh))
                 if answer == NOT_FOUND:
-                    raise LeaseError(f"{self.describe()}: namespace {self.namespace} not found")
+                    raise LeaseUnavailable(
+                        f"{self.describe()}: namespace {self.namespace} not found"
+                    )
             else:
                 record = self._record(current)
                 if record.holder != self.holder:
@@ -176,7 +178,7 @@ class KubernetesLease:
                 return
             # Another roller created or wrote it since we read it (or it was deleted): the
             # next read says who holds it now.
-        raise LeaseError(f"{self.describe()}: kept changing under us; try again")
+        raise LeaseUnavailable(f"{self.describe()}: kept changing under us; try again")
 
     async def renew(self) -> None:
         for _ in range(CONFLICT_RETRIES):
@@ -192,7 +194,7 @@ class KubernetesLease:
                 CONFLICT,
             ):
                 return
-        raise LeaseError(f"{self.describe()}: kept changing under us while renewing it")
+        raise LeaseUnavailable(f"{self.describe()}: kept changing under us while renewing it")
 
     async def release(self) -> None:
         for _ in range(CONFLICT_RETRIES):
@@ -209,7 +211,7 @@ class KubernetesLease:
             ):
                 logger.info("%s: released by %s", self.describe(), self.holder)
                 return
-        raise LeaseError(f"{self.describe()}: kept changing under us while releasing it")
+        raise LeaseUnavailable(f"{self.describe()}: kept changing under us while releasing it")
 
     async def read_paused(self) -> str:
         current = await self._get()
@@ -235,7 +237,7 @@ class KubernetesLease:
                 CONFLICT,
             ):
                 return self._record(current)
-        raise LeaseError(f"{self.describe()}: kept changing under us; try again")
+        raise LeaseUnavailable(f"{self.describe()}: kept changing under us; try again")
 
 
 def _micro_time(moment: float) -> datetime:
