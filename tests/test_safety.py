@@ -13,7 +13,7 @@ from rollguard.roller.model import (
     Role,
     VoterInfo,
 )
-from rollguard.roller.roll.rules.progress import RecoveryTracker, Verdict, format_duration
+from rollguard.roller.roll.rules.progress import RecoveryTracker, Verdict
 from rollguard.roller.roll.rules.safety import (
     Baseline,
     availability_blockers,
@@ -28,6 +28,7 @@ from rollguard.roller.roll.rules.safety import (
     voter_caught_up,
 )
 from rollguard.roller.roll.rules.waits import ProgressWait
+from rollguard.shared.converters import format_duration
 
 B, C = Role.BROKER, Role.CONTROLLER
 

@@ -25,13 +25,14 @@ from rollguard.roller.model import AgentAnswer, Node, describe_answer
 from rollguard.roller.roll.observer import Observer
 from rollguard.roller.roll.rules.decide import AwaitRecovery, AwaitUnknown, Back, Fail
 from rollguard.roller.roll.rules.node_wait import AwaitIsr, Done, NodeWait, Phase, Step, step
-from rollguard.roller.roll.rules.progress import RecoveryTracker, Verdict, format_duration
+from rollguard.roller.roll.rules.progress import RecoveryTracker, Verdict
 from rollguard.roller.roll.rules.safety import (
     Baseline,
     unbalanced,
 )
 from rollguard.roller.roll.rules.settings import RollSettings
 from rollguard.roller.roll.rules.waits import ProgressWait
+from rollguard.shared.converters import format_duration
 from rollguard.shared.dataset import Event
 from rollguard.shared.errors import RollguardError
 

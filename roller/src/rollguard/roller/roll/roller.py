@@ -53,7 +53,6 @@ from rollguard.roller.roll.rules.decide import (
     held_by_recovery,
     wanted,
 )
-from rollguard.roller.roll.rules.progress import format_duration
 from rollguard.roller.roll.rules.safety import baseline, roll_order
 from rollguard.roller.roll.rules.settings import OnAgentUnreachable, RollFailed, RollSettings
 from rollguard.roller.roll.rules.waits import SafetyWait
@@ -71,6 +70,7 @@ from rollguard.roller.roll.stores.journal import (
     utc_now,
 )
 from rollguard.roller.roll.stores.lease import Lease, LeaseLost, release, renewing
+from rollguard.shared.converters import format_duration
 from rollguard.shared.dataset import Event
 from rollguard.shared.errors import ConfigError, RollguardError
 from rollguard.shared.retry import RetryPolicy

@@ -55,7 +55,7 @@ from rollguard.roller.roll.rules.decide import (
     after_restart,
     decide,
 )
-from rollguard.roller.roll.rules.progress import RecoveryTracker, Verdict, format_duration
+from rollguard.roller.roll.rules.progress import RecoveryTracker, Verdict
 from rollguard.roller.roll.rules.readiness import ReadyWait
 from rollguard.roller.roll.rules.safety import (
     Baseline,
@@ -66,6 +66,7 @@ from rollguard.roller.roll.rules.safety import (
 )
 from rollguard.roller.roll.rules.settings import OnAgentUnreachable, RollSettings
 from rollguard.roller.roll.rules.waits import Budget
+from rollguard.shared.converters import format_duration
 
 __all__ = [
     "AwaitIsr",

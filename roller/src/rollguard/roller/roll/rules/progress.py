@@ -16,6 +16,8 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from enum import StrEnum
 
+from rollguard.shared.converters import format_duration
+
 
 class Verdict(StrEnum):
     PROGRESSING = "progressing"
@@ -97,14 +99,3 @@ class RecoveryTracker:
         if eta is not None:
             text += f", ETA {format_duration(eta)}"
         return text
-
-
-def format_duration(seconds: float) -> str:
-    seconds = round(seconds)
-    if seconds < 60:
-        return f"{seconds}s"
-    minutes, seconds = divmod(seconds, 60)
-    if minutes < 60:
-        return f"{minutes}m{seconds:02d}s"
-    hours, minutes = divmod(minutes, 60)
-    return f"{hours}h{minutes:02d}m"
