@@ -23,20 +23,16 @@ from rollguard.agent.jmx import BACKENDS, JmxCredentials, read_credentials, serv
 from rollguard.agent.jvm import find_java
 from rollguard.agent.readyfile import check_ready_file
 from rollguard.agent.sampler import SamplerSettings
-from rollguard.shared.errors import ConfigError
-from rollguard.shared.retry import RetryPolicy
-from rollguard.shared.settings import (
-    Flag,
-    Options,
-    RetryOptions,
+from rollguard.shared.converters import (
     choice,
     duration,
     duration_between,
     integer,
     listen_address,
-    option,
-    same,
 )
+from rollguard.shared.errors import ConfigError
+from rollguard.shared.retry import RetryOptions, RetryPolicy
+from rollguard.shared.settings import Options, option, same
 from rollguard.shared.suggest import did_you_mean
 
 ENV_PREFIX = "ROLLGUARD_AGENT_"
@@ -358,7 +354,7 @@ class AgentOptions(RetryOptions, _ServingOptions):
         )
 
 
-FLAGS: tuple[Flag, ...] = AgentOptions.flags()  # for the docs' test of every flag
+FLAGS = AgentOptions.flags()  # for the docs' test of every flag
 
 
 def build_parser(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:

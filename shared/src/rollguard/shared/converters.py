@@ -19,8 +19,9 @@ import re
 from collections.abc import Callable, Sequence
 from typing import Any, NamedTuple
 
-from rollguard.shared.retry import MAX_INT
 from rollguard.shared.suggest import did_you_mean
+
+MAX_INT = 2**31 - 1  # the largest whole number a setting takes (Java's int, as Kafka's)
 
 _NUMBER = r"(?:[0-9]+(?:\.[0-9]+)?|\.[0-9]+)"
 _DECIMAL = re.compile(rf"-?{_NUMBER}")
@@ -149,6 +150,11 @@ def integer(low: int = 0, high: int = MAX_INT) -> Callable[[str], int]:
         return value
 
     return convert
+
+
+def names(text: str) -> frozenset[str]:
+    """A comma-separated list of names (of nodes), empty ones left out."""
+    return frozenset(filter(None, (n.strip() for n in text.split(","))))
 
 
 def choice(*allowed: str) -> Callable[[str], str]:
