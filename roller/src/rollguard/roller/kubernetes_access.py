@@ -16,7 +16,8 @@ The permissions are those of the calls the code makes, and only those:
                    get, create, update configmaps (the journal: read, made, replaced)
                                                     (roll/stores/journal.py, configmap.py)
                    get, create, update leases.coordination.k8s.io (taken, renewed, released
-                   by clearing its holder: never deleted)              (roll/stores/lease_kubernetes.py)
+                   by clearing its holder: never deleted)
+                                                    (roll/stores/lease_kubernetes.py)
     roll --resume  list configmaps: only to name the rolls on record when there is no journal
                    to resume; the roll does without it, so a refusal is a warning, not exit 2
 
