@@ -2,11 +2,11 @@
 
 A command declares its settings as an `Options` dataclass whose fields are `option(...)`s, each
 the one place of a setting: its flag `--<field-name>`, its variable, its default (in the flag's
-own syntax, converted like any value: also the field's default), converter
-(`rollguard.shared.converters`), help, metavar and, where it applies, deprecated names, a
-switch, the `Group` its --help lists it under and the commands it applies to. Commands compose
-them by inheritance, add them to their parser (`Options.add_flags`) and read them once, at
-start-up (`Options.load`), which checks across options too (`check`).
+own syntax; converted, also the field's default), converter (`rollguard.shared.converters`),
+help, metavar and, where it applies, deprecated names, a switch, the `Group` its --help lists
+it under and the commands it applies to. Commands compose them by inheritance, add them to
+their parser (`Options.add_flags`) and read them once, at start-up (`Options.load`), which
+checks across options too (`check`).
 
 One options class may serve several commands (`rollguard roll` and `plan`): an option declared
 with `commands=` belongs to those alone. The others still accept it, so that one command line
@@ -15,21 +15,20 @@ say on stderr that they ignore it when it is given.
 
 A value comes from the command line, else (in a command with an environment prefix:
 `rollguard`: ROLLGUARD_, `rollguard-agent`: ROLLGUARD_AGENT_) the variable `<PREFIX><FLAG>`
-(upper case, `-` as `_`), else the default. Every value is converted once, here, and one that
-does not convert is a ConfigError naming the flag or the variable it came from (exit 2). The
-commands without a prefix (`rollguard-certs`, `rollguard-report`) read no variables, and their
---help is the option's own words; argparse checks only their required flags and renamed ones
-(`Parser.add_renamed`, which warns on stderr).
+(upper case, `-` as `_`), else the default. Every value is converted once, here: one that does
+not convert is a ConfigError naming the flag or the variable it came from (exit 2). Commands
+without a prefix (`rollguard-certs`, `rollguard-report`) read no variables, their --help is the
+options' own words, and argparse checks their required and renamed flags (`Parser.add_renamed`).
 
-Why not pydantic-settings (2.x, installable here): it reads variables with a prefix and, with
-`cli_parse_args`, flags, but its CLI is its own argparse front end with `allow_abbrev` left on
-(rollguard refuses prefixes: `--op` is not `--operation-timeout`), it shows a deprecated alias
-in --help (`validation_alias`) where rollguard hides it and translates its syntax
-(`--operation-timeout-ms 60` is `--operation-timeout 60ms`, with a warning), it has no notion
-of a flag that one command of two takes and the other ignores aloud, and its errors are
-pydantic's ValidationError reports, not one line naming the flag or the variable. Keeping every
-flag, message and --help as it is would take overriding most of it, for more code than this
-module, and pydantic-core, a compiled dependency, in the agent that runs beside every broker.
+Why not pydantic-settings (2.16, downloadable here): it reads prefixed variables and flags (no
+prefix matching), but a deprecated name (`AliasChoices`) is one more spelling of the same
+argparse option, shown in --help and read as is, where rollguard hides it, translates its
+syntax (`--operation-timeout-ms 60` is `--operation-timeout 60ms`) and warns; it knows no flag
+that one command takes and another accepts, hides and ignores aloud; its --help writes the
+default as a value (`300.0`, not `5m`) and `[env: X]`; its errors are ValidationError reports,
+not one line naming the flag or the variable. Keeping every flag, message and --help as they
+are would mean overriding most of it, and it brings pydantic, pydantic-core (compiled) and
+python-dotenv, none of which rollguard uses, into the agent beside every broker.
 """
 
 from __future__ import annotations
@@ -48,8 +47,7 @@ T = TypeVar("T")
 logger = logging.getLogger(__name__)
 
 # A renamed flag: its old name, and a function turning a value in the old syntax into the new
-# flag's syntax (e.g. "60" milliseconds into "60ms"), so that the new flag's own converter and
-# range apply to both.
+# flag's (e.g. "60" milliseconds into "60ms"), so that the new flag's converter applies to both.
 Deprecated = tuple[str, Callable[[str], str]]
 _OPTION = "rollguard.option"
 _NO_ENVIRONMENT: Mapping[str, str] = MappingProxyType({})
@@ -114,10 +112,8 @@ def option(
 ) -> Any:
     """A field of an `Options` dataclass: the flag `--<field-name>` (`_` as `-`; a trailing `_`,
     as in `from_`, dropped; or `--<flag>`), its variable `<PREFIX><FLAG>` (or
-    `<PREFIX><variable>`) in a command with a prefix, its default (the field's default too,
-    converted), converter, help and metavar; its section of --help, and the commands it applies
-    to (none given: every command of the options). A repeated option's converter takes the
-    values one a line (`repeated`)."""
+    `<PREFIX><variable>`), its default (the field's too, converted), converter, help, metavar,
+    section of --help, and the commands it applies to (none given: every command)."""
     spec = _Option(default, convert, help, metavar, required, switch, deprecated, variable,
                    group, frozenset(commands), repeat, flag or "")  # fmt: skip
     value = _default(spec)
@@ -138,10 +134,8 @@ def repeated(convert: Callable[[str], T]) -> Callable[[str], tuple[T, ...]]:
 
 class Options:
     """The base of a command's typed settings: a frozen, keyword-only dataclass whose fields are
-    declared with `option(...)`. Commands compose them by inheritance (the roll's options are
-    the agent's, the platform's, the retry policy's and its own), add them to their parser with
-    `add_flags` and read them with `load`, with the same prefix (None: no variables) and the
-    same command (None: every option applies)."""
+    declared with `option(...)`, added to a parser with `add_flags` and read with `load`, with
+    the same prefix (None: no variables) and command (None: every option applies)."""
 
     __slots__ = ()
 
@@ -187,16 +181,10 @@ class Options:
             _add(parser, parser if hidden else containers[flag.group], flag, prefix, hidden)
 
     @classmethod
-    def read(
-        cls,
-        args: argparse.Namespace,
-        environ: Mapping[str, str] = _NO_ENVIRONMENT,
-        prefix: str | None = None,
-        *,
-        legacy_prefix: str | None = None,
-        command: str | None = None,
-        only: Iterable[str] | None = None,
-    ) -> dict[str, Any]:
+    def read(cls, args: argparse.Namespace, environ: Mapping[str, str] = _NO_ENVIRONMENT,
+             prefix: str | None = None, *, legacy_prefix: str | None = None,
+             command: str | None = None, only: Iterable[str] | None = None,
+             ) -> dict[str, Any]:  # fmt: skip
         """Each option's value by field name, converted (`only`: these fields alone), not yet
         checked across options; ConfigError naming the flag or variable of a bad one. An
         option that does not apply to `command` keeps its default, and a warning names it if it
