@@ -57,7 +57,7 @@ from rollguard.roller.model import Node
 from rollguard.roller.roll.rules.batch import Placement, next_batch, plan_batches
 from rollguard.roller.roll.rules.settings import RollSettings
 from rollguard.shared.cli import Parser, argument_type
-from rollguard.shared.settings import duration_between, integer, number_between
+from rollguard.shared.converters import duration_between, integer, number_between
 
 ROOT = Path(__file__).resolve().parent.parent
 

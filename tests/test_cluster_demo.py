@@ -5,16 +5,19 @@ roller's own reader. The cluster itself (three Kafka JVMs) is not started here."
 
 from __future__ import annotations
 
+import argparse
 import json
 import shlex
 import sys
 from pathlib import Path
+from typing import Any
 
 from rollguard.roller.cli import build_parser as roller_parser
 from rollguard.roller.collect.cli import CollectOptions
 from rollguard.roller.inventory import read_inventory
 from rollguard.roller.roll.cli.options import RollOptions
-from rollguard.shared.settings import resolve
+from rollguard.shared.settings import Options
+from rollguard.spark.cli import ReportOptions
 from rollguard.spark.cli import build_parser as report_parser
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -35,6 +38,12 @@ STARTED = cluster_demo.Started(
 TLS = ["--cert", STARTED.cert, "--key", STARTED.key, "--cacert", STARTED.ca]
 
 
+def by_flag(options: type[Options], args: argparse.Namespace) -> dict[str, Any]:
+    """Each option's value as the command reads it, by flag name."""
+    values = options.read(args, {}, "ROLLGUARD_")
+    return {flag.name: values[flag.field] for flag in options.flags()}
+
+
 def test_every_rollguard_command_printed_parses_with_its_own_parser() -> None:
     shown = {}
     for _, command in cluster_demo.commands(STARTED):
@@ -50,11 +59,12 @@ def test_every_rollguard_command_printed_parses_with_its_own_parser() -> None:
     assert set(shown) == {"state", "plan", "roll", "collect", "report"}
     assert shown["state"].urls == list(STARTED.agents)
     # The values too, as the commands resolve them.
-    roll = resolve(shown["roll"], {}, RollOptions.flags(), "ROLLGUARD_")
-    collect = resolve(shown["collect"], {}, CollectOptions.flags(), "ROLLGUARD_")
+    roll = by_flag(RollOptions, shown["roll"])
+    collect = by_flag(CollectOptions, shown["collect"])
     # collect reads the events where the roll writes them, and writes where the report reads
     assert [roll["state-dir"]] == collect["events"] == [Path("build/demo-cluster/state")]
-    assert collect["out"] == shown["report"].dataset == Path("build/demo-cluster/dataset")
+    report = ReportOptions.load(shown["report"])
+    assert collect["out"] == report.dataset == Path("build/demo-cluster/dataset")
     assert collect["cluster"] == "demo"
 
 

@@ -27,7 +27,6 @@ from rollguard.roller.roll.cli.options import RollOptions
 from rollguard.roller.roll.stores.lease import LeaseError
 from rollguard.roller.roll.stores.lease_kubernetes import KubernetesLease
 from rollguard.shared.cli import Parser as AgentParser
-from rollguard.shared.settings import resolve
 
 DEPLOY = Path(__file__).resolve().parent.parent / "deploy" / "kubernetes"
 KUSTOMIZATION = "kustomize.config.k8s.io/v1beta1"
@@ -181,8 +180,11 @@ def test_only_the_roller_reaches_the_agents_api() -> None:
 def roller_args(args: list[str]) -> dict[str, Any]:
     parsed = roller_cli.build_parser().parse_args(args)
     if parsed.command == "roll":
-        return resolve(parsed, {}, RollOptions.flags(), "ROLLGUARD_")
-    return resolve(parsed, {}, connect_cli.AUTO_RESTART_FLAGS, "ROLLGUARD_")
+        options: Any = RollOptions
+    else:
+        options = connect_cli.AutoRestartOptions
+    values = options.read(parsed, {}, "ROLLGUARD_")
+    return {flag.name: values[flag.field] for flag in options.flags()}
 
 
 def test_the_roll_job_finds_the_brokers_and_their_agents() -> None:

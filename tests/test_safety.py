@@ -13,12 +13,7 @@ from rollguard.roller.model import (
     Role,
     VoterInfo,
 )
-from rollguard.roller.roll.rules.budgets import (
-    ProgressWait,
-    RecoveryTracker,
-    Verdict,
-    format_duration,
-)
+from rollguard.roller.roll.rules.budgets import ProgressWait, RecoveryTracker, Verdict
 from rollguard.roller.roll.rules.safety import (
     Baseline,
     availability_blockers,
@@ -32,6 +27,7 @@ from rollguard.roller.roll.rules.safety import (
     unbalanced,
     voter_caught_up,
 )
+from rollguard.shared.converters import format_duration
 
 B, C = Role.BROKER, Role.CONTROLLER
 

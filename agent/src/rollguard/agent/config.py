@@ -23,20 +23,17 @@ from rollguard.agent.jmx import BACKENDS, JmxCredentials, read_credentials, serv
 from rollguard.agent.jvm import find_java
 from rollguard.agent.readyfile import check_ready_file
 from rollguard.agent.sampler import SamplerSettings
-from rollguard.shared.errors import ConfigError
-from rollguard.shared.retry import RetryPolicy
-from rollguard.shared.settings import (
-    Flag,
-    Options,
-    RetryOptions,
+from rollguard.shared.converters import (
+    HostPort,
     choice,
     duration,
     duration_between,
     integer,
     listen_address,
-    option,
-    same,
 )
+from rollguard.shared.errors import ConfigError
+from rollguard.shared.retry import RetryOptions, RetryPolicy
+from rollguard.shared.settings import Options, option, same
 from rollguard.shared.suggest import did_you_mean
 
 ENV_PREFIX = "ROLLGUARD_AGENT_"
@@ -44,17 +41,8 @@ DEFAULT_HTTP_LIMITS = HttpLimits(header_timeout=10.0, idle_timeout=15.0, max_hea
 
 
 @dataclass(frozen=True, slots=True)
-class Address:
-    host: str
-    port: int
-
-    def __str__(self) -> str:
-        return f"[{self.host}]:{self.port}" if ":" in self.host else f"{self.host}:{self.port}"
-
-
-@dataclass(frozen=True, slots=True)
 class AgentSettings:
-    listen: Address
+    listen: HostPort
     tls_cert: Path
     tls_key: Path
     tls_ca: Path
@@ -65,7 +53,7 @@ class AgentSettings:
     java: str
     event_loop: str
     sampler: SamplerSettings
-    probe_listen: Address
+    probe_listen: HostPort
     ready_file: Path | None
     log_level: str
     log_format: str
@@ -81,11 +69,6 @@ class AgentSettings:
     handshake_timeout: float = 5.0
     api_http: HttpLimits = DEFAULT_HTTP_LIMITS
     probe_http: HttpLimits = DEFAULT_HTTP_LIMITS
-
-
-def parse_address(text: str) -> Address:
-    address = listen_address(text)
-    return Address(address.host, address.port)
 
 
 def _node_id(text: str) -> str:
@@ -129,8 +112,8 @@ RUNNING_INTERVALS = {"persistent": 1.0, "jmxquery": 10.0}
 class _ServingOptions(Options):
     """The agent's own flags, in the order of its --help (the retry flags come after them)."""
 
-    listen: Address = option(
-        "0.0.0.0:8443", parse_address, "HOST:PORT of the mutual-TLS API", "HOST:PORT"
+    listen: HostPort = option(
+        "0.0.0.0:8443", listen_address, "HOST:PORT of the mutual-TLS API", "HOST:PORT"
     )
     # --cert, --key and --cacert: the names every rollguard command (and curl) uses; the agent
     # called them --tls-cert, --tls-key and --tls-ca before 0.2 (still accepted, with a warning).
@@ -207,9 +190,9 @@ class _ServingOptions(Options):
     max_sample_age: float = option(
         "30s", duration, "a sample older than this is not served (503 stale-sample)", "DURATION"
     )
-    probe_listen: Address = option(
+    probe_listen: HostPort = option(
         "127.0.0.1:8080",
-        parse_address,
+        listen_address,
         "HOST:PORT of the plain-HTTP probe port (/v1/ready, /metrics)",
         "HOST:PORT",
     )
@@ -358,7 +341,7 @@ class AgentOptions(RetryOptions, _ServingOptions):
         )
 
 
-FLAGS: tuple[Flag, ...] = AgentOptions.flags()  # for the docs' test of every flag
+FLAGS = AgentOptions.flags()  # for the docs' test of every flag
 
 
 def build_parser(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:

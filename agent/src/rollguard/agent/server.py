@@ -27,7 +27,7 @@ from typing import Any
 import uvicorn
 
 from rollguard.agent.api import create_api_app, create_probe_app
-from rollguard.agent.config import Address, AgentSettings, raise_file_limit
+from rollguard.agent.config import AgentSettings, raise_file_limit
 from rollguard.agent.connections import ConnectionLimiter, HttpLimits, Port, Stage
 from rollguard.agent.http_protocol import bound_protocol
 from rollguard.agent.jmx_choice import open_backend
@@ -40,6 +40,7 @@ from rollguard.agent.timeline_recorder import TimelineRecorder
 from rollguard.agent.timeline_store import TimelineStore
 from rollguard.agent.tls_gate import CERTIFICATE_REASONS, AlertingSSLObject, TlsPort
 from rollguard.agent.tls_reload import ReloadingServerContext
+from rollguard.shared.converters import HostPort
 from rollguard.shared.errors import ConfigError
 
 logger = logging.getLogger(__name__)
@@ -60,7 +61,7 @@ class _Server(uvicorn.Server):
         yield
 
 
-def bind(address: Address, what: str) -> socket.socket:
+def bind(address: HostPort, what: str) -> socket.socket:
     """A listening socket, or a ConfigError that says why not (in use, no such address...)."""
     try:
         infos = socket.getaddrinfo(

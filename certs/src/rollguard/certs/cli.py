@@ -30,8 +30,9 @@ from rollguard.certs.pki import (
     write_pair,
 )
 from rollguard.shared.cli import ExitCode, Parser
+from rollguard.shared.converters import boolean, braces, integer, one_of
 from rollguard.shared.errors import ConfigError
-from rollguard.shared.settings import Options, boolean, braces, integer, one_of, option, same
+from rollguard.shared.settings import Options, option, same
 from rollguard.shared.tls import read_certificates
 
 EXIT_USAGE = ExitCode.USAGE

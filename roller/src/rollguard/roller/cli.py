@@ -26,7 +26,6 @@ from collections.abc import Mapping, Sequence
 from rollguard.shared.cli import Parser, run_command
 from rollguard.shared.errors import ConfigError
 from rollguard.shared.logs import configure_logging
-from rollguard.shared.settings import resolve
 
 # httpx imports its own command line with itself when click, rich and pygments are installed (a
 # third of this command's start, for a command it never runs).
@@ -72,12 +71,12 @@ def output_settings(args: argparse.Namespace, environ: Mapping[str, str]) -> tup
 
     prefix = CONNECT_PREFIX if args.command in ("connect", "mm2") else ENV_PREFIX
     found: dict[str, str] = {}
-    for flag in OutputOptions.flags():
+    for name in ("output", "log_format"):
         try:
-            found.update(resolve(args, environ, [flag], prefix))
+            found.update(OutputOptions.read(args, environ, prefix, only=[name]))
         except ConfigError:
-            found[flag.name] = "text"
-    return found["output"], found["log-format"]
+            found[name] = "text"
+    return found["output"], found["log_format"]
 
 
 def main(argv: Sequence[str] | None = None, environ: Mapping[str, str] | None = None) -> int:

@@ -18,18 +18,11 @@ from rollguard.roller.agent_client import AgentClient
 from rollguard.roller.inventory import read_inventory
 from rollguard.roller.model import DEFAULT_AGENT_URL
 from rollguard.roller.platform import InventoryPlatform, Platform, load_inventory
+from rollguard.shared.converters import choice, duration_between, servers
 from rollguard.shared.errors import ConfigError
 from rollguard.shared.logs import LOG_FORMATS
-from rollguard.shared.retry import RetryStats
-from rollguard.shared.settings import (
-    Group,
-    Options,
-    RetryOptions,
-    choice,
-    duration_between,
-    option,
-    servers,
-)
+from rollguard.shared.retry import RetryOptions, RetryStats
+from rollguard.shared.settings import Group, Options, option
 from rollguard.shared.tls import client_context
 
 ENV_PREFIX = "ROLLGUARD_"
@@ -41,11 +34,6 @@ CONNECTION = Group(
 OUTPUT = Group("output")
 
 logger = logging.getLogger(__name__)
-
-
-def names(text: str) -> frozenset[str]:
-    """A comma-separated list of node names."""
-    return frozenset(filter(None, (n.strip() for n in text.split(","))))
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -32,8 +32,7 @@ from rollguard.roller.options import ENV_PREFIX, AgentOptions, OutputOptions
 from rollguard.shared.cli import ExitCode, report_failure, run_until_signal
 from rollguard.shared.errors import ConfigError
 from rollguard.shared.logs import PROGRESS
-from rollguard.shared.retry import MAX_INT, RETRY_SETTINGS, RetryStats
-from rollguard.shared.settings import RETRIES, integer, option
+from rollguard.shared.retry import RetryStats, max_retries_option
 
 progress = logging.getLogger(PROGRESS)
 
@@ -46,13 +45,7 @@ STATE_RETRIES = "2"
 class StateOptions(AgentOptions, OutputOptions):
     """`rollguard state`'s options: the agents' and the output's, with fewer retries."""
 
-    retry_max_retries: int = option(
-        STATE_RETRIES,
-        integer(0, MAX_INT),
-        next(s.help for s in RETRY_SETTINGS if s.name == "retry-max-retries"),
-        "N",
-        group=RETRIES,
-    )
+    retry_max_retries: int = max_retries_option(STATE_RETRIES)
 
 
 def add_parsers(sub: Any) -> None:

@@ -19,8 +19,9 @@ import re
 from collections.abc import Callable, Sequence
 from typing import Any, NamedTuple
 
-from rollguard.shared.retry import MAX_INT
 from rollguard.shared.suggest import did_you_mean
+
+MAX_INT = 2**31 - 1  # the largest whole number a setting takes (Java's int, as Kafka's)
 
 _NUMBER = r"(?:[0-9]+(?:\.[0-9]+)?|\.[0-9]+)"
 _DECIMAL = re.compile(rf"-?{_NUMBER}")
@@ -52,7 +53,24 @@ def parse_duration(text: str) -> float:
 
 
 def format_duration(seconds: float) -> str:
-    """The shortest duration text that reads back as `seconds` (`90` -> `1m30s`)."""
+    """A duration in a message, rounded to what a reader needs: under a second in milliseconds
+    (`300ms`), under a minute in seconds (`45s`), then minutes and seconds (`1m05s`), from an
+    hour hours and minutes (`2h02m`). It reads back as a duration, to the second."""
+    if 0 < abs(seconds) < 0.9995:
+        return f"{round(seconds * 1000)}ms"
+    seconds = round(seconds)
+    if seconds < 60:
+        return f"{seconds}s"
+    minutes, seconds = divmod(seconds, 60)
+    if minutes < 60:
+        return f"{minutes}m{seconds:02d}s"
+    hours, minutes = divmod(minutes, 60)
+    return f"{hours}h{minutes:02d}m"
+
+
+def _flag_text(seconds: float) -> str:
+    """`seconds` in a duration flag's syntax, exactly and shortest (`90` -> `1m30s`): the new
+    spelling a renamed flag's warning gives."""
     if seconds < 1:
         return f"{_plain(seconds * 1000)}ms"
     if seconds != int(seconds):
@@ -94,7 +112,7 @@ duration = duration_between("10ms", "30d")
 def milliseconds_to_duration(text: str) -> str:
     """For a renamed `*-ms` flag: its old value as a duration (`60` -> `60ms`)."""
     value = decimal(text.strip(), "number of milliseconds")
-    return format_duration(value / 1000) if value > 0 else text
+    return _flag_text(value / 1000) if value > 0 else text
 
 
 def positive_seconds(text: str) -> float:
@@ -132,6 +150,11 @@ def integer(low: int = 0, high: int = MAX_INT) -> Callable[[str], int]:
         return value
 
     return convert
+
+
+def names(text: str) -> frozenset[str]:
+    """A comma-separated list of names (of nodes), empty ones left out."""
+    return frozenset(filter(None, (n.strip() for n in text.split(","))))
 
 
 def choice(*allowed: str) -> Callable[[str], str]:

@@ -39,27 +39,73 @@ import threading
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, fields
-from typing import TypeVar
+from typing import Any, TypeVar
 
+from rollguard.shared.converters import MAX_INT, decimal, integer
 from rollguard.shared.errors import ConfigError
+from rollguard.shared.settings import Group, Options, option
 
 logger = logging.getLogger(__name__)
 
 T = TypeVar("T")
 Retriable = Callable[[BaseException], bool] | tuple[type[BaseException], ...]
 
-MAX_INT = 2**31 - 1
+RETRIES = Group(
+    "retries", "a request that failed for a reason that may pass is tried again, with this backoff"
+)
+
+
+def _number(text: str) -> float:
+    # The syntax only (finite, ASCII digits): RetryPolicy checks the ranges, with their names.
+    return decimal(text.strip())
+
+
+def max_retries_option(default: str = "5") -> Any:
+    """`--retry-max-retries`, with another default for a command that looks once (`state`)."""
+    return option(
+        default, integer(0, MAX_INT), "retries after the first attempt", "N", group=RETRIES
+    )
+
+
+@dataclass(frozen=True, kw_only=True)
+class RetryOptions(Options):
+    """The policy's five options, the same in every network client (`--retry-*`), in the
+    reference's units (milliseconds, as their names say): their defaults are the policy's."""
+
+    group = RETRIES
+
+    retry_max_retries: int = max_retries_option()
+    retry_initial_backoff_ms: float = option("300", _number, "delay before the first retry", "N")
+    retry_max_backoff_ms: float = option("10000", _number, "cap of the delay, before jitter", "N")
+    retry_backoff_multiplier: float = option("2.0", _number, "growth of the delay per retry", "N")
+    retry_jitter_factor: float = option("0.25", _number, "random extra delay, as a share of it",
+                                        "N")  # fmt: skip
+
+    def retry_policy(self) -> RetryPolicy:
+        """The policy; ConfigError naming the flag when a value is out of its range."""
+        return RetryPolicy(
+            max_retries=self.retry_max_retries,
+            initial_backoff_ms=self.retry_initial_backoff_ms,
+            max_backoff_ms=self.retry_max_backoff_ms,
+            backoff_multiplier=self.retry_backoff_multiplier,
+            jitter_factor=self.retry_jitter_factor,
+        )
+
+    def check(self) -> None:
+        super().check()
+        self.retry_policy()
 
 
 @dataclass(frozen=True, slots=True)
 class RetryPolicy:
-    """The five settings; invalid combinations are refused when the policy is built."""
+    """The five settings (their defaults are the options'); invalid combinations are refused
+    when the policy is built."""
 
-    max_retries: int = 5
-    initial_backoff_ms: float = 300
-    max_backoff_ms: float = 10000
-    backoff_multiplier: float = 2.0
-    jitter_factor: float = 0.25
+    max_retries: int = RetryOptions.retry_max_retries
+    initial_backoff_ms: float = RetryOptions.retry_initial_backoff_ms
+    max_backoff_ms: float = RetryOptions.retry_max_backoff_ms
+    backoff_multiplier: float = RetryOptions.retry_backoff_multiplier
+    jitter_factor: float = RetryOptions.retry_jitter_factor
 
     def __post_init__(self) -> None:
         for setting in fields(self):
@@ -91,31 +137,6 @@ class RetryPolicy:
     @property
     def attempts(self) -> int:
         return self.max_retries + 1
-
-
-@dataclass(frozen=True, slots=True)
-class RetrySetting:
-    """How a CLI exposes one setting: `--retry-NAME` and `<PREFIX>RETRY_NAME`."""
-
-    name: str
-    default: str
-    convert: Callable[[str], float]
-    help: str
-
-
-RETRY_SETTINGS = (
-    RetrySetting("retry-max-retries", "5", int, "retries after the first attempt"),
-    RetrySetting("retry-initial-backoff-ms", "300", float, "delay before the first retry"),
-    RetrySetting("retry-max-backoff-ms", "10000", float, "cap of the delay, before jitter"),
-    RetrySetting("retry-backoff-multiplier", "2.0", float, "growth of the delay per retry"),
-    RetrySetting("retry-jitter-factor", "0.25", float, "random extra delay, as a share of it"),
-)
-
-
-def policy_from_settings(values: dict[str, float]) -> RetryPolicy:
-    """A policy from values keyed by setting name (`retry-max-retries`...); ConfigError if bad."""
-    named = {name.removeprefix("retry-").replace("-", "_"): value for name, value in values.items()}
-    return RetryPolicy(**named)  # type: ignore[arg-type]
 
 
 def flag(setting: str) -> str:

@@ -23,7 +23,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from rollguard.shared.cli import ExitCode, Parser
-from rollguard.shared.settings import Options, braces, integer, one_of, option
+from rollguard.shared.converters import braces, integer, one_of
+from rollguard.shared.errors import ConfigError
+from rollguard.shared.settings import Options, option
 from rollguard.spark.job import find_inputs, run, session
 
 EXIT_FAILED = ExitCode.FAILED
@@ -84,7 +86,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Exit 0 written, 1 the job failed, 2 bad input, 3 interrupted by SIGINT or SIGTERM (Spark's
     jobs cancelled and the session stopped; what is in --out is incomplete: run it again)."""
     args = build_parser().parse_args(argv)
-    options = ReportOptions.load(args)
+    try:
+        options = ReportOptions.load(args)
+    except ConfigError as exc:
+        print(f"rollguard-report: {exc}", file=sys.stderr)
+        return ExitCode.USAGE
     signal.signal(signal.SIGTERM, _on_sigterm)
     # py4j logs the gateway call that an interruption cuts short, with a traceback; the one line
     # below says what happened.

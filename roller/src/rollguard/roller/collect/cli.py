@@ -23,9 +23,10 @@ from typing import Any
 from rollguard.roller.model import check_cluster
 from rollguard.roller.options import ENV_PREFIX, AgentOptions, OutputOptions, PlatformOptions
 from rollguard.shared.cli import ExitCode, run_until_signal
+from rollguard.shared.converters import duration_between, integer
 from rollguard.shared.errors import ConfigError
 from rollguard.shared.retry import RetryStats
-from rollguard.shared.settings import duration_between, integer, option
+from rollguard.shared.settings import option
 
 
 def _paths(text: str) -> list[Path]:

@@ -42,8 +42,8 @@ from rollguard.roller.connect.versions import (
     parse_version,
     require,
 )
+from rollguard.shared.converters import format_duration
 from rollguard.shared.errors import NodeFailed, RollguardError
-from rollguard.shared.settings import format_duration
 
 POLL = 0.25  # seconds between two status reads while waiting
 RESTART_POLL = 0.0  # back to back while a restarted instance has not been seen to change

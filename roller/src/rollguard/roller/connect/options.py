@@ -17,16 +17,10 @@ from pathlib import Path
 
 from rollguard.roller.connect.client import ConnectAuth, ConnectClient
 from rollguard.roller.options import OutputOptions
+from rollguard.shared.converters import HostPort, duration_between, integer, listen_address
 from rollguard.shared.errors import ConfigError
-from rollguard.shared.retry import RetryStats
-from rollguard.shared.settings import (
-    HostPort,
-    RetryOptions,
-    duration_between,
-    integer,
-    listen_address,
-    option,
-)
+from rollguard.shared.retry import RetryOptions, RetryStats
+from rollguard.shared.settings import option
 from rollguard.shared.tls import client_context
 
 ENV_PREFIX = "ROLLGUARD_CONNECT_"

@@ -18,7 +18,7 @@ from rollguard.roller.model import ClusterView, Node, PlatformView
 from rollguard.roller.platform import Platform
 from rollguard.roller.roll.observer import Observer
 from rollguard.roller.roll.rules.batch import Batch
-from rollguard.roller.roll.rules.budgets import ProgressWait, format_duration
+from rollguard.roller.roll.rules.budgets import ProgressWait
 from rollguard.roller.roll.rules.safety import Baseline, baseline, unbalanced
 from rollguard.roller.roll.rules.settings import RollFailed, RollSettings
 from rollguard.roller.roll.stores.events import Wall, now_text
@@ -30,6 +30,7 @@ from rollguard.roller.roll.stores.journal import (
     RollState,
 )
 from rollguard.roller.roll.voice import Voice
+from rollguard.shared.converters import format_duration
 from rollguard.shared.dataset import Event
 from rollguard.shared.errors import RollguardError
 

@@ -13,7 +13,8 @@ from types import TracebackType
 from typing import TYPE_CHECKING
 
 from rollguard.roller.model import Node
-from rollguard.roller.roll.rules.budgets import RecoveryTracker, format_duration
+from rollguard.roller.roll.rules.budgets import RecoveryTracker
+from rollguard.shared.converters import format_duration
 
 if TYPE_CHECKING:
     from rich.table import Table

@@ -28,6 +28,7 @@ from pathlib import Path
 from rollguard.roller.model import Node
 from rollguard.roller.roll.planning import PlanEntry
 from rollguard.roller.roll.stores.events import EventLog
+from rollguard.shared.converters import format_duration
 from rollguard.shared.dataset import Event
 from rollguard.shared.errors import ConfigError
 from rollguard.shared.expectations import (
@@ -38,7 +39,6 @@ from rollguard.shared.expectations import (
     predict_roll,
     recovery_budget,
 )
-from rollguard.shared.settings import format_duration
 
 
 def for_nodes(

@@ -40,7 +40,6 @@ from rollguard.roller.options import (
     OutputOptions,
     PlatformOptions,
 )
-from rollguard.roller.roll.cli.options import kafka_version
 from rollguard.roller.roll.rules.releases import (
     KRAFT_VERSION,
     METADATA_VERSION,
@@ -51,11 +50,13 @@ from rollguard.roller.roll.rules.releases import (
     release_levels,
     software_downgrade,
 )
+from rollguard.roller.roll.rules.settings import kafka_version
 from rollguard.shared.cli import ExitCode, report_failure, run_until_signal
+from rollguard.shared.converters import boolean
 from rollguard.shared.errors import ConfigError
 from rollguard.shared.logs import PROGRESS
 from rollguard.shared.retry import RetryStats
-from rollguard.shared.settings import Group, boolean, option
+from rollguard.shared.settings import Group, option
 
 progress = logging.getLogger(PROGRESS)
 

@@ -58,12 +58,10 @@ from rollguard.roller.roll.stores.lease import Lease, default_holder
 from rollguard.roller.roll.stores.lease_file import LEASE_FILE, FileLease
 from rollguard.roller.roll.stores.lease_kubernetes import KUBERNETES_LEASE, KubernetesLease
 from rollguard.shared.cli import ExitCode, failure_json, report_failure, run_until_signal
+from rollguard.shared.converters import format_duration
 from rollguard.shared.errors import ConfigError, RollguardError
 from rollguard.shared.logs import FAILURE, PROGRESS
 from rollguard.shared.retry import RetryStats
-from rollguard.shared.settings import (
-    format_duration,
-)
 
 if TYPE_CHECKING:
     from rollguard.roller.roll.metrics import RollMetrics

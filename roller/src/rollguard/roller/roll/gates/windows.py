@@ -37,7 +37,7 @@ from datetime import UTC, date, datetime, time, timedelta
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError, available_timezones
 
 from rollguard.roller.roll.gates.keeper import Closed, GateKind
-from rollguard.roller.roll.rules.budgets import format_duration
+from rollguard.shared.converters import format_duration
 from rollguard.shared.suggest import did_you_mean
 
 DAY_NAMES = ("Mon", "Tue", "Wed", "Thu", "Fri", "Sat", "Sun")  # date.weekday()'s order

@@ -38,6 +38,7 @@ from enum import StrEnum
 
 from rollguard.roller.model import AgentAnswer, AgentReport, is_recovering
 from rollguard.roller.roll.rules.settings import RollSettings
+from rollguard.shared.converters import format_duration
 from rollguard.shared.states import BrokerState
 
 # The order a starting broker goes through; a state outside it is never a step forward.
@@ -180,17 +181,6 @@ class RecoveryTracker:
         if eta is not None:
             text += f", ETA {format_duration(eta)}"
         return text
-
-
-def format_duration(seconds: float) -> str:
-    seconds = round(seconds)
-    if seconds < 60:
-        return f"{seconds}s"
-    minutes, seconds = divmod(seconds, 60)
-    if minutes < 60:
-        return f"{minutes}m{seconds:02d}s"
-    hours, minutes = divmod(minutes, 60)
-    return f"{hours}h{minutes:02d}m"
 
 
 def recovery_failure(

@@ -48,9 +48,9 @@ from rollguard.roller.model import (
     is_starting,
     kafka_build,
 )
-from rollguard.roller.roll.rules.budgets import format_duration
 from rollguard.roller.roll.rules.safety import Blocker, describe_blockers, restart_blockers
 from rollguard.roller.roll.rules.settings import RollSettings
+from rollguard.shared.converters import format_duration
 from rollguard.shared.wire import LOADING_STATES, KafkaBuild
 
 __all__ = [

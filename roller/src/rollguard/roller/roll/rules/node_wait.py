@@ -36,7 +36,6 @@ from rollguard.roller.roll.rules.budgets import (
     ReadyWait,
     RecoveryTracker,
     Verdict,
-    format_duration,
     recovery_failure,
 )
 from rollguard.roller.roll.rules.decide import (
@@ -60,6 +59,7 @@ from rollguard.roller.roll.rules.safety import (
     voter_lag,
 )
 from rollguard.roller.roll.rules.settings import OnAgentUnreachable, RollSettings
+from rollguard.shared.converters import format_duration
 
 __all__ = ["AwaitIsr", "AwaitQuorum", "Done", "NodeWait", "Phase", "Step", "step"]
 
