@@ -28,16 +28,19 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from rollguard.roller.model import (
-    DEFAULT_QUORUM_FETCH_TIMEOUT_MS,
-    ClusterView,
-    PartitionInfo,
-    QuorumInfo,
-    Reassignment,
-    VoterInfo,
-)
+from rollguard.roller.kafka_results import broker_racks, cluster_view
+from rollguard.roller.model import DEFAULT_QUORUM_FETCH_TIMEOUT_MS, ClusterView
 from rollguard.shared.errors import ConfigError, RetryLater
 from rollguard.shared.javaprops import PropertiesError, parse_properties
+
+__all__ = [
+    "AdminApiError",
+    "Features",
+    "KafkaObserver",
+    "LagUnknown",
+    "cluster_view",
+    "read_client_properties",
+]
 
 logger = logging.getLogger(__name__)
 
@@ -129,84 +132,6 @@ def refused_everywhere(bootstrap: str, timeout: float = CONNECT_CHECK_TIMEOUT) -
         except (OSError, ValueError):
             return None
     return "; ".join(reasons) or None
-
-
-def cluster_view(
-    partitions: list[Mapping[str, Any]],
-    min_isr: Mapping[str, int],
-    quorum: Mapping[str, Any] | None,
-    controller_id: int | None,
-    reassignments: Mapping[Any, Mapping[str, Any]] | None = None,
-    fetch_timeout_ms: int = DEFAULT_QUORUM_FETCH_TIMEOUT_MS,
-    racks: Mapping[int, str] | None = None,
-) -> ClusterView:
-    """Build the view from kafka-python's result dicts (pure, so it is table-tested)."""
-    infos = []
-    for topic in partitions:
-        name = topic["name"]
-        for p in topic["partitions"]:
-            infos.append(
-                PartitionInfo(
-                    name,
-                    p["partition_index"],
-                    tuple(p["replica_nodes"]),
-                    # Kafka never empties an ISR: its last member stays listed while offline.
-                    tuple(r for r in p["isr_nodes"] if r not in (p.get("offline_replicas") or ())),
-                    min_isr.get(name, 1),
-                    bool(topic.get("is_internal")),
-                    _leader(p.get("leader_id")),
-                )
-            )
-    moving = tuple(
-        sorted(
-            (
-                Reassignment(
-                    tp.topic,
-                    tp.partition,
-                    tuple(r.get("replicas") or ()),
-                    tuple(r.get("adding_replicas") or ()),
-                    tuple(r.get("removing_replicas") or ()),
-                )
-                for tp, r in (reassignments or {}).items()
-            ),
-            key=lambda r: (r.topic, r.partition),
-        )
-    )
-    quorum_info = None
-    if quorum is not None:
-        partition = quorum["topics"][0]["partitions"][0]
-        voters = tuple(
-            VoterInfo(
-                v["replica_id"],
-                v["last_caught_up_timestamp"] if v["last_caught_up_timestamp"] >= 0 else None,
-                v["log_end_offset"] if v.get("log_end_offset", -1) >= 0 else None,
-            )
-            for v in partition["current_voters"]
-        )
-        quorum_info = QuorumInfo(partition["leader_id"], voters)
-    active = quorum_info.leader_id if quorum_info is not None else controller_id
-    return ClusterView(
-        tuple(infos),
-        quorum_info,
-        active,
-        moving,
-        fetch_timeout_ms,
-        tuple(sorted((racks or {}).items())),
-    )
-
-
-def _leader(value: object) -> int | None:
-    return value if isinstance(value, int) and value >= 0 else None
-
-
-def broker_racks(cluster: Mapping[str, Any]) -> dict[int, str]:
-    """broker.rack of each broker of a DescribeCluster answer that reports one."""
-    racks = {}
-    for b in cluster.get("brokers") or []:
-        node = b.get("broker_id", b.get("node_id"))
-        if isinstance(node, int) and b.get("rack"):
-            racks[node] = str(b["rack"])
-    return racks
 
 
 @dataclass(frozen=True, slots=True)

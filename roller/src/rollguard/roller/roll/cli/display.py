@@ -6,20 +6,29 @@ stdout is left alone, so that the roll's result still goes where stdout was sent
 
 from __future__ import annotations
 
+import json
 import logging
+import os
 import re
 import sys
+import time
+from pathlib import Path
 from types import TracebackType
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from rollguard.roller.model import Node
 from rollguard.roller.roll.rules.budgets import RecoveryTracker
+from rollguard.roller.roll.voice import Progress
+from rollguard.shared.cli import ExitCode, failure_json, report_failure
 from rollguard.shared.converters import format_duration
+from rollguard.shared.logs import PROGRESS
+from rollguard.shared.retry import RetryStats
 
 if TYPE_CHECKING:
     from rich.table import Table
 
 logger = logging.getLogger(__name__)
+progress = logging.getLogger(PROGRESS)  # the roll's progress lines, on stderr
 
 
 DETAIL_WIDTH = 72  # what a node waits on, cut to fit a terminal line
@@ -84,3 +93,74 @@ class LiveTable:
 
 def on_terminal() -> bool:
     return sys.stderr.isatty()
+
+
+PROGRESS_EVERY = 5.0  # seconds between two recovery progress lines of one node, off a terminal
+
+
+def reporter(display: LiveTable | None, output: str) -> Progress:
+    """Where progress goes: the live table (a terminal), one JSON object a line on stdout
+    (`--output json`: the stream a program reads), else log lines on stderr (`--log-format`)."""
+    last: dict[str, str] = {}
+    last_line: dict[str, float] = {}
+
+    def report(node: Node, text: str, tracker: RecoveryTracker | None) -> None:
+        if display is not None:
+            display.update(node, text, tracker)
+        elif output == "json":
+            entry: dict[str, Any] = {"node": node.name, "state": text}
+            if tracker is not None and tracker.points:
+                entry.update(
+                    remainingLogs=tracker.points[-1].logs,
+                    remainingSegments=tracker.points[-1].segments,
+                    rate=tracker.rate(),
+                    eta=tracker.eta(),
+                )
+            print(json.dumps(entry), flush=True)
+        else:
+            # One line per transition; while recovering, a progress line every few seconds.
+            state = text.split(":")[0]
+            now = time.monotonic()
+            due = tracker is not None and now - last_line.get(node.name, 0.0) >= PROGRESS_EVERY
+            if last.get(node.name) != state or due:
+                last[node.name], last_line[node.name] = state, now
+                progress.info("%s: %s", node.name, text)
+
+    return report
+
+
+def finish(
+    output: str, state_dir: Path, roll_id: str, outcome: str, detail: str, stats: RetryStats
+) -> None:
+    """The roll's outcome: its result on stdout (a line, or an object that carries the error
+    when it failed), and the same as the last line of stderr's progress (or its failure line),
+    so that `roll > result` and `roll 2> progress.log` each end with it. Once, when both streams
+    are one file (`> roll.log 2>&1`, or one terminal)."""
+    line = f"roll {roll_id} {outcome}: {detail}; {stats.summary()}"
+    if output == "json":
+        result: dict[str, Any] = {
+            "rollId": roll_id,
+            "outcome": outcome,
+            "detail": detail,
+            "retries": stats.summary(),
+            "operations": stats.to_json(),
+            "stateDir": str(state_dir),
+        }
+        if outcome == "failed":
+            result.update(failure_json(detail, ExitCode.FAILED))
+        print(json.dumps(result), flush=True)
+    else:
+        print(f"{line}; journal and events in {state_dir}", flush=True)
+    if output == "json" or not _one_destination():
+        if outcome == "failed":
+            report_failure(line, ExitCode.FAILED)  # the JSON object above carries it
+        else:
+            progress.info("%s", line)
+
+
+def _one_destination() -> bool:
+    """stdout and stderr are the same open file."""
+    try:
+        return os.path.sameopenfile(sys.stdout.fileno(), sys.stderr.fileno())
+    except (OSError, ValueError):  # not real files (captured): two destinations
+        return False

@@ -22,7 +22,6 @@ import logging
 import os
 import secrets
 import signal
-import sys
 import time
 from collections.abc import Mapping
 from contextlib import ExitStack
@@ -33,19 +32,17 @@ from typing import TYPE_CHECKING, Any
 
 from rollguard.roller.agent_client import AgentClient
 from rollguard.roller.kafka_admin import KafkaObserver
-from rollguard.roller.model import Node
 from rollguard.roller.options import (
     ENV_PREFIX,
 )
 from rollguard.roller.platform import Platform
 from rollguard.roller.roll.cli import expectations
-from rollguard.roller.roll.cli.display import LiveTable, on_terminal
+from rollguard.roller.roll.cli.display import LiveTable, finish, on_terminal, reporter
 from rollguard.roller.roll.cli.gates import close_gates, gates_from
 from rollguard.roller.roll.cli.options import RollOptions
 from rollguard.roller.roll.gates.pause import PauseGate
 from rollguard.roller.roll.planning import plan_lines
 from rollguard.roller.roll.roller import Roller
-from rollguard.roller.roll.rules.budgets import RecoveryTracker
 from rollguard.roller.roll.rules.releases import UnknownRelease, target_refusal
 from rollguard.roller.roll.stores.events import EventLog
 from rollguard.roller.roll.stores.journal import (
@@ -57,7 +54,7 @@ from rollguard.roller.roll.stores.journal import (
 from rollguard.roller.roll.stores.lease import Lease, default_holder
 from rollguard.roller.roll.stores.lease_file import LEASE_FILE, FileLease
 from rollguard.roller.roll.stores.lease_kubernetes import KUBERNETES_LEASE, KubernetesLease
-from rollguard.shared.cli import ExitCode, failure_json, report_failure, run_until_signal
+from rollguard.shared.cli import ExitCode, report_failure, run_until_signal
 from rollguard.shared.converters import format_duration
 from rollguard.shared.errors import ConfigError, RollguardError
 from rollguard.shared.logs import FAILURE, PROGRESS
@@ -285,7 +282,7 @@ async def _run(command: str, options: RollOptions, stats: RetryStats, roll_id: s
                 settings=settings,
                 policy=options.retry_policy(),
                 lease=None if command == "plan" else lease,
-                on_progress=_progress(display, options.output),
+                on_progress=reporter(display, options.output),
                 elect_leaders=kafka.elect_preferred,
                 gates=gates,
             )
@@ -327,7 +324,7 @@ async def _run(command: str, options: RollOptions, stats: RetryStats, roll_id: s
                 else:
                     failure = None
             if failure is not None:
-                _finish(options, roll_id, "failed", str(failure), stats)
+                finish(options.output, options.state_dir, roll_id, "failed", str(failure), stats)
                 return ExitCode.FAILED
             detail = f"restarted {len(result.restarted)}, skipped {len(result.skipped)}"
             if result.held:
@@ -341,7 +338,7 @@ async def _run(command: str, options: RollOptions, stats: RetryStats, roll_id: s
                     f"; took {format_duration(round(took))} against "
                     f"{format_duration(round(history.predicted))} predicted"
                 )
-            _finish(options, roll_id, "completed", detail, stats)
+            finish(options.output, options.state_dir, roll_id, "completed", detail, stats)
             return 0
         finally:
             if server is not None:  # the roll is over (done, failed or interrupted)
@@ -349,77 +346,6 @@ async def _run(command: str, options: RollOptions, stats: RetryStats, roll_id: s
             await agents.aclose()
             await platform.close()
             await close_gates(gates)
-
-
-PROGRESS_EVERY = 5.0  # seconds between two recovery progress lines of one node, off a terminal
-
-
-def _progress(display: LiveTable | None, output: str):  # type: ignore[no-untyped-def]
-    """Where progress goes: the live table (a terminal), one JSON object a line on stdout
-    (`--output json`: the stream a program reads), else log lines on stderr (`--log-format`)."""
-    last: dict[str, str] = {}
-    last_line: dict[str, float] = {}
-
-    def report(node: Node, text: str, tracker: RecoveryTracker | None) -> None:
-        if display is not None:
-            display.update(node, text, tracker)
-        elif output == "json":
-            entry: dict[str, Any] = {"node": node.name, "state": text}
-            if tracker is not None and tracker.points:
-                entry.update(
-                    remainingLogs=tracker.points[-1].logs,
-                    remainingSegments=tracker.points[-1].segments,
-                    rate=tracker.rate(),
-                    eta=tracker.eta(),
-                )
-            print(json.dumps(entry), flush=True)
-        else:
-            # One line per transition; while recovering, a progress line every few seconds.
-            state = text.split(":")[0]
-            now = time.monotonic()
-            due = tracker is not None and now - last_line.get(node.name, 0.0) >= PROGRESS_EVERY
-            if last.get(node.name) != state or due:
-                last[node.name], last_line[node.name] = state, now
-                progress.info("%s: %s", node.name, text)
-
-    return report
-
-
-def _finish(
-    options: RollOptions, roll_id: str, outcome: str, detail: str, stats: RetryStats
-) -> None:
-    """The roll's outcome: its result on stdout (a line, or an object that carries the error
-    when it failed), and the same as the last line of stderr's progress (or its failure line),
-    so that `roll > result` and `roll 2> progress.log` each end with it. Once, when both streams
-    are one file (`> roll.log 2>&1`, or one terminal)."""
-    line = f"roll {roll_id} {outcome}: {detail}; {stats.summary()}"
-    if options.output == "json":
-        result: dict[str, Any] = {
-            "rollId": roll_id,
-            "outcome": outcome,
-            "detail": detail,
-            "retries": stats.summary(),
-            "operations": stats.to_json(),
-            "stateDir": str(options.state_dir),
-        }
-        if outcome == "failed":
-            result.update(failure_json(detail, ExitCode.FAILED))
-        print(json.dumps(result), flush=True)
-    else:
-        print(f"{line}; journal and events in {options.state_dir}", flush=True)
-    if options.output == "json" or not _one_destination():
-        if outcome == "failed":
-            report_failure(line, ExitCode.FAILED)  # the JSON object above carries it
-        else:
-            progress.info("%s", line)
-
-
-def _one_destination() -> bool:
-    """stdout and stderr are the same open file."""
-    try:
-        return os.path.sameopenfile(sys.stdout.fileno(), sys.stderr.fileno())
-    except (OSError, ValueError):  # not real files (captured): two destinations
-        return False
 
 
 def roll_command(args: argparse.Namespace, environ: Mapping[str, str]) -> int:
