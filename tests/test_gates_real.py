@@ -28,8 +28,9 @@ from kafka import KafkaConsumer, KafkaProducer, TopicPartition
 from kafka.structs import OffsetAndMetadata
 from prometheus_client import CollectorRegistry, Gauge, start_http_server
 
+from rollguard.peers.processes import free_port
 from rollguard.peers.realcluster import RealCluster
-from rollguard.peers.realkafka import KafkaCluster, free_port
+from rollguard.peers.realkafka import KafkaCluster
 from rollguard.peers.realprometheus import PrometheusMissing, PrometheusServer
 from rollguard.roller.kafka_admin import KafkaObserver
 from rollguard.roller.roll.gates.lag import ConsumerLagGate, LagLimit

@@ -39,10 +39,10 @@ from lightkube.resources.coordination_v1 import Lease
 from lightkube.resources.core_v1 import ConfigMap, Pod
 
 from rollguard.peers import realkafka
-from rollguard.peers.processes import ROOT, startup_slot, wait_until
+from rollguard.peers.processes import ROOT, free_port, startup_slot, wait_until
 from rollguard.peers.realclients import Canary, IsrSampler
 from rollguard.peers.realcluster import not_back, seed
-from rollguard.peers.realkafka import NEWEST, OLDEST, KafkaCluster, free_port
+from rollguard.peers.realkafka import NEWEST, OLDEST, KafkaCluster
 from rollguard.peers.realkube import READY_ANNOTATION, ControlPlane, pod_ready
 from rollguard.peers.realkube_bridge import BRIDGED, CONTAINERS, PodBridge
 from rollguard.peers.realkube_kafka import KafkaPods
