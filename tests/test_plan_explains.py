@@ -18,6 +18,7 @@ from pathlib import Path
 import pytest
 
 from rollguard.peers.cluster import ProcessCluster
+from rollguard.peers.commandline import rollguard_args
 from rollguard.peers.sim import SimCluster, SimNode, SimPartition, VirtualClock, make_roller
 from rollguard.roller.model import Node, Role
 from rollguard.roller.roll.planning import PlanEntry, check_names, plan_lines, plan_with
@@ -25,7 +26,7 @@ from rollguard.roller.roll.rules.settings import RollSettings
 from rollguard.roller.roll.stores.journal import FileJournalStore, nothing_to_resume
 from rollguard.shared.errors import ConfigError
 
-from helpers import BIN, Pki
+from helpers import Pki
 
 COMBINED = frozenset({Role.BROKER, Role.CONTROLLER})
 BROKER = frozenset({Role.BROKER})
@@ -218,9 +219,8 @@ def cluster(tmp_path_factory: pytest.TempPathFactory, pki: Pki) -> Iterator[Proc
 def rollguard(
     command: str, cluster: ProcessCluster, pki: Pki, folder: Path, *extra: str
 ) -> subprocess.CompletedProcess[str]:
-    argv = [str(BIN / "rollguard"), command, "--inventory", str(cluster.inventory()),
-            "--bootstrap", cluster.kafka.bootstrap, *pki.client_flags(),
-            "--retry-max-retries", "1", *extra]  # fmt: skip
+    argv = rollguard_args(command, inventory=cluster.inventory(), bootstrap=cluster.bootstrap,
+                          tls=pki, extra=["--retry-max-retries", "1", *extra])  # fmt: skip
     clean = {k: v for k, v in os.environ.items() if not k.startswith("ROLLGUARD_")}
     return subprocess.run(argv, capture_output=True, text=True, timeout=120, cwd=folder, env=clean)
 

@@ -12,6 +12,7 @@ from time import monotonic, time
 
 import pytest
 
+from rollguard.peers.commandline import rollguard_args
 from rollguard.roller.agent_client import AgentClient, Probe
 from rollguard.roller.model import AgentReport, AgentUnavailable, Node, Role
 from rollguard.roller.roll.preflight import preflight, problem
@@ -22,7 +23,7 @@ from rollguard.shared.states import BrokerState
 from rollguard.shared.tls import client_context
 from rollguard.shared.wire import BrokerStateReport
 
-from helpers import BIN, HttpsPeer, Pki
+from helpers import HttpsPeer, Pki
 
 URL = "https://kafka-0:8443/v1/broker-state"
 OK = AgentReport(URL, BrokerStateReport(BrokerState.RUNNING))
@@ -186,8 +187,8 @@ def test_a_roll_whose_agent_urls_resolve_nowhere_exits_2_at_once_naming_them(
     )
     started = monotonic()
     done = subprocess.run(
-        [str(BIN / "rollguard"), "roll", "--inventory", str(inventory), *pki.client_flags(),
-         "--bootstrap", "127.0.0.1:1", "--state-dir", str(tmp_path / "state")],
+        rollguard_args("roll", inventory=inventory, bootstrap="127.0.0.1:1", tls=pki,
+                       state_dir=tmp_path / "state"),
         capture_output=True, text=True, timeout=60, check=False,
     )  # fmt: skip
     took = monotonic() - started

@@ -161,11 +161,8 @@ def test_every_command_that_logs_takes_log_format() -> None:
 
 
 def roll(cluster: ProcessCluster, pki: Pki, folder: Path, roll_id: str, *extra: str) -> list[str]:
-    return [str(BIN / "rollguard"), "roll", "--inventory", str(cluster.inventory()),
-            "--bootstrap", cluster.kafka.bootstrap, *pki.client_flags(),
-            "--state-dir", str(folder / "state"), "--poll-interval", "0.5",
-            "--operation-timeout", "4s", "--retry-initial-backoff-ms", "500",
-            "--retry-max-backoff-ms", "2000", "--roll-id", roll_id, *extra]  # fmt: skip
+    assert pki == cluster.pki  # the roller presents the cluster's own client certificate
+    return cluster.roll_command(folder / "state", roll_id, *extra)
 
 
 def test_a_redirected_roll_keeps_its_outcome_on_stdout_and_its_progress_on_stderr(

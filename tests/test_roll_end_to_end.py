@@ -20,33 +20,16 @@ from pathlib import Path
 import pytest
 
 from rollguard.peers.cluster import NodePlan, ProcessCluster
+from rollguard.peers.commandline import rollguard_args
 
-from helpers import BIN, Pki, wait_until
+from helpers import Pki, wait_until
 
 
 def roll_command(cluster: ProcessCluster, pki: Pki, folder: Path, *extra: str) -> list[str]:
-    return [
-        str(BIN / "rollguard"),
-        "roll",
-        "--inventory",
-        str(cluster.inventory()),
-        "--bootstrap",
-        cluster.kafka.bootstrap,
-        *pki.client_flags(),
-        "--state-dir",
-        str(folder / "state"),
-        "--poll-interval",
-        "0.5",
-        "--operation-timeout",
-        "4s",
-        "--retry-initial-backoff-ms",
-        "500",
-        "--retry-max-backoff-ms",
-        "2000",
-        "--roll-id",
-        "t1",
-        *extra,
-    ]
+    """`rollguard roll` on the cluster (its quick timings), roll id t1, its state in
+    folder/state; the roller presents the cluster's own client certificate."""
+    assert pki == cluster.pki
+    return cluster.roll_command(folder / "state", "t1", *extra)
 
 
 def events(folder: Path, roll_id: str = "t1") -> list[dict[str, object]]:
@@ -204,16 +187,9 @@ def test_sigint_interrupts_with_exit_3_and_a_resumable_journal(pki: Pki, tmp_pat
 def test_bad_roll_settings_exit_2(pki: Pki, tmp_path: Path, args: list[str], message: str) -> None:
     inventory = tmp_path / "inv.yaml"
     inventory.write_text("nodes: []\n")
-    command = [
-        str(BIN / "rollguard"),
-        "roll",
-        "--inventory",
-        str(inventory),
-        *pki.client_flags(),
-        "--bootstrap",
-        "127.0.0.1:1",
-        *args,
-    ]
+    command = rollguard_args(
+        "roll", inventory=inventory, bootstrap="127.0.0.1:1", tls=pki, extra=args
+    )
     done = run(command, timeout=30)
     assert done.returncode == 2, done.stderr
     assert message in done.stderr and "Traceback" not in done.stderr

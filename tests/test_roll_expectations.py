@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 
+from rollguard.peers.commandline import rollguard_args
 from rollguard.peers.kafka import KafkaClusterSim, TopicSpec
 from rollguard.peers.sim import (
     SimCluster,
@@ -30,7 +31,7 @@ from rollguard.roller.roll.planning import PlanEntry
 from rollguard.shared.errors import ConfigError
 from rollguard.shared.expectations import node_expectation
 
-from helpers import BIN, HttpsPeer, Pki, running_agent
+from helpers import HttpsPeer, Pki, running_agent
 
 COMBINED = frozenset({Role.BROKER, Role.CONTROLLER})
 
@@ -157,10 +158,10 @@ def test_plan_with_expectations_prints_the_prediction_and_writes_nothing(
             history("inventory", "kafka-1", 600, 900),
         )
         done = subprocess.run(
-            [str(BIN / "rollguard"), "plan", "--inventory", str(inventory), "--bootstrap",
-             kafka.bootstrap, *pki.client_flags(), "--expectations", str(path),
-             "--restart-estimate", "1m", "--output", "json", "--retry-max-retries", "0",
-             "--state-dir", str(tmp_path / "state")],
+            rollguard_args("plan", inventory=inventory, bootstrap=kafka.bootstrap, tls=pki,
+                           state_dir=tmp_path / "state",
+                           extra=["--expectations", str(path), "--restart-estimate", "1m",
+                                  "--output", "json", "--retry-max-retries", "0"]),
             capture_output=True, text=True, timeout=120, check=False,
         )  # fmt: skip
     finally:

@@ -17,6 +17,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from test_roll_end_to_end import restarts, roll_command, started
 
 from rollguard.peers.cluster import NodePlan, ProcessCluster
+from rollguard.peers.commandline import rollguard_args
 from rollguard.roller.model import Node, PlatformView, Role
 from rollguard.roller.roll.metrics import RollMetrics, WatchedLease
 from rollguard.roller.roll.metrics_server import MetricsServer
@@ -29,7 +30,7 @@ from rollguard.shared.converters import HostPort
 from rollguard.shared.dataset import Event
 from rollguard.shared.errors import ConfigError
 
-from helpers import BIN, Pki, wait_until
+from helpers import Pki, wait_until
 
 Sample = dict[tuple[str, frozenset[tuple[str, str]]], float]
 
@@ -438,9 +439,9 @@ def test_a_roll_whose_metrics_address_is_in_use_exits_2_before_anything_is_done(
         taken.listen()
         port = taken.getsockname()[1]
         done = subprocess.run(
-            [str(BIN / "rollguard"), "roll", "--inventory", str(inventory), *pki.client_flags(),
-             "--bootstrap", "127.0.0.1:1", "--state-dir", str(tmp_path / "state"),
-             "--metrics-listen", f"127.0.0.1:{port}"],
+            rollguard_args("roll", inventory=inventory, bootstrap="127.0.0.1:1", tls=pki,
+                           state_dir=tmp_path / "state",
+                           extra=["--metrics-listen", f"127.0.0.1:{port}"]),
             capture_output=True, text=True, timeout=60, check=False,
         )  # fmt: skip
     assert done.returncode == 2, done.stderr

@@ -20,9 +20,10 @@ import pytest
 from test_roll_end_to_end import events, restarts, roll_command, run, started
 
 from rollguard.peers.cluster import DEFAULT_TOPICS, ProcessCluster
+from rollguard.peers.commandline import rollguard_args
 from rollguard.peers.kafka import TopicSpec
 
-from helpers import BIN, Pki, wait_until
+from helpers import Pki, wait_until
 
 
 class IsrWatch:
@@ -265,17 +266,13 @@ def test_a_misfiring_inventory_is_exit_2_naming_the_line(pki: Pki, tmp_path: Pat
         "    restart: 'true'\n"
     )
     done = run(
-        [
-            str(BIN / "rollguard"),
+        rollguard_args(
             "roll",
-            "--inventory",
-            str(inventory),
-            "--bootstrap",
-            "127.0.0.1:9",
-            *pki.client_flags(),
-            "--state-dir",
-            str(tmp_path / "state"),
-        ]
+            inventory=inventory,
+            bootstrap="127.0.0.1:9",
+            tls=pki,
+            state_dir=tmp_path / "state",
+        )
     )
     assert done.returncode == 2
     assert (
