@@ -17,7 +17,7 @@ from rollguard.roller.roll.cli.options import RollOptions
 from rollguard.shared.settings import resolve
 from rollguard.spark.cli import build_parser as report_parser
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "demo"))
 import cluster_demo  # noqa: E402  (demo/cluster_demo.py)
 

@@ -1,6 +1,6 @@
 """The Prometheus and consumer-lag gates, in process: PrometheusGate against httpx's
 MockTransport answering as Prometheus' query API does, ConsumerLagGate with a fake lag reader,
-and `--gate-consumer-lag`'s GROUP=MAX parsing. The real servers: tests/test_gates_real.py."""
+and `--gate-consumer-lag`'s GROUP=MAX parsing. The real servers: tests/real/test_gates_real.py."""
 
 from __future__ import annotations
 

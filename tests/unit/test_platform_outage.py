@@ -1,7 +1,7 @@
 """A platform API that does not answer for a while is waited out by the lease's rule
 (`Observer.through_outage`), and a 403 on a call allowed before is taken for an API server that
 has just started (`kubernetes.AllowedCalls`). The real API server stopped for 20 s in the middle
-of a roll is tests/test_kube_roll.py; these pin the rule's edges."""
+of a roll is tests/real/test_kube_roll.py; these pin the rule's edges."""
 
 from __future__ import annotations
 

@@ -1,7 +1,7 @@
 """`rollguard roll` as operators run it, against a cluster of real processes.
 
 A broker back in a long log recovery, waited for and never restarted, with the timelines and
-events collected after the roll, is proven on a real Kafka (tests/test_real_kafka.py); here,
+events collected after the roll, is proven on a real Kafka (tests/real/test_real_kafka.py); here,
 what a real Kafka cannot be made to do on demand (stalls, lagging voters, a roller killed).
 
 Broker JVMs with real agents over mutual TLS, the Kafka-protocol peer, restarts through the

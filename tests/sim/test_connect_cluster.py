@@ -94,7 +94,8 @@ def test_every_call_rides_out_a_short_rebalance(connect: ConnectSim, cli: Cli) -
 def test_a_request_forwarded_to_a_leader_that_is_gone_is_retried(
     connect: ConnectSim, cli: Cli
 ) -> None:
-    # A real 4.3.1 worker's answer while the group's leader has crashed (tests/test_real_connect.py)
+    # A real 4.3.1 worker's answer while the group's leader has crashed
+    # (tests/real/test_real_connect.py)
     gone = json.dumps({"error_code": 500, "message": "IO Error trying to forward REST request: "
                        "java.net.ConnectException: Connection refused"})  # fmt: skip
     connect.add_connector("sink", tasks=1, state=State.PAUSED)

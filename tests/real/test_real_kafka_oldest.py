@@ -2,7 +2,7 @@
 and one without eligible leader replicas by default): 3 combined KRaft nodes; then the upgrade
 from it to the newest, by `rollguard roll --kafka-version`.
 
-The newest 4.x gets the whole tier (tests/test_real_kafka.py); here, what differs by version:
+The newest 4.x gets the whole tier (tests/real/test_real_kafka.py); here, what differs by version:
 the recovery gauges' names and shapes, the states a recovery runs in, and the min ISR the
 roller reads, on a cluster whose min.insync.replicas is a plain broker default.
 

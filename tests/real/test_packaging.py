@@ -13,7 +13,7 @@ import sys
 import zipfile
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "scripts"))
 import wheels  # noqa: E402  (scripts/wheels.py, what `make dist` runs)
 

@@ -27,7 +27,7 @@ from rollguard.roller.collect import Dataset, State
 
 from helpers import BIN, free_port, wait_until
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 SPARK_BIN = Path(pyspark.__file__).parent / "bin"
 T0 = 1_790_000_000_000
 

@@ -29,7 +29,7 @@ from rollguard.roller.roll.stores.lease_kubernetes import KubernetesLease
 from rollguard.shared.cli import Parser as AgentParser
 from rollguard.shared.settings import resolve
 
-DEPLOY = Path(__file__).resolve().parent.parent / "deploy" / "kubernetes"
+DEPLOY = Path(__file__).resolve().parents[2] / "deploy" / "kubernetes"
 KUSTOMIZATION = "kustomize.config.k8s.io/v1beta1"
 
 

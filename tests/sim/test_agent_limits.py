@@ -1,7 +1,7 @@
 """The agent's bounds: connection slots, handshake, header and idle timeouts, header size, and a
 flood of 3,000 unauthenticated and 1,000 slow authenticated connections against a real agent.
 
-The flood runs in its own process (`python tests/test_agent_limits.py flood ...`), so that the
+The flood runs in its own process (`python tests/sim/test_agent_limits.py flood ...`), so that the
 honest client measured here does not share an event loop or a GIL with it; `bench/agent_flood.py`
 runs the same flood and prints the figures.
 """
@@ -37,7 +37,7 @@ from rollguard.peers.flood import (
 
 from helpers import BIN, Agent, Broker, Pki, wait_until
 
-TESTS = Path(__file__).resolve().parent
+TESTS = Path(__file__).resolve().parents[1]
 
 # ---- a flood, and the measurements around it -------------------------------------------------
 

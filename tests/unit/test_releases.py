@@ -1,6 +1,6 @@
 """What each Kafka release brings to the finalized features, and Kafka's rules for raising and
 lowering them (`rollguard.roller.roll.rules.releases`, pure). The table itself is checked against
-Kafka's own `kafka-features.sh version-mapping` in tests/test_real_kafka_oldest.py."""
+Kafka's own `kafka-features.sh version-mapping` in tests/real/test_real_kafka_oldest.py."""
 
 from __future__ import annotations
 

@@ -1,7 +1,7 @@
 """The rules every Connect `--wait` decides by (`rollguard.roller.connect.operations`), as
 tables of what a worker's status shows over time, then the same waits ten cycles each on the
 Connect peer at the real worker's timings (the real worker's own cycles are in
-tests/test_real_connect.py)."""
+tests/real/test_real_connect.py)."""
 
 from __future__ import annotations
 

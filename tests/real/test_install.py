@@ -26,7 +26,7 @@ from rollguard.shared.cli import Parser
 
 from helpers import missing_tier
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "scripts"))
 import wheels  # noqa: E402  (scripts/wheels.py, what `make dist` runs)
 
