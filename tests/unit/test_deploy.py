@@ -2,30 +2,23 @@
 with no field lost (an unknown or misspelt field fails), every kustomization lists files that
 exist, and the pieces fit together: the commands parse with rollguard's own parsers, selectors
 select, the network policy lets only the roller reach 8443, and the roller's account may do
-exactly what a roll does (its lease verbs proven on a real API server's RBAC, `kube`)."""
+exactly what a roll does (its lease verbs proven on a real API server's RBAC in
+tests/real/test_deploy_rbac.py)."""
 
 from __future__ import annotations
 
 import argparse
-import asyncio
-import copy
 from pathlib import Path
 from typing import Any
 
-import lightkube
 import pytest
 import yaml
-from lightkube import KubeConfig, codecs
 from lightkube.core.resource_registry import resource_registry
-from lightkube.resources.rbac_authorization_v1 import Role
 
 from rollguard.agent import config as agent_config
-from rollguard.peers.realkube import ControlPlane
 from rollguard.roller import cli as roller_cli
 from rollguard.roller.connect import cli as connect_cli
 from rollguard.roller.roll.cli.options import RollOptions
-from rollguard.roller.roll.stores.lease import LeaseError
-from rollguard.roller.roll.stores.lease_kubernetes import KubernetesLease
 from rollguard.shared.cli import Parser as AgentParser
 from rollguard.shared.settings import resolve
 
@@ -224,73 +217,6 @@ def test_the_rollers_account_may_do_what_a_roll_does_and_no_more() -> None:
         ("", "configmaps"): {"get", "list", "create", "update"},
         ("coordination.k8s.io", "leases"): {"get", "create", "update"},  # one roll at a time
     }
-
-
-LEASE_RULE = (["coordination.k8s.io"], ["leases"])
-
-
-def account_with(
-    kube: ControlPlane, namespace: str, name: str, lease_verbs: set[str]
-) -> KubeConfig:
-    """A ServiceAccount `name` bound to a Role `name`: the documented roller Role with only
-    `lease_verbs` left on leases; returned once the authorizer sees the binding."""
-    doc = copy.deepcopy(one("roller", "Role"))
-    doc["metadata"].update(name=name, namespace=namespace)
-    for rule in doc["rules"]:
-        if (rule["apiGroups"], rule["resources"]) == LEASE_RULE:
-            rule["verbs"] = sorted(lease_verbs)
-    role = codecs.from_dict(doc)
-    assert isinstance(role, Role)
-    some = (sorted(lease_verbs)[0], "leases", "coordination.k8s.io")
-    return KubeConfig.from_file(kube.role_account(namespace, role, name, can=some))
-
-
-def lease_cycle(config: KubeConfig, namespace: str, name: str) -> None:
-    """What a roller does with its Lease: create it, renew it, have it taken over once expired
-    (an update), release it; each step as the roller does it, through lightkube."""
-    now = [1_800_000_000.0]
-
-    async def rolls() -> None:
-        client = lightkube.AsyncClient(config=config, trust_env=False)
-        try:
-            for holder in ("roller-a:1", "roller-b:1"):
-                lease = KubernetesLease(
-                    client, namespace, name, holder=holder, roll_id="r1", clock=lambda: now[0]
-                )
-                await lease.acquire()
-                await lease.renew()
-                now[0] += lease.duration + 1  # it expired: the second takes it over (an update)
-            await lease.release()
-        finally:
-            await client.close()
-
-    asyncio.run(rolls())
-
-
-def test_the_roles_lease_verbs_are_the_ones_the_rollers_lease_uses(
-    kube: ControlPlane, kube_namespace: str
-) -> None:
-    """On a real API server with RBAC: acquire, renew, a takeover and release pass as a
-    ServiceAccount bound to the documented Role, and fail with the API server's 403 naming the
-    verb when any one of the Role's lease verbs is taken away: the verbs the lease uses are
-    exactly those the Role grants on leases."""
-    role = one("roller", "Role")
-    granted = {
-        v
-        for rule in role["rules"]
-        if (rule["apiGroups"], rule["resources"]) == LEASE_RULE
-        for v in rule["verbs"]
-    }
-    assert granted == {"get", "create", "update"}
-    ns = kube_namespace
-    lease_cycle(account_with(kube, ns, "rollguard-roller", granted), ns, "rollguard")
-    for verb in sorted(granted):
-        config = account_with(kube, ns, f"without-{verb}", granted - {verb})
-        with pytest.raises(LeaseError) as refused:
-            lease_cycle(config, ns, f"rollguard-without-{verb}")
-        message = str(refused.value)
-        assert "403 Forbidden" in message, message
-        assert f'cannot {verb} resource "leases" in API group "coordination.k8s.io"' in message
 
 
 def test_the_strimzi_roll_job_and_the_connect_watcher_parse() -> None:

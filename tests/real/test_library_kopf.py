@@ -1,16 +1,12 @@
-"""rollguard.roller as a library: its exported names, its typing marker, and docs/library.md's
-worked example (a kopf handler asking for a plan) run against a real Kubernetes API server (the
-shared control plane, `kube`: a StatefulSet's pods, their revisions as its controller computes
-them, the roller's documented Role) and the Kafka peer."""
+"""docs/library.md's worked example (a kopf handler asking for a plan) run against a real
+Kubernetes API server (the shared control plane, `kube`: a StatefulSet's pods, their revisions
+as its controller computes them, the roller's documented Role) and the Kafka peer. The library's
+names and typing are tests/sim/test_library.py."""
 
 from __future__ import annotations
 
 import asyncio
-import importlib
-import importlib.resources
 import re
-import subprocess
-import sys
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -20,8 +16,8 @@ import pytest
 from lightkube.resources.apps_v1 import StatefulSet
 from lightkube.resources.coordination_v1 import Lease
 from lightkube.resources.core_v1 import ConfigMap
+from test_library import LIBRARY_DOC
 
-import rollguard.roller
 from rollguard.peers.kafka import KafkaClusterSim, TopicSpec
 from rollguard.peers.processes import wait_until
 from rollguard.peers.realkube import ControlPlane
@@ -30,40 +26,6 @@ from rollguard.roller import RollSettings
 from rollguard.shared.tls import client_context
 
 from helpers import ROOT, Pki
-
-LIBRARY_DOC = (ROOT / "docs" / "library.md").read_text()
-
-
-def test_every_exported_name_resolves_to_its_module() -> None:
-    where = rollguard.roller._WHERE  # type: ignore[attr-defined]
-    assert sorted(where) == rollguard.roller.__all__
-    for name, module in where.items():
-        assert getattr(rollguard.roller, name) is getattr(importlib.import_module(module), name)
-    with pytest.raises(AttributeError, match="no attribute 'Nope'"):
-        rollguard.roller.Nope  # noqa: B018
-
-
-def test_importing_the_package_loads_no_network_library_until_a_name_is_used() -> None:
-    code = (
-        "import sys, rollguard.roller as r\n"
-        "before = {m for m in ('httpx', 'kafka', 'lightkube') if m in sys.modules}\n"
-        "r.decide\n"
-        "print(sorted(before))"
-    )
-    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
-    assert done.stdout.strip() == "[]"
-
-
-@pytest.mark.parametrize("component", ["shared", "agent", "roller", "certs", "spark"])
-def test_every_component_is_typed(component: str) -> None:
-    assert importlib.resources.files(f"rollguard.{component}").joinpath("py.typed").is_file()
-
-
-def test_the_operations_docs_link_the_library_page() -> None:
-    assert "docs/library.md" in (ROOT / "README.md").read_text()
-
-
-# ---- the worked example ------------------------------------------------------------------
 
 
 def example_code() -> str:
