@@ -32,6 +32,7 @@ from lightkube.resources.coordination_v1 import Lease
 from lightkube.resources.core_v1 import ConfigMap, Pod
 from lightkube.resources.rbac_authorization_v1 import Role
 
+from rollguard.peers.commandline import rollguard_args
 from rollguard.peers.kafka import KafkaClusterSim, TopicSpec
 from rollguard.peers.realkube import ControlPlane
 from rollguard.peers.realkube_objects import bind
@@ -43,7 +44,7 @@ from rollguard.roller.kubernetes_access import (
 )
 from rollguard.shared.errors import ConfigError
 
-from helpers import BIN, ROOT, HttpsPeer, Pki, running_agent, wait_until
+from helpers import ROOT, HttpsPeer, Pki, running_agent, wait_until
 
 STS = "prod-kafka"
 PODS = ["prod-kafka-0", "prod-kafka-1", "prod-kafka-2"]
@@ -87,24 +88,18 @@ class Cluster:
     def rollguard(
         self, kubeconfig: Path, command: str = "roll", *extra: str
     ) -> subprocess.CompletedProcess[str]:
-        args = [
-            str(BIN / "rollguard"),
+        args = rollguard_args(
             command,
-            "--namespace",
-            self.namespace,
-            "--selector",
-            SELECTOR,
-            "--bootstrap",
-            self.kafka.bootstrap,
-            "--agent-url",
-            self.agents.url + "/agents/{pod}/v1/broker-state",
-            *self.pki.client_flags(),
-            "--state-dir",
-            str(self.folder / "state"),
-            *QUICK,
-            *(["--roll-id", ROLL_ID] if "--resume" not in extra else []),
-            *extra,
-        ]
+            namespace=self.namespace,
+            selector=SELECTOR,
+            bootstrap=self.kafka.bootstrap,
+            agent_url=self.agents.url + "/agents/{pod}/v1/broker-state",
+            tls=self.pki,
+            state_dir=self.folder / "state",
+            timings=QUICK,
+            roll_id=None if "--resume" in extra else ROLL_ID,
+            extra=extra,
+        )
         env = {"KUBECONFIG": str(kubeconfig), "PATH": "/usr/bin:/bin"}
         return subprocess.run(args, capture_output=True, text=True, timeout=180, env=env)
 

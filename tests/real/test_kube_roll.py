@@ -39,6 +39,7 @@ from lightkube.resources.coordination_v1 import Lease
 from lightkube.resources.core_v1 import ConfigMap, Pod
 
 from rollguard.peers import realkafka
+from rollguard.peers.commandline import rollguard_args
 from rollguard.peers.processes import ROOT, free_port, startup_slot, wait_until
 from rollguard.peers.realclients import Canary, IsrSampler
 from rollguard.peers.realcluster import not_back, seed
@@ -48,7 +49,7 @@ from rollguard.peers.realkube_bridge import BRIDGED, CONTAINERS, PodBridge
 from rollguard.peers.realkube_kafka import KafkaPods
 from rollguard.peers.realkube_objects import load_role
 
-from helpers import BIN, Pki
+from helpers import Pki
 from real_kafka import kafka_build_logged
 
 # Beside make test's real-Kafka files the stack has taken 2.5 minutes to start and the roll as
@@ -90,24 +91,17 @@ class Stack:
         return subprocess.CompletedProcess(process.args, process.returncode, out, err)
 
     def start_rollguard(self, command: str, roll_id: str, *extra: str) -> subprocess.Popen[str]:
-        args = [
-            str(BIN / "rollguard"),
+        args = rollguard_args(
             command,
-            "--namespace",
-            NS,
-            "--selector",
-            SELECTOR,
-            "--bootstrap",
-            self.kafka.bootstrap,
-            "--agent-url",
-            f"https://{{pod}}.{{service}}.{{namespace}}.svc:{self.port}",
-            *self.pods.pki.client_flags(),
-            "--state-dir",
-            str(self.folder / "state"),
-            "--roll-id",
-            roll_id,
-            *extra,
-        ]
+            namespace=NS,
+            selector=SELECTOR,
+            bootstrap=self.kafka.bootstrap,
+            agent_url=f"https://{{pod}}.{{service}}.{{namespace}}.svc:{self.port}",
+            tls=self.pods.pki,
+            state_dir=self.folder / "state",
+            roll_id=roll_id,
+            extra=extra,
+        )
         env = {
             "KUBECONFIG": str(self.kubeconfig),
             "PATH": "/usr/bin:/bin",

@@ -31,6 +31,7 @@ from lightkube.resources.core_v1 import ConfigMap, Pod
 from lightkube.resources.rbac_authorization_v1 import Role
 from lightkube.types import PatchType
 
+from rollguard.peers.commandline import POD_TIMINGS, rollguard_args
 from rollguard.peers.kafka import KafkaClusterSim, TopicSpec
 from rollguard.peers.processes import ROOT
 from rollguard.peers.realkube import READY_ANNOTATION, ControlPlane, pod_ready
@@ -103,31 +104,18 @@ class Cluster:
     ) -> subprocess.Popen[str]:
         if agent_url is None:
             agent_url = self.agents.url + "/agents/{pod}/v1/broker-state"
-        args = [
-            str(BIN / "rollguard"),
+        args = rollguard_args(
             command,
-            "--namespace",
-            self.namespace,
-            "--selector",
-            SELECTOR,
-            "--bootstrap",
-            self.kafka.bootstrap,
-            *(["--agent-url", agent_url] if agent_url else []),
-            *self.pki.client_flags(),
-            "--state-dir",
-            str(self.folder / "state"),
-            "--poll-interval",
-            "0.2",
-            "--operation-timeout",
-            "1.5s",
-            "--retry-initial-backoff-ms",
-            "100",
-            "--retry-max-retries",
-            "2",
-            "--roll-id",
-            "k1",
-            *extra,
-        ]
+            namespace=self.namespace,
+            selector=SELECTOR,
+            bootstrap=self.kafka.bootstrap,
+            agent_url=agent_url,
+            tls=self.pki,
+            state_dir=self.folder / "state",
+            timings=POD_TIMINGS,
+            roll_id="k1",
+            extra=extra,
+        )
         env = {"KUBECONFIG": str(self.kubeconfig), "PATH": "/usr/bin:/bin"}
         return subprocess.Popen(
             args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env

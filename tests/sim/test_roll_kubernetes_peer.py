@@ -17,10 +17,11 @@ from pathlib import Path
 import pytest
 import yaml
 
+from rollguard.peers.commandline import POD_TIMINGS, rollguard_args
 from rollguard.peers.kafka import KafkaClusterSim, TopicSpec
 from rollguard.peers.kube import KubeSim
 
-from helpers import BIN, HttpsPeer, Pki, running_agent
+from helpers import HttpsPeer, Pki, running_agent
 
 NS = "kafka"
 SELECTOR = "strimzi.io/cluster=prod"
@@ -51,31 +52,18 @@ class Cluster:
         gives no --agent-url at all: the default template)."""
         if agent_url is None:
             agent_url = self.agents.url + "/agents/{pod}/v1/broker-state"
-        args = [
-            str(BIN / "rollguard"),
+        args = rollguard_args(
             command,
-            "--namespace",
-            NS,
-            "--selector",
-            SELECTOR,
-            "--bootstrap",
-            self.kafka.bootstrap,
-            *(["--agent-url", agent_url] if agent_url else []),
-            *pki.client_flags(),
-            "--state-dir",
-            str(self.folder / "state"),
-            "--poll-interval",
-            "0.2",
-            "--operation-timeout",
-            "1.5s",
-            "--retry-initial-backoff-ms",
-            "100",
-            "--retry-max-retries",
-            "2",
-            "--roll-id",
-            "k1",
-            *extra,
-        ]
+            namespace=NS,
+            selector=SELECTOR,
+            bootstrap=self.kafka.bootstrap,
+            agent_url=agent_url,
+            tls=pki,
+            state_dir=self.folder / "state",
+            timings=POD_TIMINGS,
+            roll_id="k1",
+            extra=extra,
+        )
         env = {"KUBECONFIG": str(self.kubeconfig), "PATH": "/usr/bin:/bin"}
         return subprocess.run(args, capture_output=True, text=True, timeout=120, env=env)
 

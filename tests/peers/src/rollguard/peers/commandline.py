@@ -1,7 +1,9 @@
 """The one place the tests, the benchmarks and the demos build `rollguard roll` and `rollguard
-plan` command lines (and the other commands that take an inventory), as operators type them.
+plan` command lines, as operators type them, on VMs (an inventory) or on Kubernetes (a
+namespace, a selector, the agents' URL template):
 
-    rollguard roll --inventory FILE --bootstrap HOST:PORT --cert ... --key ... --cacert ...
+    rollguard roll --inventory FILE | --namespace NS --selector S
+        --bootstrap HOST:PORT [--agent-url TEMPLATE] --cert ... --key ... --cacert ...
         --state-dir DIR [timings] --roll-id ID [anything else]
 
 Every part but the command is optional: a test that checks what happens without a bootstrap
@@ -28,13 +30,28 @@ QUICK_TIMINGS = (
     "--retry-max-backoff-ms",
     "2000",
 )
+# What the roller's decision tests on Kubernetes roll with (pods on the real control plane or the
+# API peer, their agents an in-process HTTPS peer): polls five times a second, two retries.
+POD_TIMINGS = (
+    "--poll-interval",
+    "0.2",
+    "--operation-timeout",
+    "1.5s",
+    "--retry-initial-backoff-ms",
+    "100",
+    "--retry-max-retries",
+    "2",
+)
 
 
 def rollguard_args(
     command: str,
     *,
     inventory: Path | str | None = None,
+    namespace: str | None = None,
+    selector: str | None = None,
     bootstrap: str | None = None,
+    agent_url: str | None = None,
     tls: Pki | Sequence[str] = (),
     state_dir: Path | str | None = None,
     timings: Sequence[str] = (),
@@ -42,14 +59,20 @@ def rollguard_args(
     extra: Sequence[str] = (),
     rollguard: Path | str = BIN / "rollguard",
 ) -> list[str]:
-    """`rollguard COMMAND` with the inventory, the bootstrap, the client certificate (a `Pki`'s
-    roller pair, or the flags as given), the state dir, `timings`, the roll id and `extra`, each
-    only when given."""
+    """`rollguard COMMAND` with the inventory (or the namespace and selector), the bootstrap, the
+    agents' URL template, the client certificate (a `Pki`'s roller pair, or the flags as
+    given), the state dir, `timings`, the roll id and `extra`, each only when given."""
     args = [str(rollguard), command]
     if inventory is not None:
         args += ["--inventory", str(inventory)]
+    if namespace is not None:
+        args += ["--namespace", namespace]
+    if selector is not None:
+        args += ["--selector", selector]
     if bootstrap is not None:
         args += ["--bootstrap", bootstrap]
+    if agent_url:
+        args += ["--agent-url", agent_url]
     args += tls.client_flags() if isinstance(tls, Pki) else list(tls)
     if state_dir is not None:
         args += ["--state-dir", str(state_dir)]
