@@ -81,7 +81,7 @@ def main() -> int:
         command = on_cluster("roll", roll_id="demo")
         print("$ " + shlex.join(command), flush=True)
         done = subprocess.run(command, check=False)
-        restarts = {f"kafka-{n}": cluster.restarts.of(n) for n in cluster.kafka.nodes}
+        restarts = {cluster.node_name(n): cluster.restarts_of(n) for n in cluster.node_ids()}
         say(
             f"restarts per node: {restarts} (each exactly once; kafka-1 never restarted "
             "while recovering)"
