@@ -78,7 +78,9 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
             return 0
         return 1 if name.startswith(LONG) else 2
 
-    items.sort(key=rank)
+    # Within a rank, by file name, whichever tier's folder holds it: the order the files had in
+    # one folder, so that the workers take them as before the tiers.
+    items.sort(key=lambda item: (rank(item), _file_name(item)))
 
 
 # What the first test of a file may take beyond its own timeout: its module's fixtures start
