@@ -47,7 +47,7 @@ test:
 	ROLLGUARD_REQUIRE_ALL_TIERS=1 ROLLGUARD_KUBE_CACHE=$(KUBE_CACHE) ROLLGUARD_PROMETHEUS_CACHE=$(PROMETHEUS_CACHE) \
 		env $$(test "$$(cat $(KUBE_STATUS) 2>/dev/null)" = 0 || echo ROLLGUARD_KUBE_BUILD=$(CURDIR)/$(KUBE_STATUS)) \
 		$(BIN)/pytest -n 4 --dist loadfile --no-loadscope-reorder -m "not alone" --durations=25
-	ROLLGUARD_REQUIRE_ALL_TIERS=1 $(BIN)/pytest -m alone $$(grep -l 'pytest.mark.alone' tests/test_*.py)
+	ROLLGUARD_REQUIRE_ALL_TIERS=1 $(BIN)/pytest -m alone $$(grep -l 'pytest.mark.alone' tests/*/test_*.py)
 
 demo: $(INSTALLED) $(BROKER) build/kafka/$(KAFKA_NEWEST)/.resolved
 	$(BIN)/python demo/roll_demo.py
@@ -64,7 +64,7 @@ demo-cluster: $(INSTALLED) build/kafka/$(KAFKA_NEWEST)/.resolved
 	$(BIN)/python demo/cluster_demo.py
 
 # The wheels of the five components in dist/ (not the test peers'), each built by its PEP 517
-# backend from a copy of its folder (scripts/wheels.py; tests/test_install.py installs them).
+# backend from a copy of its folder (scripts/wheels.py; tests/real/test_install.py installs them).
 # PySpark, which rollguard-spark needs, is published as a source distribution only: its wheel
 # is in $(WHEELS) after `make`.
 dist: $(INSTALLED)
@@ -104,7 +104,7 @@ test-image: $(INSTALLED) $(BROKER)
 test-security: $(INSTALLED) $(BROKER)
 	$(BIN)/python scripts/test-security
 
-# A real Kubernetes control plane for tests/test_real_kube.py: kube-apiserver, -controller-manager
+# A real Kubernetes control plane for tests/real/test_real_kube.py: kube-apiserver, -controller-manager
 # and -scheduler (the newest Kubernetes and one minor older), etcd and kwok, built by
 # scripts/kube-build from the Go module proxy (pins: tests/kube/versions.env) into $(KUBE_CACHE),
 # outside the clone, as Maven keeps its jars (the tests look there too, or in
@@ -120,7 +120,7 @@ kube:
 test-kube: $(INSTALLED) $(BROKER) $(KAFKA) kube
 	ROLLGUARD_KUBE_CACHE=$(KUBE_CACHE) $(BIN)/pytest -n 2 --dist loadfile -m kube
 
-# A real Prometheus for tests/test_gates_real.py: Debian's `prometheus` package, downloaded with
+# A real Prometheus for tests/real/test_gates_real.py: Debian's `prometheus` package, downloaded with
 # apt-get download and unpacked (never installed) by scripts/prometheus-fetch into
 # $(PROMETHEUS_CACHE), outside the clone (the tests look there too, or in
 # $$ROLLGUARD_PROMETHEUS_CACHE). Seconds the first time, then a second, without the network.
@@ -129,7 +129,7 @@ PROMETHEUS_CACHE ?= $(HOME)/.cache/rollguard/prometheus
 prometheus:
 	@ROLLGUARD_PROMETHEUS_CACHE=$(PROMETHEUS_CACHE) $(PYTHON) scripts/prometheus-fetch
 
-# Debian's Chromium for tests/test_report_page.py (the report page as a browser shows it):
+# Debian's Chromium for tests/real/test_report_page.py (the report page as a browser shows it):
 # installed with apt-get by scripts/chromium-install when missing (as root), never by a test.
 # A second when it is there; about a minute the first time.
 .PHONY: chromium

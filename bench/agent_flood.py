@@ -4,7 +4,7 @@
                                           [--event-loop uvloop|asyncio] [-- AGENT FLAGS...]
 
 On this machine only (127.0.0.1): the Java test broker, a real `rollguard-agent` with its
-default limits (or the flags after `--`), and the flood of `tests/test_agent_limits.py` in its
+default limits (or the flags after `--`), and the flood of `tests/sim/test_agent_limits.py` in its
 own process: `--plain` TCP connections that never send a byte, then `--slow` mutual-TLS
 connections sending a request head one line a second (slowloris), held for `--hold` seconds.
 Meanwhile, from this process: the roller's pattern (requests on one keep-alive connection,

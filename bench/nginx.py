@@ -26,6 +26,8 @@ import time
 from pathlib import Path
 from types import TracebackType
 
+from rollguard.peers.processes import free_port
+
 PACKAGES = ("nginx", "nginx-light")  # Debian 12: `nginx` is the server, nginx-light adds a module
 _NO_PACKAGE_LISTS = re.compile(
     r"Unable to locate package|has no installation candidate|Failed to fetch|404\s+Not Found"
@@ -88,12 +90,6 @@ def _last_line(text: str) -> str:
     return lines[-1] if lines else "no output"
 
 
-def _free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
 def _nginx_string(body: bytes) -> bytes:
     """`body` as an nginx single-quoted string, `$` kept literal through the `$dollar` variable."""
     escaped = body.replace(b"\\", b"\\\\").replace(b"'", b"\\'")
@@ -142,7 +138,7 @@ class Nginx:
         self.dir.chmod(0o755)  # workers run as an unprivileged user when we are root
         try:
             for _ in range(self.BIND_ATTEMPTS):
-                self.port = _free_port()
+                self.port = free_port()
                 self.url = f"https://127.0.0.1:{self.port}"
                 conf = self.dir / "nginx.conf"
                 conf.write_bytes(self._config())

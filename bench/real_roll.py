@@ -15,7 +15,7 @@ min.insync.replicas 2 (the internal topics too), `--data-mb` MB in bulk, a real
    and the ISR sampler for `--idle` seconds with nothing happening.
 2. The roll, with the canary and the ISR sampler running, until the roll ends and then until
    every partition has its full ISR again ("settle"):
-   - rollguard: `rollguard roll` with the inventory, at its defaults (as tests/real_kafka.py);
+   - rollguard: `rollguard roll` with the inventory, at its defaults (as tests/real/real_kafka.py);
    - upgrade: the same with `--kafka-version` the newest (run it with `--version 4.0.0`): each
      node's `install` command switches its jars before its restart (an upgrade roll's cost
      against a plain one's);

@@ -58,10 +58,22 @@ class Started:
 
 def commands(started: Started) -> list[tuple[str, list[str]]]:
     """The commands to try, in order: (what it shows, the command's arguments)."""
+    from rollguard.peers.commandline import rollguard_args  # the tests' command lines too
+
     tls = ["--cert", started.cert, "--key", started.key, "--cacert", started.ca]
     rollguard = f"{started.bin}/rollguard"
-    cluster = ["--inventory", started.inventory, "--bootstrap", started.bootstrap, *tls]
     state_dir = f"{started.folder}/state"
+
+    def on_cluster(command: str, state_dir: str | None = None) -> list[str]:
+        return rollguard_args(
+            command,
+            inventory=started.inventory,
+            bootstrap=started.bootstrap,
+            tls=tls,
+            state_dir=state_dir,
+            rollguard=rollguard,
+        )
+
     return [
         (
             "every agent's answer, as rollguard's client reads it",
@@ -75,11 +87,11 @@ def commands(started: Started) -> list[tuple[str, list[str]]]:
             "the agent's Prometheus metrics (plain HTTP, on loopback)",
             ["curl", "-s", f"{started.probes[0]}/metrics"],
         ),
-        ("what a roll would do now, in order, and why", [rollguard, "plan", *cluster]),
+        ("what a roll would do now, in order, and why", on_cluster("plan")),
         (
             f"a roll: kafka-{RECOVERING_NODE} comes back into a real log recovery (the first "
             "time), and the roller waits for it instead of restarting it again",
-            [rollguard, "roll", *cluster, "--state-dir", state_dir],
+            on_cluster("roll", state_dir=state_dir),
         ),
         (
             "the agents' recovery timelines and the rolls' events, into a Parquet dataset",

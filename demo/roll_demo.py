@@ -25,6 +25,7 @@ import sys
 import time
 from pathlib import Path
 
+from rollguard.peers.commandline import rollguard_args
 from rollguard.peers.processes import BIN, make_pki
 from rollguard.peers.realcluster import real_cluster
 
@@ -58,28 +59,29 @@ def main() -> int:
         tls = [
             *pki.client_flags(),
         ]
-        common = [
-            "--inventory",
-            str(inventory),
-            "--bootstrap",
-            cluster.kafka.bootstrap,
-            *tls,
-            "--state-dir",
-            str(WORK / "state"),
-        ]
+
+        def on_cluster(command: str, roll_id: str | None = None) -> list[str]:
+            return rollguard_args(
+                command,
+                inventory=inventory,
+                bootstrap=cluster.bootstrap,
+                tls=tls,
+                state_dir=WORK / "state",
+                roll_id=roll_id,
+            )
 
         say("2. rollguard state: every agent reports RUNNING")
         urls = [agent.api for agent in cluster.agents.values()]
         subprocess.run([str(BIN / "rollguard"), "state", *tls, *urls], check=False)
 
         say("3. rollguard plan: what a roll would do now")
-        subprocess.run([str(BIN / "rollguard"), "plan", *common], check=False)
+        subprocess.run(on_cluster("plan"), check=False)
 
         say("4. rollguard roll: kafka-1 will come back into a real log recovery")
-        command = [str(BIN / "rollguard"), "roll", *common, "--roll-id", "demo"]
+        command = on_cluster("roll", roll_id="demo")
         print("$ " + shlex.join(command), flush=True)
         done = subprocess.run(command, check=False)
-        restarts = {f"kafka-{n}": cluster.restarts.of(n) for n in cluster.kafka.nodes}
+        restarts = {cluster.node_name(n): cluster.restarts_of(n) for n in cluster.node_ids()}
         say(
             f"restarts per node: {restarts} (each exactly once; kafka-1 never restarted "
             "while recovering)"

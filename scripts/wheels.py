@@ -7,7 +7,7 @@ the test peers (`tests/peers`, rollguard-peers) are never shipped, so they are n
 Each wheel is built by its PEP 517 backend's `build_wheel` hook, called directly in a process of
 its own, from a copy of the component's folder: a stale `build/` or `*.egg-info` in the working
 tree can neither hide nor add a file, and the tree is left as it was. The same function builds
-the wheels that tests/test_packaging.py inspects and tests/test_install.py installs.
+the wheels that tests/real/test_packaging.py inspects and tests/real/test_install.py installs.
 """
 
 from __future__ import annotations

@@ -7,6 +7,7 @@ import json
 import os
 import resource
 import socket
+import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -20,6 +21,22 @@ from rollguard.peers.realkube import NEWEST, Binaries, ControlPlane, KubeBinarie
 from rollguard.peers.realkube_binaries import BUILD_STATUS, wait_for_build
 
 from helpers import ENVIRONMENT_ONLY, Pki, build_broker, make_pki, missing_tier, require_all_tiers
+
+# The tests live in one folder per tier, by what they run (docs/architecture.md, "Tests"):
+#   unit/  pure: one process, no server, no simulated cluster;
+#   sim/   the simulated peers (the Kafka, Connect and Kubernetes API peers, the virtual-clock
+#          cluster, the test broker) and the agents and `rollguard` commands as processes;
+#   real/  the real systems: Kafka and Connect from Kafka's jars, the Kubernetes control plane,
+#          Prometheus, Spark, Chromium, the wheels built and installed.
+# This folder (tests/helpers.py) is on sys.path through this file (pytest's `prepend` import
+# mode); so is each tier's, for the modules one test file imports from another by its name
+# (`from test_cli_flags import ...`, `from real_kafka import ...`) across tiers. Test file names
+# stay unique across the tiers.
+TIERS = ("unit", "sim", "real")
+for _tier in TIERS:
+    _folder = str(Path(__file__).resolve().parent / _tier)
+    if _folder not in sys.path:
+        sys.path.insert(0, _folder)
 
 # Spark in tests: short-lived JVMs whose JIT compiling costs more CPU than it saves, so C1 only
 # and the serial collector, as for the tests' Kafka nodes (two Spark tests: 96 s of CPU, 60 s
@@ -37,6 +54,11 @@ LONG = ("test_report_job", "test_roll_end_to_end", "test_roll_properties", "test
         "test_roll_metrics")  # fmt: skip
 
 
+def _file_name(item: pytest.Item) -> str:
+    """The name of the item's test file, whichever tier's folder holds it."""
+    return item.nodeid.split("::")[0].rsplit("/", 1)[-1]
+
+
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     """The real-Kafka and real-Connect modules first. They are the longest files (a KRaft
     cluster each, minutes of restarts that mostly wait), so they start at once beside the quick
@@ -51,11 +73,14 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     def rank(item: pytest.Item) -> int:
         if building and item.get_closest_marker("kube"):
             return 3
-        if item.nodeid.startswith(("tests/test_real_", "tests/test_kube_roll")):
+        name = _file_name(item)
+        if name.startswith(("test_real_", "test_kube_roll")):
             return 0
-        return 1 if any(item.nodeid.startswith(f"tests/{name}") for name in LONG) else 2
+        return 1 if name.startswith(LONG) else 2
 
-    items.sort(key=rank)
+    # Within a rank, by file name, whichever tier's folder holds it: the order the files had in
+    # one folder, so that the workers take them as before the tiers.
+    items.sort(key=lambda item: (rank(item), _file_name(item)))
 
 
 # What the first test of a file may take beyond its own timeout: its module's fixtures start

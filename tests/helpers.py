@@ -24,6 +24,7 @@ from rollguard.peers.processes import (
     Pki,
     build_broker,
     curl,
+    free_port,
     make_pki,
     wait_until,
 )
@@ -115,12 +116,6 @@ def until_running(agent: Agent, timeout: float = 30) -> list[dict[str, object]]:
 
     wait_until(running, timeout=timeout, interval=0.2, what="RUNNING")
     return bodies
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 class SilentJmxPort:

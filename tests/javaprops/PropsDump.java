@@ -1,4 +1,4 @@
-// Java's own reading of properties files, for tests/test_javaprops.py: for each file given, a
+// Java's own reading of properties files, for tests/sim/test_javaprops.py: for each file given, a
 // line "== <file>", then each key and value as the hex of its UTF-8 bytes, one pair a line,
 // sorted by key, or "error <message>" if Java refuses the file. One JVM for every file.
 import java.io.FileInputStream;

@@ -29,7 +29,7 @@ Two origin groups are kept so that `except` of one adapter's errors still works:
 belong to different categories, so they have none of their own and rollguard raises only their
 members (a class named `& Group` below is also that group's).
 
-Every class, its module (under `rollguard.`) and its category; tests/test_errors.py checks this
+Every class, its module (under `rollguard.`) and its category; tests/sim/test_errors.py checks this
 drawing against the classes the installed modules define:
 
     RollguardError                           shared.errors

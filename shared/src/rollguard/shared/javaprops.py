@@ -6,7 +6,7 @@ A `key=value` split at the first `=` is not that format: a key ends at the first
 leading whitespace is dropped), as a JAAS configuration usually does; `#` and `!` start comments
 only at the start of a line; escapes (`\\t`, `\\n`, `\\r`, `\\f`, `\\uXXXX`, `\\` before any other
 character) are read in keys and values alike. A later key replaces an earlier one. Checked against
-Java's own `Properties.load` in tests/test_javaprops.py.
+Java's own `Properties.load` in tests/sim/test_javaprops.py.
 """
 
 from __future__ import annotations

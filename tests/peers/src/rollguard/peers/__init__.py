@@ -1,5 +1,7 @@
-"""rollguard's test peers: real servers that speak the protocols of the systems rollguard talks
-to, so that tests, benchmarks and the demo run the product's own code paths.
+"""rollguard's test peers and harness: the real systems rollguard talks to (Kafka, Kafka Connect,
+a Kubernetes control plane, Prometheus) run as local processes, and simulated servers that speak
+their protocols for what the real ones cannot be made to show on demand, so that tests,
+benchmarks and the demo run the product's own code paths.
 
 - `rollguard.peers.kafka` (+ `kafka_model`): a Kafka-protocol responder built on kafka-python's
   own structures: Metadata, DescribeCluster, DescribeQuorum, DescribeConfigs,
@@ -15,9 +17,17 @@ to, so that tests, benchmarks and the demo run the product's own code paths.
   StatefulSets get, ConfigMaps and Leases get/create/update with resourceVersion conflicts);
   anything else is answered 404/405/415/400 as an API server would.
 - `rollguard.peers.connect`: Kafka Connect's REST API with its versions' semantics.
-- `rollguard.peers.processes`: the Java test broker (Kafka's MBeans over remote JMX), the agent
-  as a process, a PKI.
-- `rollguard.peers.cluster`: a simulated cluster of real processes (the demo's and the
-  end-to-end tests'); `rollguard.peers.sim`: the roll on a virtual clock; `rollguard.peers.herd`:
-  many clients against one server.
+- `rollguard.peers.realkafka`, `.realconnect`, `.realprometheus`: a real Kafka (KRaft nodes from
+  Kafka's own jars), Kafka Connect and Prometheus as local processes; `rollguard.peers.realcluster`:
+  a real cluster with an agent beside each node; `rollguard.peers.realclients`: the tests' own
+  ISR sampler and canary.
+- `rollguard.peers.processes`: the one registry of the processes the tests start (killed at
+  exit), the one port helper (`free_port`), the start-up slots, the Java test broker (Kafka's
+  MBeans over remote JMX), the agent as a process, a PKI.
+- `rollguard.peers.control`: the one control server playing the hosts' service manager (restart,
+  health, install); `rollguard.peers.rollcluster`: the protocol of the cluster a roll test drives;
+  `rollguard.peers.commandline`: the one builder of `rollguard roll`/`plan` command lines.
+- `rollguard.peers.cluster`: a simulated cluster of real processes (the end-to-end tests');
+  `rollguard.peers.sim`: the roll on a virtual clock; `rollguard.peers.herd`: many clients
+  against one server.
 """

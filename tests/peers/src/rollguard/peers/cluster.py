@@ -1,14 +1,17 @@
-"""A simulated Kafka cluster made of real processes, for `make demo` and end-to-end roll tests.
+"""A simulated Kafka cluster made of real processes, for the end-to-end roll tests.
 
 Per node: a Java test broker (Kafka's MBeans over JMX) and a real `rollguard-agent` beside it
-over mutual TLS. For the whole cluster: the Kafka-protocol peer (`kafka_peer.KafkaClusterSim`)
-whose metadata, ISRs and KRaft quorum follow the brokers. A small control server on 127.0.0.1
-restarts a node on `POST /restart/<id>`: the broker JVM is killed (an unclean stop) and started
-again, going through STARTING and, when asked, a long log recovery; the Kafka peer drops the
-broker from ISRs and the quorum while it is not RUNNING. The inventory file it writes points
-each node's restart command at that control server, exactly as an operator's would point at
-`ssh host systemctl restart kafka`, and its `health` command at `GET /health/<id>` (200 while
-the broker JVM runs), as an operator's would at `systemctl is-active kafka`.
+over mutual TLS. For the whole cluster: the Kafka-protocol peer (`kafka.KafkaClusterSim`) whose
+metadata, ISRs and KRaft quorum follow the brokers. The control server (`control.ControlServer`,
+the real cluster's too) restarts a node on `POST /restart/<id>`: the broker JVM is killed (an
+unclean stop) and started again, going through STARTING and, when asked, a long log recovery;
+the Kafka peer drops the broker from ISRs and the quorum while it is not RUNNING. The inventory
+it writes points each node's restart command at that control server, exactly as an operator's
+would point at `ssh host systemctl restart kafka`, and its `health` command at `GET
+/health/<id>` (200 while the broker JVM runs), as an operator's would at `systemctl is-active
+kafka`. It is the `rollcluster.RollCluster` a roll test drives, as `realcluster.RealCluster` is
+on a real Kafka: what a real Kafka cannot be made to do on demand (a stall, a lagging voter, a
+recovery of a chosen length at a chosen restart) is rolled here.
 
 Timings follow a real cluster through the Kafka peer: a restarted broker starts fenced, then
 rejoins its partitions' ISRs over its catch-up time (`catch_up`, per node), so its fellow
@@ -19,16 +22,17 @@ answer `503 broker-state-missing`, and they rejoin the quorum after a short catc
 
 from __future__ import annotations
 
-import json
 import threading
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
+from rollguard.peers.commandline import QUICK_TIMINGS, rollguard_args
+from rollguard.peers.control import ControlServer
 from rollguard.peers.kafka import KafkaClusterSim, TopicSpec
 from rollguard.peers.processes import Agent, Broker, Pki
+from rollguard.peers.rollcluster import write_inventory
 
 
 @dataclass
@@ -93,9 +97,11 @@ class ProcessCluster:
         topics: Mapping[str, TopicSpec] | None = None,
         kafka: Mapping[str, Any] | None = None,
         combined: bool = True,
+        name: str = "demo",
     ) -> None:
         self.pki = pki
         self.folder = folder
+        self.name = name
         self.plans = plans or {}
         brokers = list(range(size))
         controllers = list(range(size, size + controller_only))
@@ -133,44 +139,40 @@ class ProcessCluster:
                     is_broker=is_broker,
                     is_controller=node_id in voters,
                 )
-            self.control = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
-            threading.Thread(target=self.control.serve_forever, daemon=True).start()
+            self.control = ControlServer(
+                known=self.nodes.__contains__, restart=self.restart, health=self.running
+            )
         except BaseException:
             self.stop()
             raise
-        self.control_url = f"http://127.0.0.1:{self.control.server_address[1]}"
+        self.control_url = self.control.url
+
+    @property
+    def bootstrap(self) -> str:
+        return self.kafka.bootstrap
+
+    def node_ids(self) -> list[int]:
+        return list(self.nodes)
+
+    def node_name(self, node_id: int) -> str:
+        return f"kafka-{node_id}"
+
+    def roles(self, node_id: int) -> list[str]:
+        return self.nodes[node_id].roles
+
+    def agent(self, node_id: int) -> Agent:
+        return self.nodes[node_id].agent
+
+    def running(self, node_id: int) -> bool:
+        """The node's broker JVM runs (its `health` command)."""
+        return self.nodes[node_id].broker.process.poll() is None
+
+    def restarts_of(self, node_id: int) -> int:
+        return self.nodes[node_id].restarts
 
     def data_dir(self, node_id: int) -> Path:
         """The agent's --data-dir (its recovery timeline), which outlives agent restarts."""
         return self.folder / "agent-data" / f"kafka-{node_id}"
-
-    def _handler(self) -> type[BaseHTTPRequestHandler]:
-        cluster = self
-
-        class Handler(BaseHTTPRequestHandler):
-            def do_POST(self) -> None:
-                parts = self.path.strip("/").split("/")
-                if len(parts) == 2 and parts[0] == "restart" and parts[1].isdigit():
-                    cluster.restart(int(parts[1]))
-                    self.send_response(204)
-                else:
-                    self.send_response(404)
-                self.end_headers()
-
-            def do_GET(self) -> None:
-                parts = self.path.strip("/").split("/")
-                if len(parts) == 2 and parts[0] == "health" and parts[1].isdigit():
-                    node = cluster.nodes.get(int(parts[1]))
-                    alive = node is not None and node.broker.process.poll() is None
-                    self.send_response(200 if alive else 503)
-                else:
-                    self.send_response(404)
-                self.end_headers()
-
-            def log_message(self, format: str, *args: object) -> None:
-                pass
-
-        return Handler
 
     def restart(self, node_id: int) -> None:
         """Kill the broker (unclean) and start it again on the same JMX port."""
@@ -227,25 +229,25 @@ class ProcessCluster:
                     self.kafka.start_voter(node_id)
 
     def inventory(self) -> Path:
-        path = self.folder / "inventory.yaml"
-        nodes = [
-            {
-                "id": n.node_id,
-                "name": f"kafka-{n.node_id}",
-                "roles": n.roles,
-                "agent": n.agent.api,
-                "restart": f"curl -sf -X POST {self.control_url}/restart/{n.node_id}",
-                "health": f"curl -sf {self.control_url}/health/{n.node_id}",
-            }
-            for n in self.nodes.values()
-        ]
-        path.write_text(json.dumps({"cluster": "demo", "nodes": nodes}, indent=2))
-        return path
+        return write_inventory(self)
+
+    def roll_command(self, state_dir: Path, roll_id: str, *extra: str) -> list[str]:
+        """`rollguard roll` with this cluster's inventory and the quick timings of the tests on
+        it (`QUICK_TIMINGS`: a roll of seconds, where the real cluster keeps the defaults)."""
+        return rollguard_args(
+            "roll",
+            inventory=self.inventory(),
+            bootstrap=self.bootstrap,
+            tls=self.pki,
+            state_dir=state_dir,
+            timings=QUICK_TIMINGS,
+            roll_id=roll_id,
+            extra=extra,
+        )
 
     def stop(self) -> None:
         if hasattr(self, "control"):
-            self.control.shutdown()
-            self.control.server_close()
+            self.control.close()
         for node in self.nodes.values():
             node.agent.stop()
             node.broker.stop()

@@ -1,10 +1,13 @@
 """A fake Kafka Connect REST API for tests: real HTTP(S) on 127.0.0.1, real paths, real JSON.
 
-No Kafka Connect can run where rollguard's tests run, yet the roller restarts failed connectors
-(KIP-745, Strimzi proposal 055) and manages MirrorMaker 2 offsets (KIP-875, Strimzi proposal 083)
-through Connect's REST API. `ConnectSim` answers that API the way a Connect worker does, so the
-real httpx-based client runs unmodified against it, over plain HTTP, TLS or mutual TLS, with or
-without HTTP basic auth.
+The roller restarts failed connectors (KIP-745, Strimzi proposal 055) and manages MirrorMaker 2
+offsets (KIP-875, Strimzi proposal 083) through Connect's REST API. A real Kafka Connect runs
+here too, from Kafka's own jars (`rollguard.peers.realconnect`, tests/real/test_real_connect.py);
+this peer is for what a real worker cannot be made to do on demand: the workers of older API
+generations, a reverse proxy's page, a worker that never answers or times out, a 409 at a chosen
+moment, hours of backoff on a fake clock. `ConnectSim` answers that API the way a Connect worker
+does, so the real httpx-based client runs unmodified against it, over plain HTTP, TLS or mutual
+TLS, with or without HTTP basic auth.
 
 Where each behaviour comes from (Apache Kafka 3.6 sources unless said otherwise; the timings are
 a real Kafka Connect 4.3.1 distributed worker's, measured by polling `GET .../status` every 5 ms,

@@ -1,6 +1,6 @@
 """Many clients against one agent: a flood of plain and slow TLS connections in a process of its
 own (`python -m rollguard.peers.flood flood PORT PKI_DIR ...`), honest clients beside it, and
-the agent's figures (RSS, metrics, connection counts). Used by tests/test_agent_limits.py and
+the agent's figures (RSS, metrics, connection counts). Used by tests/sim/test_agent_limits.py and
 bench/agent_flood.py."""
 
 from __future__ import annotations

@@ -1,12 +1,12 @@
 """A thundering herd: many roller clients retrying against one agent that refuses for a while.
 
-Used by `test_retry_herd.py` (jitter must flatten the peak) and `bench/retry_herd.py` (figures).
-Every client is the production `AgentClient` with the shared retry policy, over mutual TLS with
-its own keep-alive connection, so the retries are exactly what rollers would send. The refusing
-agent runs in a process of its own (uvloop and httptools), so that recording an arrival costs
-microseconds and does not wait for the clients' event loop.
+Used by tests/sim/test_retry_herd.py (jitter must flatten the peak) and `bench/retry_herd.py`
+(figures). Every client is the production `AgentClient` with the shared retry policy, over
+mutual TLS with its own keep-alive connection, so the retries are exactly what rollers would
+send. The refusing agent runs in a process of its own (uvloop and httptools), so that recording
+an arrival costs microseconds and does not wait for the clients' event loop.
 
-    python tests/herd.py --cert agent.crt --key agent.key --ca ca.crt --refuse-for 2
+    python -m rollguard.peers.herd --cert agent.crt --key agent.key --ca ca.crt --refuse-for 2
 """
 
 from __future__ import annotations

@@ -1,6 +1,9 @@
 """A simulated KRaft Kafka cluster that speaks the real Kafka wire protocol, for tests.
 
-Kafka itself cannot run in the test environment, yet rollguard decides when a broker may be
+A real Kafka runs here too, from Kafka's own jars (`rollguard.peers.realkafka`, the tests in
+tests/real/), and proves the roll on real brokers. This peer is for what a real cluster cannot
+be made to show on demand, or on two cores: 100 to 1,000 brokers, reassignments in flight, a
+lagging voter, a chosen catch-up time per broker, racks. rollguard decides when a broker may be
 restarted from what the cluster says about itself: which brokers are registered, which
 replicas are in sync, what `min.insync.replicas` is in force, and how far each KRaft
 controller lags the quorum leader. Mocking kafka-python would test our assumptions about
@@ -18,7 +21,7 @@ connection, as Kafka does. A KRaft broker forwards ElectLeaders and ListPartitio
 to the active controller; here every broker answers them from the one shared state.
 
 The state and its timings (fencing, replication catch-up, elections, reassignments, the
-quorum) live in `kafka_peer_model`; tests change it from their own thread while the cluster
+quorum) live in `kafka_model`; tests change it from their own thread while the cluster
 serves from a background thread with its own asyncio loop.
 """
 

@@ -1,8 +1,8 @@
-"""What the simulated KRaft cluster behind `kafka_peer` reports at a given moment.
+"""What the simulated KRaft cluster behind `rollguard.peers.kafka` reports at a given moment.
 
-`kafka_peer` speaks the Kafka wire protocol; this module is the cluster it describes. A roller
-tested against it must meet what production shows on every roll, so the model follows a real
-KRaft cluster's rules and timings rather than flipping state at once:
+`rollguard.peers.kafka` speaks the Kafka wire protocol; this module is the cluster it
+describes. A roller tested against it must meet what production shows on every roll, so the
+model follows a real KRaft cluster's rules and timings rather than flipping state at once:
 
 - a started broker is fenced (absent from Metadata, in no ISR) until it has caught up with the
   metadata log, then rejoins its partitions' ISRs one by one over its replication catch-up time;

@@ -1,4 +1,10 @@
-"""Real processes for tests, benchmarks and the demo: the Java test broker, the agent, a PKI.
+"""Real processes for tests, benchmarks and the demo: the one registry of the processes they
+start (`track`, `forget`: killed at interpreter exit), the one port helper (`free_port`), the
+machine-wide start-up slots, the Java test broker, the agent, a PKI.
+
+Every real component (a Kafka node, a Connect worker, the control plane's
+processes, Prometheus, the test broker, the agent) registers here; none keeps a registry or a
+port helper of its own.
 
 Used from a checkout (editable install): the test broker's source and classes are found
 relative to the repository (`tests/broker`, `build/testbroker`).
@@ -6,11 +12,14 @@ relative to the repository (`tests/broker`, `build/testbroker`).
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import fcntl
 import os
+import random
 import re
 import signal
+import socket
 import subprocess
 import sys
 import tempfile
@@ -19,7 +28,7 @@ import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TypeVar
+from typing import Any, TypeVar
 
 from rollguard.certs.pki import issue, make_ca, write_pair
 
@@ -30,6 +39,78 @@ BROKER_CLASSES = ROOT / "build" / "testbroker"
 BIN = Path(sys.executable).parent
 
 T = TypeVar("T")
+
+
+# ---- the processes this interpreter started: one registry, every one killed at exit ----------
+
+# Every real process started and not yet seen to end: killed at interpreter exit, so that a test
+# run that dies or is interrupted leaves no JVM or server behind (most run in sessions of their
+# own, which a dying parent does not take along).
+_LIVE: set[subprocess.Popen[Any]] = set()
+_LIVE_LOCK = threading.Lock()
+
+
+def track(process: subprocess.Popen[Any]) -> subprocess.Popen[Any]:
+    """Register `process` (just started) to be killed at exit if still running then."""
+    with _LIVE_LOCK:
+        _LIVE.add(process)
+    return process
+
+
+def forget(process: subprocess.Popen[Any] | None) -> None:
+    """`process` ended (or was reaped): no longer one to kill at exit."""
+    if process is not None:
+        with _LIVE_LOCK:
+            _LIVE.discard(process)
+
+
+def tracked() -> list[subprocess.Popen[Any]]:
+    """The registered processes (for a test of the registry itself)."""
+    with _LIVE_LOCK:
+        return list(_LIVE)
+
+
+@atexit.register
+def _kill_leftovers() -> None:
+    for process in tracked():
+        if process.poll() is None:
+            process.kill()
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                process.wait(10)
+
+
+# ---- ports ---------------------------------------------------------------------------------
+
+_HANDED_OUT: set[int] = set()
+_PORTS = threading.Lock()
+
+
+def free_port() -> int:
+    """A free port below Linux's ephemeral range (32768-60999), so that no client connection
+    of another test takes it between now and the server's bind; drawn at random from this
+    pytest worker's own share of 20000-32000 (several clusters choose at once, one per worker),
+    and never one this process handed out before (the JVMs bind theirs only seconds later)."""
+    low, high = 20000, 32000
+    worker = os.environ.get("PYTEST_XDIST_WORKER", "")
+    if worker.startswith("gw") and worker[2:].isdigit():
+        count = max(1, int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1")))
+        share = (high - low) // count
+        low += int(worker[2:]) % count * share
+        high = low + share
+    rng = random.SystemRandom()
+    with _PORTS:
+        for _ in range(400):
+            port = rng.randrange(low, high)
+            if port in _HANDED_OUT:
+                continue
+            with socket.socket() as sock:
+                try:
+                    sock.bind(("127.0.0.1", port))
+                except OSError:
+                    continue
+            _HANDED_OUT.add(port)
+            return port
+    raise RuntimeError(f"no free port in {low}-{high}")
 
 
 def wait_until(
@@ -170,6 +251,7 @@ class Broker:
             stderr=subprocess.STDOUT,
             text=True,
         )
+        track(self.process)
         self.output = LineReader(self.process.stdout)
         match = self.output.wait_for(r"JMX_PORT=(\d+) JMX_URL=(\S+)")
         self.ready_at = time.time()
@@ -181,6 +263,7 @@ class Broker:
         if self.process.poll() is None:
             self.process.kill()
             self.process.wait(10)
+        forget(self.process)
 
     def __enter__(self) -> Broker:
         return self
@@ -261,6 +344,7 @@ class Agent:
             text=True,
             env={**os.environ, **(env or {})},
         )
+        track(self.process)
         self.output = LineReader(self.process.stdout)
         match = self.output.wait_for(
             r"API listening on https://([\d.]+):(\d+).*http://[\d.]+:(\d+)", start_timeout
@@ -281,6 +365,7 @@ class Agent:
             except subprocess.TimeoutExpired:
                 self.process.kill()
                 self.process.wait()
+        forget(self.process)
         return self.process.returncode
 
     def __enter__(self) -> Agent:

@@ -1,32 +1,33 @@
 """A real KRaft cluster with a real `rollguard-agent` beside each node, as operators run one.
 
 `RealCluster` is to a real Kafka what `rollguard.peers.cluster.ProcessCluster` is to the
-simulated one: each node of a `realkafka.KafkaCluster` gets an agent over mutual TLS reading
-its JMX, and a small control server on 127.0.0.1 plays the host's service manager:
-`POST /restart/<id>` stops the node (SIGTERM: a controlled shutdown, as `systemctl restart`
-does) and starts it again, into a full, CPU-throttled log recovery when the node's `recover`
-flag is set (once); `GET /health/<id>` is 200 while the node's JVM runs; `POST
-/install/<id>/<version>` switches the node's Kafka to that version's jars for its next start
-(as a package install does; a node in `broken_installs` keeps its jars and still answers 204,
-as a package manager that "succeeded" on the wrong repository). The inventory it writes points
-each node's `restart`, `health` and `install` commands at that server with curl, exactly as an
-operator's would point at `ssh host systemctl restart kafka`.
+simulated one, and both are the `rollcluster.RollCluster` a roll test drives: each node of a
+`realkafka.KafkaCluster` gets an agent over mutual TLS reading its JMX, and the control server
+(`control.ControlServer`) plays the host's service manager: `POST /restart/<id>` stops the node
+(SIGTERM: a controlled shutdown, as `systemctl restart` does) and starts it again, into a full,
+CPU-throttled log recovery when the node's `recover` flag is set (once); `GET /health/<id>` is
+200 while the node's JVM runs; `POST /install/<id>/<version>` switches the node's Kafka to that
+version's jars for its next start (as a package install does; a node in `broken_installs` keeps
+its jars and still answers 204, as a package manager that "succeeded" on the wrong repository).
+The inventory it writes points each node's `restart`, `health` and `install` commands at that
+server with curl, exactly as an operator's would point at `ssh host systemctl restart kafka`.
 """
 
 from __future__ import annotations
 
 import contextlib
-import json
 import threading
 import time
 from collections.abc import Iterator, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
-from rollguard.peers.processes import BIN, Agent, Pki, startup_slot, wait_until
+from rollguard.peers.commandline import rollguard_args
+from rollguard.peers.control import ControlServer
+from rollguard.peers.processes import Agent, Pki, startup_slot, wait_until
 from rollguard.peers.realkafka import KafkaCluster, KafkaJarsMissing, KafkaNode, kafka_lib
+from rollguard.peers.rollcluster import write_inventory
 
 # Per node (replication 3 on 3 brokers): a recovery of seconds at 5 % of a core; a test that
 # needs it longer holds it (`recover_on_next_restart(hold=...)`), whatever the data.
@@ -131,21 +132,45 @@ class RealCluster:
                     raise AssertionError(
                         f"{failed}; the agent's answer: {answer.status} {answer.body[:500]}"
                     ) from None
-            self.control = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
-            threading.Thread(target=self.control.serve_forever, daemon=True).start()
+            self.control = ControlServer(
+                known=self.kafka.nodes.__contains__,
+                restart=self.restart,
+                health=self.running,
+                install=self.install,
+            )
         except BaseException:
             self.stop_agents()
             raise
-        self.control_url = f"http://127.0.0.1:{self.control.server_address[1]}"
+        self.control_url = self.control.url
+
+    @property
+    def bootstrap(self) -> str:
+        return self.kafka.bootstrap
+
+    def node_ids(self) -> list[int]:
+        return list(self.kafka.nodes)
+
+    def roles(self, node_id: int) -> list[str]:
+        return list(self.kafka.nodes[node_id].spec.roles)
+
+    def agent(self, node_id: int) -> Agent:
+        return self.agents[node_id]
+
+    def running(self, node_id: int) -> bool:
+        """The node's JVM runs (its `health` command)."""
+        return self.kafka.nodes[node_id].running()
+
+    def restarts_of(self, node_id: int) -> int:
+        return self.restarts.of(node_id)
 
     def _agent(self, node: KafkaNode) -> Agent:
         return Agent(
             self.pki,
             node.jmx,
             "--data-dir",
-            str(self.folder / "agent-data" / self.node_name(node)),
+            str(self.folder / "agent-data" / self.node_name(node.node_id)),
             "--node-id",
-            self.node_name(node),
+            self.node_name(node.node_id),
             # the agent's own defaults, as in production
             interval="1",
             running_interval="1",
@@ -154,9 +179,8 @@ class RealCluster:
             start_timeout=90,
         )
 
-    @staticmethod
-    def node_name(node: KafkaNode) -> str:
-        return f"kafka-{node.node_id}"
+    def node_name(self, node_id: int) -> str:
+        return f"kafka-{node_id}"
 
     def recover_on_next_restart(
         self, node_id: int, *, hold: float = 0.0, registering: float = 0.0
@@ -196,80 +220,23 @@ class RealCluster:
                 self.kafka.nodes[node_id].lib = lib
         return True
 
-    def _handler(self) -> type[BaseHTTPRequestHandler]:
-        cluster = self
-
-        class Handler(BaseHTTPRequestHandler):
-            def _node(self, verb: str, extra: int = 0) -> int | None:
-                parts = self.path.strip("/").split("/")
-                if len(parts) == 2 + extra and parts[0] == verb and parts[1].isdigit():
-                    node_id = int(parts[1])
-                    return node_id if node_id in cluster.kafka.nodes else None
-                return None
-
-            def do_POST(self) -> None:
-                if (node_id := self._node("install", extra=1)) is not None:
-                    version = self.path.strip("/").split("/")[2]
-                    self.send_response(204 if cluster.install(node_id, version) else 404)
-                elif (node_id := self._node("restart")) is not None:
-                    cluster.restart(node_id)
-                    self.send_response(204)
-                else:
-                    self.send_response(404)
-                self.end_headers()
-
-            def do_GET(self) -> None:
-                node_id = self._node("health")
-                if node_id is None:
-                    self.send_response(404)
-                else:
-                    alive = cluster.kafka.nodes[node_id].running()
-                    self.send_response(200 if alive else 503)
-                self.end_headers()
-
-            def log_message(self, format: str, *args: object) -> None:
-                pass
-
-        return Handler
-
     def inventory(self) -> Path:
-        path = self.folder / "inventory.yaml"
-        nodes = [
-            {
-                "id": node.node_id,
-                "name": self.node_name(node),
-                "roles": list(node.spec.roles),
-                "agent": self.agents[node.node_id].api,
-                "restart": f"curl -sf -X POST {self.control_url}/restart/{node.node_id}",
-                "health": f"curl -sf {self.control_url}/health/{node.node_id}",
-                # run by a roll with --kafka-version only
-                "install": (
-                    f"curl -sf -X POST {self.control_url}/install/{node.node_id}/"
-                    '"$ROLLGUARD_KAFKA_VERSION"'
-                ),
-            }
-            for node in self.kafka.nodes.values()
-        ]
-        path.write_text(json.dumps({"cluster": self.name, "nodes": nodes}, indent=2))
-        return path
+        """Each node's `restart`, `health` and `install` (run by a roll with --kafka-version
+        only) through the control server."""
+        return write_inventory(self)
 
     def roll_command(self, state_dir: Path, roll_id: str, *extra: str) -> list[str]:
         """`rollguard roll` with this cluster's inventory, as an operator runs it: the client
         certificate and the state dir, and no timing flag (the roll's defaults)."""
-        return [
-            str(BIN / "rollguard"),
+        return rollguard_args(
             "roll",
-            "--inventory",
-            str(self.inventory()),
-            "--bootstrap",
-            self.kafka.bootstrap,
-            *self.pki.client_flags(),
-            "--state-dir",
-            str(state_dir),
-            "--roll-id",
-            roll_id,
-            *extra,
-        ]
+            inventory=self.inventory(),
+            bootstrap=self.bootstrap,
+            tls=self.pki,
+            state_dir=state_dir,
+            roll_id=roll_id,
+            extra=extra,
+        )
 
     def stop_agents(self) -> None:
         """SIGTERM to every agent at once, then wait for each (killed after 10 s)."""
@@ -281,8 +248,7 @@ class RealCluster:
 
     def stop(self) -> None:
         if hasattr(self, "control"):
-            self.control.shutdown()
-            self.control.server_close()
+            self.control.close()
         self.stop_agents()
 
     def __enter__(self) -> RealCluster:

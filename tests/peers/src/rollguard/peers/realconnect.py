@@ -35,15 +35,8 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import quote
 
-from rollguard.peers.processes import ROOT, startup_slot, wait_until
-from rollguard.peers.realkafka import (
-    _LIVE,
-    KafkaCluster,
-    free_port,
-    kill_jvm,
-    read_log,
-    stop_jvm,
-)
+from rollguard.peers.processes import ROOT, free_port, startup_slot, track, wait_until
+from rollguard.peers.realkafka import KafkaCluster, kill_jvm, read_log, stop_jvm
 
 CONNECT_VERSION = "4.3.1"  # connect-file/connect-mirror 4.4.0 are not on Maven Central here
 CONNECT_BUILD = ROOT / "build" / "kafka-connect"
@@ -169,7 +162,7 @@ class ConnectWorker:
                 stdin=subprocess.DEVNULL,
                 start_new_session=True,
             )
-        _LIVE.add(self.process)
+        track(self.process)
 
     def wait_ready(self, timeout: float = 120) -> None:
         """Until `GET /health` answers 200; fails at once if the JVM exits. The worker answers

@@ -27,16 +27,13 @@ cgroup-v1 `cpu` hierarchy (not root, cgroup v2 only) recovery is not throttled a
 
 from __future__ import annotations
 
-import atexit
 import base64
 import contextlib
 import os
-import random
 import re
 import secrets
 import shutil
 import signal
-import socket
 import subprocess
 import threading
 import time
@@ -46,7 +43,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from rollguard.peers import jvmcds
-from rollguard.peers.processes import ROOT, startup_slot, wait_until
+from rollguard.peers.processes import ROOT, forget, free_port, startup_slot, track, wait_until
 
 NEWEST = "4.4.0"  # the newest 4.x on Maven Central (2026-11)
 OLDEST = "4.0.0"  # the oldest supported: the first release without ZooKeeper
@@ -126,9 +123,9 @@ Configuration:
 """
 
 
-# Every Kafka JVM this process started and has not seen end: killed at exit, so that a test run
-# that dies or is interrupted leaves no broker behind (they run in sessions of their own).
-_LIVE: set[subprocess.Popen[bytes]] = set()
+# Every Kafka JVM this process started and has not seen end is in the one registry
+# (`processes.track`): killed at exit, so that a test run that dies or is interrupted leaves no
+# broker behind (they run in sessions of their own).
 # The JVMs that write their class-data archive when they exit (jvmcds), and where.
 _ARCHIVING: dict[subprocess.Popen[bytes], Path] = {}
 
@@ -145,17 +142,8 @@ def archiving(process: subprocess.Popen[bytes], pending: Path | None) -> None:
 
 
 def _ended(process: subprocess.Popen[bytes]) -> None:
-    _LIVE.discard(process)
+    forget(process)
     jvmcds.publish(_ARCHIVING.pop(process, None))
-
-
-@atexit.register
-def _kill_leftovers() -> None:
-    for process in list(_LIVE):
-        if process.poll() is None:
-            process.kill()
-            with contextlib.suppress(subprocess.TimeoutExpired):
-                process.wait(10)
 
 
 def read_log(path: Path) -> str:
@@ -211,38 +199,6 @@ def kafka_lib(version: str = NEWEST) -> Path:
             f"Kafka {version}'s jars are not in {lib}: run `make kafka` (it needs mvn and a JDK 17)"
         )
     return lib
-
-
-_HANDED_OUT: set[int] = set()
-_PORTS = threading.Lock()
-
-
-def free_port() -> int:
-    """A free port below Linux's ephemeral range (32768-60999), so that no client connection
-    of another test takes it between now and the node's bind; drawn at random from this pytest
-    worker's own share of 20000-32000 (several clusters choose at once, one per worker), and
-    never one this process handed out before (the JVMs bind theirs only seconds later)."""
-    low, high = 20000, 32000
-    worker = os.environ.get("PYTEST_XDIST_WORKER", "")
-    if worker.startswith("gw") and worker[2:].isdigit():
-        count = max(1, int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1")))
-        share = (high - low) // count
-        low += int(worker[2:]) % count * share
-        high = low + share
-    rng = random.SystemRandom()
-    with _PORTS:
-        for _ in range(400):
-            port = rng.randrange(low, high)
-            if port in _HANDED_OUT:
-                continue
-            with socket.socket() as sock:
-                try:
-                    sock.bind(("127.0.0.1", port))
-                except OSError:
-                    continue
-            _HANDED_OUT.add(port)
-            return port
-    raise RuntimeError(f"no free port in {low}-{high}")
 
 
 @dataclass(frozen=True)
@@ -373,7 +329,7 @@ class KafkaNode:
                 stdin=subprocess.DEVNULL,
                 start_new_session=True,
             )
-        _LIVE.add(self.process)
+        track(self.process)
         archiving(self.process, pending)
         self.starts += 1
         self.throttled = False

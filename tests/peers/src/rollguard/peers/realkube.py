@@ -49,8 +49,7 @@ from lightkube.resources.core_v1 import Namespace, Node, Pod, Secret, ServiceAcc
 from lightkube.resources.rbac_authorization_v1 import Role, RoleBinding
 
 from rollguard.peers import realkube_objects as objects
-from rollguard.peers.processes import startup_slot, wait_until
-from rollguard.peers.realkafka import free_port
+from rollguard.peers.processes import free_port, startup_slot, wait_until
 from rollguard.peers.realkube_binaries import (
     NEWEST,
     OLDER,

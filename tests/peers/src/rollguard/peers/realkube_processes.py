@@ -17,7 +17,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from rollguard.peers.realkafka import _LIVE  # one registry: every process killed at exit
+from rollguard.peers.processes import forget, track  # one registry: killed at exit
 from rollguard.peers.realkube_binaries import KUBE, Binaries
 
 # kwok's stages: how a pod of its node becomes Ready, NotReady and goes.
@@ -51,7 +51,7 @@ class Component:
                 start_new_session=True,
                 env={**os.environ, **(self.env or {})},
             )
-        _LIVE.add(self.process)
+        track(self.process)
 
     def running(self) -> bool:
         return self.process is not None and self.process.poll() is None
@@ -63,7 +63,7 @@ class Component:
     def start_again(self) -> None:
         """Start anew a process that exited (it is no longer one to kill at exit)."""
         if self.process is not None:
-            _LIVE.discard(self.process)
+            forget(self.process)
         self.start()
 
     def signal(self, sig: int) -> None:
@@ -80,7 +80,7 @@ class Component:
         except subprocess.TimeoutExpired:
             self.process.kill()
             code = self.process.wait()
-        _LIVE.discard(self.process)
+        forget(self.process)
         return code
 
     def stop(self, timeout: float = 15) -> int | None:

@@ -21,8 +21,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from rollguard.peers.processes import wait_until
-from rollguard.peers.realkafka import _LIVE, free_port  # one registry: killed at exit
+from rollguard.peers.processes import forget, free_port, track, wait_until
 
 BINARY = Path("usr/bin/prometheus")
 STAMP = ".fetched"  # scripts/prometheus-fetch's, beside a complete unpacking
@@ -127,7 +126,7 @@ class PrometheusServer:
                 cwd=self.folder,
                 start_new_session=True,
             )
-        _LIVE.add(self.process)
+        track(self.process)
         wait_until(self._ready, timeout, interval=0.1, what=f"Prometheus at {self.url} ready")
 
     def _ready(self) -> bool:
@@ -175,7 +174,7 @@ class PrometheusServer:
             except subprocess.TimeoutExpired:
                 process.kill()
                 process.wait()
-        _LIVE.discard(process)
+        forget(process)
 
     def __enter__(self) -> PrometheusServer:
         try:

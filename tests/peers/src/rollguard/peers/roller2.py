@@ -4,7 +4,7 @@ Implemented from the proposal's description (strimzi-proposals PR #103, PoC stri
 operator #11020, both unmerged): the brokers that would break min ISR alone are dropped; the
 rest are grouped first fit, in node order, into cells whose members share no partition; cells
 are cut to the size limit and the largest is restarted. Racks are not used. `bench/roll_sim.py`
-rolls simulated clusters with it; `tests/test_batch_baseline.py` compares plans with it.
+rolls simulated clusters with it; `tests/sim/test_batch_baseline.py` compares plans with it.
 """
 
 from __future__ import annotations

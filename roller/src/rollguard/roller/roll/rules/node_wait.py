@@ -1,7 +1,7 @@
 """One node the roll waits for, before its restart or after it until it is back where it was:
 the frozen record kept between two looks (`NodeWait`), and the one pure `step` that judges
-each look and every budget of the wait (table-tested: tests/test_node_wait.py,
-tests/test_quorum_wait.py). Nothing here reads a clock, a network or the journal.
+each look and every budget of the wait (table-tested: tests/unit/test_node_wait.py,
+tests/sim/test_quorum_wait.py). Nothing here reads a clock, a network or the journal.
 
 Phases: FOUND_NOT_READY (pending, not ready: waited for, or forced by the rules); after the
 restart READY (a new process ready), QUORUM for a controller whose voter was caught up before,

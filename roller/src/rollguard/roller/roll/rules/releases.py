@@ -3,7 +3,7 @@ raising and lowering them (pure data and rules; no I/O).
 
 Read from Kafka 4.4.0's own classes (`MetadataVersion`: each level's name and whether it changed
 the metadata; `kafka-features.sh version-mapping --release-version 4.N`: each release's levels),
-and checked against that tool in tests/test_real_kafka_oldest.py. A release rollguard does not
+and checked against that tool in tests/real/test_real_kafka_oldest.py. A release rollguard does not
 know yet (newer than the table) is allowed to run any metadata.version the table knows: Kafka
 never drops one within a major version.
 
