@@ -193,11 +193,7 @@ class Restarts:
 
     async def back(self, node: Node, note: str, record: RollRecord, **figures: str) -> None:
         """`node` is back where it was before its restart: restarted, on record."""
-        intent = record.nodes.get(node.name) or NodeRecord(NodeStatus.RESTARTING, self.now())
-        record.nodes[node.name] = replace(
-            intent, status=NodeStatus.RESTARTED, at=self.now(), reason=""
-        )
-        await self.save(record)
+        await self._outcome(node, NodeStatus.RESTARTED, "", record)
         said = f" ({note})" if note else ""
         self.observer.events.write(
             node.name, Event.READY, f"restarted, ready and in sync{said}", **figures
@@ -208,10 +204,15 @@ class Restarts:
     async def failed(self, node: Node, reason: str, record: RollRecord) -> None:
         """A restarted node up but not what the roll was for: failed on record (a resumed roll
         takes it again), no longer RESTARTING (nothing of that restart is left to wait for)."""
+        await self._outcome(node, NodeStatus.FAILED, reason, record)
+
+    async def _outcome(
+        self, node: Node, status: NodeStatus, reason: str, record: RollRecord
+    ) -> None:
+        """The outcome of `node`'s restart on record, beside its intent (its identity and
+        baseline then), saved."""
         intent = record.nodes.get(node.name) or NodeRecord(NodeStatus.RESTARTING, self.now())
-        record.nodes[node.name] = replace(
-            intent, status=NodeStatus.FAILED, at=self.now(), reason=reason
-        )
+        record.nodes[node.name] = replace(intent, status=status, at=self.now(), reason=reason)
         await self.save(record)
 
     async def leave_out(

@@ -29,14 +29,12 @@ class Selection:
     async def take(self, node: Node, record: RollRecord, result: RollResult) -> bool:
         """Whether the roll takes `node`; one it leaves out is on record."""
         view = await self.observer.platform_view(node)
-        running = await self._running(node)
-        s = self.settings
-        taken, why = wanted(node, view, s, revisions=self.revisions, running=running)
-        held = taken and node.name in s.hold
+        taken, why, running = await self._wanted(node, view)
+        held = taken and node.name in self.settings.hold
         if not taken or held:
             await self.restarts.leave_out(node, HELD if held else why, record, result, held=held)
             return False
-        if s.kafka_version is not None and running is None:
+        if self.settings.kafka_version is not None and running is None:
             self._version_unknown.add(node.name)  # looked at again before its restart
         return True
 
@@ -49,15 +47,16 @@ class Selection:
         if node.name not in self._version_unknown:
             return False
         self._version_unknown.discard(node.name)
-        running = await self._running(node)
-        s = self.settings
-        taken, why = wanted(node, view, s, revisions=self.revisions, running=running)
+        taken, why, _ = await self._wanted(node, view)
         if not taken:
             await self.restarts.leave_out(node, why, record, result)
         return not taken
 
-    async def _running(self, node: Node) -> KafkaBuild | None:
-        """The Kafka `node` runs by its agent, when the roll has a target version to compare."""
-        if self.settings.kafka_version is None:
-            return None
-        return kafka_build(await self.observer.ask(node, log=False))
+    async def _wanted(self, node: Node, view: PlatformView) -> tuple[bool, str, KafkaBuild | None]:
+        """`decide.wanted` for `node` now, and the Kafka it runs by its agent (asked only when
+        the roll has a target version to compare)."""
+        running = None
+        if self.settings.kafka_version is not None:
+            running = kafka_build(await self.observer.ask(node, log=False))
+        taken, why = wanted(node, view, self.settings, revisions=self.revisions, running=running)
+        return taken, why, running
