@@ -89,6 +89,10 @@ def test_nothing_is_overwritten_without_force(
         (["issue-client", "roller", "--dns", "x"], "name only"),
         (["issue-client", "roller", "--days", "0"], "--days: '0' is not a whole number from 1 to"),
         (["issue-client", "roller", "--days", "\u0663"], "--days: '\u0663' is not a whole number"),
+        (  # argparse's usage error of the sub-command, as before the settings were declared once
+            ["init-ca", "--days", "5x"],
+            "rollguard-certs init-ca: argument --days: '5x' is not a whole number (see --help)",
+        ),
         (["issue-client", "roller", "--day", "3"], "--day 3; did you mean --days?"),
         (["issue-client", "roller", "--rsa-bits", "\u0662048"], "--rsa-bits: '\u0662048' is not"),
         (["issue-client", "roller", "--cacert", "/nonexistent/ca.crt"], "init-ca"),

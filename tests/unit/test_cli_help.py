@@ -125,8 +125,9 @@ def test_a_mistyped_command_at_any_level_is_exit_2_with_a_suggestion(
         ("agent", ["--log-level", "warnin"], "did you mean warning?"),
         ("agent", ["--event-loop", "uvlop"], "'uvlop' is not uvloop or asyncio; did you mean "
                                              "uvloop?"),
-        ("certs", ["--key-type", "rsb"], "rollguard-certs: --key-type: invalid choice: 'rsb' "
-                                         "(choose from 'ec', 'rsa'); did you mean rsa?"),
+        ("certs", ["--key-type", "rsb"], "rollguard-certs issue-client: argument --key-type: "
+                                         "invalid choice: 'rsb' (choose from 'ec', 'rsa'); did "
+                                         "you mean rsa? (see --help)"),
         ("roll", ["--on-agent-unreachable", "kill"], "'kill' is not one of wait, force"),
     ],
 )  # fmt: skip

@@ -18,17 +18,8 @@ A value comes from the command line, else (in a command with an environment pref
 (upper case, `-` as `_`), else the default. Every value is converted once, here: one that does
 not convert is a ConfigError naming the flag or the variable it came from (exit 2). Commands
 without a prefix (`rollguard-certs`, `rollguard-report`) read no variables, their --help is the
-options' own words, and argparse checks their required and renamed flags (`Parser.add_renamed`).
-
-Why not pydantic-settings (2.16, downloadable here): it reads prefixed variables and flags (no
-prefix matching), but a deprecated name (`AliasChoices`) is one more spelling of the same
-argparse option, shown in --help and read as is, where rollguard hides it, translates its
-syntax (`--operation-timeout-ms 60` is `--operation-timeout 60ms`) and warns; it knows no flag
-that one command takes and another accepts, hides and ignores aloud; its --help writes the
-default as a value (`300.0`, not `5m`) and `[env: X]`; its errors are ValidationError reports,
-not one line naming the flag or the variable. Keeping every flag, message and --help as they
-are would mean overriding most of it, and it brings pydantic, pydantic-core (compiled) and
-python-dotenv, none of which rollguard uses, into the agent beside every broker.
+options' own words, and argparse checks their values (with the option's converter), required
+and renamed flags (`Parser.add_renamed`). Why not pydantic-settings: docs/architecture.md.
 """
 
 from __future__ import annotations
@@ -219,7 +210,7 @@ def _add(parser: Any, container: Any, flag: _Option, prefix: str | None, hidden:
     """`flag` as an option of `container` (the parser or one of its sections). With a prefix,
     the help adds the default (unless empty: the help says what happens without it) and the
     variable, and a deprecated name is a hidden flag of its own, read by `_value`; without one,
-    argparse checks a required flag, and a deprecated name is `Parser.add_renamed`'s."""
+    argparse checks each value and a required flag; a deprecated name is `Parser.add_renamed`'s."""
     text = flag.help
     if prefix is not None and text != argparse.SUPPRESS:
         required = " (required)" if flag.required else ""
@@ -235,6 +226,8 @@ def _add(parser: Any, container: Any, flag: _Option, prefix: str | None, hidden:
     else:
         kwargs.update(metavar=flag.metavar or None, action="append" if flag.repeat else "store")
         kwargs["required"] = prefix is None and flag.required and not hidden
+        if prefix is None and not flag.repeat:  # no variables: a bad value is a usage error
+            kwargs["type"] = lambda text: _checked(flag, text)
     container.add_argument(f"--{flag.name}", **kwargs)
     for old, translate in flag.deprecated:
         if prefix is not None:
@@ -244,6 +237,15 @@ def _add(parser: Any, container: Any, flag: _Option, prefix: str | None, hidden:
         else:
             raise TypeError(f"--{old}: without variables, a flag is renamed by Parser.add_renamed,"
                             " which keeps its syntax (give `same`)")  # fmt: skip
+
+
+def _checked(flag: _Option, text: str) -> str:
+    """`text` if `flag` converts it: argparse's usage error (`argument --days: ...`) if not."""
+    try:
+        flag.convert(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+    return text
 
 
 def _value(flag: _Option, args: argparse.Namespace, environ: Mapping[str, str],
