@@ -46,7 +46,7 @@ from typing import Any, TypeVar
 from lightkube import Client, KubeConfig
 from lightkube.resources.apps_v1 import StatefulSet
 from lightkube.resources.core_v1 import Namespace, Node, Pod, Secret, ServiceAccount
-from lightkube.resources.rbac_authorization_v1 import Role, RoleBinding
+from lightkube.resources.rbac_authorization_v1 import ClusterRole, Role, RoleBinding
 
 from rollguard.peers import realkube_objects as objects
 from rollguard.peers.processes import free_port, startup_slot, wait_until
@@ -317,15 +317,18 @@ class ControlPlane:
         """A kubeconfig for a client-certificate `user`, bound to `role` (a Role in `namespace`)
         or `cluster_role` (in `namespace` if given, else cluster-wide); no other rights."""
         assert self._ca is not None
-        if role is not None:
-            if namespace is None:
-                raise ValueError("a Role lives in a namespace: pass namespace=")
-            objects.bind(self.client(), user, "User", namespace, "Role", role)
-        if cluster_role is not None:
-            objects.bind(self.client(), user, "User", namespace, "ClusterRole", cluster_role)
+        if role is not None and namespace is None:
+            raise ValueError("a Role lives in a namespace: pass namespace=")
         path = self.folder / f"user-{user}.kubeconfig"
         issued = issue(self._ca, user, groups)
-        return write_kubeconfig(path, self.server, self._ca, user, issued, namespace=namespace)
+        write_kubeconfig(path, self.server, self._ca, user, issued, namespace=namespace)
+        if role is not None:
+            objects.bind(self.client(), user, "User", namespace, "Role", role)
+            self._granted(path, namespace, "Role", role)
+        if cluster_role is not None:
+            objects.bind(self.client(), user, "User", namespace, "ClusterRole", cluster_role)
+            self._granted(path, namespace, "ClusterRole", cluster_role)
+        return path
 
     def service_account_kubeconfig(
         self, namespace: str, name: str, *, role: str | None = None, seconds: int = 3600
@@ -335,12 +338,36 @@ class ControlPlane:
         assert self._ca is not None
         client = self.client()
         objects.ensure_service_account(client, namespace, name)
-        if role is not None:
-            objects.bind(client, name, "ServiceAccount", namespace, "Role", role)
         token = objects.service_account_token(client, namespace, name, seconds)
         path = self.folder / f"sa-{namespace}-{name}.kubeconfig"
         user = f"system:serviceaccount:{namespace}:{name}"
-        return write_kubeconfig(path, self.server, self._ca, user, token=token, namespace=namespace)
+        write_kubeconfig(path, self.server, self._ca, user, token=token, namespace=namespace)
+        if role is not None:
+            objects.bind(client, name, "ServiceAccount", namespace, "Role", role)
+            self._granted(path, namespace, "Role", role)
+        return path
+
+    def _granted(self, kubeconfig: Path, namespace: str | None, kind: str, name: str) -> None:
+        """Until the authorizer lets `kubeconfig`'s user do what the first rule of the `kind`
+        (Role or ClusterRole) `name` grants: a new binding (and a new Role) reaches the API
+        server's authorizer through its cache, a moment after it is written (under load, the
+        first request after the write can still be refused)."""
+        client = self.client()
+        found = (
+            client.get(Role, name, namespace=namespace)
+            if kind == "Role"
+            else client.get(ClusterRole, name)
+        )
+        rule = next((r for r in found.rules or () if r.resources and r.verbs), None)
+        if rule is None:
+            return  # nothing to ask the authorizer about
+        verb, resource = rule.verbs[0], rule.resources[0]
+        group = (rule.apiGroups or [""])[0]
+        self._wait(
+            lambda: objects.may(kubeconfig, namespace or "", verb, resource, group),
+            time.monotonic() + 30,
+            f"the binding of {kubeconfig.name} to {kind} {name} to reach the authorizer",
+        )
 
     def role_account(
         self, namespace: str, role: Role, account: str, *, can: tuple[str, str, str]
