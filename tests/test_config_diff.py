@@ -191,6 +191,15 @@ def test_a_key_dropped_from_the_file_goes_back_to_kafkas_default() -> None:
     assert "(Kafka's default: dropped from the file)" in change.values()
 
 
+def test_broker_id_left_out_is_kafkas_copy_of_node_id_not_a_change() -> None:
+    # A KRaft broker shows broker.id from its file (STATIC_BROKER_CONFIG) though the file only
+    # has node.id: Kafka copies it at start
+    assert RUNNING["broker.id"].synonym(Source.STATIC) is not None
+    assert set(diff(broker__id=None)) == ALWAYS
+    change = diff(broker__id=None, node__id="5")["broker.id"]
+    assert (change.from_, change.to, change.removed) == ("0", "5", False)
+
+
 def test_sensitive_values_are_never_shown_and_compared_as_unknown() -> None:
     found = diff(ssl__truststore__password=SECRET, ssl__keystore__password=SECRET)
     for key in ("ssl.truststore.password", "ssl.keystore.password"):
@@ -234,3 +243,42 @@ def test_a_key_not_asked_of_kafka_is_a_restart() -> None:
         if c.key == "num.network.threads"
     )
     assert change.how is How.RESTART and "not asked" in change.why
+
+
+def test_the_plan_shows_each_change_and_its_json_carries_the_same() -> None:
+    from rollguard.roller.model import Node, Role
+    from rollguard.roller.roll.planning import NodeConfig, PlanEntry, plan_lines
+
+    node = Node(0, "kafka-0", frozenset({Role.BROKER}), "https://kafka-0:8443")
+    plain = PlanEntry(node, "restart", "", why="inventory (no revision to compare)")
+    assert "config" not in plain.to_json()  # no desired configuration: the output as before
+    assert not any("Configuration" in line for line in plan_lines([plain]))
+    found = diff(log__dirs="/x", num__io__threads="8", ssl__truststore__password=SECRET).values()
+    entry = PlanEntry(
+        node,
+        "restart",
+        "",
+        why="inventory (no revision to compare)",
+        configs=NodeConfig(tuple(found)),
+    )
+    lines = plan_lines([entry])
+    at = lines.index("Configuration: the desired file against what Kafka says each node runs")
+    assert (
+        lines[at + 1] == "kafka-0: 4 keys change: 2 restart, 2 live, 2 shadowed by a dynamic value"
+    )
+    assert lines[at + 2].startswith("  log.cleaner.threads: 3 -> 2; live-cluster: cluster-wide")
+    assert (
+        lines[at + 3].startswith("  log.dirs: /tmp/")
+        and "-> /x; restart: read-only" in lines[at + 3]
+    )
+    assert lines[at + 4].startswith("  num.io.threads: 6 -> 8; live-cluster: ")
+    assert "num.io.threads=6 set dynamically for this broker outranks the file" in lines[at + 4]
+    assert lines[at + 5].startswith(
+        "  ssl.truststore.password: (sensitive: not shown), may have changed; restart: "
+    )
+    assert SECRET not in "\n".join(lines)
+    carried = entry.to_json()["config"]
+    assert [c["key"] for c in carried["changes"]] == [c.key for c in found]
+    assert carried["note"] is None and SECRET not in json.dumps(carried)
+    note = PlanEntry(node, "restart", "", configs=NodeConfig(note="not compared: down"))
+    assert "kafka-0: not compared: down" in plan_lines([note])

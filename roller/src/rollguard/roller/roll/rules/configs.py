@@ -49,6 +49,10 @@ __all__ = [
     "to_validate",
 ]
 
+# Keys Kafka sets at start from another when a file leaves them out, so a file without them
+# still shows them as STATIC_BROKER_CONFIG (seen on 4.4.0: KRaft's KafkaConfig copies node.id
+# into broker.id): such a key left out takes the other's desired value, not the default.
+DERIVED = {"broker.id": "node.id"}
 HIDDEN = "(sensitive: not shown)"
 UNLISTED = "(not listed by the broker: not shown)"
 UNSET = "(unset)"
@@ -272,6 +276,8 @@ def _differences(
             assert wanted is not None
             found.append(_Difference(key, None, wanted.value, False, None, False))
             continue
+        if wanted is None and key in DERIVED and DERIVED[key] in desired:
+            wanted = desired[DERIVED[key]]  # what Kafka will copy into it
         removed = wanted is None
         to = now.default if wanted is None else wanted.value
         shadow = _shadow(key, running)
