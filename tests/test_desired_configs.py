@@ -97,6 +97,6 @@ def test_a_failing_command_says_its_stderr_never_its_output_nor_its_line() -> No
 
 def test_a_command_past_its_time_is_killed_with_its_children() -> None:
     started = time.monotonic()
-    with pytest.raises(ConfigError, match="did not finish within 0.5s; it was killed"):
+    with pytest.raises(ConfigError, match=r"did not finish within 0\.5s; it was killed"):
         asyncio.run(read_desired(entry(config_command="sleep 30 & sleep 30"), timeout=0.5))
     assert time.monotonic() - started < 5

@@ -32,7 +32,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from rollguard.roller.agent_client import AgentClient
+from rollguard.roller.desired_configs import has_desired, read_all_desired
+from rollguard.roller.inventory import load_inventory
 from rollguard.roller.kafka_admin import KafkaObserver
+from rollguard.roller.kafka_configs import KafkaConfigs
 from rollguard.roller.model import Node
 from rollguard.roller.options import (
     ENV_PREFIX,
@@ -43,7 +46,7 @@ from rollguard.roller.roll.cli.display import LiveTable, on_terminal
 from rollguard.roller.roll.cli.gates import close_gates, gates_from
 from rollguard.roller.roll.cli.options import RollOptions
 from rollguard.roller.roll.gates.pause import PauseGate
-from rollguard.roller.roll.planning import plan_lines
+from rollguard.roller.roll.planning import node_configs, plan_lines, with_configs
 from rollguard.roller.roll.roller import Roller
 from rollguard.roller.roll.rules.budgets import RecoveryTracker
 from rollguard.roller.roll.rules.releases import UnknownRelease, target_refusal
@@ -290,8 +293,18 @@ async def _run(command: str, options: RollOptions, stats: RetryStats, roll_id: s
                 gates=gates,
             )
             if command == "plan":
+                # Each node's desired configuration (an inventory's config/config-command),
+                # read before anything is asked: a bad one is exit 2.
+                desired = {}
+                if options.inventory is not None:
+                    inventory = load_inventory(options.inventory)
+                    if has_desired(inventory):
+                        desired = await read_all_desired(inventory)
                 try:
                     entries = await roller.plan()
+                    if desired:
+                        configs = await node_configs(nodes, desired, KafkaConfigs(kafka))
+                        entries = with_configs(entries, configs)
                 except ConfigError:
                     raise
                 except RollguardError as exc:
