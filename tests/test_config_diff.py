@@ -282,3 +282,63 @@ def test_the_plan_shows_each_change_and_its_json_carries_the_same() -> None:
     assert carried["note"] is None and SECRET not in json.dumps(carried)
     note = PlanEntry(node, "restart", "", configs=NodeConfig(note="not compared: down"))
     assert "kafka-0: not compared: down" in plan_lines([note])
+
+
+class FakeReader:
+    """`KafkaConfigs` answering from the recorded broker, every broker alike; `down`: the
+    brokers whose DescribeConfigs fails."""
+
+    def __init__(self, down: frozenset[int] = frozenset()) -> None:
+        self.down = down
+        self.asked: list[tuple[int, dict[str, str | None]]] = []
+
+    async def running(self, broker: int) -> dict[str, object]:
+        from rollguard.roller.kafka_admin import AdminApiError
+
+        if broker in self.down:
+            raise AdminApiError(f"DescribeConfigs of broker {broker} at b:9092: timed out")
+        return json.loads((RECORDED / f"kafka-{NEWEST}-broker-0.json").read_text())
+
+    async def live_answers(
+        self, broker: int, asked: dict[str, str | None]
+    ) -> dict[str, tuple[str | None, str | None]]:
+        self.asked.append((broker, dict(asked)))
+        return {k: (ANSWERS[k].at_default, ANSWERS[k].at_broker) for k in asked if k in ANSWERS}
+
+
+def test_each_nodes_configuration_is_compared_or_says_why_not() -> None:
+    import asyncio
+
+    from rollguard.roller.model import Node, Role
+    from rollguard.roller.roll.planning import node_configs
+    from rollguard.shared.javaprops import Property
+
+    def node(i: int, *roles: Role) -> Node:
+        return Node(i, f"kafka-{i}", frozenset(roles), f"https://kafka-{i}:8443")
+
+    nodes = [
+        node(0, Role.BROKER, Role.CONTROLLER),
+        node(1, Role.BROKER),
+        node(2, Role.CONTROLLER),
+        node(3, Role.BROKER),
+    ]
+    file = [Property(k, v.value, 0) for k, v in desired(num__network__threads="5").items()]
+    reader = FakeReader(down=frozenset({1}))
+    found = asyncio.run(node_configs(nodes, {n.name: file for n in nodes[:3]}, reader))  # type: ignore[arg-type]
+    assert set(found) == {"kafka-0", "kafka-1", "kafka-2"}  # kafka-3 has no desired file
+    assert {c.key: c.how for c in found["kafka-0"].changes}["num.network.threads"] is (
+        How.LIVE_CLUSTER
+    )
+    assert found["kafka-1"].note.startswith("not compared: DescribeConfigs of broker 1")
+    assert found["kafka-2"].note.startswith("a controller-only node: not compared")
+    # only the changing dynamic keys of the one broker compared went to Kafka's validation
+    assert reader.asked == [
+        (
+            0,
+            {
+                "log.cleaner.threads": "2",
+                "num.network.threads": "5",
+                "ssl.truststore.password": "whatever-it-was",
+            },
+        )
+    ]
