@@ -319,6 +319,11 @@ async def _run(command: str, options: RollOptions, stats: RetryStats, roll_id: s
                 if history is not None:
                     history.announce(entries, options.restart_estimate, options.output, events)
                 return 0
+            if options.inventory is not None and has_desired(load_inventory(options.inventory)):
+                logger.warning(
+                    "the inventory's config/config-command are compared by `rollguard plan` "
+                    "only: this roll restarts the nodes as it would without them"
+                )
             if history is not None:
                 try:
                     # The roll checks its agents itself, at once.
