@@ -93,7 +93,7 @@ HEALTH = (
     "line 2: nodes[0].health: expected a command that exits 0 while the broker process runs, a "
     "non-empty string, got"
 )
-KEYS = "expected one of id, name, roles, agent, restart, health, install"
+KEYS = "expected one of id, name, roles, agent, restart, health, install, config, config-command"
 NOT_YAML = "not valid YAML:"
 
 
@@ -159,7 +159,8 @@ NOT_YAML = "not valid YAML:"
         ("[]\n", "line 1: top level: expected a mapping with keys cluster, nodes"),
         ("nodes: {a: 1}\n", "line 1: nodes: expected a list of nodes"),
         ("nodes:\n  - kafka-0\n", "line 2: nodes[0]: expected a mapping with keys id, name, "
-         "roles, agent, restart, health, install"),
+         "roles, agent, restart, health, install, config, "
+         "config-command"),
         # YAML itself
         ("nodes: [\n  - a\n", f"line 2, column 3: {NOT_YAML} while parsing a flow node; "
          "expected the node content, but found '-'"),

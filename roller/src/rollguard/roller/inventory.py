@@ -15,6 +15,9 @@ is composed (not just loaded) so each value keeps the line it came from.
         restart: ssh kafka-0 sudo systemctl restart kafka
         health: ssh kafka-0 systemctl is-active --quiet kafka   # optional: 0 = running
         install: ssh kafka-0 sudo /opt/kafka/switch "$ROLLGUARD_KAFKA_VERSION"   # optional
+        config: configs/kafka-0.properties   # optional: its server.properties as at its next
+                                # start (relative: to the inventory's folder), or instead
+        config-command: ssh kafka-0 cat /etc/kafka/server.properties   # prints it
 
 YAML anchors and merge keys (`<<: *defaults`) work as usual; top-level keys starting with `x-`
 are ignored, to hold them (`x-defaults: &defaults {restart: ...}`).
@@ -39,7 +42,17 @@ MAX_NODE_ID = 2**31 - 1  # Kafka's node.id is an int32
 DNS_LABEL = re.compile(r"[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?")
 MERGE_TAG = "tag:yaml.org,2002:merge"
 TOP_KEYS = ("cluster", "nodes")
-NODE_KEYS = ("id", "name", "roles", "agent", "restart", "health", "install")
+NODE_KEYS = (
+    "id",
+    "name",
+    "roles",
+    "agent",
+    "restart",
+    "health",
+    "install",
+    "config",
+    "config-command",
+)
 REQUIRED_NODE_KEYS = ("id", "name", "agent", "restart")
 EXPECTED = {
     "cluster": "a cluster name (letters, digits, '.', '_', '-')",
@@ -52,6 +65,9 @@ EXPECTED = {
     "health": "a command that exits 0 while the broker process runs, a non-empty string",
     "install": "the command that installs or switches the node's Kafka to "
     "$ROLLGUARD_KAFKA_VERSION before its restart, a non-empty string",
+    "config": "the path of the node's server.properties as it will be at its next start",
+    "config-command": "a command that prints the node's server.properties as it will be at its "
+    "next start, a non-empty string",
 }
 
 
@@ -63,6 +79,10 @@ class InventoryNode:
     # Run before the restart in a roll with --kafka-version, ROLLGUARD_KAFKA_VERSION set to it:
     # installs or switches the node's Kafka binaries (the restart command may do it instead).
     install: str | None = None
+    # The node's configuration as it will be at its next start (`rollguard plan` compares it
+    # with what Kafka says the node runs): a server.properties file, or a command printing one.
+    config: Path | None = None
+    config_command: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -237,6 +257,8 @@ class _Checker:
             "restart": _command,
             "health": _command,
             "install": _command,
+            "config": _command,
+            "config-command": _command,
         }
         values: dict[str, Any] = {}
         for key, (_, value_node) in fields.items():
@@ -247,9 +269,22 @@ class _Checker:
                 got = f", {exc.detail}" if exc.detail else f", got {_shown(raw)}"
                 problem = f"expected {EXPECTED[key]}{got}"
                 raise self.fail(value_node, f"{where}.{key}", problem) from None
+        if "config" in fields and "config-command" in fields:
+            problem = "give either config (a file) or config-command, not both"
+            raise self.fail(fields["config-command"][0], where, problem)
         roles = values.get("roles", frozenset({Role.BROKER}))
         node = Node(values["id"], values["name"], roles, values["agent"])
-        item = InventoryNode(node, values["restart"], values.get("health"), values.get("install"))
+        config = None
+        if "config" in values:  # relative to the inventory's folder, as written there
+            config = self.path.parent / Path(values["config"]).expanduser()
+        item = InventoryNode(
+            node,
+            values["restart"],
+            values.get("health"),
+            values.get("install"),
+            config,
+            values.get("config-command"),
+        )
         return item, fields
 
 

@@ -31,7 +31,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from rollguard.roller.agent_client import AgentClient
+from rollguard.roller.desired_configs import has_desired, read_all_desired
+from rollguard.roller.inventory import load_inventory
 from rollguard.roller.kafka_admin import KafkaObserver
+from rollguard.roller.kafka_configs import KafkaConfigs
 from rollguard.roller.options import (
     ENV_PREFIX,
 )
@@ -41,7 +44,7 @@ from rollguard.roller.roll.cli.display import LiveTable, finish, on_terminal, re
 from rollguard.roller.roll.cli.gates import close_gates, gates_from
 from rollguard.roller.roll.cli.options import RollOptions
 from rollguard.roller.roll.gates.pause import PauseGate
-from rollguard.roller.roll.planning import plan_lines
+from rollguard.roller.roll.planning import node_configs, plan_lines, with_configs
 from rollguard.roller.roll.roller import Roller
 from rollguard.roller.roll.rules.releases import UnknownRelease, target_refusal
 from rollguard.roller.roll.stores.events import EventLog
@@ -287,8 +290,18 @@ async def _run(command: str, options: RollOptions, stats: RetryStats, roll_id: s
                 gates=gates,
             )
             if command == "plan":
+                # Each node's desired configuration (an inventory's config/config-command),
+                # read before anything is asked: a bad one is exit 2.
+                desired = {}
+                if options.inventory is not None:
+                    inventory = load_inventory(options.inventory)
+                    if has_desired(inventory):
+                        desired = await read_all_desired(inventory)
                 try:
                     entries = await roller.plan()
+                    if desired:
+                        configs = await node_configs(nodes, desired, KafkaConfigs(kafka))
+                        entries = with_configs(entries, configs)
                 except ConfigError:
                     raise
                 except RollguardError as exc:
@@ -303,6 +316,11 @@ async def _run(command: str, options: RollOptions, stats: RetryStats, roll_id: s
                 if history is not None:
                     history.announce(entries, options.restart_estimate, options.output, events)
                 return 0
+            if options.inventory is not None and has_desired(load_inventory(options.inventory)):
+                logger.warning(
+                    "the inventory's config/config-command are compared by `rollguard plan` "
+                    "only: this roll restarts the nodes as it would without them"
+                )
             if history is not None:
                 try:
                     # The roll checks its agents itself, at once.

@@ -1,0 +1,101 @@
+"""A broker's configuration as Kafka reports it, and whether Kafka takes a change of it live
+(the Admin API through kafka-python; the comparison itself is `roll.rules.configs`, pure).
+
+- `running(broker)`: DescribeConfigs on the BROKER resource `broker`, every key, with synonyms:
+  kafka-python's dict for that resource, key -> {value, read_only, config_source, is_sensitive,
+  synonyms, config_type, documentation}. A broker resource is answered by that broker only.
+- `live_answers(broker, changes)`: for each key, IncrementalAlterConfigs with validate_only,
+  first at the cluster-default BROKER resource "" (accepted: a cluster-wide key), then, if
+  refused there, at `broker`'s own resource (accepted: a per-broker key such as `listeners`,
+  which Kafka refuses as a default with "Cannot update these configs at default cluster level,
+  broker id must be specified"). Nothing is changed: validate_only. One key a request, since
+  Kafka answers a resource as a whole.
+
+kafka-python's `alter_configs` refuses a BROKER resource whose name is not a broker id, so the
+default resource's request is built with its own request builder and sent through its
+connection manager (kafka-python 3.0.12). Values sent for validation (a sensitive one too) go to
+Kafka only: never logged, never in a message.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Mapping
+from typing import Any
+
+from rollguard.roller.kafka_admin import KafkaObserver
+
+__all__ = ["KafkaConfigs"]
+
+DEFAULT_RESOURCE = ""  # the BROKER resource of the cluster-wide default
+
+
+class KafkaConfigs:
+    """Reads brokers' configurations through a `KafkaObserver`'s client (its `_library`: one
+    client, kafka-python's errors become `AdminApiError` naming the call)."""
+
+    def __init__(self, kafka: KafkaObserver) -> None:
+        self.kafka = kafka
+
+    def describe_raw(self, broker: int) -> dict[str, dict[str, Any]]:
+        """Blocking: `broker`'s every key, as kafka-python returns them (see the module)."""
+        from kafka.admin import ConfigResource, ConfigResourceType
+
+        resource = ConfigResource(ConfigResourceType.BROKER, str(broker))
+        with self.kafka._library(f"DescribeConfigs of broker {broker}") as admin:
+            answer = admin.describe_configs(
+                config_resources=[resource], include_synonyms=True, config_filter="all"
+            )
+        found = answer.get("broker", {}).get(str(broker))
+        if not isinstance(found, dict):
+            return {}
+        return {str(key): dict(entry) for key, entry in found.items()}
+
+    def validate_raw(self, broker: int | None, key: str, value: str | None) -> str | None:
+        """Blocking: whether Kafka would take `key` set to `value` (None: deleted) live at
+        `broker`'s resource (None: the cluster default); None yes, else Kafka's refusal."""
+        from kafka.admin import AlterConfigOp, ConfigResource, ConfigResourceType
+        from kafka.admin._configs import ConfigAdminMixin
+
+        name = DEFAULT_RESOURCE if broker is None else str(broker)
+        op = AlterConfigOp.SET if value is not None else AlterConfigOp.DELETE
+        resource = ConfigResource(ConfigResourceType.BROKER, name, configs={key: (op, value)})
+        request = ConfigAdminMixin._alter_configs_request(
+            [resource], validate_only=True, incremental=True
+        )
+        where = "the cluster default" if broker is None else f"broker {broker}"
+        with self.kafka._library(f"IncrementalAlterConfigs (validate only) at {where}") as admin:
+
+            async def send() -> Any:
+                # A broker's resource must go to that broker; the default to any.
+                return await admin._manager.send(request, node_id=broker)
+
+            response = admin._manager.run(send)
+        for result in response.responses:
+            if result.error_code != 0:
+                return str(result.error_message or f"error code {result.error_code}")
+        return None
+
+    def _live_answers(
+        self, broker: int, changes: Mapping[str, str | None]
+    ) -> dict[str, tuple[str | None, str | None]]:
+        answers = {}
+        for key, value in changes.items():
+            at_default = self.validate_raw(None, key, value)
+            at_broker = None if at_default is None else self.validate_raw(broker, key, value)
+            answers[key] = at_default, at_broker
+        return answers
+
+    async def running(self, broker: int) -> dict[str, dict[str, Any]]:
+        """`broker`'s configuration (DescribeConfigs, every key, with synonyms); AdminApiError."""
+        return await asyncio.to_thread(self.describe_raw, broker)
+
+    async def live_answers(
+        self, broker: int, changes: Mapping[str, str | None]
+    ) -> dict[str, tuple[str | None, str | None]]:
+        """key -> (Kafka's refusal at the cluster default, at `broker`; None: accepted; the
+        second is asked only when the first refused); AdminApiError."""
+        return await asyncio.to_thread(self._live_answers, broker, dict(changes))
+
+    def close(self) -> None:
+        self.kafka.close()

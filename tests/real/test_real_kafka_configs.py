@@ -1,0 +1,176 @@
+"""Configuration changes on a real Kafka (the newest 4.x): 3 combined KRaft nodes, each with an
+agent, one cluster for the module, their files with a sensitive `ssl.truststore.password`
+(unused by the PLAINTEXT listeners) and `log.cleaner.threads=2`.
+
+What Kafka says each node runs (DescribeConfigs) against a desired file per node given in the
+inventory (`config:`): a read-only key changed is a restart, a dynamic one is live (the broker's
+own answer), and a value set for one broker with Kafka's own `kafka-configs` shadows the file's
+and is named; `rollguard plan` shows it all, the sensitive value never.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import subprocess
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from rollguard.peers.realcluster import RealCluster, real_cluster
+from rollguard.peers.realkafka import _java
+from rollguard.roller.kafka_admin import KafkaObserver
+from rollguard.roller.kafka_configs import KafkaConfigs
+from rollguard.roller.roll.rules.configs import How, Source, running_from_answer
+from rollguard.shared.javaprops import parse_properties
+
+from helpers import BIN, Pki
+
+SECRET = "truststore-secret-in-the-file"
+EXTRA = {"ssl.truststore.password": SECRET, "log.cleaner.threads": "2"}
+
+
+@pytest.fixture(scope="module")
+def cluster(pki: Pki, tmp_path_factory: pytest.TempPathFactory) -> Iterator[RealCluster]:
+    folder = tmp_path_factory.mktemp("real-kafka-configs")
+    with real_cluster(folder, pki, data_mb=1, combined=3, heap="256m", extra=EXTRA) as real:
+        # Kafka's own tooling: num.io.threads=6 for broker 1 only
+        _java(
+            real.kafka.lib,
+            "org.apache.kafka.tools.ConfigCommand",
+            "--bootstrap-server",
+            real.kafka.bootstrap.split(",")[0],
+            "--entity-type",
+            "brokers",
+            "--entity-name",
+            "1",
+            "--alter",
+            "--add-config",
+            "num.io.threads=6",
+        )
+        yield real
+
+
+def configs(cluster: RealCluster) -> KafkaConfigs:
+    return KafkaConfigs(KafkaObserver(cluster.kafka.bootstrap))
+
+
+def test_describe_configs_reads_back_what_the_broker_runs(cluster: RealCluster) -> None:
+    reader = configs(cluster)
+    try:
+        answers = {n: asyncio.run(reader.running(n)) for n in (0, 1)}
+    finally:
+        reader.close()
+    assert SECRET not in json.dumps(answers)  # Kafka never returns a sensitive value
+    running = running_from_answer(answers[0])
+    node = cluster.kafka.nodes[0]
+    assert running["log.dirs"].value == str(node.data_dir)
+    assert running["log.dirs"].read_only and running["log.dirs"].source is Source.STATIC
+    assert running["node.id"].value == "0" and running["node.id"].read_only
+    assert running["log.cleaner.threads"].value == "2"
+    assert not running["log.cleaner.threads"].read_only
+    secret = running["ssl.truststore.password"]
+    assert secret.sensitive and secret.value is None and secret.source is Source.STATIC
+    one = running_from_answer(answers[1])["num.io.threads"]
+    assert (one.value, one.source) == ("6", Source.DYNAMIC_BROKER)
+
+
+def desired_files(cluster: RealCluster, folder: Path, **changed: str) -> Path:
+    """Each node's file as it runs, with `changed` (dots as `__`), and an inventory naming them."""
+    inventory = json.loads(cluster.inventory().read_text())
+    for node in inventory["nodes"]:
+        running = cluster.kafka.nodes[node["id"]].config_file.read_text()
+        values = {p.key: p.value for p in parse_properties(running)}
+        values.update({k.replace("__", "."): v for k, v in changed.items()})
+        path = folder / f"{node['name']}.properties"
+        path.write_text("".join(f"{k}={v}\n" for k, v in values.items()))
+        node["config"] = path.name  # relative to the inventory's folder
+    path = folder / "inventory.yaml"
+    path.write_text(json.dumps(inventory))
+    return path
+
+
+def plan(cluster: RealCluster, inventory: Path, *extra: str) -> subprocess.CompletedProcess[str]:
+    command = [
+        str(BIN / "rollguard"),
+        "plan",
+        "--inventory",
+        str(inventory),
+        "--bootstrap",
+        cluster.kafka.bootstrap,
+        *cluster.pki.client_flags(),
+        *extra,
+    ]
+    return subprocess.run(command, capture_output=True, text=True, timeout=300)
+
+
+def test_plan_shows_restart_live_and_the_shadowing_override(
+    cluster: RealCluster, tmp_path: Path
+) -> None:
+    inventory = desired_files(
+        cluster,
+        tmp_path,
+        log__dirs="/var/lib/kafka/elsewhere",  # read-only: a restart
+        log__cleaner__threads="3",  # dynamic, cluster-wide: live
+        num__io__threads="8",  # broker 1 runs 6 set by kafka-configs: shadowed there
+    )
+    done = plan(cluster, inventory, "--output", "json")
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert SECRET not in done.stdout + done.stderr
+    entries = {e["node"]: e for e in map(json.loads, done.stdout.splitlines())}
+    for name, entry in entries.items():
+        found = {c["key"]: c for c in entry["config"]["changes"]}
+        assert found["log.dirs"]["how"] == How.RESTART
+        assert "read-only" in found["log.dirs"]["why"]
+        assert found["log.cleaner.threads"]["how"] == How.LIVE_CLUSTER
+        assert (found["log.cleaner.threads"]["from"], found["log.cleaner.threads"]["to"]) == (
+            "2",
+            "3",
+        )
+        secret = found["ssl.truststore.password"]
+        assert secret["sensitive"] and not secret["known"] and secret["to"] is None
+        io = found.get("num.io.threads")
+        if name != "kafka-1":  # the file's 8 is Kafka's default there: nothing changes
+            assert io is None, io
+            continue
+        assert io is not None and (io["from"], io["to"]) == ("6", "8")
+        assert io["shadowedBy"] == {
+            "key": "num.io.threads",
+            "source": "DYNAMIC_BROKER_CONFIG",
+            "value": "6",
+        }
+        assert "stays in force" in io["why"]
+    text = plan(cluster, inventory)
+    assert text.returncode == 0, text.stdout + text.stderr
+    assert SECRET not in text.stdout + text.stderr
+    assert "kafka-1: 4 keys change: 2 restart, 2 live, 1 shadowed by a dynamic value" in (
+        text.stdout
+    ), text.stdout
+    assert "  num.io.threads: 6 -> 8; live-cluster: " in text.stdout
+    assert "ssl.truststore.password: (sensitive: not shown), may have changed" in text.stdout
+
+
+def test_a_per_broker_key_is_live_for_its_broker_only(cluster: RealCluster) -> None:
+    reader = configs(cluster)
+    try:
+        listeners = running_from_answer(asyncio.run(reader.running(0)))["listeners"].value
+        said = asyncio.run(reader.live_answers(0, {"listeners": listeners}))
+    finally:
+        reader.close()
+    at_default, at_broker = said["listeners"]
+    assert at_default is not None and "broker id must be specified" in at_default
+    assert at_broker is None  # validate_only: taken for broker 0, and nothing changed
+
+
+def test_a_malformed_desired_file_is_exit_2_naming_node_file_and_line(
+    cluster: RealCluster, tmp_path: Path
+) -> None:
+    inventory = desired_files(cluster, tmp_path)
+    bad = tmp_path / "kafka-2.properties"
+    bad.write_text(bad.read_text() + "broken=\\u12\n")
+    lines = len(bad.read_text().splitlines())
+    done = plan(cluster, inventory)
+    assert done.returncode == 2, done.stdout + done.stderr
+    assert f"kafka-2: config {bad}:{lines}: malformed \\uxxxx escape" in done.stderr
+    assert SECRET not in done.stdout + done.stderr
