@@ -18,6 +18,7 @@ from pathlib import Path
 
 import pytest
 
+from rollguard.peers.commandline import rollguard_args
 from rollguard.peers.realcluster import RealCluster, real_cluster
 from rollguard.peers.realkafka import _java
 from rollguard.roller.kafka_admin import KafkaObserver
@@ -26,6 +27,7 @@ from rollguard.roller.roll.rules.configs import How, Source, running_from_answer
 from rollguard.shared.javaprops import parse_properties
 
 from helpers import BIN, Pki
+from real_kafka import watched
 
 SECRET = "truststore-secret-in-the-file"
 EXTRA = {"ssl.truststore.password": SECRET, "log.cleaner.threads": "2"}
@@ -174,3 +176,100 @@ def test_a_malformed_desired_file_is_exit_2_naming_node_file_and_line(
     assert done.returncode == 2, done.stdout + done.stderr
     assert f"kafka-2: config {bad}:{lines}: malformed \\uxxxx escape" in done.stderr
     assert SECRET not in done.stdout + done.stderr
+
+
+def kafka_configs_describe(cluster: RealCluster, broker: int) -> dict[str, str]:
+    """Kafka's own `kafka-configs --describe --all` of `broker`: key -> value in force."""
+    text = _java(
+        cluster.kafka.lib,
+        "org.apache.kafka.tools.ConfigCommand",
+        "--bootstrap-server",
+        cluster.kafka.bootstrap.split(",")[0],
+        "--entity-type",
+        "brokers",
+        "--entity-name",
+        str(broker),
+        "--describe",
+        "--all",
+    )
+    found = {}
+    for line in text.splitlines():
+        key, sep, rest = line.strip().partition("=")
+        if sep and " sensitive=" in rest:
+            found[key] = rest.split(" sensitive=")[0]
+    return found
+
+
+def test_a_roll_applies_live_what_kafka_takes_live_and_restarts_only_for_the_rest(
+    cluster: RealCluster, tmp_path: Path
+) -> None:
+    """Last in the module: it changes the cluster. The desired files change a cluster-wide key
+    (log.cleaner.threads 2 -> 3, every broker), a key broker 1 holds a dynamic value of its own
+    for (num.io.threads 6 -> 8 there; 8 is the others' default already), and a read-only key on
+    kafka-2 only (queued.max.requests 500 -> 600). Kafka's own answers classify them (asserted
+    from `plan` first). Judged by the test's own eyes: the control server's restart log and each
+    JVM's pid, an ISR sampler and a canary; the values read back with Kafka's `kafka-configs`."""
+    inventory = desired_files(cluster, tmp_path, log__cleaner__threads="3", num__io__threads="8")
+    two = tmp_path / "kafka-2.properties"
+    two.write_text(two.read_text() + "queued.max.requests=600\n")
+    # Deployed, as configuration management does before a roll: each node's own server.properties
+    # (read at its next start) is its desired file, which the inventory names.
+    listed = json.loads(inventory.read_text())
+    for node in listed["nodes"]:
+        deployed = cluster.kafka.nodes[node["id"]].config_file
+        deployed.write_text((tmp_path / node["config"]).read_text())
+        node["config"] = str(deployed)
+    inventory.write_text(json.dumps(listed))
+    planned = plan(cluster, inventory, "--output", "json")
+    assert planned.returncode == 0, planned.stdout + planned.stderr
+    entries = {e["node"]: e for e in map(json.loads, planned.stdout.splitlines())}
+    assert {n: e["action"] for n, e in entries.items()} == {
+        "kafka-0": "configure",
+        "kafka-1": "configure",
+        "kafka-2": "restart",
+    }, planned.stdout
+    hows = {c["key"]: c["how"] for c in entries["kafka-2"]["config"]["changes"]}
+    assert hows["queued.max.requests"] == How.RESTART  # the broker's own answer: read-only
+    assert hows["log.cleaner.threads"] == How.LIVE_CLUSTER
+    pids = {n: node.process.pid for n, node in cluster.kafka.nodes.items()}
+    restarts = [cluster.restarts.of(n) for n in cluster.kafka.nodes]
+    state = tmp_path / "state"
+    command = rollguard_args(
+        "roll",
+        inventory=inventory,
+        bootstrap=cluster.kafka.bootstrap,
+        tls=cluster.pki,
+        state_dir=state,
+        roll_id="configs",
+    )
+    with watched(cluster) as watch:
+        done = subprocess.run(command, capture_output=True, text=True, timeout=600)
+    print(f"\n{done.stderr}\n{watch.summary()}")
+    watch.assert_safe()  # never below min ISR, every canary send acknowledged and read back
+    assert done.returncode == 0, done.stdout + done.stderr
+    # The test's own record: kafka-2 alone restarted, the others' JVMs the same processes.
+    after = [cluster.restarts.of(n) for n in cluster.kafka.nodes]
+    assert [a - b for a, b in zip(after, restarts, strict=True)] == [0, 0, 1]
+    assert {n: cluster.kafka.nodes[n].process.pid for n in (0, 1)} == {0: pids[0], 1: pids[1]}
+    # Kafka's own tooling: every value in force as the files say.
+    for broker in (0, 1, 2):
+        running = kafka_configs_describe(cluster, broker)
+        assert running["log.cleaner.threads"] == "3", (broker, running["log.cleaner.threads"])
+        assert running["num.io.threads"] == "8", (broker, running["num.io.threads"])
+        expected = "600" if broker == 2 else "500"
+        assert running["queued.max.requests"] == expected, broker
+    # The roll's record says the same, and never the sensitive value.
+    journal = json.loads((state / "roll-configs.json").read_text())
+    assert {n: r["status"] for n, r in journal["nodes"].items()} == {
+        "kafka-0": "configured",
+        "kafka-1": "configured",
+        "kafka-2": "restarted",
+    }, journal
+    said = [json.loads(line) for line in (state / "events-configs.jsonl").read_text().splitlines()]
+    configured = {e["node"]: e for e in said if e["action"] == "configure"}
+    assert configured["kafka-0"]["cluster"] == ["log.cleaner.threads"]  # once, at the first
+    assert configured["kafka-1"]["keys"] == ["num.io.threads"]
+    for path in state.iterdir():
+        assert SECRET not in path.read_text(), path
+    assert SECRET not in done.stdout + done.stderr
+    print(f"restarts: a plain roll 3, this roll {sum(after) - sum(restarts)}")

@@ -310,7 +310,7 @@ def test_each_nodes_configuration_is_compared_or_says_why_not() -> None:
     import asyncio
 
     from rollguard.roller.model import Node, Role
-    from rollguard.roller.roll.planning import node_configs
+    from rollguard.roller.roll.config_changes import node_configs
     from rollguard.shared.javaprops import Property
 
     def node(i: int, *roles: Role) -> Node:

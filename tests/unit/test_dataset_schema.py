@@ -125,6 +125,8 @@ STORED = [
     (Event.CATCH_UP, "catch-up"),
     (Event.OUT_OF_SYNC_BEFORE, "out-of-sync-before"),
     (Event.READY, "ready"),
+    (Event.CONFIGURE, "configure"),
+    (Event.CONFIGURED, "configured"),
 ]
 
 

@@ -10,6 +10,9 @@
   which Kafka refuses as a default with "Cannot update these configs at default cluster level,
   broker id must be specified"). Nothing is changed: validate_only. One key a request, since
   Kafka answers a resource as a whole.
+- `alter(broker, configs)`: IncrementalAlterConfigs at `broker` (None: the cluster default),
+  not validate_only: a roll's live step. Kafka writes it to the metadata log; each broker takes
+  it when it replays the record, so a read-back polls.
 
 kafka-python's `alter_configs` refuses a BROKER resource whose name is not a broker id, so the
 default resource's request is built with its own request builder and sent through its
@@ -54,17 +57,29 @@ class KafkaConfigs:
     def validate_raw(self, broker: int | None, key: str, value: str | None) -> str | None:
         """Blocking: whether Kafka would take `key` set to `value` (None: deleted) live at
         `broker`'s resource (None: the cluster default); None yes, else Kafka's refusal."""
+        return self.alter_raw(broker, {key: value}, validate_only=True)
+
+    def alter_raw(
+        self, broker: int | None, configs: Mapping[str, str | None], *, validate_only: bool
+    ) -> str | None:
+        """Blocking: IncrementalAlterConfigs of `configs` (key -> value; None: delete) at
+        `broker`'s resource (None: the cluster default); None: done (or, `validate_only`,
+        valid), else Kafka's refusal. The values never leave this call but to Kafka."""
         from kafka.admin import AlterConfigOp, ConfigResource, ConfigResourceType
         from kafka.admin._configs import ConfigAdminMixin
 
         name = DEFAULT_RESOURCE if broker is None else str(broker)
-        op = AlterConfigOp.SET if value is not None else AlterConfigOp.DELETE
-        resource = ConfigResource(ConfigResourceType.BROKER, name, configs={key: (op, value)})
+        ops = {
+            key: (AlterConfigOp.SET if value is not None else AlterConfigOp.DELETE, value)
+            for key, value in configs.items()
+        }
+        resource = ConfigResource(ConfigResourceType.BROKER, name, configs=ops)
         request = ConfigAdminMixin._alter_configs_request(
-            [resource], validate_only=True, incremental=True
+            [resource], validate_only=validate_only, incremental=True
         )
         where = "the cluster default" if broker is None else f"broker {broker}"
-        with self.kafka._library(f"IncrementalAlterConfigs (validate only) at {where}") as admin:
+        what = "IncrementalAlterConfigs" + (" (validate only)" if validate_only else "")
+        with self.kafka._library(f"{what} at {where}") as admin:
 
             async def send() -> Any:
                 # A broker's resource must go to that broker; the default to any.
@@ -96,6 +111,11 @@ class KafkaConfigs:
         """key -> (Kafka's refusal at the cluster default, at `broker`; None: accepted; the
         second is asked only when the first refused); AdminApiError."""
         return await asyncio.to_thread(self._live_answers, broker, dict(changes))
+
+    async def alter(self, broker: int | None, configs: Mapping[str, str | None]) -> str | None:
+        """Apply `configs` live at `broker` (None: the cluster default): None done, else
+        Kafka's refusal; AdminApiError when Kafka cannot be asked."""
+        return await asyncio.to_thread(self.alter_raw, broker, dict(configs), validate_only=False)
 
     def close(self) -> None:
         self.kafka.close()

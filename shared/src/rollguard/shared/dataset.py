@@ -141,6 +141,10 @@ class Event(StrEnum):
     # after its restart: partitions whose ISR it was already out of before it (not waited for)
     OUT_OF_SYNC_BEFORE = "out-of-sync-before"
     READY = "ready"  # restarted, ready and in sync
+    # Its configuration changed live, no restart (issue 41): keys (names only), cluster (those
+    # set once at the cluster default); then once applied, read back and in sync again
+    CONFIGURE = "configure"
+    CONFIGURED = "configured"
 
 
 # The roll's last event, when it ended (a roll without one is unfinished).

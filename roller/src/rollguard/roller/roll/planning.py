@@ -14,29 +14,21 @@ it now (`decide.decide`, and the `Blocker`s of `safety`).
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from typing import Any
 
 from rollguard.roller.agent_client import AgentClient
-from rollguard.roller.kafka_admin import AdminApiError
-from rollguard.roller.kafka_configs import KafkaConfigs
 from rollguard.roller.model import AgentAnswer, ClusterView, Node, kafka_build
 from rollguard.roller.platform import Platform
+from rollguard.roller.roll.config_changes import NodeConfig
 from rollguard.roller.roll.gates.keeper import Gates
 from rollguard.roller.roll.gates.keeper import describe as describe_gates
 from rollguard.roller.roll.observer import ClusterObserver, Observer
 from rollguard.roller.roll.rules.batch import Held, batchable, plan_batches
-from rollguard.roller.roll.rules.configs import (
-    ConfigChange,
-    DesiredValue,
-    How,
-    LiveAnswer,
-    changes,
-    running_from_answer,
-    to_validate,
-)
+from rollguard.roller.roll.rules.config_plan import ConfigPlan
 from rollguard.roller.roll.rules.decide import (
+    NO_REVISION,
     Action,
     AwaitRecovery,
     AwaitUnknown,
@@ -51,7 +43,6 @@ from rollguard.roller.roll.rules.safety import Blocker, order_reason, roll_order
 from rollguard.roller.roll.rules.settings import RollFailed, RollSettings
 from rollguard.roller.roll.stores.events import EventLog
 from rollguard.shared.errors import ConfigError
-from rollguard.shared.javaprops import Property
 from rollguard.shared.retry import RetryPolicy
 from rollguard.shared.suggest import closest
 
@@ -89,36 +80,11 @@ BLOCKERS_SHOWN = 20
 
 
 @dataclass(frozen=True, slots=True)
-class NodeConfig:
-    """A node's desired configuration against what Kafka says it runs: each changing key
-    (`rules.configs.changes`), or why it could not be compared (`note`)."""
-
-    changes: tuple[ConfigChange, ...] = ()
-    note: str = ""  # "": compared
-
-    def summary(self) -> str:
-        if self.note:
-            return self.note
-        if not self.changes:
-            return "no change"
-        counts = Counter("restart" if c.how is How.RESTART else "live" for c in self.changes)
-        shadowed = sum(1 for c in self.changes if c.shadowed_by is not None)
-        parts = [f"{counts[k]} {k}" for k in ("restart", "live") if counts[k]]
-        if shadowed:
-            parts.append(f"{shadowed} shadowed by a dynamic value")
-        keys = len(self.changes)
-        return f"{keys} key{'s' if keys != 1 else ''} change: {', '.join(parts)}"
-
-    def to_json(self) -> dict[str, Any]:
-        return {"changes": [c.to_json() for c in self.changes], "note": self.note or None}
-
-
-@dataclass(frozen=True, slots=True)
 class PlanEntry:
     """One line of `rollguard plan`: what a roll would do with a node now, and why."""
 
     node: Node
-    action: str  # restart, force-restart, defer, wait, fail, skip, hold (--hold)
+    action: str  # restart, configure (live), force-restart, defer, wait, fail, skip, hold
     reason: str
     batch: int | None = None  # with --max-batch-size above 1: the batch it would restart in
     rack: str | None = None  # the batch's one rack, when it has one
@@ -341,7 +307,16 @@ def _numbered(entries: list[PlanEntry]) -> list[PlanEntry]:
     return numbered
 
 
-ACTIONS = ("restart", "force-restart", "defer", "wait", "fail", "hold", "skip")  # summary order
+ACTIONS = (
+    "restart",
+    "configure",
+    "force-restart",
+    "defer",
+    "wait",
+    "fail",
+    "hold",
+    "skip",
+)  # summary order
 
 
 def plan_lines(entries: list[PlanEntry]) -> list[str]:
@@ -396,41 +371,25 @@ def _now(entry: PlanEntry) -> str:
     return "nothing holds it"
 
 
-async def node_configs(
-    nodes: Sequence[Node], desired: Mapping[str, Sequence[Property]], reader: KafkaConfigs
-) -> dict[str, NodeConfig]:
-    """Each node's desired configuration (node name -> its properties) against what Kafka says
-    it runs: DescribeConfigs of its broker id, Kafka's validation of each changing dynamic key
-    (`rules.configs.to_validate`), then `rules.configs.changes`. A node Kafka cannot be asked
-    about now says why instead; nothing is changed (validate_only)."""
-    found = {}
-    for node in nodes:
-        properties = desired.get(node.name)
-        if properties is None:
-            continue
-        if not node.is_broker:
-            found[node.name] = NodeConfig(
-                note="a controller-only node: not compared (DescribeConfigs goes to brokers)"
-            )
-            continue
-        wanted = {p.key: DesiredValue(p.key, p.value, p.line) for p in properties}
-        try:
-            running = running_from_answer(await reader.running(node.node_id))
-            if not running:
-                found[node.name] = NodeConfig(note="Kafka described no configuration for it")
-                continue
-            said = await reader.live_answers(node.node_id, to_validate(wanted, running))
-        except AdminApiError as exc:
-            found[node.name] = NodeConfig(note=f"not compared: {exc}")
-            continue
-        answers = {key: LiveAnswer(*answer) for key, answer in said.items()}
-        found[node.name] = NodeConfig(tuple(changes(wanted, running, answers)))
-    return found
-
-
-def with_configs(entries: list[PlanEntry], configs: Mapping[str, NodeConfig]) -> list[PlanEntry]:
-    """The entries with each node's configuration changes (None for a node without any)."""
-    return [replace(e, configs=configs.get(e.node.name)) for e in entries]
+def with_configs(
+    entries: list[PlanEntry], configs: Mapping[str, NodeConfig], plan: ConfigPlan | None = None
+) -> list[PlanEntry]:
+    """The entries with each node's configuration changes (None for a node without any). With
+    the roll's plan for them (`rules.config_plan`), a node an inventory would restart for want of
+    a revision is taken for its configuration, as the roll takes it: restarted for a key read at
+    start only, changed live (`configure`), or left out when nothing changes."""
+    found = []
+    for e in entries:
+        e = replace(e, configs=configs.get(e.node.name))
+        node = plan.node(e.node.name) if plan is not None else None
+        if node is not None and e.why == NO_REVISION:
+            if not node.changes:
+                e = replace(e, action="skip", reason=node.why(), order="", hold=None)
+            elif not node.restart and e.action == "restart":
+                e = replace(e, action="configure")
+            e = replace(e, why=node.why())
+        found.append(e)
+    return _numbered([replace(e, position=None) for e in found])
 
 
 async def plan(

@@ -16,6 +16,7 @@ from dataclasses import dataclass, field, replace
 
 from rollguard.roller.model import ClusterView, Node, PlatformView
 from rollguard.roller.platform import Platform
+from rollguard.roller.roll.config_changes import LiveConfigs
 from rollguard.roller.roll.observer import Observer
 from rollguard.roller.roll.rules.batch import Batch
 from rollguard.roller.roll.rules.budgets import ProgressWait
@@ -48,6 +49,7 @@ class RollResult:
     restarted: list[str] = field(default_factory=list)
     skipped: list[str] = field(default_factory=list)
     held: list[str] = field(default_factory=list)  # --hold: for a later `roll --resume`
+    configured: list[str] = field(default_factory=list)  # changed live, not restarted
 
 
 @dataclass
@@ -63,6 +65,7 @@ class Started:
     failures: list[str] = field(default_factory=list)  # why members failed, in order
     tried: list[Node] = field(default_factory=list)  # every member, restarted or not
     resumed: bool = False
+    live: bool = False  # its one member's configuration changed live: not restarted
 
     def add(self, node: Node, before: str | None, base: Baseline) -> None:
         self.members.append(node)
@@ -90,8 +93,10 @@ class Restarts:
         wall: Wall,
         sleep: Callable[[float], Awaitable[object]],
         elect_leaders: LeaderElection | None = None,
+        configs: LiveConfigs | None = None,
     ) -> None:
         self.platform = platform
+        self.configs = configs
         self.observer = observer
         self.voice = voice
         self.journal = journal
@@ -124,6 +129,13 @@ class Restarts:
         saved before the first restart, so a roller killed in between and resumed restarts
         none of them twice (their identities tell which ones did restart). A member whose
         restart fails is on record as failed; the others are waited for by the loop."""
+        if self.configs is not None:
+            live = next((m for m in members if self.configs.live_only(m.name)), None)
+            if live is not None:  # one broker at a time, never in a batch
+                return await self.configure(live, views[live.name], cluster, record)
+            for m in members:  # its live keys first: no dynamic value of its own shadows them
+                if self.configs.keys(m.name)[0] or self.configs.keys(m.name)[1]:
+                    await self.configs.apply(m)
         number = record.next_batch() if batch is not None else None
         bases = {m.name: baseline(m, cluster) for m in members}
         for m in members:
@@ -167,6 +179,49 @@ class Restarts:
             await self.save(record)
         return started
 
+    async def configure(
+        self, node: Node, view: PlatformView, cluster: ClusterView | None, record: RollRecord
+    ) -> Started:
+        """`node`'s configuration changed live (`LiveConfigs.apply`), its intent saved first;
+        then it is waited for as a restarted broker is, back in every ISR it was in before, and
+        it must still run the same process, ready: a live change that restarts it, or takes it
+        down, fails the roll."""
+        assert self.configs is not None
+        own, cluster_keys = self.configs.keys(node.name)
+        names = ", ".join([*cluster_keys, *own])
+        base = baseline(node, cluster)
+        reason = f"configuration applied live: {names}"
+        record.nodes[node.name] = replace(
+            NodeRecord.intent(self.now(), view.instance, reason, None, base),
+            status=NodeStatus.CONFIGURING,
+        )
+        await self.save(record)
+        logger.info("%s: changing its configuration live (%s)", node, names)
+        self.observer.events.write(
+            node.name,
+            Event.CONFIGURE,
+            names,
+            keys=own,
+            cluster=cluster_keys,
+            instance=view.instance,
+        )
+        self.voice.progress(node, f"configuring live: {names}", None)
+        try:
+            await self.configs.apply(node)
+        except RollFailed as exc:
+            await self._outcome(node, NodeStatus.FAILED, str(exc), record)
+            raise
+        after = await self.observer.platform_view(node)
+        if after.instance != view.instance or not after.ready:
+            now = "restarted" if after.instance != view.instance else "not ready"
+            why = f"{node.name}: {now} after the live change of {names}"
+            await self._outcome(node, NodeStatus.FAILED, why, record)
+            raise RollFailed(why)
+        started = Started([], {}, {node.name: base}, names=node.name, tried=[node], live=True)
+        started.members.append(node)
+        started.before[node.name] = view.instance
+        return started
+
     async def on_record(self, node: Node, before: str | None) -> bool:
         """Resume: `node`'s restart is on record (its identity then, `before`) but not its
         outcome. Judged by identity: changed (or a new one on its way) means it restarted
@@ -192,9 +247,17 @@ class Restarts:
         return True
 
     async def back(self, node: Node, note: str, record: RollRecord, **figures: str) -> None:
-        """`node` is back where it was before its restart: restarted, on record."""
-        await self._outcome(node, NodeStatus.RESTARTED, "", record)
+        """`node` is back where it was before its restart (or its live change): on record."""
         said = f" ({note})" if note else ""
+        intent = record.nodes.get(node.name)
+        if intent is not None and intent.status is NodeStatus.CONFIGURING:
+            await self._outcome(node, NodeStatus.CONFIGURED, intent.reason, record)
+            text = f"{intent.reason}; ready and in sync{said}"
+            self.observer.events.write(node.name, Event.CONFIGURED, text, **figures)
+            logger.info("%s: configured live%s", node, said)
+            self.voice.progress(node, "configured live", None)
+            return
+        await self._outcome(node, NodeStatus.RESTARTED, "", record)
         self.observer.events.write(
             node.name, Event.READY, f"restarted, ready and in sync{said}", **figures
         )

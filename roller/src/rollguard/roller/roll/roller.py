@@ -32,6 +32,7 @@ from collections.abc import Awaitable, Callable
 from rollguard.roller.agent_client import AgentClient
 from rollguard.roller.model import ClusterView, Node, PlatformView
 from rollguard.roller.platform import Platform
+from rollguard.roller.roll.config_changes import LiveConfigs
 from rollguard.roller.roll.gates.keeper import GateKeeper, Gates
 from rollguard.roller.roll.observer import ClusterObserver, Observer
 from rollguard.roller.roll.planning import PlanEntry, check_names, plan_with
@@ -91,6 +92,7 @@ class Roller:
         on_progress: Progress | None = None,
         elect_leaders: LeaderElection | None = None,
         gates: Gates | None = None,
+        configs: LiveConfigs | None = None,
     ) -> None:
         """`clock` measures every wait (monotonic seconds); `wall` stamps the journal."""
         self.settings = settings  # the roll's, set once: its waits and rules read them here
@@ -113,7 +115,7 @@ class Roller:
         self.voice = Voice(events, on_progress)
         self.restarts = Restarts(
             platform, self.observer, self.voice, journal, settings,
-            clock=clock, wall=wall, sleep=sleep, elect_leaders=elect_leaders,
+            clock=clock, wall=wall, sleep=sleep, elect_leaders=elect_leaders, configs=configs,
         )  # fmt: skip
         self.gates = GateKeeper(gates or Gates(), self.observer, self.voice.progress)
         self._clock = clock
@@ -207,7 +209,7 @@ class Roller:
         resumed = Started([], {}, {}, resumed=True)
         for node in nodes:
             done = record.nodes.get(node.name)
-            if done is not None and done.status in (NodeStatus.RESTARTED, NodeStatus.SKIPPED):
+            if done is not None and done.status.settled:
                 continue
             if done is not None and done.status is NodeStatus.RESTARTING:  # noqa: SIM102
                 if await self.restarts.on_record(node, done.instance):
@@ -255,7 +257,7 @@ class Roller:
             del self._waits[node.name]
             if isinstance(done.action, Done):
                 await self.restarts.back(node, done.action.note, record, **self._target())
-                result.restarted.append(node.name)
+                (result.configured if back.live else result.restarted).append(node.name)
             elif isinstance(done.action, Fail) and done.action.again:  # up on the wrong version
                 await self.restarts.failed(node, done.action.reason, record)
                 if not back.resumed:
@@ -294,8 +296,9 @@ class Roller:
         identity before its restart."""
         for m in started.members:
             self._waits[m.name] = NodeWait.after_restart(
-                m, self.settings, self._clock(), started.before[m.name], started.bases[m.name]
-            )
+                m, self.settings, self._clock(), started.before[m.name], started.bases[m.name],
+                live=started.live,
+            )  # fmt: skip
         self._back = started
         for m in started.tried:
             if m in pending:

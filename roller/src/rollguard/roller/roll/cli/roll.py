@@ -31,20 +31,18 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from rollguard.roller.agent_client import AgentClient
-from rollguard.roller.desired_configs import has_desired, read_all_desired
-from rollguard.roller.inventory import load_inventory
 from rollguard.roller.kafka_admin import KafkaObserver
-from rollguard.roller.kafka_configs import KafkaConfigs
 from rollguard.roller.options import (
     ENV_PREFIX,
 )
 from rollguard.roller.platform import Platform
 from rollguard.roller.roll.cli import expectations
+from rollguard.roller.roll.cli.configuring import check_for_roll, compare
 from rollguard.roller.roll.cli.display import LiveTable, finish, on_terminal, reporter
 from rollguard.roller.roll.cli.gates import close_gates, gates_from
 from rollguard.roller.roll.cli.options import RollOptions
 from rollguard.roller.roll.gates.pause import PauseGate
-from rollguard.roller.roll.planning import node_configs, plan_lines, with_configs
+from rollguard.roller.roll.planning import plan_lines, with_configs
 from rollguard.roller.roll.roller import Roller
 from rollguard.roller.roll.rules.releases import UnknownRelease, target_refusal
 from rollguard.roller.roll.stores.events import EventLog
@@ -276,6 +274,11 @@ async def _run(command: str, options: RollOptions, stats: RetryStats, roll_id: s
                 if record is not None:
                     target = resumed_target(record, settings.kafka_version)
                     settings = replace(settings, kafka_version=target)
+            # Each node's desired configuration (an inventory's config/config-command), read
+            # before anything is asked (a bad one is exit 2), and what Kafka says of it.
+            configs = await compare(options.inventory, nodes, kafka)
+            if configs is not None and command == "roll":
+                check_for_roll(configs, nodes)
             roller = Roller(
                 platform,
                 observer,
@@ -288,20 +291,13 @@ async def _run(command: str, options: RollOptions, stats: RetryStats, roll_id: s
                 on_progress=reporter(display, options.output),
                 elect_leaders=kafka.elect_preferred,
                 gates=gates,
+                configs=configs.live() if configs is not None and command == "roll" else None,
             )
             if command == "plan":
-                # Each node's desired configuration (an inventory's config/config-command),
-                # read before anything is asked: a bad one is exit 2.
-                desired = {}
-                if options.inventory is not None:
-                    inventory = load_inventory(options.inventory)
-                    if has_desired(inventory):
-                        desired = await read_all_desired(inventory)
                 try:
                     entries = await roller.plan()
-                    if desired:
-                        configs = await node_configs(nodes, desired, KafkaConfigs(kafka))
-                        entries = with_configs(entries, configs)
+                    if configs is not None:
+                        entries = with_configs(entries, configs.compared, configs.plan)
                 except ConfigError:
                     raise
                 except RollguardError as exc:
@@ -316,11 +312,6 @@ async def _run(command: str, options: RollOptions, stats: RetryStats, roll_id: s
                 if history is not None:
                     history.announce(entries, options.restart_estimate, options.output, events)
                 return 0
-            if options.inventory is not None and has_desired(load_inventory(options.inventory)):
-                logger.warning(
-                    "the inventory's config/config-command are compared by `rollguard plan` "
-                    "only: this roll restarts the nodes as it would without them"
-                )
             if history is not None:
                 try:
                     # The roll checks its agents itself, at once.
@@ -345,6 +336,8 @@ async def _run(command: str, options: RollOptions, stats: RetryStats, roll_id: s
                 finish(options.output, options.state_dir, roll_id, "failed", str(failure), stats)
                 return ExitCode.FAILED
             detail = f"restarted {len(result.restarted)}, skipped {len(result.skipped)}"
+            if result.configured:
+                detail += f", configured live {len(result.configured)}"
             if result.held:
                 detail += (
                     f", held {', '.join(result.held)} (`rollguard roll --resume {roll_id}` "

@@ -72,6 +72,7 @@ __all__ = [
 
 
 FORCE = "force"  # how every forced restart's reason begins: the events tell them by it
+NO_REVISION = "inventory (no revision to compare)"  # why an inventory's node is taken
 
 
 @dataclass(frozen=True, slots=True)
@@ -181,7 +182,7 @@ def wanted(
         return True, f"stuck ({view.stuck})"
     target = settings.kafka_version
     if not view.up_to_date and (revisions or target is None):
-        return True, "outdated pod revision" if revisions else "inventory (no revision to compare)"
+        return True, "outdated pod revision" if revisions else NO_REVISION
     if target is not None and (running is None or running.version != target):
         runs = f"runs Kafka {running.version}" if running else "its Kafka version is not known"
         return True, f"{runs}; the target is {target}"

@@ -95,10 +95,13 @@ class NodeWait:
         return cls(ReadyWait.start(now, instance, _limit(node, settings), FOUND_NOT_READY))
 
     @classmethod
-    def after_restart(
-        cls, node: Node, s: RollSettings, now: float, before: str | None, base: Baseline = IN_SYNC
-    ) -> NodeWait:
-        return cls(ReadyWait.start(now, before, _limit(node, s)), Phase.READY, before, base)
+    def after_restart(cls, node: Node, s: RollSettings, now: float, before: str | None,
+                      base: Baseline = IN_SYNC, *, live: bool = False) -> NodeWait:  # fmt: skip
+        """`live`: its configuration changed live, no restart: straight to its ISRs."""
+        ready = ReadyWait.start(now, before, _limit(node, s))
+        if live:
+            return cls(ready, Phase.ISR, before, base, budget=Budget.start(now))
+        return cls(ready, Phase.READY, before, base)
 
     @property
     def restarted(self) -> bool:

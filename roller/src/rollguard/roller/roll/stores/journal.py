@@ -39,6 +39,13 @@ class NodeStatus(StrEnum):
     SKIPPED = "skipped"  # did not need a restart, or opted out
     HELD = "held"  # kept for later by --hold: `roll --resume` takes it once no longer held
     FAILED = "failed"
+    CONFIGURING = "configuring"  # its live configuration change on record (issue 41)
+    CONFIGURED = "configured"  # changed live, read back, in sync again: not restarted
+
+    @property
+    def settled(self) -> bool:
+        """Nothing left to do with the node in this roll (a resumed roll passes it by)."""
+        return self in (NodeStatus.RESTARTED, NodeStatus.SKIPPED, NodeStatus.CONFIGURED)
 
 
 class RollState(StrEnum):

@@ -1,0 +1,88 @@
+"""An inventory's desired configurations, for `plan` and `roll` (issue 41): each node's file
+(its `config:`, or what its `config-command:` prints) read before anything is asked (a bad one
+is exit 2), compared with what Kafka says each broker runs, and the roll's plan for them
+(`rules/config_plan.py`: live where Kafka allows, a restart only for a key read at start).
+
+Before a roll's first action (`check_for_roll`): every broker with a desired file must have
+been compared (a broker Kafka cannot describe now fails the roll, exit 1: the roll would not
+know which of its changes need a restart), and a dynamic value that would shadow the file
+across a restart is refused, exit 2, naming it and how to remove it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from rollguard.roller.desired_configs import has_desired, read_all_desired
+from rollguard.roller.inventory import load_inventory
+from rollguard.roller.kafka_admin import KafkaObserver
+from rollguard.roller.kafka_configs import KafkaConfigs
+from rollguard.roller.model import Node
+from rollguard.roller.roll.config_changes import (
+    LiveConfigs,
+    NodeConfig,
+    desired_values,
+    node_configs,
+)
+from rollguard.roller.roll.rules.config_plan import ConfigPlan, plan_configs, refusals
+from rollguard.roller.roll.rules.config_values import DesiredValue
+from rollguard.roller.roll.rules.settings import RollFailed
+from rollguard.shared.errors import ConfigError
+
+__all__ = ["Configs", "check_for_roll", "compare"]
+
+
+@dataclass(frozen=True, slots=True)
+class Configs:
+    compared: dict[str, NodeConfig]  # node name -> its changes, or why not compared
+    plan: ConfigPlan
+    desired: dict[str, dict[str, DesiredValue]]
+    reader: KafkaConfigs
+
+    def live(
+        self,
+        *,
+        clock: Callable[[], float] = time.monotonic,
+        sleep: Callable[[float], Awaitable[object]] = asyncio.sleep,
+    ) -> LiveConfigs:
+        return LiveConfigs(self.reader, self.plan, self.desired, clock=clock, sleep=sleep)
+
+
+async def compare(
+    inventory: Path | None, nodes: Sequence[Node], kafka: KafkaObserver
+) -> Configs | None:
+    """The desired configurations against what Kafka says (None: the inventory has none)."""
+    if inventory is None:
+        return None
+    entries = load_inventory(inventory)
+    if not has_desired(entries):
+        return None
+    properties = await read_all_desired(entries)  # ConfigError: exit 2, nothing asked yet
+    reader = KafkaConfigs(kafka)
+    compared = await node_configs(nodes, properties, reader)
+    desired = {name: desired_values(found) for name, found in properties.items()}
+    changes = {name: c.changes for name, c in compared.items() if not c.note}
+    brokers = [n.name for n in nodes if n.is_broker]
+    return Configs(compared, plan_configs(changes, desired, brokers), desired, reader)
+
+
+def check_for_roll(configs: Configs, nodes: Sequence[Node]) -> None:
+    """Before the roll's first action (see the module)."""
+    for node in nodes:
+        found = configs.compared.get(node.name)
+        if node.is_broker and found is not None and found.note:
+            raise RollFailed(
+                f"{node.name}: its desired configuration cannot be compared with what it runs "
+                f"({found.note}); not rolling: which of its changes need a restart is not known"
+            )
+    ids = {n.name: n.node_id for n in nodes}
+    changes = {name: c.changes for name, c in configs.compared.items() if not c.note}
+    refused = refusals(changes, ids)
+    if refused:
+        raise ConfigError(
+            "the desired configuration cannot take effect by a roll: " + "; ".join(refused)
+        )
