@@ -134,26 +134,33 @@ class LiveConfigs:
             node is not None and node.changes and not node.restart and name not in self.restarting
         )
 
-    def keys(self, name: str) -> tuple[list[str], list[str]]:
-        """The keys a live step of `name` changes: its own, and the cluster's (if not yet)."""
+    def keys(self, name: str) -> tuple[list[str], list[str], list[str]]:
+        """The keys a live step of `name` sets at its broker, those it sets at the cluster
+        default (at the first step only), and every key it reads back (its own and its
+        cluster-wide ones)."""
         node = self.plan.node(name) or NodePlan()
         cluster = [] if self._cluster_done else sorted(self.plan.cluster)
-        return sorted(node.live), cluster
+        return sorted(node.live), cluster, sorted({*node.live, *node.cluster})
 
     async def apply(self, node: Node) -> list[str]:
         """The live step of `node` (see the module): the keys it changed, in force on it.
         RollFailed naming the node and the key when Kafka refuses or does not take one."""
         plan = self.plan.node(node.name) or NodePlan()
+        before = ""
         if not self._cluster_done:
             await self._alter(node, None, self.plan.cluster)
             self._cluster_done = True
+            keys = ", ".join(sorted(self.plan.cluster))
+            before = f"; {keys} was set at the cluster default just before, and stays"
         if plan.live:
-            await self._alter(node, node.node_id, plan.live)
+            await self._alter(node, node.node_id, plan.live, before)
         wanted = dict(plan.live) | {k: self.plan.cluster[k] for k in plan.cluster}
         await self._read_back(node, wanted)
         return sorted(wanted)
 
-    async def _alter(self, node: Node, broker: int | None, configs: Mapping[str, str]) -> None:
+    async def _alter(
+        self, node: Node, broker: int | None, configs: Mapping[str, str], before: str = ""
+    ) -> None:
         where = "the cluster default" if broker is None else f"broker {broker}"
         try:
             refused = await self.reader.alter(broker, configs)
@@ -161,12 +168,12 @@ class LiveConfigs:
             raise RollFailed(
                 f"{node.name}: the live change of {', '.join(sorted(configs))} at {where} "
                 f"could not be sent ({exc}); whether Kafka took it is not known: read it back "
-                "with kafka-configs --describe before resuming"
+                f"with kafka-configs --describe before resuming{before}"
             ) from exc
         if refused is not None:
             raise RollFailed(
                 f"{node.name}: Kafka refused the live change of {', '.join(sorted(configs))} "
-                f"at {where}: {refused}; nothing of it was changed there"
+                f"at {where}: {refused}; nothing of it was changed there{before}"
             )
 
     async def _read_back(self, node: Node, wanted: Mapping[str, str]) -> None:

@@ -134,7 +134,8 @@ class Restarts:
             if live is not None:  # one broker at a time, never in a batch
                 return await self.configure(live, views[live.name], cluster, record)
             for m in members:  # its live keys first: no dynamic value of its own shadows them
-                if self.configs.keys(m.name)[0] or self.configs.keys(m.name)[1]:
+                if any(self.configs.keys(m.name)[:2]):
+                    self._configuring(m, views[m.name].instance, "before its restart")
                     await self.configs.apply(m)
         number = record.next_batch() if batch is not None else None
         bases = {m.name: baseline(m, cluster) for m in members}
@@ -187,8 +188,7 @@ class Restarts:
         it must still run the same process, ready: a live change that restarts it, or takes it
         down, fails the roll."""
         assert self.configs is not None
-        own, cluster_keys = self.configs.keys(node.name)
-        names = ", ".join([*cluster_keys, *own])
+        names = ", ".join(self.configs.keys(node.name)[2])
         base = baseline(node, cluster)
         reason = f"configuration applied live: {names}"
         record.nodes[node.name] = replace(
@@ -196,15 +196,7 @@ class Restarts:
             status=NodeStatus.CONFIGURING,
         )
         await self.save(record)
-        logger.info("%s: changing its configuration live (%s)", node, names)
-        self.observer.events.write(
-            node.name,
-            Event.CONFIGURE,
-            names,
-            keys=own,
-            cluster=cluster_keys,
-            instance=view.instance,
-        )
+        self._configuring(node, view.instance)
         self.voice.progress(node, f"configuring live: {names}", None)
         try:
             await self.configs.apply(node)
@@ -221,6 +213,17 @@ class Restarts:
         started.members.append(node)
         started.before[node.name] = view.instance
         return started
+
+    def _configuring(self, node: Node, instance: str | None, when: str = "") -> None:
+        """The `configure` event of a live step: the keys it sets at the broker and at the
+        cluster default (names only), and every key it reads back."""
+        assert self.configs is not None
+        own, cluster_keys, changed = self.configs.keys(node.name)
+        names = ", ".join(changed) + (f" ({when})" if when else "")
+        logger.info("%s: changing its configuration live: %s", node, names)
+        self.observer.events.write(
+            node.name, Event.CONFIGURE, names, keys=own, cluster=cluster_keys, instance=instance
+        )
 
     async def on_record(self, node: Node, before: str | None) -> bool:
         """Resume: `node`'s restart is on record (its identity then, `before`) but not its

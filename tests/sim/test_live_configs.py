@@ -1,0 +1,220 @@
+"""A roll with desired configurations on the simulated cluster and the virtual clock: the live
+steps (`roll/config_changes.py`, `Restarts.configure`) through the production roller, with a
+Kafka Admin peer of the test's own that keeps each broker's dynamic values, answers
+DescribeConfigs from them, and can refuse a change or not take it (a broker that does not
+replay the record). What a real Kafka does with the same roll is tests/real/
+test_real_kafka_configs.py; this is what a real one cannot be made to do on demand.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from rollguard.peers.sim import (
+    SimCluster,
+    SimNode,
+    SimPartition,
+    VirtualClock,
+    make_roller,
+    spread_rejoins,
+)
+from rollguard.roller.model import Node, Role
+from rollguard.roller.roll.config_changes import LiveConfigs
+from rollguard.roller.roll.rules.config_plan import ConfigPlan, NodePlan
+from rollguard.roller.roll.rules.config_values import DesiredValue
+from rollguard.roller.roll.rules.settings import RollFailed
+
+COMBINED = frozenset({Role.BROKER, Role.CONTROLLER})
+SECRET = "the-new-secret"
+
+
+class Admin:
+    """Each broker's keys in force: the file's, the cluster default's, its own dynamic ones."""
+
+    def __init__(self, brokers: int) -> None:
+        self.file = {b: {"num.io.threads": "8", "log.cleaner.threads": "1"} for b in range(brokers)}
+        self.default: dict[str, str] = {}
+        self.own: dict[int, dict[str, str]] = {b: {} for b in range(brokers)}
+        self.altered: list[tuple[int | None, tuple[str, ...]]] = []
+        self.refuse: dict[int | None, str] = {}  # resource -> Kafka's refusal
+        self.deaf: set[int] = set()  # brokers that never take a change
+
+    async def alter(self, broker: int | None, configs: Mapping[str, str | None]) -> str | None:
+        if broker in self.refuse:
+            return self.refuse[broker]
+        self.altered.append((broker, tuple(sorted(configs))))
+        target = self.default if broker is None else self.own[broker]
+        target.update({k: v for k, v in configs.items() if v is not None})
+        return None
+
+    async def running(self, broker: int) -> dict[str, dict[str, Any]]:
+        found = {}
+        for key in [*self.file[broker], "ssl.key.password"]:
+            value, source = self.file[broker].get(key), "STATIC_BROKER_CONFIG"
+            if broker not in self.deaf:
+                if key in self.default:
+                    value, source = self.default[key], "DYNAMIC_DEFAULT_BROKER_CONFIG"
+                if key in self.own[broker]:
+                    value, source = self.own[broker][key], "DYNAMIC_BROKER_CONFIG"
+            sensitive = key == "ssl.key.password"
+            found[key] = {
+                "value": None if sensitive else value,
+                "config_source": source,
+                "read_only": False,
+                "is_sensitive": sensitive,
+                "synonyms": [],
+                "config_type": "PASSWORD" if sensitive else "INT",
+            }
+        return found
+
+
+def cluster() -> SimCluster:
+    nodes = [
+        SimNode(Node(i, f"kafka-{i}", COMBINED, f"https://kafka-{i}:8443"), restart_seconds=30)
+        for i in range(3)
+    ]
+    parts = [SimPartition("orders", i, (i % 3, (i + 1) % 3, (i + 2) % 3), 2) for i in range(6)]
+    sim = SimCluster(nodes, parts, VirtualClock())
+    spread_rejoins(sim)
+    return sim
+
+
+def plan() -> tuple[ConfigPlan, dict[str, dict[str, DesiredValue]]]:
+    """log.cleaner.threads to 2 everywhere (at the default), num.io.threads to 16 and a new
+    password on kafka-1 (its own), a read-only key on kafka-2 (a restart)."""
+    nodes = {
+        "kafka-0": NodePlan(cluster=("log.cleaner.threads",)),
+        "kafka-1": NodePlan(
+            {"num.io.threads": "16", "ssl.key.password": SECRET},
+            sensitive=frozenset({"ssl.key.password"}),
+            cluster=("log.cleaner.threads",),
+        ),
+        "kafka-2": NodePlan(restart=("log.dirs",), cluster=("log.cleaner.threads",)),
+    }
+    return ConfigPlan(nodes, {"log.cleaner.threads": "2"}), {}
+
+
+def roll(sim: SimCluster, folder: Path, admin: Admin, *, resume: bool = False) -> str:
+    roller = make_roller(sim, folder)
+    config_plan, desired = plan()
+    roller.restarts.configs = LiveConfigs(
+        admin,  # type: ignore[arg-type]
+        config_plan,
+        desired,
+        clock=sim.clock,
+        sleep=sim.clock.sleep,
+    )
+
+    async def go() -> str:
+        try:
+            await roller.roll("sim", resume=resume)
+        except RollFailed as exc:
+            return str(exc)
+        finally:
+            await roller.agents.aclose()
+        return ""
+
+    return asyncio.run(go())
+
+
+def journal(folder: Path) -> dict[str, str]:
+    record = json.loads((folder / "roll-sim.json").read_text())
+    return {name: node["status"] for name, node in record["nodes"].items()}
+
+
+def events(folder: Path) -> list[dict[str, Any]]:
+    return [json.loads(line) for line in (folder / "events.jsonl").read_text().splitlines()]
+
+
+def test_live_keys_are_set_one_broker_at_a_time_and_only_a_read_only_change_restarts(
+    tmp_path: Path,
+) -> None:
+    sim, admin = cluster(), Admin(3)
+    assert roll(sim, tmp_path, admin) == ""
+    assert [sim.by_id[i].restarts for i in range(3)] == [0, 0, 1]
+    assert journal(tmp_path) == {
+        "kafka-0": "configured",
+        "kafka-1": "configured",
+        "kafka-2": "restarted",
+    }
+    # The cluster-wide key once, at the default, at the first step (kafka-1's); then its own.
+    assert admin.altered == [
+        (None, ("log.cleaner.threads",)),
+        (1, ("num.io.threads", "ssl.key.password")),
+    ]
+    said = events(tmp_path)
+    steps = [
+        (e["node"], e["action"], e["reason"])
+        for e in said
+        if e["action"] in ("configure", "configured", "restart", "ready")
+    ]
+    # In the roll's order (the active controller, kafka-0, last), one node at a time.
+    live = "configuration applied live: "
+    assert steps == [
+        ("kafka-1", "configure", "log.cleaner.threads, num.io.threads, ssl.key.password"),
+        ("kafka-1", "configured", f"{live}log.cleaner.threads, num.io.threads, "
+                                  "ssl.key.password; ready and in sync"),
+        ("kafka-2", "restart", "restart"),
+        ("kafka-2", "ready", "restarted, ready and in sync"),
+        ("kafka-0", "configure", "log.cleaner.threads"),
+        ("kafka-0", "configured", f"{live}log.cleaner.threads; ready and in sync"),
+    ]  # fmt: skip
+    first = next(e for e in said if e["action"] == "configure")
+    assert (first["keys"], first["cluster"]) == (
+        ["num.io.threads", "ssl.key.password"],
+        ["log.cleaner.threads"],
+    )
+    assert all(SECRET not in p.read_text() for p in tmp_path.iterdir())
+
+
+def test_a_change_kafka_refuses_fails_the_roll_saying_what_it_left_and_resumes(
+    tmp_path: Path,
+) -> None:
+    sim, admin = cluster(), Admin(3)
+    admin.refuse[1] = "Invalid value 16 for configuration num.io.threads"
+    why = roll(sim, tmp_path, admin)
+    assert why == (
+        "kafka-1: Kafka refused the live change of num.io.threads, ssl.key.password at broker "
+        "1: Invalid value 16 for configuration num.io.threads; nothing of it was changed there; "
+        "log.cleaner.threads was set at the cluster default just before, and stays"
+    )
+    assert admin.default == {"log.cleaner.threads": "2"} and admin.own[1] == {}
+    assert [sim.by_id[i].restarts for i in range(3)] == [0, 0, 0]
+    assert journal(tmp_path) == {"kafka-1": "failed"}
+    # Resumed once Kafka takes it: kafka-1 is taken again, then kafka-2 restarts and kafka-0 is
+    # read back. (The plan here is the test's, the same again: the cluster's key is set again
+    # at the first step; `rollguard roll --resume` compares anew and finds it in force.)
+    del admin.refuse[1]
+    admin.altered.clear()
+    assert roll(sim, tmp_path, admin, resume=True) == ""
+    assert admin.altered == [
+        (None, ("log.cleaner.threads",)),
+        (1, ("num.io.threads", "ssl.key.password")),
+    ]
+    assert journal(tmp_path) == {
+        "kafka-0": "configured",
+        "kafka-1": "configured",
+        "kafka-2": "restarted",
+    }
+    assert [sim.by_id[i].restarts for i in range(3)] == [0, 0, 1]
+
+
+def test_a_change_kafka_does_not_take_fails_once_the_read_back_gives_up(tmp_path: Path) -> None:
+    """A sensitive key's read-back is judged by its source, never by its value."""
+    sim, admin = cluster(), Admin(3)
+    admin.deaf.add(1)
+    began = sim.clock()
+    why = roll(sim, tmp_path, admin)
+    assert why == (
+        "kafka-1: Kafka did not take the live change of log.cleaner.threads, num.io.threads, "
+        "ssl.key.password within 60s (log.cleaner.threads: it runs 1 (from the broker's file); "
+        "num.io.threads: it runs 8 (from the broker's file); ssl.key.password: it runs "
+        "(sensitive, from the broker's file))"
+    )
+    assert sim.clock() - began >= 60
+    assert [sim.by_id[i].restarts for i in range(3)] == [0, 0, 0]
+    assert journal(tmp_path) == {"kafka-1": "failed"}
