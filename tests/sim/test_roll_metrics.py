@@ -211,7 +211,7 @@ def test_node_states_come_from_the_journal_as_saved_a_resumed_rolls_too() -> Non
     metrics.saved(record)
     seen = scrape(metrics)
     states = {dict(k)["state"]: v for k, v in named(seen, "rollguard_roll_nodes").items()}
-    assert states == {"total": 5, "done": 1, "skipped": 1, "held": 1, "pending": 2,
+    assert states == {"total": 5, "done": 1, "configured": 0, "skipped": 1, "held": 1, "pending": 2,
                       "restarting": 1, "waiting": 0}  # fmt: skip
 
 
@@ -521,3 +521,23 @@ def test_a_roll_serves_its_metrics_while_it_waits_for_a_recovering_node(
     assert [n.restarts for n in cluster.nodes.values()] == [1, 1, 1]
     with pytest.raises(httpx.ConnectError):  # the server went with the roll
         httpx.get(url, timeout=5)
+
+
+def test_a_live_configuration_step_counts_apart_from_restarts_and_as_done_once_back() -> None:
+    metrics, events, clock = fed()
+    metrics.follow(["kafka-0", "kafka-1"])
+    events.write("kafka-0", Event.CONFIGURE, "num.io.threads", keys=["num.io.threads"])
+    clock.now += 5
+    events.write("kafka-0", Event.CATCH_UP, "catching up: 2 partitions not yet in sync")
+    seen = scrape(metrics)
+    assert value(seen, "rollguard_roll_live_configurations_total") == 1
+    assert value(seen, "rollguard_roll_restarts_total") == 0
+    assert value(seen, "rollguard_roll_waiting_nodes", reason="catch-up") == 1
+    events.write("kafka-0", Event.CONFIGURED, "configuration applied live: num.io.threads")
+    record = RollRecord("r1", "2026-01-01T00:00:00.000Z")
+    record.nodes["kafka-0"] = NodeRecord(NodeStatus.CONFIGURED, "2026-01-01T00:00:05.000Z")
+    metrics.saved(record)
+    seen = scrape(metrics)
+    states = {dict(k)["state"]: v for k, v in named(seen, "rollguard_roll_nodes").items()}
+    assert (states["done"], states["configured"], states["pending"]) == (1, 1, 1)
+    assert value(seen, "rollguard_roll_waiting_nodes", reason="catch-up") == 0

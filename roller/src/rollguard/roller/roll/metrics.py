@@ -53,7 +53,7 @@ WAIT_REASONS = (
 )
 _DEFER_KINDS = frozenset(k.value for k in DeferKind)
 _READY_KINDS = frozenset((AwaitReady.kind, AwaitUnknown.kind))
-NODE_STATES = ("total", "done", "skipped", "held", "pending", "restarting", "waiting")
+NODE_STATES = ("total", "done", "configured", "skipped", "held", "pending", "restarting", "waiting")
 
 
 @dataclass(slots=True)
@@ -86,6 +86,7 @@ class RollMetrics(Collector):
         self._restarted: dict[str, float] = {}  # since when, until back
         self._restarts = 0
         self._forced = 0
+        self._configured = 0  # live configuration steps
         self._deferrals = dict.fromkeys(sorted(_DEFER_KINDS), 0)
         self._gates: set[tuple[str, str]] = set()
         self._predicted: tuple[float, float | None] | None = None
@@ -159,9 +160,13 @@ class RollMetrics(Collector):
             self._forced += entry.get("forced") is True
             self._waits[node] = _Wait(RESTARTED, self._clock())
             self._restarted[node] = self._waits[node].since
+        elif action == Event.CONFIGURE:
+            self._configured += 1
         elif action == Event.CATCH_UP:
             self._wait(node, CATCH_UP)
-        elif action in (Event.READY, Event.SKIP, Event.HOLD, Event.RESTART_NOT_OBSERVED):
+        elif action in (
+            Event.READY, Event.CONFIGURED, Event.SKIP, Event.HOLD, Event.RESTART_NOT_OBSERVED
+        ):  # fmt: skip
             self._waits.pop(node, None)
             self._restarted.pop(node, None)
 
@@ -224,6 +229,12 @@ class RollMetrics(Collector):
             "rollguard_roll_restarts", "Restarts begun by this roller process", value=self._restarts
         )
         yield CounterMetricFamily(
+            "rollguard_roll_live_configurations",
+            "Live configuration steps begun by this roller process (a node changed with "
+            "IncrementalAlterConfigs, not restarted; or its live keys set before its restart)",
+            value=self._configured,
+        )
+        yield CounterMetricFamily(
             "rollguard_roll_forced_restarts",
             "Restarts begun without the safety checks (stuck, or not ready past the timeout)",
             value=self._forced,
@@ -249,18 +260,21 @@ class RollMetrics(Collector):
     def _node_counts(self) -> Metric:
         names = set(self._nodes) | set(self._status)
         statuses = list(self._status.values())
-        done, skipped, held, restarting = (
+        restarted, configured, skipped, held, restarting = (
             statuses.count(s)
             for s in (
                 NodeStatus.RESTARTED,
+                NodeStatus.CONFIGURED,
                 NodeStatus.SKIPPED,
                 NodeStatus.HELD,
                 NodeStatus.RESTARTING,
             )
         )
+        done = restarted + configured
         counts = {
             "total": len(names),
             "done": done,
+            "configured": configured,
             "skipped": skipped,
             "held": held,
             "pending": len(names) - done - skipped - held,
@@ -269,8 +283,9 @@ class RollMetrics(Collector):
         }
         family = GaugeMetricFamily(
             "rollguard_roll_nodes",
-            "The roll's nodes: total, done (restarted and back), skipped, held (--hold), pending "
-            "(none of those yet), restarting, waiting (being waited for now)",
+            "The roll's nodes: total, done (restarted, or configured live, and back), configured "
+            "(of those done: changed live, not restarted), skipped, held (--hold), pending (none "
+            "of those yet), restarting, waiting (being waited for now)",
             labels=["state"],
         )
         for state in NODE_STATES:
