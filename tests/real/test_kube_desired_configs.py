@@ -4,14 +4,17 @@ API server, with the credentials of the roller's documented Role.
 
 A StatefulSet `prod-kafka` of 3 pods mounts ConfigMap `kafka-config-v1` at /opt/kafka/config;
 its template is then changed to mount `kafka-config-v2` (OnDelete: the pods keep v1 until they
-are restarted). What Kafka does with the comparison is tests/real/test_real_kafka_configs.py
-(inventory files on a real cluster); here, that the desired properties per pod are the ones a
-restarted pod will read, and what cannot be read stops `plan` with exit 2 before Kafka is asked.
+are restarted). What a real Kafka does with the comparison is
+tests/real/test_real_kafka_configs.py (inventory files on a real cluster); here, that the
+desired properties per pod are the ones a restarted pod will read, that what cannot be read
+stops `plan` with exit 2 before Kafka is asked, and a whole plan whose Kafka is the
+Kafka-protocol peer (its DescribeConfigs).
 """
 
 from __future__ import annotations
 
 import asyncio
+import json
 import subprocess
 from pathlib import Path
 
@@ -25,6 +28,7 @@ from lightkube.resources.core_v1 import ConfigMap, Pod
 from lightkube.resources.rbac_authorization_v1 import Role
 
 from rollguard.peers.commandline import rollguard_args
+from rollguard.peers.kafka import KafkaClusterSim, TopicSpec
 from rollguard.peers.processes import ROOT
 from rollguard.peers.realkube import ControlPlane
 from rollguard.peers.realkube_objects import load_role
@@ -32,7 +36,7 @@ from rollguard.roller.kubernetes_configs import PodConfig, read_pod_configs
 from rollguard.roller.model import Node
 from rollguard.roller.model import Role as NodeRole
 
-from helpers import Pki, wait_until
+from helpers import HttpsPeer, Pki, running_agent, wait_until
 
 pytestmark = pytest.mark.kube
 
@@ -87,16 +91,21 @@ def roller_kubeconfig(kube: ControlPlane, namespace: str) -> Path:
 
 
 def plan(
-    kubeconfig: Path, namespace: str, pki: Pki, *extra: str
+    kubeconfig: Path,
+    namespace: str,
+    pki: Pki,
+    *extra: str,
+    bootstrap: str = "127.0.0.1:1",
+    agents: str = "https://127.0.0.1:1",
 ) -> subprocess.CompletedProcess[str]:
-    """`rollguard plan --compare-config` with a Kafka that answers nothing (127.0.0.1:1): what
-    is refused here is refused before Kafka is asked."""
+    """`rollguard plan --compare-config`, by default with a Kafka and agents that answer nothing
+    (127.0.0.1:1): what is refused then is refused before Kafka is asked."""
     args = rollguard_args(
         "plan",
         namespace=namespace,
         selector=f"app={STS}",
-        bootstrap="127.0.0.1:1",
-        agent_url="https://127.0.0.1:1/{pod}",
+        bootstrap=bootstrap,
+        agent_url=agents + "/agents/{pod}/v1/broker-state",
         tls=pki,
         extra=["--compare-config", *extra],
     )
@@ -184,3 +193,56 @@ def test_plan_compare_config_without_get_configmaps_is_exit_2_naming_it(
         "rollguard: the roller's Kubernetes credentials may not: get configmaps (namespace "
         f"{namespace}; the roller's Role is deploy/kubernetes/roller/role.yaml)"
     )
+
+
+def test_plan_compares_each_pods_configmap_with_what_kafka_says_it_runs(
+    kube: ControlPlane, kube_namespace: str, pki: Pki
+) -> None:
+    """The whole plan, its Kafka the Kafka-protocol peer (brokers 0-2, the pods' ordinals; its
+    DescribeConfigs lists a few keys, `controller.quorum.fetch.timeout.ms` read-only): each pod's
+    changes from the template's ConfigMap, the placeholder and the template's ids not compared,
+    no value of the file in the output."""
+    namespace = kube_namespace
+    desired = (
+        "node.id=${POD_ORDINAL}\n"
+        "controller.quorum.fetch.timeout.ms=5000\n"  # read-only here: a restart
+        "transaction.state.log.min.isr=2\n"  # as it runs: no change
+        f"ssl.keystore.password={SECRET}\n"  # the broker does not list it: not shown
+    )
+    put_configmap(kube, namespace, "kafka-config", desired)
+    apply(kube, namespace, "kafka-config")
+    kube.wait_pods_ready(namespace, STS, 3)
+    kubeconfig = roller_kubeconfig(kube, namespace)
+    kafka = KafkaClusterSim(
+        broker_ids=[0, 1, 2],
+        voters=[0, 1, 2],
+        topics={"orders": TopicSpec(3, 3, 2)},
+        broker_configs={"transaction.state.log.min.isr": "2"},
+    )
+    kafka.start()
+    try:
+        with HttpsPeer(running_agent, pki) as agents:
+            done = plan(kubeconfig, namespace, pki, "--output", "json", "--all",
+                        bootstrap=kafka.bootstrap, agents=agents.url)  # fmt: skip
+            text = plan(kubeconfig, namespace, pki, "--all", bootstrap=kafka.bootstrap,
+                        agents=agents.url)  # fmt: skip
+    finally:
+        kafka.stop()
+    assert done.returncode == 0, done.stderr
+    assert SECRET not in done.stdout + done.stderr + text.stdout + text.stderr
+    lines = {e["node"]: e for e in map(json.loads, done.stdout.splitlines())}
+    assert sorted(lines) == PODS
+    for pod in PODS:
+        config = lines[pod]["config"]
+        assert config["note"] is None and config["notCompared"] == ["broker.id", "node.id"]
+        changed = {c["key"]: (c["from"], c["to"], c["how"]) for c in config["changes"]}
+        assert changed["controller.quorum.fetch.timeout.ms"] == ("2000", "5000", "restart")
+        assert changed["ssl.keystore.password"][2] == "restart"
+        assert set(changed) == {"controller.quorum.fetch.timeout.ms", "ssl.keystore.password"}
+    assert text.returncode == 0, text.stderr
+    assert (
+        "prod-kafka-1: 2 keys change: 2 restart; not compared (set at the pod's start): "
+        "broker.id, node.id"
+    ) in text.stdout.splitlines()
+    said = "plan: desired configuration from ConfigMap kafka-config key server.properties (3 pods)"
+    assert said in text.stderr

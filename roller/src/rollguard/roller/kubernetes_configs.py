@@ -30,7 +30,6 @@ from __future__ import annotations
 
 import base64
 import binascii
-import logging
 import posixpath
 import re
 from collections import Counter
@@ -67,8 +66,6 @@ CONFIG_KEY = "server.properties"
 # Keys a shared file cannot hold for each pod: set at its start.
 IDENTITY_KEYS = frozenset({"node.id", "broker.id"})
 PLACEHOLDER = re.compile(r"\$\{[^}]*\}|\$[A-Za-z_][A-Za-z0-9_]*|\{\{[^}]*\}\}")
-
-logger = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True, slots=True)
@@ -308,13 +305,5 @@ async def read_pod_configs(
             unchecked |= IDENTITY_KEYS
         found[name] = PodConfig(
             tuple(properties), frozenset(unchecked), source.configmap, source.key
-        )
-    for (configmap, key), pods in mounted.items():
-        logger.info(
-            "desired configuration: ConfigMap %s key %s, for %d pod%s",
-            configmap,
-            key,
-            pods,
-            "" if pods == 1 else "s",
         )
     return found

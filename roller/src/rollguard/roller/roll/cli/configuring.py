@@ -14,7 +14,9 @@ across a restart is refused, exit 2, naming it and how to remove it.
 from __future__ import annotations
 
 import asyncio
+import logging
 import time
+from collections import Counter
 from collections.abc import Awaitable, Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
 
@@ -36,8 +38,11 @@ from rollguard.roller.roll.rules.config_values import DesiredValue
 from rollguard.roller.roll.rules.settings import RollFailed
 from rollguard.shared.errors import ConfigError
 from rollguard.shared.javaprops import Property
+from rollguard.shared.logs import PROGRESS
 
 __all__ = ["Configs", "check_for_roll", "compare", "read_desired"]
+
+progress = logging.getLogger(PROGRESS)
 
 
 @dataclass(frozen=True, slots=True)
@@ -88,6 +93,15 @@ async def read_desired(
         file=options.config_key,
         set_at_start=options.config_set_at_start,
     )
+    read = Counter((c.configmap, c.key) for c in found.values() if c.configmap)
+    for (configmap, key), pods in read.items():  # names only: a file holds passwords
+        progress.info(
+            "plan: desired configuration from ConfigMap %s key %s (%d pod%s)",
+            configmap,
+            key,
+            pods,
+            "" if pods == 1 else "s",
+        )
     return Desired(
         {n: c.properties for n, c in found.items()}, {n: c.unchecked for n, c in found.items()}
     )
