@@ -385,3 +385,7 @@ def test_the_documented_role_grants_exactly_what_a_roll_asks_for() -> None:
         "get pods",
         "get statefulsets.apps",
     }
+    # plan --compare-config reads the pods' ConfigMaps too, whatever their names
+    configs = plan_permissions(configs=True)
+    assert {str(p) for p in configs} - {str(p) for p in plan_permissions()} == {"get configmaps"}
+    assert {(p.verb, p.resource, p.group) for p in configs} <= granted

@@ -25,10 +25,11 @@ from rollguard.shared.settings import Group, Options, option
 from rollguard.shared.suggest import closest
 
 PLAN_SECTIONS = ["connection", "nodes", "safety", "gates", "timing", "batches", "prediction",
-                 "output", "retries"]  # fmt: skip
+                 "configuration", "output", "retries"]  # fmt: skip
 ROLL_ONLY = ["--poll-interval", "--stall-timeout", "--restart-timeout", "--safety-wait",
              "--elect-preferred-leaders", "--roll-id", "--resume", "--state-dir",
              "--metrics-listen"]  # fmt: skip
+PLAN_ONLY = ["--compare-config", "--config-key", "--config-set-at-start"]
 
 
 def sections(text: str) -> list[str]:
@@ -52,14 +53,17 @@ def test_plan_help_lists_plan_s_flags_only_by_section(tmp_path: Path) -> None:
     assert "--cacert PATH" in section(done.stdout, "connection")
     assert "--max-clock-skew" in section(done.stdout, "safety")
     assert "--max-batch-size" in section(done.stdout, "batches")
+    assert "--config-key KEY|PATH" in section(done.stdout, "configuration")
     assert done.stdout.startswith("usage: rollguard plan (--inventory FILE | --namespace NS")
 
 
 def test_roll_help_has_the_same_sections_and_its_own(tmp_path: Path) -> None:
     done = run(["rollguard", "roll", "--help"], tmp_path)
     assert done.returncode == 0, done.stderr
-    assert sections(done.stdout) == ["options", *PLAN_SECTIONS[:-2], "journal", "output",
+    assert sections(done.stdout) == ["options", *PLAN_SECTIONS[:-3], "journal", "output",
                                      "retries"]  # fmt: skip
+    for flag in PLAN_ONLY:
+        assert f"{flag} " not in done.stdout, flag
     journal = section(done.stdout, "journal")
     assert all(flag in journal for flag in ("--roll-id", "--resume", "--state-dir"))
     assert "--poll-interval" in section(done.stdout, "timing")
@@ -71,7 +75,9 @@ def test_every_roll_flag_is_declared_with_its_section() -> None:
     assert all(flag.group is not None for flag in flags), [f.name for f in flags if not f.group]
     roll_only = sorted(f"--{f.name}" for f in flags if f.commands == frozenset(ROLL))
     assert roll_only == sorted(ROLL_ONLY)
-    assert all(not f.commands or f.commands == frozenset(ROLL) for f in flags)
+    plan_only = sorted(f"--{f.name}" for f in flags if f.commands == frozenset({"plan"}))
+    assert plan_only == PLAN_ONLY
+    assert all(not f.commands or f.commands in (frozenset(ROLL), {"plan"}) for f in flags)
 
 
 def test_plan_takes_roll_s_flags_without_reading_them(tmp_path: Path) -> None:
@@ -84,6 +90,19 @@ def test_plan_takes_roll_s_flags_without_reading_them(tmp_path: Path) -> None:
     assert "plan ignores --poll-interval, --roll-id: they are for roll only" in done.stderr
     assert done.stderr.splitlines()[-1] == "rollguard: CA bundle ca.pem: no such file"
     refused(run([*COMMANDS["roll"], *argv], tmp_path, env), "--roll-id: 'bad id!'")
+
+
+def test_compare_config_is_plan_s_and_for_pods_only(tmp_path: Path) -> None:
+    # `roll` takes it and says it ignores it; `plan` with an inventory refuses it, exit 2
+    done = run([*COMMANDS["roll"], "--compare-config", "--config-key", "x"], tmp_path)
+    assert "roll ignores --compare-config, --config-key: they are for plan only" in done.stderr
+    refused(
+        run([*COMMANDS["plan"], "--compare-config"], tmp_path),
+        "--compare-config is for pods on Kubernetes: an inventory names each node's desired "
+        "file with config: (or config-command:)",
+    )
+    env = {"ROLLGUARD_COMPARE_CONFIG": "yes", "ROLLGUARD_CONFIG_KEY": " "}
+    refused(run(COMMANDS["plan"], tmp_path, env), "ROLLGUARD_CONFIG_KEY", "an empty key")
 
 
 # ---- "did you mean" ------------------------------------------------------------------------

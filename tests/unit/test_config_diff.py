@@ -342,3 +342,36 @@ def test_each_nodes_configuration_is_compared_or_says_why_not() -> None:
             },
         )
     ]
+
+
+def test_keys_set_at_the_pods_start_are_listed_as_not_compared_never_as_changes() -> None:
+    """On Kubernetes a start script fills some keys (node.id from the ordinal): the file's
+    placeholder, or a key it leaves out, is neither a change nor a key dropped to its default."""
+    import asyncio
+
+    from rollguard.roller.model import Node, Role
+    from rollguard.roller.roll.config_changes import node_configs
+    from rollguard.shared.javaprops import Property
+
+    kafka_0 = Node(0, "kafka-0", frozenset({Role.BROKER}), "https://kafka-0:8443")
+    file = desired(node__id="${NODE_ID}", listeners=None, num__network__threads="5")
+    properties = [Property(k, v.value, 0) for k, v in file.items()]
+    compared = asyncio.run(node_configs([kafka_0], {"kafka-0": properties}, FakeReader()))  # type: ignore[arg-type]
+    assert {"node.id", "listeners"} <= {c.key for c in compared["kafka-0"].changes}
+    unchecked = {"kafka-0": ["node.id", "listeners"]}
+    reader = FakeReader()
+    found = asyncio.run(
+        node_configs([kafka_0], {"kafka-0": properties}, reader, unchecked=unchecked)  # type: ignore[arg-type]
+    )["kafka-0"]
+    # node.id's derived broker.id goes with it
+    assert found.unchecked == ("broker.id", "listeners", "node.id")
+    before = {c.key for c in compared["kafka-0"].changes}
+    assert {c.key for c in found.changes} == before - {"node.id", "broker.id", "listeners"}
+    assert "num.network.threads" in before
+    assert "node.id" not in reader.asked[0][1] and "listeners" not in reader.asked[0][1]
+    assert found.summary() == (
+        "3 keys change: 1 restart, 2 live, 1 shadowed by a dynamic value; not compared (set at the "
+        "pod's start): broker.id, listeners, node.id"
+    )
+    assert found.to_json()["notCompared"] == ["broker.id", "listeners", "node.id"]
+    assert "notCompared" not in compared["kafka-0"].to_json()  # an inventory's: as before

@@ -12,6 +12,9 @@ The permissions are those of the calls the code makes, and only those:
 
     plan and roll  list pods (the nodes), get pods (each observation), get statefulsets.apps
                    (a pod's update revision)                              (kubernetes.py)
+    plan --compare-config
+                   get configmaps (the ConfigMaps the pods mount, whatever their names: each
+                   pod's desired server.properties)        (kubernetes_configs.py)
     roll           delete pods (the restart)                              (kubernetes.py)
                    get, create, update configmaps (the journal: read, made, replaced)
                                                     (roll/stores/journal.py, configmap.py)
@@ -60,13 +63,17 @@ class Permission:
         return f"{self.verb} {self.resource}{f'.{self.group}' if self.group else ''}"
 
 
-def plan_permissions() -> list[Permission]:
-    """What `plan` (and a roll's observation) reads; it writes nothing."""
-    return [
+def plan_permissions(*, configs: bool = False) -> list[Permission]:
+    """What `plan` (and a roll's observation) reads; it writes nothing. `configs`: it also reads
+    the ConfigMaps the pods mount (`--compare-config`)."""
+    needed = [
         Permission("list", "pods"),
         Permission("get", "pods"),
         Permission("get", "statefulsets", APPS),
     ]
+    if configs:
+        needed.append(Permission("get", "configmaps"))
+    return needed
 
 
 def roll_permissions(*, journal: str, lease: str, resume: bool) -> list[Permission]:

@@ -17,7 +17,7 @@ from __future__ import annotations
 import asyncio
 import time
 from collections import Counter
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -25,7 +25,7 @@ from rollguard.roller.kafka_admin import AdminApiError
 from rollguard.roller.kafka_configs import KafkaConfigs
 from rollguard.roller.model import Node
 from rollguard.roller.roll.rules.config_plan import ConfigPlan, NodePlan
-from rollguard.roller.roll.rules.config_values import RunningConfig, Source, same_value
+from rollguard.roller.roll.rules.config_values import DERIVED, RunningConfig, Source, same_value
 from rollguard.roller.roll.rules.configs import (
     ConfigChange,
     DesiredValue,
@@ -51,14 +51,22 @@ def desired_values(properties: Sequence[Property]) -> dict[str, DesiredValue]:
 @dataclass(frozen=True, slots=True)
 class NodeConfig:
     """A node's desired configuration against what Kafka says it runs: each changing key
-    (`rules.configs.changes`), or why it could not be compared (`note`)."""
+    (`rules.configs.changes`), or why it could not be compared (`note`); `unchecked`: the keys
+    set at the pod's start (Kubernetes), not compared, their values never shown."""
 
     changes: tuple[ConfigChange, ...] = ()
     note: str = ""  # "": compared
+    unchecked: tuple[str, ...] = ()
 
     def summary(self) -> str:
         if self.note:
             return self.note
+        text = self._changed()
+        if self.unchecked:
+            text += f"; not compared (set at the pod's start): {', '.join(self.unchecked)}"
+        return text
+
+    def _changed(self) -> str:
         if not self.changes:
             return "no change"
         counts = Counter("restart" if c.how is How.RESTART else "live" for c in self.changes)
@@ -70,16 +78,29 @@ class NodeConfig:
         return f"{keys} key{'s' if keys != 1 else ''} change: {', '.join(parts)}"
 
     def to_json(self) -> dict[str, Any]:
-        return {"changes": [c.to_json() for c in self.changes], "note": self.note or None}
+        found: dict[str, Any] = {
+            "changes": [c.to_json() for c in self.changes],
+            "note": self.note or None,
+        }
+        if self.unchecked:  # only on Kubernetes: an inventory's output as before
+            found["notCompared"] = list(self.unchecked)
+        return found
 
 
 async def node_configs(
-    nodes: Sequence[Node], desired: Mapping[str, Sequence[Property]], reader: KafkaConfigs
+    nodes: Sequence[Node],
+    desired: Mapping[str, Sequence[Property]],
+    reader: KafkaConfigs,
+    *,
+    unchecked: Mapping[str, Collection[str]] | None = None,
 ) -> dict[str, NodeConfig]:
     """Each node's desired configuration (node name -> its properties) against what Kafka says
     it runs: DescribeConfigs of its broker id, Kafka's validation of each changing dynamic key
     (`rules.configs.to_validate`), then `rules.configs.changes`. A node Kafka cannot be asked
-    about now says why instead; nothing is changed (validate_only)."""
+    about now says why instead; nothing is changed (validate_only). `unchecked`: per node name,
+    the keys its start sets (a placeholder a start script fills, on Kubernetes), left out of the
+    comparison with the keys Kafka derives from them (`rules.configs.DERIVED`): neither a
+    change nor a key dropped from the file."""
     found = {}
     for node in nodes:
         properties = desired.get(node.name)
@@ -90,18 +111,24 @@ async def node_configs(
                 note="a controller-only node: not compared (DescribeConfigs goes to brokers)"
             )
             continue
-        wanted = desired_values(properties)
+        skipped = set((unchecked or {}).get(node.name, ()))
+        skipped |= {key for key, source in DERIVED.items() if source in skipped}
+        wanted = {k: v for k, v in desired_values(properties).items() if k not in skipped}
         try:
             running = running_from_answer(await reader.running(node.node_id))
             if not running:
                 found[node.name] = NodeConfig(note="Kafka described no configuration for it")
                 continue
+            for key in skipped:
+                running.pop(key, None)
             said = await reader.live_answers(node.node_id, to_validate(wanted, running))
         except AdminApiError as exc:
             found[node.name] = NodeConfig(note=f"not compared: {exc}")
             continue
         answers = {key: LiveAnswer(*answer) for key, answer in said.items()}
-        found[node.name] = NodeConfig(tuple(changes(wanted, running, answers)))
+        found[node.name] = NodeConfig(
+            tuple(changes(wanted, running, answers)), unchecked=tuple(sorted(skipped))
+        )
     return found
 
 

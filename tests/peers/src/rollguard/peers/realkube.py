@@ -39,11 +39,12 @@ import threading
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
 
 from lightkube import Client, KubeConfig
+from lightkube.models.core_v1 import Volume, VolumeMount
 from lightkube.resources.apps_v1 import StatefulSet
 from lightkube.resources.core_v1 import Namespace, Node, Pod, Secret, ServiceAccount
 from lightkube.resources.rbac_authorization_v1 import ClusterRole, Role, RoleBinding
@@ -410,6 +411,8 @@ class ControlPlane:
         pod_annotations: Mapping[str, str] | None = None,
         pod_labels: Mapping[str, str] | None = None,
         first_ordinal: int = 0,
+        volumes: Sequence[Volume] = (),
+        mounts: Sequence[VolumeMount] = (),
     ) -> StatefulSet:
         return objects.apply_statefulset(
             self.client(),
@@ -420,6 +423,8 @@ class ControlPlane:
             pod_annotations=pod_annotations,
             pod_labels=pod_labels,
             first_ordinal=first_ordinal,
+            volumes=volumes,
+            mounts=mounts,
         )
 
     def pods(self, namespace: str, app: str) -> list[Pod]:

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import contextlib
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Protocol, TypeVar
 
@@ -30,7 +30,7 @@ from lightkube.models.authorization_v1 import (
     ResourceAttributes,
     SelfSubjectAccessReviewSpec,
 )
-from lightkube.models.core_v1 import Container, PodSpec, PodTemplateSpec
+from lightkube.models.core_v1 import Container, PodSpec, PodTemplateSpec, Volume, VolumeMount
 from lightkube.models.meta_v1 import LabelSelector, ObjectMeta
 from lightkube.models.rbac_v1 import RoleRef, Subject
 from lightkube.resources.apps_v1 import StatefulSet
@@ -108,11 +108,15 @@ def apply_statefulset(
     pod_annotations: Mapping[str, str] | None = None,
     pod_labels: Mapping[str, str] | None = None,
     first_ordinal: int = 0,
+    volumes: Sequence[Volume] = (),
+    mounts: Sequence[VolumeMount] = (),
 ) -> StatefulSet:
     """A StatefulSet `name` (label app=<name>, headless service `name`) restarted only by
     deleting pods (OnDelete), as a Kafka StatefulSet the roller rolls; its pods start in
     parallel, numbered from `first_ordinal` (`spec.ordinals.start`: a controller pool's pods
-    named after their node ids). Applying it again with another template makes a new revision."""
+    named after their node ids), with `volumes`, mounted by its container as `mounts` (kwok
+    runs no container: nothing reads them). Applying it again with another template makes a
+    new revision."""
     statefulset = StatefulSet(
         apiVersion="apps/v1",
         kind="StatefulSet",
@@ -129,7 +133,10 @@ def apply_statefulset(
                     labels={**(pod_labels or {}), "app": name},
                     annotations=dict(pod_annotations or {}),
                 ),
-                spec=PodSpec(containers=[Container(name="kafka", image=image)]),
+                spec=PodSpec(
+                    containers=[Container(name="kafka", image=image, volumeMounts=list(mounts))],
+                    volumes=list(volumes) or None,
+                ),
             ),
         ),
     )

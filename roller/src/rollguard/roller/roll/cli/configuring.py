@@ -1,7 +1,9 @@
-"""An inventory's desired configurations, for `plan` and `roll` (issue 41): each node's file
-(its `config:`, or what its `config-command:` prints) read before anything is asked (a bad one
-is exit 2), compared with what Kafka says each broker runs, and the roll's plan for them
-(`rules/config_plan.py`: live where Kafka allows, a restart only for a key read at start).
+"""The desired configurations, for `plan` and `roll` (issue 41): each node's file (an
+inventory's `config:`, or what its `config-command:` prints; on Kubernetes, for `plan
+--compare-config`, the ConfigMap its pod will mount: `rollguard.roller.kubernetes_configs`)
+read before Kafka is asked (a bad one is exit 2), compared with what Kafka says each broker
+runs, and the roll's plan for them (`rules/config_plan.py`: live where Kafka allows, a restart
+only for a key read at start).
 
 Before a roll's first action (`check_for_roll`): every broker with a desired file must have
 been compared (a broker Kafka cannot describe now fails the roll, exit 1: the roll would not
@@ -12,16 +14,19 @@ across a restart is refused, exit 2, naming it and how to remove it.
 from __future__ import annotations
 
 import asyncio
+import logging
 import time
-from collections.abc import Awaitable, Callable, Sequence
+from collections import Counter
+from collections.abc import Awaitable, Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
-from pathlib import Path
 
 from rollguard.roller.desired_configs import has_desired, read_all_desired
 from rollguard.roller.inventory import load_inventory
 from rollguard.roller.kafka_admin import KafkaObserver
 from rollguard.roller.kafka_configs import KafkaConfigs
 from rollguard.roller.model import Node
+from rollguard.roller.platform import Platform
+from rollguard.roller.roll.cli.options import RollOptions
 from rollguard.roller.roll.config_changes import (
     LiveConfigs,
     NodeConfig,
@@ -32,8 +37,12 @@ from rollguard.roller.roll.rules.config_plan import ConfigPlan, plan_configs, re
 from rollguard.roller.roll.rules.config_values import DesiredValue
 from rollguard.roller.roll.rules.settings import RollFailed
 from rollguard.shared.errors import ConfigError
+from rollguard.shared.javaprops import Property
+from rollguard.shared.logs import PROGRESS
 
-__all__ = ["Configs", "check_for_roll", "compare"]
+__all__ = ["Configs", "check_for_roll", "compare", "read_desired"]
+
+progress = logging.getLogger(PROGRESS)
 
 
 @dataclass(frozen=True, slots=True)
@@ -52,19 +61,65 @@ class Configs:
         return LiveConfigs(self.reader, self.plan, self.desired, clock=clock, sleep=sleep)
 
 
+@dataclass(frozen=True, slots=True)
+class Desired:
+    """Each node's desired properties, and the keys its start sets (not compared)."""
+
+    properties: Mapping[str, Sequence[Property]]
+    unchecked: Mapping[str, Collection[str]]
+
+
+async def read_desired(
+    options: RollOptions, platform: Platform, nodes: Sequence[Node]
+) -> Desired | None:
+    """Each node's desired configuration (None: none is given): an inventory's `config` or
+    `config-command`, or with --compare-config each pod's ConfigMap. ConfigError (exit 2) for
+    one that cannot be read, before Kafka is asked anything."""
+    if options.inventory is not None:
+        entries = load_inventory(options.inventory)
+        if not has_desired(entries):
+            return None
+        return Desired(await read_all_desired(entries), {})
+    if not options.compare_config:
+        return None
+    from rollguard.roller.kubernetes import KubernetesPlatform
+    from rollguard.roller.kubernetes_configs import read_pod_configs
+
+    assert isinstance(platform, KubernetesPlatform)
+    found = await read_pod_configs(
+        platform.client,
+        platform.settings.namespace,
+        nodes,
+        file=options.config_key,
+        set_at_start=options.config_set_at_start,
+    )
+    read = Counter((c.configmap, c.key) for c in found.values() if c.configmap)
+    for (configmap, key), pods in read.items():  # names only: a file holds passwords
+        progress.info(
+            "plan: desired configuration from ConfigMap %s key %s (%d pod%s)",
+            configmap,
+            key,
+            pods,
+            "" if pods == 1 else "s",
+        )
+    return Desired(
+        {n: c.properties for n, c in found.items()}, {n: c.unchecked for n, c in found.items()}
+    )
+
+
 async def compare(
-    inventory: Path | None, nodes: Sequence[Node], kafka: KafkaObserver
+    given: Desired | None, nodes: Sequence[Node], kafka: KafkaObserver
 ) -> Configs | None:
-    """The desired configurations against what Kafka says (None: the inventory has none)."""
-    if inventory is None:
+    """The desired configurations against what Kafka says (None: none is given)."""
+    if given is None:
         return None
-    entries = load_inventory(inventory)
-    if not has_desired(entries):
-        return None
-    properties = await read_all_desired(entries)  # ConfigError: exit 2, nothing asked yet
     reader = KafkaConfigs(kafka)
-    compared = await node_configs(nodes, properties, reader)
-    desired = {name: desired_values(found) for name, found in properties.items()}
+    compared = await node_configs(nodes, given.properties, reader, unchecked=given.unchecked)
+    desired = {}
+    for name, found in given.properties.items():
+        # the keys a pod's start sets are neither compared nor the roll's to change
+        skipped = compared[name].unchecked if name in compared else ()
+        desired[name] = {k: v for k, v in desired_values(found).items() if k not in skipped}
     changes = {name: c.changes for name, c in compared.items() if not c.note}
     brokers = [n.name for n in nodes if n.is_broker]
     return Configs(compared, plan_configs(changes, desired, brokers), desired, reader)

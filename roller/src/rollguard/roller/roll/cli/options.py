@@ -32,12 +32,17 @@ from rollguard.roller.roll.rules.settings import (
     RollChoices,
     RollSettings,
 )
-from rollguard.shared.converters import HostPort, duration_between, listen_address
+from rollguard.shared.converters import HostPort, boolean, duration_between, listen_address, names
 from rollguard.shared.errors import ConfigError
 from rollguard.shared.retry import RETRIES
 from rollguard.shared.settings import Group, option, repeated
 
 PREDICTION = Group("prediction", "the roll's duration, predicted from recovery history")
+PLAN = ("plan",)  # the flags only a plan reads
+CONFIGURATION = Group(
+    "configuration",
+    "on Kubernetes, what plan compares with what each broker runs: its desired server.properties",
+)
 JOURNAL = Group("journal", "where a roll keeps its progress, to resume it after an interruption")
 GATES = Group(
     "gates",
@@ -61,6 +66,12 @@ def _http_url(text: str) -> str:
     return text.strip().rstrip("/")
 
 
+def _config_key(text: str) -> str:
+    if not text.strip():
+        raise ValueError("an empty key: give the ConfigMap key, or the file's path in the pod")
+    return text.strip()
+
+
 def _query(text: str) -> str:
     if not text.strip():
         raise ValueError("an empty query")
@@ -80,6 +91,7 @@ class RollOptions(AgentOptions, OutputOptions, PlatformOptions, KafkaOptions, Ro
         TIMING,
         BATCHES,
         PREDICTION,
+        CONFIGURATION,
         JOURNAL,
         OUTPUT,
         RETRIES,
@@ -162,6 +174,34 @@ class RollOptions(AgentOptions, OutputOptions, PlatformOptions, KafkaOptions, Ro
         group=OUTPUT,
         commands=ROLL,
     )
+    compare_config: bool = option(
+        "false",
+        boolean,
+        "on Kubernetes: compare each broker pod's server.properties, from the ConfigMap its "
+        "StatefulSet's template (or the pod) mounts, with what Kafka says it runs (a switch; on "
+        "an inventory, each node's config: or config-command: does it)",
+        switch=True,
+        group=CONFIGURATION,
+        commands=PLAN,
+    )
+    config_key: str = option(
+        "server.properties",
+        _config_key,
+        "the properties file within the ConfigMap: its key, or the file name the pod sees, or "
+        "its full path in the container (when two ConfigMaps hold that name)",
+        "KEY|PATH",
+        group=CONFIGURATION,
+        commands=PLAN,
+    )
+    config_set_at_start: frozenset[str] = option(
+        "",
+        names,
+        "keys a start script sets in the pod (comma-separated, e.g. advertised.listeners): not "
+        "compared, as no value holding a placeholder is, nor a shared ConfigMap's node.id",
+        "KEYS",
+        group=CONFIGURATION,
+        commands=PLAN,
+    )
     state_dir: Path = option(
         ".rollguard",
         Path,
@@ -177,6 +217,11 @@ class RollOptions(AgentOptions, OutputOptions, PlatformOptions, KafkaOptions, Ro
             raise ConfigError("--gate-query needs --gate-prometheus URL (the server to ask)")
         if self.gate_prometheus is not None and not self.gate_query:
             raise ConfigError("--gate-prometheus needs at least one --gate-query PROMQL")
+        if self.compare_config and self.inventory is not None:
+            raise ConfigError(
+                "--compare-config is for pods on Kubernetes: an inventory names each node's "
+                "desired file with config: (or config-command:)"
+            )
         for other, given in (("--only", self.only), ("--skip", self.skip)):
             if both := sorted(self.hold & given):
                 raise ConfigError(f"--hold and {other} both name {', '.join(both)}")

@@ -37,7 +37,7 @@ from rollguard.roller.options import (
 )
 from rollguard.roller.platform import Platform
 from rollguard.roller.roll.cli import expectations
-from rollguard.roller.roll.cli.configuring import check_for_roll, compare
+from rollguard.roller.roll.cli.configuring import check_for_roll, compare, read_desired
 from rollguard.roller.roll.cli.display import LiveTable, finish, on_terminal, reporter
 from rollguard.roller.roll.cli.gates import close_gates, gates_from
 from rollguard.roller.roll.cli.options import RollOptions
@@ -172,7 +172,7 @@ async def _check_access(
 
     assert isinstance(platform, KubernetesPlatform)
     needed = (
-        plan_permissions()
+        plan_permissions(configs=options.compare_config)
         if command == "plan"
         else roll_permissions(
             journal=ConfigMapJournalStore.name(roll_id),
@@ -274,9 +274,11 @@ async def _run(command: str, options: RollOptions, stats: RetryStats, roll_id: s
                 if record is not None:
                     target = resumed_target(record, settings.kafka_version)
                     settings = replace(settings, kafka_version=target)
-            # Each node's desired configuration (an inventory's config/config-command), read
-            # before anything is asked (a bad one is exit 2), and what Kafka says of it.
-            configs = await compare(options.inventory, nodes, kafka)
+            # Each node's desired configuration (an inventory's config/config-command, or with
+            # plan --compare-config the pods' ConfigMaps), read before Kafka is asked (a bad
+            # one is exit 2), and what Kafka says of it.
+            desired = await read_desired(options, platform, nodes)
+            configs = await compare(desired, nodes, kafka)
             if configs is not None and command == "roll":
                 check_for_roll(configs, nodes)
             roller = Roller(
