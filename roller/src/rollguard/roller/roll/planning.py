@@ -14,7 +14,6 @@ it now (`decide.decide`, and the `Blocker`s of `safety`).
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -26,9 +25,7 @@ from rollguard.roller.roll.gates.keeper import Gates
 from rollguard.roller.roll.gates.keeper import describe as describe_gates
 from rollguard.roller.roll.observer import ClusterObserver, Observer
 from rollguard.roller.roll.rules.batch import Held, batchable, plan_batches
-from rollguard.roller.roll.rules.config_plan import ConfigPlan
 from rollguard.roller.roll.rules.decide import (
-    NO_REVISION,
     Action,
     AwaitRecovery,
     AwaitUnknown,
@@ -244,7 +241,7 @@ async def plan_with(
             replace(e, hold=gated) if e.action in ("restart", "force-restart") else e
             for e in entries
         ]
-    return _numbered(entries)
+    return numbered(entries)
 
 
 def _batches(
@@ -293,7 +290,7 @@ def _entry(node: Node, action: Action, answer: AgentAnswer | None) -> PlanEntry:
     return PlanEntry(node, "wait", action.reason, hold=Hold(kind, action.reason))
 
 
-def _numbered(entries: list[PlanEntry]) -> list[PlanEntry]:
+def numbered(entries: list[PlanEntry]) -> list[PlanEntry]:
     """Each taken node's place: one after the other, a batch's members together."""
     numbered, position, batch = [], 0, None
     for entry in entries:
@@ -369,27 +366,6 @@ def _now(entry: PlanEntry) -> str:
     if entry.action in ("force-restart", "hold"):
         return entry.reason
     return "nothing holds it"
-
-
-def with_configs(
-    entries: list[PlanEntry], configs: Mapping[str, NodeConfig], plan: ConfigPlan | None = None
-) -> list[PlanEntry]:
-    """The entries with each node's configuration changes (None for a node without any). With
-    the roll's plan for them (`rules.config_plan`), a node an inventory would restart for want of
-    a revision is taken for its configuration, as the roll takes it: restarted for a key read at
-    start only, changed live (`configure`), or left out when nothing changes."""
-    found = []
-    for e in entries:
-        e = replace(e, configs=configs.get(e.node.name))
-        node = plan.node(e.node.name) if plan is not None else None
-        if node is not None and e.why == NO_REVISION:
-            if not node.changes:
-                e = replace(e, action="skip", reason=node.why(), order="", hold=None)
-            elif not node.restart and e.action == "restart":
-                e = replace(e, action="configure")
-            e = replace(e, why=node.why())
-        found.append(e)
-    return _numbered([replace(e, position=None) for e in found])
 
 
 async def plan(

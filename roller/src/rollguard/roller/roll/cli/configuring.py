@@ -18,7 +18,7 @@ import logging
 import time
 from collections import Counter
 from collections.abc import Awaitable, Callable, Collection, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from rollguard.roller.desired_configs import has_desired, read_all_desired
 from rollguard.roller.inventory import load_inventory
@@ -33,8 +33,10 @@ from rollguard.roller.roll.config_changes import (
     desired_values,
     node_configs,
 )
+from rollguard.roller.roll.planning import PlanEntry, numbered
 from rollguard.roller.roll.rules.config_plan import ConfigPlan, plan_configs, refusals
 from rollguard.roller.roll.rules.config_values import DesiredValue
+from rollguard.roller.roll.rules.decide import NO_REVISION
 from rollguard.roller.roll.rules.settings import RollFailed
 from rollguard.shared.errors import ConfigError
 from rollguard.shared.javaprops import Property
@@ -141,3 +143,24 @@ def check_for_roll(configs: Configs, nodes: Sequence[Node]) -> None:
         raise ConfigError(
             "the desired configuration cannot take effect by a roll: " + "; ".join(refused)
         )
+
+
+def with_configs(
+    entries: list[PlanEntry], configs: Mapping[str, NodeConfig], plan: ConfigPlan | None = None
+) -> list[PlanEntry]:
+    """The entries with each node's configuration changes (None for a node without any). With
+    the roll's plan for them (`rules.config_plan`), a node an inventory would restart for want of
+    a revision is taken for its configuration, as the roll takes it: restarted for a key read at
+    start only, changed live (`configure`), or left out when nothing changes."""
+    found = []
+    for e in entries:
+        e = replace(e, configs=configs.get(e.node.name))
+        node = plan.node(e.node.name) if plan is not None else None
+        if node is not None and e.why == NO_REVISION:
+            if not node.changes:
+                e = replace(e, action="skip", reason=node.why(), order="", hold=None)
+            elif not node.restart and e.action == "restart":
+                e = replace(e, action="configure")
+            e = replace(e, why=node.why())
+        found.append(e)
+    return numbered([replace(e, position=None) for e in found])

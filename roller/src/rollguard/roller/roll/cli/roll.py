@@ -37,12 +37,17 @@ from rollguard.roller.options import (
 )
 from rollguard.roller.platform import Platform
 from rollguard.roller.roll.cli import expectations
-from rollguard.roller.roll.cli.configuring import check_for_roll, compare, read_desired
+from rollguard.roller.roll.cli.configuring import (
+    check_for_roll,
+    compare,
+    read_desired,
+    with_configs,
+)
 from rollguard.roller.roll.cli.display import LiveTable, finish, on_terminal, reporter
 from rollguard.roller.roll.cli.gates import close_gates, gates_from
 from rollguard.roller.roll.cli.options import RollOptions
 from rollguard.roller.roll.gates.pause import PauseGate
-from rollguard.roller.roll.planning import plan_lines, with_configs
+from rollguard.roller.roll.planning import plan_lines
 from rollguard.roller.roll.roller import Roller
 from rollguard.roller.roll.rules.releases import UnknownRelease, target_refusal
 from rollguard.roller.roll.stores.events import EventLog
