@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import json
 from collections.abc import Mapping
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -18,11 +19,12 @@ from rollguard.peers.sim import (
     SimCluster,
     SimNode,
     SimPartition,
+    SimPlatform,
     VirtualClock,
     make_roller,
     spread_rejoins,
 )
-from rollguard.roller.model import Node, Role
+from rollguard.roller.model import Node, PlatformView, Role
 from rollguard.roller.roll.config_changes import LiveConfigs
 from rollguard.roller.roll.rules.config_plan import ConfigPlan, NodePlan
 from rollguard.roller.roll.rules.config_values import DesiredValue
@@ -98,9 +100,30 @@ def plan() -> tuple[ConfigPlan, dict[str, dict[str, DesiredValue]]]:
     return ConfigPlan(nodes, {"log.cleaner.threads": "2"}), {}
 
 
-def roll(sim: SimCluster, folder: Path, admin: Admin, *, resume: bool = False) -> str:
-    roller = make_roller(sim, folder)
-    config_plan, desired = plan()
+class Pods(SimPlatform):
+    """As Kubernetes sees the nodes: revisions; kafka-0's pod is out of date, the others are
+    up to date (their ConfigMap changed in place, no new revision)."""
+
+    revisions = True
+
+    async def observe(self, node: Node) -> PlatformView:
+        view = await super().observe(node)
+        return replace(
+            view, up_to_date=node.name != "kafka-0" or self.cluster.by_id[0].restarts > 0
+        )
+
+
+def roll(
+    sim: SimCluster,
+    folder: Path,
+    admin: Admin,
+    *,
+    resume: bool = False,
+    pods: bool = False,
+    config_plan: ConfigPlan | None = None,
+) -> str:
+    roller = make_roller(sim, folder, platform=Pods if pods else None)
+    config_plan, desired = (config_plan, {}) if config_plan is not None else plan()
     roller.restarts.configs = LiveConfigs(
         admin,  # type: ignore[arg-type]
         config_plan,
@@ -218,3 +241,38 @@ def test_a_change_kafka_does_not_take_fails_once_the_read_back_gives_up(tmp_path
     assert sim.clock() - began >= 60
     assert [sim.by_id[i].restarts for i in range(3)] == [0, 0, 0]
     assert journal(tmp_path) == {"kafka-1": "failed"}
+
+
+def test_on_kubernetes_an_up_to_date_pod_is_taken_for_its_configuration_alone(
+    tmp_path: Path,
+) -> None:
+    """kafka-0's pod is out of date: restarted as ever, its live key set first; kafka-1's is up
+    to date and its ConfigMap changed a live key: configured, not restarted; kafka-2's is up to
+    date and its ConfigMap says what it runs: left out."""
+    sim, admin = cluster(), Admin(3)
+    nodes = {
+        "kafka-0": NodePlan({"num.io.threads": "16"}),
+        "kafka-1": NodePlan({"num.io.threads": "16"}),
+        "kafka-2": NodePlan(),
+    }
+    assert roll(sim, tmp_path, admin, pods=True, config_plan=ConfigPlan(nodes)) == ""
+    assert [sim.by_id[i].restarts for i in range(3)] == [1, 0, 0]
+    assert journal(tmp_path) == {
+        "kafka-0": "restarted",
+        "kafka-1": "configured",
+        "kafka-2": "skipped",
+    }
+    said = {(e["node"], e["action"]): e["reason"] for e in events(tmp_path)}
+    assert said[("kafka-0", "configure")] == "num.io.threads (before its restart)"
+    assert said[("kafka-2", "skip")] == "configuration unchanged"
+    # In the roll's order (kafka-0, the active controller, last): kafka-1 live, then kafka-0's
+    # live key just before its restart.
+    assert admin.altered == [(1, ("num.io.threads",)), (0, ("num.io.threads",))]
+    steps = [(e["node"], e["action"]) for e in events(tmp_path) if e["node"] != "kafka-2"]
+    assert [s for s in steps if s[1] in ("configure", "configured", "restart", "ready")] == [
+        ("kafka-1", "configure"),
+        ("kafka-1", "configured"),
+        ("kafka-0", "configure"),
+        ("kafka-0", "restart"),
+        ("kafka-0", "ready"),
+    ]

@@ -29,7 +29,7 @@ PLAN_SECTIONS = ["connection", "nodes", "safety", "gates", "timing", "batches", 
 ROLL_ONLY = ["--poll-interval", "--stall-timeout", "--restart-timeout", "--safety-wait",
              "--elect-preferred-leaders", "--roll-id", "--resume", "--state-dir",
              "--metrics-listen"]  # fmt: skip
-PLAN_ONLY = ["--compare-config", "--config-key", "--config-set-at-start"]
+PLAN_ONLY: list[str] = []  # --compare-config and its two were plan's before a roll took them
 
 
 def sections(text: str) -> list[str]:
@@ -60,7 +60,7 @@ def test_plan_help_lists_plan_s_flags_only_by_section(tmp_path: Path) -> None:
 def test_roll_help_has_the_same_sections_and_its_own(tmp_path: Path) -> None:
     done = run(["rollguard", "roll", "--help"], tmp_path)
     assert done.returncode == 0, done.stderr
-    assert sections(done.stdout) == ["options", *PLAN_SECTIONS[:-3], "journal", "output",
+    assert sections(done.stdout) == ["options", *PLAN_SECTIONS[:-2], "journal", "output",
                                      "retries"]  # fmt: skip
     for flag in PLAN_ONLY:
         assert f"{flag} " not in done.stdout, flag
@@ -92,15 +92,14 @@ def test_plan_takes_roll_s_flags_without_reading_them(tmp_path: Path) -> None:
     refused(run([*COMMANDS["roll"], *argv], tmp_path, env), "--roll-id: 'bad id!'")
 
 
-def test_compare_config_is_plan_s_and_for_pods_only(tmp_path: Path) -> None:
-    # `roll` takes it and says it ignores it; `plan` with an inventory refuses it, exit 2
-    done = run([*COMMANDS["roll"], "--compare-config", "--config-key", "x"], tmp_path)
-    assert "roll ignores --compare-config, --config-key: they are for plan only" in done.stderr
-    refused(
-        run([*COMMANDS["plan"], "--compare-config"], tmp_path),
-        "--compare-config is for pods on Kubernetes: an inventory names each node's desired "
-        "file with config: (or config-command:)",
-    )
+def test_compare_config_is_for_pods_only(tmp_path: Path) -> None:
+    # `plan` and `roll` with an inventory refuse it, exit 2
+    for command in ("plan", "roll"):
+        refused(
+            run([*COMMANDS[command], "--compare-config"], tmp_path),
+            "--compare-config is for pods on Kubernetes: an inventory names each node's desired "
+            "file with config: (or config-command:)",
+        )
     env = {"ROLLGUARD_COMPARE_CONFIG": "yes", "ROLLGUARD_CONFIG_KEY": " "}
     refused(run(COMMANDS["plan"], tmp_path, env), "ROLLGUARD_CONFIG_KEY", "an empty key")
 

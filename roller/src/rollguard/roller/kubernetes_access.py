@@ -76,11 +76,13 @@ def plan_permissions(*, configs: bool = False) -> list[Permission]:
     return needed
 
 
-def roll_permissions(*, journal: str, lease: str, resume: bool) -> list[Permission]:
+def roll_permissions(
+    *, journal: str, lease: str, resume: bool, configs: bool = False
+) -> list[Permission]:
     """What `roll` does: `plan`'s reads, the restarts, the journal in ConfigMap `journal` and
-    the Lease `lease`."""
+    the Lease `lease` (`configs`: `plan_permissions`'s)."""
     needed = [
-        *plan_permissions(),
+        *plan_permissions(configs=configs),
         Permission("delete", "pods"),
         Permission("get", "configmaps", name=journal),
         Permission("create", "configmaps"),  # a create is never granted by name: RBAC

@@ -10,7 +10,7 @@ from rollguard.roller.model import Node, PlatformView, kafka_build
 from rollguard.roller.roll.observer import Observer
 from rollguard.roller.roll.planning import HELD
 from rollguard.roller.roll.restarts import Restarts, RollResult
-from rollguard.roller.roll.rules.decide import NO_REVISION, wanted
+from rollguard.roller.roll.rules.decide import NO_REVISION, UP_TO_DATE, wanted
 from rollguard.roller.roll.rules.settings import RollSettings
 from rollguard.roller.roll.stores.journal import RollRecord
 from rollguard.shared.wire import KafkaBuild
@@ -61,7 +61,7 @@ class Selection:
         taken, why = wanted(node, view, self.settings, revisions=self.revisions, running=running)
         configs = self.restarts.configs  # with desired configurations: their plan
         plan = configs.plan.node(node.name) if configs is not None else None
-        if plan is not None and why == NO_REVISION:  # its configuration decides
+        if plan is not None and why in (NO_REVISION, UP_TO_DATE):  # its configuration decides
             taken, why = plan.changes, plan.why()
         elif taken and configs is not None:
             configs.restarting.add(node.name)  # restarted for another reason

@@ -36,7 +36,7 @@ from rollguard.roller.roll.config_changes import (
 from rollguard.roller.roll.planning import PlanEntry, numbered
 from rollguard.roller.roll.rules.config_plan import ConfigPlan, plan_configs, refusals
 from rollguard.roller.roll.rules.config_values import DesiredValue
-from rollguard.roller.roll.rules.decide import NO_REVISION
+from rollguard.roller.roll.rules.decide import NO_REVISION, UP_TO_DATE
 from rollguard.roller.roll.rules.settings import RollFailed
 from rollguard.shared.errors import ConfigError
 from rollguard.shared.javaprops import Property
@@ -150,13 +150,19 @@ def with_configs(
 ) -> list[PlanEntry]:
     """The entries with each node's configuration changes (None for a node without any). With
     the roll's plan for them (`rules.config_plan`), a node an inventory would restart for want of
-    a revision is taken for its configuration, as the roll takes it: restarted for a key read at
-    start only, changed live (`configure`), or left out when nothing changes."""
+    a revision, or a pod up to date, is taken for its configuration, as the roll takes it:
+    restarted for a key read at start only, changed live (`configure`), or left out when nothing
+    changes."""
     found = []
     for e in entries:
         e = replace(e, configs=configs.get(e.node.name))
         node = plan.node(e.node.name) if plan is not None else None
-        if node is not None and e.why == NO_REVISION:
+        if node is not None and e.why == UP_TO_DATE and node.changes:
+            # An up-to-date pod whose ConfigMap changed in place: taken for it (what would hold
+            # its restart now is the roll's to find: the plan left it out before)
+            action = "restart" if node.restart else "configure"
+            e = replace(e, action=action, reason=node.why(), why=node.why())
+        elif node is not None and e.why == NO_REVISION:
             if not node.changes:
                 e = replace(e, action="skip", reason=node.why(), order="", hold=None)
             elif not node.restart and e.action == "restart":

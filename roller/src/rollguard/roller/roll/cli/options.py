@@ -38,10 +38,9 @@ from rollguard.shared.retry import RETRIES
 from rollguard.shared.settings import Group, option, repeated
 
 PREDICTION = Group("prediction", "the roll's duration, predicted from recovery history")
-PLAN = ("plan",)  # the flags only a plan reads
 CONFIGURATION = Group(
     "configuration",
-    "on Kubernetes, what plan compares with what each broker runs: its desired server.properties",
+    "on Kubernetes, each broker pod's desired server.properties: plan compares it, roll rolls it",
 )
 JOURNAL = Group("journal", "where a roll keeps its progress, to resume it after an interruption")
 GATES = Group(
@@ -178,11 +177,11 @@ class RollOptions(AgentOptions, OutputOptions, PlatformOptions, KafkaOptions, Ro
         "false",
         boolean,
         "on Kubernetes: compare each broker pod's server.properties, from the ConfigMap its "
-        "StatefulSet's template (or the pod) mounts, with what Kafka says it runs (a switch; on "
-        "an inventory, each node's config: or config-command: does it)",
+        "StatefulSet's template (or the pod) mounts, with what Kafka says it runs, and roll it "
+        "(live where Kafka allows; a switch; on an inventory, each node's config: or "
+        "config-command: does it)",
         switch=True,
         group=CONFIGURATION,
-        commands=PLAN,
     )
     config_key: str = option(
         "server.properties",
@@ -191,7 +190,6 @@ class RollOptions(AgentOptions, OutputOptions, PlatformOptions, KafkaOptions, Ro
         "its full path in the container (when two ConfigMaps hold that name)",
         "KEY|PATH",
         group=CONFIGURATION,
-        commands=PLAN,
     )
     config_set_at_start: frozenset[str] = option(
         "",
@@ -200,7 +198,6 @@ class RollOptions(AgentOptions, OutputOptions, PlatformOptions, KafkaOptions, Ro
         "compared, as no value holding a placeholder is, nor a shared ConfigMap's node.id",
         "KEYS",
         group=CONFIGURATION,
-        commands=PLAN,
     )
     state_dir: Path = option(
         ".rollguard",

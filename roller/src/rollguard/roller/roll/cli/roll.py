@@ -183,6 +183,7 @@ async def _check_access(
             journal=ConfigMapJournalStore.name(roll_id),
             lease=KUBERNETES_LEASE,
             resume=options.resume is not None,
+            configs=options.compare_config,
         )
     )
     await check_access(platform.client, platform.settings.namespace, needed)
@@ -280,8 +281,8 @@ async def _run(command: str, options: RollOptions, stats: RetryStats, roll_id: s
                     target = resumed_target(record, settings.kafka_version)
                     settings = replace(settings, kafka_version=target)
             # Each node's desired configuration (an inventory's config/config-command, or with
-            # plan --compare-config the pods' ConfigMaps), read before Kafka is asked (a bad
-            # one is exit 2), and what Kafka says of it.
+            # --compare-config the pods' ConfigMaps), read before Kafka is asked (a bad one is
+            # exit 2), and what Kafka says of it.
             desired = await read_desired(options, platform, nodes)
             configs = await compare(desired, nodes, kafka)
             if configs is not None and command == "roll":

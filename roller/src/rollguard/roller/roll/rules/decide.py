@@ -73,6 +73,7 @@ __all__ = [
 
 FORCE = "force"  # how every forced restart's reason begins: the events tell them by it
 NO_REVISION = "inventory (no revision to compare)"  # why an inventory's node is taken
+UP_TO_DATE = "already runs the desired revision"  # why a pod is not: its ConfigMap may say
 
 
 @dataclass(frozen=True, slots=True)
@@ -190,7 +191,7 @@ def wanted(
         return True, "--all"
     if target is not None:
         return False, f"already runs Kafka {target}"
-    return False, "already runs the desired revision"
+    return False, UP_TO_DATE
 
 
 def agent_unknown(node: Node, answer: AgentAnswer | None) -> bool:
