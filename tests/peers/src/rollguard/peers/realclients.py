@@ -46,6 +46,8 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
+from rollguard.peers.processes import raise_priority
+
 
 @dataclass
 class IsrLow:
@@ -472,17 +474,10 @@ def _flush(sampler: IsrSampler, cursor: _Cursor, emit: Callable[[dict[str, Any]]
         emit({"k": "ll", "n": n})
 
 
-def _raise_priority() -> None:
-    """This thread (and the threads it makes, which inherit it) at a higher scheduling
-    priority where it may (root): an observer starved by what it watches sees nothing."""
-    with contextlib.suppress(OSError, AttributeError):
-        os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), -5)
-
-
 def _serve(config: dict[str, Any]) -> int:
     """The sampler's own process: sample until stdin closes, writing what it saw."""
     logging.disable(logging.CRITICAL)  # the clients' complaints about brokers going away
-    _raise_priority()  # before its clients' threads are made
+    raise_priority()  # before its clients' threads are made
     lock = threading.Lock()
 
     def emit(event: dict[str, Any]) -> None:
@@ -588,7 +583,7 @@ class Canary:
     def _produce(self) -> None:
         from kafka import KafkaProducer
 
-        _raise_priority()  # inherited by the producer's sender thread, made below
+        raise_priority()  # inherited by the producer's sender thread, made below
         producer = KafkaProducer(
             bootstrap_servers=self.bootstrap,
             acks="all",
@@ -653,7 +648,7 @@ class Canary:
         one was."""
         from kafka import KafkaConsumer, TopicPartition
 
-        _raise_priority()
+        raise_priority()
         positions: dict[Any, int] = {}
         while not self._stop_consuming.is_set():
             consumer = None
