@@ -27,7 +27,6 @@ from rollguard.peers.sim import (
 from rollguard.roller.model import Node, PlatformView, Role
 from rollguard.roller.roll.config_changes import LiveConfigs
 from rollguard.roller.roll.rules.config_plan import ConfigPlan, NodePlan
-from rollguard.roller.roll.rules.config_values import DesiredValue
 from rollguard.roller.roll.rules.settings import RollFailed
 
 COMBINED = frozenset({Role.BROKER, Role.CONTROLLER})
@@ -85,7 +84,7 @@ def cluster() -> SimCluster:
     return sim
 
 
-def plan() -> tuple[ConfigPlan, dict[str, dict[str, DesiredValue]]]:
+def plan() -> ConfigPlan:
     """log.cleaner.threads to 2 everywhere (at the default), num.io.threads to 16 and a new
     password on kafka-1 (its own), a read-only key on kafka-2 (a restart)."""
     nodes = {
@@ -97,7 +96,7 @@ def plan() -> tuple[ConfigPlan, dict[str, dict[str, DesiredValue]]]:
         ),
         "kafka-2": NodePlan(restart=("log.dirs",), cluster=("log.cleaner.threads",)),
     }
-    return ConfigPlan(nodes, {"log.cleaner.threads": "2"}), {}
+    return ConfigPlan(nodes, {"log.cleaner.threads": "2"})
 
 
 class Pods(SimPlatform):
@@ -123,11 +122,9 @@ def roll(
     config_plan: ConfigPlan | None = None,
 ) -> str:
     roller = make_roller(sim, folder, platform=Pods if pods else None)
-    config_plan, desired = (config_plan, {}) if config_plan is not None else plan()
     roller.restarts.configs = LiveConfigs(
         admin,  # type: ignore[arg-type]
-        config_plan,
-        desired,
+        config_plan or plan(),
         clock=sim.clock,
         sleep=sim.clock.sleep,
     )

@@ -139,15 +139,13 @@ class LiveConfigs:
         self,
         reader: KafkaConfigs,
         plan: ConfigPlan,
-        desired: Mapping[str, Mapping[str, DesiredValue]],
         *,
         clock: Callable[[], float] = time.monotonic,
         sleep: Callable[[float], Awaitable[object]] = asyncio.sleep,
         poll: float = 0.5,
     ) -> None:
         self.reader = reader
-        self.plan = plan
-        self.desired = desired
+        self.plan = plan  # its values are the desired files' (`rules.config_plan`)
         self.restarting: set[str] = set()  # restarted anyway (--all, --only, a target...)
         self._cluster_done = not plan.cluster
         self._clock = clock

@@ -60,7 +60,7 @@ class Configs:
         clock: Callable[[], float] = time.monotonic,
         sleep: Callable[[float], Awaitable[object]] = asyncio.sleep,
     ) -> LiveConfigs:
-        return LiveConfigs(self.reader, self.plan, self.desired, clock=clock, sleep=sleep)
+        return LiveConfigs(self.reader, self.plan, clock=clock, sleep=sleep)
 
 
 @dataclass(frozen=True, slots=True)
