@@ -1,15 +1,16 @@
 """The roll canary's figures (`roll.rules.canary`): nearest-rank percentiles, the consumer's
 longest gap, one window's figures, when a window's answers are all in, a canary that cannot
-produce (pure, times given)."""
+produce (pure, times given); and its topic's shape (`kafka_canary.spread`, `shape_problem`)."""
 
 from __future__ import annotations
 
 import pytest
 
+from rollguard.roller.kafka_canary import shape_problem, spread
+from rollguard.roller.model import CanaryArrival as Arrival
+from rollguard.roller.model import CanarySample as Sample
 from rollguard.roller.roll.rules.canary import (
-    Arrival,
     Figures,
-    Sample,
     figures,
     longest_gap,
     percentile,
@@ -150,3 +151,49 @@ def test_a_canary_stalls_when_nothing_is_acknowledged_for_a_while(
     last_ack: float | None, now: float, expected: bool
 ) -> None:
     assert stalled(last_ack, now, within=5.0, since=100.0) is expected
+
+
+@pytest.mark.parametrize(
+    ("brokers", "replication", "expected"),
+    [
+        ([0, 1, 2], 3, {0: [0, 1, 2], 1: [1, 2, 0], 2: [2, 0, 1]}),
+        ([2, 0, 1], 3, {0: [0, 1, 2], 1: [1, 2, 0], 2: [2, 0, 1]}),  # by id, whatever the order
+        (
+            [1, 2, 3, 4, 5],
+            3,
+            {0: [1, 2, 3], 1: [2, 3, 4], 2: [3, 4, 5], 3: [4, 5, 1], 4: [5, 1, 2]},
+        ),
+        ([7], 3, {0: [7]}),  # never more replicas than brokers
+        ([0, 1], 3, {0: [0, 1], 1: [1, 0]}),
+    ],
+)
+def test_the_topic_made_has_a_partition_led_by_each_broker(
+    brokers: list[int], replication: int, expected: dict[int, list[int]]
+) -> None:
+    assert spread(brokers, replication) == expected
+
+
+@pytest.mark.parametrize(
+    ("replicas", "expected"),
+    [
+        ({0: [0, 1, 2], 1: [1, 2, 0], 2: [2, 0, 1]}, None),
+        ({0: [2, 0, 1], 1: [0, 1, 2], 2: [1, 2, 0]}, None),  # which partition is whose: no matter
+        (
+            {0: [0, 1, 2]},
+            "1 partition whose preferred leaders are 0, not one per broker (0, 1, 2)",
+        ),
+        (
+            {0: [0, 1, 2], 1: [0, 2, 1], 2: [2, 0, 1]},
+            "3 partitions whose preferred leaders are 0, 0, 2, not one per broker (0, 1, 2)",
+        ),
+        (
+            {i: [i % 3] for i in range(6)},
+            "6 partitions whose preferred leaders are 0, 0, 1, 1, 2, 2, not one per broker "
+            "(0, 1, 2)",
+        ),
+    ],
+)
+def test_an_existing_topic_of_another_shape_is_named(
+    replicas: dict[int, list[int]], expected: str | None
+) -> None:
+    assert shape_problem(replicas, [0, 1, 2]) == expected

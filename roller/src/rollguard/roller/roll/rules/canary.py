@@ -3,12 +3,12 @@
 `rollguard roll --canary TOPIC` sends to and reads from a topic with a partition led by each
 broker for the whole roll (`rollguard.roller.kafka_canary`). Each send is kept as when it was
 sent and how long its acknowledgement took (or that it failed), each record read back as when
-it arrived and how long after it was sent: `Samples`. Here those become the figures of one
-window (`figures`): the idle baseline before the first restart, then each restart, from the
-node's restart to its being back. A send belongs to the window it was *sent* in, whenever its
-answer comes (a send that fails does so up to the delivery timeout later: `settled` says when a
-window's answers are all in); a record read back, and the consumer's gaps, to the window they
-happen in.
+it arrived and how long after it was sent: a `CanarySample` and a `CanaryArrival`
+(`rollguard.roller.model`). Here those become the figures of one window (`figures`): the idle
+baseline before the first restart, then each restart, from the node's restart to its being
+back. A send belongs to the window it was *sent* in, whenever its answer comes (a send that
+fails does so up to the delivery timeout later: `settled` says when a window's answers are all
+in); a record read back, and the consumer's gaps, to the window they happen in.
 
 Percentiles are nearest-rank (the smallest value with at least q of the values at or below it):
 a value that was measured, never an interpolation between two sends.
@@ -20,6 +20,7 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from rollguard.roller.model import CanaryArrival, CanarySample
 from rollguard.shared.converters import format_duration
 
 
@@ -29,23 +30,6 @@ def percentile(values: Sequence[float], q: float) -> float | None:
         return None
     ordered = sorted(values)
     return ordered[max(0, math.ceil(q * len(ordered)) - 1)]
-
-
-@dataclass(frozen=True, slots=True)
-class Sample:
-    """One send: when it was sent, and its acknowledgement's latency in seconds (None: it failed;
-    a send with no answer yet is not a sample)."""
-
-    at: float
-    latency: float | None
-
-
-@dataclass(frozen=True, slots=True)
-class Arrival:
-    """One record read back: when, and how long after it was sent (end to end, in seconds)."""
-
-    at: float
-    latency: float
 
 
 def longest_gap(arrivals: Sequence[float], start: float, end: float) -> float:
@@ -125,7 +109,7 @@ def _seconds(value: float) -> str:
 
 
 def figures(
-    samples: Sequence[Sample], arrivals: Sequence[Arrival], start: float, end: float
+    samples: Sequence[CanarySample], arrivals: Sequence[CanaryArrival], start: float, end: float
 ) -> Figures:
     """The figures of [start, end]: the sends sent in it (answered), the records read back in it,
     the consumer's longest gap in it. `arrivals` sorted by `at`."""
