@@ -23,11 +23,13 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import Mapping
+import threading
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
-from rollguard.roller.kafka_canary import Canary, CanaryTopic
+from rollguard.roller.kafka_canary import CanaryTopic
+from rollguard.roller.model import CanaryArrival, CanarySample
 from rollguard.roller.roll.rules.canary import Figures, figures, settled, stalled
 from rollguard.roller.roll.stores.events import EventLog
 from rollguard.shared.converters import format_duration
@@ -38,6 +40,23 @@ logger = logging.getLogger(__name__)
 STARTS = (Event.RESTART, Event.CONFIGURE)
 BACKS = (Event.READY, Event.CONFIGURED)
 WATCH_EVERY = 0.5  # seconds between two looks at the windows waiting for their answers
+
+
+class CanarySource(Protocol):
+    """What the roll asks of its canary (`kafka_canary.Canary`)."""
+
+    topic: str
+    delivery_timeout: float
+    clock: Callable[[], float]
+    warm: threading.Event
+    last_ack: float | None
+    last_error: str | None
+    started_at: float | None
+
+    def prepare(self) -> CanaryTopic: ...
+    def start(self) -> None: ...
+    def stop(self) -> None: ...
+    def samples(self) -> tuple[list[CanarySample], list[CanaryArrival], list[float]]: ...
 
 
 @dataclass
@@ -52,7 +71,7 @@ class RollCanary:
     """The canary for one roll: `start()` before the roll, `stop()` after it, `lines()` for its
     summary; `on_event` listens to the roll's events."""
 
-    def __init__(self, canary: Canary, events: EventLog, *, baseline: float) -> None:
+    def __init__(self, canary: CanarySource, events: EventLog, *, baseline: float) -> None:
         self.canary = canary
         self.events = events
         self.baseline_wait = baseline
