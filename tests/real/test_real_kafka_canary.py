@@ -19,8 +19,10 @@ from typing import Any
 
 import pytest
 
-from rollguard.peers.realclients import Canary
+from rollguard.peers.realclients import Canary as WitnessCanary
 from rollguard.peers.realcluster import RealCluster, real_cluster
+from rollguard.roller.kafka_admin import KafkaObserver
+from rollguard.roller.kafka_canary import Canary
 
 from helpers import Pki
 from real_kafka import events, roll, watched
@@ -40,7 +42,7 @@ def wall(stamp: str) -> float:
     return datetime.fromisoformat(stamp.replace("Z", "+00:00")).timestamp()
 
 
-def witnessed(canary: Canary, start: float, end: float) -> dict[str, Any]:
+def witnessed(canary: WitnessCanary, start: float, end: float) -> dict[str, Any]:
     """The test canary's own figures over [start, end] (wall times): its sends sent then, their
     failures, median and worst acknowledgement, its consumer's longest gap within it."""
     with canary._lock:
@@ -122,3 +124,28 @@ def test_a_roll_with_a_canary_says_what_each_restart_cost(
     assert any("baseline send p50" in line for line in lines), done.stderr
     for node in costs:
         assert any(f"{TOPIC}: {node}: send p50" in line for line in lines), done.stderr
+
+
+def test_an_existing_topic_of_another_shape_is_used_as_it_is(cluster: RealCluster) -> None:
+    from kafka.admin import KafkaAdminClient
+
+    admin = KafkaAdminClient(bootstrap_servers=cluster.kafka.bootstrap)
+    try:
+        admin.create_topics({"one-partition": {"num_partitions": 1, "replication_factor": 2}})
+    finally:
+        admin.close()
+    before = preferred_leaders(cluster, "one-partition")
+    observer = KafkaObserver(cluster.kafka.bootstrap)
+    try:
+        found = Canary(observer, "one-partition").prepare()
+        made = Canary(observer, "made-here").prepare()
+    finally:
+        observer.close()
+    assert (found.created, found.partitions, found.replication) == (False, 1, 2)
+    assert found.problem is not None and found.problem.startswith("1 partition whose preferred")
+    assert found.text().endswith("not one per broker (0, 1, 2): used as it is"), found.text()
+    assert preferred_leaders(cluster, "one-partition") == before  # never altered
+    # Created when absent: a partition led by each broker, the cluster's replication (its
+    # default.replication.factor, 3 here).
+    assert (made.created, made.partitions, made.replication, made.problem) == (True, 3, 3, None)
+    assert preferred_leaders(cluster, "made-here") == ([0, 1, 2], 3)

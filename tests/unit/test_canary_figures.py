@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from rollguard.roller.kafka_canary import shape_problem, spread
+from rollguard.roller.kafka_canary import replication, shape_problem, spread
 from rollguard.roller.model import CanaryArrival as Arrival
 from rollguard.roller.model import CanarySample as Sample
 from rollguard.roller.roll.rules.canary import (
@@ -197,3 +197,21 @@ def test_an_existing_topic_of_another_shape_is_named(
     replicas: dict[int, list[int]], expected: str | None
 ) -> None:
     assert shape_problem(replicas, [0, 1, 2]) == expected
+
+
+@pytest.mark.parametrize(
+    ("default", "brokers", "expected"),
+    [
+        (3, 3, 3),
+        (1, 3, 3),  # 3 at least where there are 3 brokers
+        (None, 3, 3),  # not read: the same
+        (1, 2, 2),  # never more than the brokers
+        (1, 1, 1),
+        (4, 6, 4),  # the cluster's own, above 3
+        (5, 4, 4),
+    ],
+)
+def test_the_topic_made_has_the_cluster_s_replication_3_at_least(
+    default: int | None, brokers: int, expected: int
+) -> None:
+    assert replication(default, brokers) == expected

@@ -28,12 +28,20 @@ from typing import Any
 from rollguard.roller.kafka_admin import KafkaObserver
 from rollguard.roller.model import CanaryArrival, CanarySample
 
-__all__ = ["DELIVERY_TIMEOUT", "Canary", "CanaryTopic", "shape_problem", "spread"]
+__all__ = ["DELIVERY_TIMEOUT", "Canary", "CanaryTopic", "replication", "shape_problem", "spread"]
 
 logger = logging.getLogger(__name__)
 
 DELIVERY_TIMEOUT = 10.0  # seconds: a send not acknowledged within it has failed
 REQUEST_TIMEOUT_MS = 5000  # within the delivery timeout, so that a send is retried once at least
+
+
+def replication(default: int | None, brokers: int) -> int:
+    """The canary topic's replication: the cluster's `default.replication.factor` (None: not
+    read), 3 at least where there are 3 brokers or more (a default of 1 would make every
+    restart a canary's outage, not a measure of what clients see), never more than the
+    brokers."""
+    return min(brokers, max(default or 1, 3))
 
 
 def spread(brokers: Sequence[int], replication: int) -> dict[int, list[int]]:
@@ -130,7 +138,7 @@ class Canary:
                 width = max((len(r) for r in replicas.values()), default=0)
                 problem = shape_problem(replicas, brokers)
                 return CanaryTopic(self.topic, len(replicas), width, False, problem)
-            default = 1
+            default = None
             resource = ConfigResource(
                 ConfigResourceType.BROKER,
                 str(brokers[0]),
@@ -144,10 +152,10 @@ class Canary:
                     .get("default.replication.factor")
                 )
                 default = int(entry["value"])
-            replication = min(len(brokers), max(default, 3))
-            assignments = spread(brokers, replication)
+            assignments = spread(brokers, replication(default, len(brokers)))
             admin.create_topics({self.topic: {"assignments": assignments}}, wait_for_metadata=True)
-        return CanaryTopic(self.topic, len(assignments), replication, True, None)
+        width = len(assignments[0])
+        return CanaryTopic(self.topic, len(assignments), width, True, None)
 
     def prepare(self) -> CanaryTopic:
         """The topic, found or created (blocking); AdminApiError when it can be neither."""
