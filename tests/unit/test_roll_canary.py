@@ -6,6 +6,7 @@ clock the test gives."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import threading
 from pathlib import Path
@@ -30,7 +31,7 @@ class Given:
         self.acked: float | None = None  # the latest acknowledgement; None: from the samples
         self.last_error: str | None = None
         self.started_at: float | None = 0.0
-        self.stopped = False
+        self.stopped = self.waited = False
         self._samples, self._arrivals = samples, arrivals
 
     @property
@@ -49,8 +50,9 @@ class Given:
     def start(self) -> None:
         pass
 
-    def stop(self) -> None:
+    def stop(self, *, wait: bool = True) -> None:
         self.stopped = True
+        self.waited = wait
 
     def samples(self) -> tuple[list[CanarySample], list[CanaryArrival], list[float]]:
         return self._samples, self._arrivals, []
@@ -188,3 +190,21 @@ def test_a_canary_that_cannot_produce_is_said_once_until_it_produces_again(
         "secs."
     )
     assert failing[0]["topic"] == "rollguard-canary"
+
+
+def test_an_interrupted_roll_says_what_is_in_and_stops_the_canary_at_once(tmp_path: Path) -> None:
+    canary = steady(0.0, 30.0)
+    events = EventLog(tmp_path / "events.jsonl", "r1")
+
+    async def interrupted() -> None:
+        async with RollCanary(canary, events, baseline=0.0):
+            canary.now = 2.0
+            events.write("kafka-0", Event.RESTART, "")
+            canary.now = 4.0
+            raise asyncio.CancelledError  # SIGINT, SIGTERM: the roll's task cancelled
+
+    with contextlib.suppress(asyncio.CancelledError):
+        asyncio.run(interrupted())
+    assert (canary.stopped, canary.waited) == (True, False)
+    [cost] = [e for e in said(tmp_path / "events.jsonl") if e["action"] == "canary-cost"]
+    assert cost["node"] == "kafka-0" and cost["seconds"] == 2.0

@@ -178,11 +178,11 @@ class Canary:
         self.started_at = self.clock()
         self._threads[1].start()
 
-    def stop(self) -> None:
+    def stop(self, *, wait: bool = True) -> None:
         """Stop sending, wait for the answers still due (the delivery timeout bounds it), then
-        stop reading."""
+        stop reading; without `wait`, only tell the threads to stop (an interrupted roll)."""
         self._stop.set()
-        for thread in self._threads:
+        for thread in self._threads if wait else ():
             thread.join(self.delivery_timeout + 10)
 
     def samples(self) -> tuple[list[CanarySample], list[CanaryArrival], list[float]]:

@@ -55,7 +55,7 @@ class CanarySource(Protocol):
 
     def prepare(self) -> CanaryTopic: ...
     def start(self) -> None: ...
-    def stop(self) -> None: ...
+    def stop(self, *, wait: bool = True) -> None: ...
     def samples(self) -> tuple[list[CanarySample], list[CanaryArrival], list[float]]: ...
 
 
@@ -184,13 +184,14 @@ class RollCanary:
             self.events.forget_said(None, "canary")
         self._failing = failing
 
-    async def stop(self) -> None:
+    async def stop(self, *, wait: bool = True) -> None:
         """Wait for the answers of the windows still due (the delivery timeout bounds it), say
-        them, and stop the clients."""
+        them, and stop the clients. Without `wait` (an interrupted roll, whose exit is bounded
+        to seconds), say what is in and stop at once."""
         with contextlib.suppress(ValueError):
             self.events.listeners.remove(self.on_event)
         if self._task is not None:
-            due = self.canary.clock() + self.canary.delivery_timeout + 1
+            due = self.canary.clock() + (self.canary.delivery_timeout + 1 if wait else 0)
             while self.canary.clock() < due and any(
                 w.figures is None and w.end is not None for w in self.windows
             ):
@@ -203,14 +204,17 @@ class RollCanary:
                 self._open.clear()
                 self.windows.clear()
             self._settle(final=True)
-        await asyncio.to_thread(self.canary.stop)
+        if wait:
+            await asyncio.to_thread(self.canary.stop)
+        else:
+            self.canary.stop(wait=False)
 
     async def __aenter__(self) -> RollCanary:
         await self.start()
         return self
 
-    async def __aexit__(self, *exc: object) -> None:
-        await self.stop()
+    async def __aexit__(self, kind: type[BaseException] | None, *exc: object) -> None:
+        await self.stop(wait=kind is None or not issubclass(kind, asyncio.CancelledError))
 
     def lines(self) -> list[str]:
         """The roll summary's lines: the baseline, then each restart's cost."""
