@@ -119,7 +119,8 @@ def test_a_roll_with_a_canary_says_what_each_restart_cost(
         # wrong time, a send missed) would be the delivery timeout, 10 s.
         for key, slack in (("maxMs", 2000.0), ("longestGapS", 1.5)):
             assert abs(cost[key] - own[key]) <= slack, (key, cost, own)
-    # The summary: the baseline, then one line per restart.
+    # Said as it starts; the summary: the baseline, then one line per restart.
+    assert f"canary {TOPIC}: created, 3 partitions, replication 3" in done.stderr
     lines = [line for line in done.stderr.splitlines() if f"canary {TOPIC}: " in line]
     assert any("baseline send p50" in line for line in lines), done.stderr
     for node in costs:

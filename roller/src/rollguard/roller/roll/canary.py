@@ -34,8 +34,10 @@ from rollguard.roller.roll.rules.canary import Figures, figures, settled, stalle
 from rollguard.roller.roll.stores.events import EventLog
 from rollguard.shared.converters import format_duration
 from rollguard.shared.dataset import Event
+from rollguard.shared.logs import PROGRESS
 
 logger = logging.getLogger(__name__)
+progress = logging.getLogger(PROGRESS)  # the roll's progress lines, on stderr
 
 STARTS = (Event.RESTART, Event.CONFIGURE)
 BACKS = (Event.READY, Event.CONFIGURED)
@@ -91,8 +93,10 @@ class RollCanary:
         """The topic found or made, the clients started, the baseline's first seconds waited
         for. AdminApiError when the topic can be neither found nor made."""
         self.topic = topic = await asyncio.to_thread(self.canary.prepare)
-        level = logging.WARNING if topic.problem else logging.INFO
-        logger.log(level, "canary %s", topic.text())
+        if topic.problem:  # said once, here and in the event
+            logger.warning("canary %s", topic.text())
+        else:
+            progress.info("canary %s", topic.text())
         self.events.write(
             None,
             Event.CANARY_TOPIC,
@@ -108,7 +112,7 @@ class RollCanary:
         self._since = self.canary.clock()
         self._task = asyncio.create_task(self._watch(), name="canary")
         self.events.listeners.append(self.on_event)
-        logger.info(
+        progress.info(
             "canary %s: %s of idle baseline before the first restart",
             self.name,
             format_duration(self.baseline_wait),
