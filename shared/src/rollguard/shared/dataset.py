@@ -159,5 +159,7 @@ class Event(StrEnum):
     CANARY_COST = "canary-cost"
 
 
-# The roll's last event, when it ended (a roll without one is unfinished).
+# The roll's last event, when it ended (a roll without one is unfinished); with `--canary`, the
+# canary's `canary-cost` of the last restarts may follow it, once their sends are answered
+# (within the canary's delivery timeout).
 ROLL_OUTCOMES = (Event.ROLL_COMPLETED, Event.ROLL_FAILED, Event.ROLL_INTERRUPTED)
