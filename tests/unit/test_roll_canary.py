@@ -12,6 +12,9 @@ import threading
 from pathlib import Path
 from typing import Any
 
+import pytest
+
+from rollguard.roller.kafka_admin import AdminApiError
 from rollguard.roller.kafka_canary import CanaryTopic
 from rollguard.roller.model import CanaryArrival, CanarySample
 from rollguard.roller.roll.canary import RollCanary
@@ -208,3 +211,24 @@ def test_an_interrupted_roll_says_what_is_in_and_stops_the_canary_at_once(tmp_pa
     assert (canary.stopped, canary.waited) == (True, False)
     [cost] = [e for e in said(tmp_path / "events.jsonl") if e["action"] == "canary-cost"]
     assert cost["node"] == "kafka-0" and cost["seconds"] == 2.0
+
+
+def test_a_topic_that_can_be_neither_found_nor_made_stops_the_roll_before_it_begins(
+    tmp_path: Path,
+) -> None:
+    canary = steady(0.0, 30.0)
+
+    def refused() -> CanaryTopic:
+        raise AdminApiError("the canary topic rollguard-canary: TopicAuthorizationFailedError")
+
+    canary.prepare = refused  # type: ignore[method-assign]
+    events = EventLog(tmp_path / "events.jsonl", "r1")
+
+    async def roll() -> None:
+        async with RollCanary(canary, events, baseline=0.0):
+            raise AssertionError("the roll began")
+
+    with pytest.raises(AdminApiError, match="TopicAuthorizationFailedError"):
+        asyncio.run(roll())
+    assert (canary.stopped, canary.waited) == (True, False)
+    assert not (tmp_path / "events.jsonl").exists()

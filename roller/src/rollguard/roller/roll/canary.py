@@ -63,6 +63,8 @@ class CanarySource(Protocol):
 
 @dataclass
 class Window:
+    """One node's restart (or live step), from its `restart` to its `ready`."""
+
     node: str
     start: float
     end: float | None = None
@@ -214,7 +216,11 @@ class RollCanary:
             self.canary.stop(wait=False)
 
     async def __aenter__(self) -> RollCanary:
-        await self.start()
+        try:
+            await self.start()
+        except BaseException:  # its topic refused, or interrupted before the roll began
+            await self.stop(wait=False)
+            raise
         return self
 
     async def __aexit__(self, kind: type[BaseException] | None, *exc: object) -> None:
