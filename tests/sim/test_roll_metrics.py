@@ -227,6 +227,39 @@ def test_the_recovery_budget_and_the_prediction_are_shown() -> None:
     assert value(seen, "rollguard_roll_elapsed_seconds") is None  # not started yet
 
 
+def test_the_canary_s_figures_are_shown_by_window() -> None:
+    metrics, events, _ = fed()
+    assert named(scrape(metrics), "rollguard_roll_canary_sends") == {}  # no --canary
+    events.write(None, Event.CANARY_TOPIC, "rollguard-canary: created", partitions=3)
+    events.write(
+        None, Event.CANARY_BASELINE, "", sent=50, failed=0, p50Ms=2.0, p99Ms=8.0, maxMs=9.0,
+        e2eP50Ms=3.0, e2eP99Ms=9.0, e2eMaxMs=10.0, longestGapS=0.12,
+    )  # fmt: skip
+    events.write("kafka-0", Event.RESTART, "")
+    events.write(
+        "kafka-0", Event.CANARY_COST, "", sent=180, failed=2, p50Ms=6.0, p99Ms=700.0,
+        maxMs=1500.0, e2eP50Ms=7.0, e2eP99Ms=710.0, e2eMaxMs=1510.0, longestGapS=0.9,
+    )  # fmt: skip
+    events.write("kafka-1", Event.CANARY_COST, "", sent=10, failed=10, longestGapS=1.0)
+    seen = scrape(metrics)
+    send = "rollguard_roll_canary_send_seconds"
+    assert value(seen, send, window="baseline", quantile="0.99") == 0.008
+    assert value(seen, send, window="kafka-0", quantile="0.5") == 0.006
+    assert value(seen, send, window="kafka-0", quantile="1") == 1.5
+    assert value(seen, "rollguard_roll_canary_end_to_end_seconds", window="kafka-0",
+                 quantile="0.99") == 0.71  # fmt: skip
+    # Nothing acknowledged: no latency, only its failures.
+    assert value(seen, send, window="kafka-1", quantile="0.5") is None
+    assert named(seen, "rollguard_roll_canary_failed_sends") == {
+        frozenset({("window", "baseline")}): 0,
+        frozenset({("window", "kafka-0")}): 2,
+        frozenset({("window", "kafka-1")}): 10,
+    }
+    assert value(seen, "rollguard_roll_canary_sends", window="kafka-0") == 180
+    assert value(seen, "rollguard_roll_canary_consumer_gap_seconds", window="kafka-1") == 1.0
+    assert value(seen, "rollguard_roll_restarts_total") == 1  # the roll's own, as before
+
+
 def test_gates_are_closed_until_every_one_is_open_and_the_end_clears_the_waits() -> None:
     metrics, events, clock = fed()
     events.write(None, Event.ROLL_START)

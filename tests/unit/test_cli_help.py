@@ -28,7 +28,7 @@ PLAN_SECTIONS = ["connection", "nodes", "safety", "gates", "timing", "batches", 
                  "configuration", "output", "retries"]  # fmt: skip
 ROLL_ONLY = ["--poll-interval", "--stall-timeout", "--restart-timeout", "--safety-wait",
              "--elect-preferred-leaders", "--roll-id", "--resume", "--state-dir",
-             "--metrics-listen"]  # fmt: skip
+             "--metrics-listen", "--canary", "--canary-baseline"]  # fmt: skip
 PLAN_ONLY: list[str] = []  # --compare-config and its two were plan's before a roll took them
 
 
@@ -60,7 +60,8 @@ def test_plan_help_lists_plan_s_flags_only_by_section(tmp_path: Path) -> None:
 def test_roll_help_has_the_same_sections_and_its_own(tmp_path: Path) -> None:
     done = run(["rollguard", "roll", "--help"], tmp_path)
     assert done.returncode == 0, done.stderr
-    assert sections(done.stdout) == ["options", *PLAN_SECTIONS[:-2], "journal", "output",
+    assert sections(done.stdout) == ["options", *PLAN_SECTIONS[:4], "canary",
+                                     *PLAN_SECTIONS[4:-2], "journal", "output",
                                      "retries"]  # fmt: skip
     for flag in PLAN_ONLY:
         assert f"{flag} " not in done.stdout, flag

@@ -127,6 +127,10 @@ STORED = [
     (Event.READY, "ready"),
     (Event.CONFIGURE, "configure"),
     (Event.CONFIGURED, "configured"),
+    (Event.CANARY_TOPIC, "canary-topic"),
+    (Event.CANARY_BASELINE, "canary-baseline"),
+    (Event.CANARY_FAILING, "canary-failing"),
+    (Event.CANARY_COST, "canary-cost"),
 ]
 
 

@@ -189,6 +189,11 @@ class KafkaObserver:
             text = str(exc) if isinstance(exc, KafkaError | OSError) else repr(exc)
             raise AdminApiError(f"{what} at {self.bootstrap}: {text}") from exc
 
+    def calling(self, what: str) -> contextlib.AbstractContextManager[Any]:
+        """The admin client for another adapter's calls (the roll canary's topic), blocking,
+        its errors translated as this one's are (AdminApiError naming `what`)."""
+        return self._library(what)
+
     def _observe(self) -> ClusterView:
         from kafka.admin import ConfigResource, ConfigResourceType
         from kafka.errors import KafkaError

@@ -248,3 +248,22 @@ def check_cluster(name: str) -> str:
     if not CLUSTER_NAME.fullmatch(name):
         raise ValueError(f"{name!r}: a cluster name is letters, digits, '.', '_' and '-'")
     return name
+
+
+@dataclass(frozen=True, slots=True)
+class CanarySample:
+    """One send of the roll's canary (`--canary`): when it was sent (the monotonic clock), and
+    its acknowledgement's latency in seconds (None: it failed; a send not answered yet is no
+    sample)."""
+
+    at: float
+    latency: float | None
+
+
+@dataclass(frozen=True, slots=True)
+class CanaryArrival:
+    """One record of the roll's canary read back: when (the monotonic clock), and how long after
+    it was sent (end to end, in seconds)."""
+
+    at: float
+    latency: float

@@ -99,8 +99,8 @@ EVENTS = Table(
         Column("action", ColumnType.STRING, nullable=False),  # an Event
         Column("reason", ColumnType.STRING),
         # A figure some events carry: `roll-predicted` the predicted roll, `roll-completed` (and
-        # failed, interrupted) the actual one, in seconds; null for the others and in datasets
-        # collected before it.
+        # failed, interrupted) the actual one, `canary-baseline` and `canary-cost` their window,
+        # in seconds; null for the others and in datasets collected before it.
         Column("seconds", ColumnType.FLOAT64),
     ),
 )
@@ -145,7 +145,21 @@ class Event(StrEnum):
     # set once at the cluster default); then once applied, read back and in sync again
     CONFIGURE = "configure"
     CONFIGURED = "configured"
+    # The roll's canary (`roll --canary TOPIC`, issue 42). The roll's own: its topic, found or
+    # made (topic, partitions, replication, created; a warning when not one partition led by
+    # each broker); its idle baseline before the first restart (the figures below); a canary
+    # with nothing acknowledged for its delivery timeout (once until it produces again).
+    CANARY_TOPIC = "canary-topic"
+    CANARY_BASELINE = "canary-baseline"
+    CANARY_FAILING = "canary-failing"
+    # A node's, once it is back (or at the roll's end when it never was): what its restart (or
+    # live step) cost the canary, from its restart to its being back: seconds (the window),
+    # sent, failed, p50Ms, p99Ms, maxMs (send latency), e2eP50Ms, e2eP99Ms, e2eMaxMs (end to
+    # end), longestGapS (the consumer's), and the baseline's as baselineSent, baselineP50Ms...
+    CANARY_COST = "canary-cost"
 
 
-# The roll's last event, when it ended (a roll without one is unfinished).
+# The roll's last event, when it ended (a roll without one is unfinished); with `--canary`, the
+# canary's `canary-cost` of the last restarts may follow it, once their sends are answered
+# (within the canary's delivery timeout).
 ROLL_OUTCOMES = (Event.ROLL_COMPLETED, Event.ROLL_FAILED, Event.ROLL_INTERRUPTED)

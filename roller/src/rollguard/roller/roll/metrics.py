@@ -28,6 +28,7 @@ from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
+from rollguard.roller.roll.metrics_canary import CanaryMetrics
 from rollguard.roller.roll.rules.decide import AwaitReady, AwaitRecovery, AwaitUnknown, DeferKind
 from rollguard.roller.roll.stores.events import EventLog
 from rollguard.roller.roll.stores.journal import JournalStore, NodeStatus, RollRecord
@@ -94,6 +95,7 @@ class RollMetrics(Collector):
         self._took: float | None = None  # the roll's own figure, once it ended
         self._lease: WatchedLease | None = None
         self._budget: Callable[[str], float] | None = None
+        self._canary = CanaryMetrics()  # --canary: each window's figures
         self.registry.register(self)
 
     # ---- what feeds it ------------------------------------------------------------------------
@@ -124,6 +126,8 @@ class RollMetrics(Collector):
     def _on_event(self, entry: Mapping[str, Any]) -> None:
         action, node = entry.get("action"), entry.get("node")
         repeated = bool(entry.get("repeated"))
+        if self._canary.heard(entry):
+            return
         if action == Event.ROLL_PREDICTED:
             seconds = _number(entry.get("seconds"))
             if seconds is not None:
@@ -256,6 +260,7 @@ class RollMetrics(Collector):
             gates.add_metric([gate, name], 1)
         yield gates
         yield from self._timing(now)
+        yield from self._canary.collect()
 
     def _node_counts(self) -> Metric:
         names = set(self._nodes) | set(self._status)

@@ -563,6 +563,10 @@ class Canary:
         self.every = every
         self.run = uuid.uuid4().hex[:12].encode()  # this canary's records, among earlier ones
         self.latencies: list[float] = []
+        # Each answered send as (wall time sent, latency; None: failed), each of ours read back
+        # as its wall time: to cut into windows (the roll's own canary's, compared in a test).
+        self.answers: list[tuple[float, float | None]] = []
+        self.arrivals: list[float] = []
         self._started_at = self._stopped_at = 0.0
         self.acked: set[int] = set()
         self.failed = 0
@@ -598,15 +602,19 @@ class Canary:
         try:
             while not self._stop_producing.is_set():
                 number = self.sent
-                started = time.monotonic()
+                started, wall = time.monotonic(), time.time()
 
-                def done(_: object, number: int = number, started: float = started) -> None:
+                def done(
+                    _: object, number: int = number, started: float = started, wall: float = wall
+                ) -> None:
                     with self._lock:
                         self.latencies.append(time.monotonic() - started)
+                        self.answers.append((wall, time.monotonic() - started))
                         self.acked.add(number)
 
-                def failed(error: BaseException) -> None:
+                def failed(error: BaseException, wall: float = wall) -> None:
                     with self._lock:
+                        self.answers.append((wall, None))
                         self.failed += 1
                         if len(self.errors) < 10:
                             self.errors.append(repr(error))
@@ -692,6 +700,7 @@ class Canary:
                             positions[tp] = record.offset + 1
                     if count:
                         with self._lock:
+                            self.arrivals.append(time.time())
                             if self._last is not None and not self._stop_producing.is_set():
                                 self.longest_gap = max(self.longest_gap, now - self._last)
                             self._last = now

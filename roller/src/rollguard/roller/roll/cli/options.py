@@ -48,6 +48,11 @@ GATES = Group(
     "what holds a whole roll between restarts: alerts, consumer lag, restart windows "
     "(a node being restarted is still waited for)",
 )
+CANARY = Group(
+    "canary",
+    "the roll's own client: a producer and a consumer on a topic led by every broker, and "
+    "what each restart costs them",
+)
 
 
 def _roll_id(text: str) -> str:
@@ -71,6 +76,19 @@ def _config_key(text: str) -> str:
     return text.strip()
 
 
+def _topic(text: str) -> str:
+    """A Kafka topic name: letters, digits, `.`, `_` and `-`, 249 at most (Kafka's rule)."""
+    name = text.strip()
+    if (
+        not name
+        or len(name) > 249
+        or name in (".", "..")
+        or not all(c.isascii() and (c.isalnum() or c in "._-") for c in name)
+    ):
+        raise ValueError(f"{text!r}: a topic name is letters, digits, '.', '_' and '-'")
+    return name
+
+
 def _query(text: str) -> str:
     if not text.strip():
         raise ValueError("an empty query")
@@ -87,6 +105,7 @@ class RollOptions(AgentOptions, OutputOptions, PlatformOptions, KafkaOptions, Ro
         NODES,
         SAFETY,
         GATES,
+        CANARY,
         TIMING,
         BATCHES,
         PREDICTION,
@@ -137,6 +156,24 @@ class RollOptions(AgentOptions, OutputOptions, PlatformOptions, KafkaOptions, Ro
         "WINDOW",
         group=GATES,
         repeat=True,
+    )
+    canary: str | None = option(
+        None,
+        _topic,
+        "produce to and consume from TOPIC for the whole roll (acks=all, a send every 100ms) "
+        "and say what each restart cost (created when absent: a partition led by each broker; "
+        "an existing one is used as it is)",
+        "TOPIC",
+        group=CANARY,
+        commands=ROLL,
+    )
+    canary_baseline: float = option(
+        "5s",
+        duration_between("1s", "10m"),
+        "with --canary: how long the canary runs before the roll's first action, its idle baseline",
+        "DURATION",
+        group=CANARY,
+        commands=ROLL,
     )
     roll_id: str | None = option(
         None,

@@ -32,10 +32,12 @@ from typing import TYPE_CHECKING, Any
 
 from rollguard.roller.agent_client import AgentClient
 from rollguard.roller.kafka_admin import KafkaObserver
+from rollguard.roller.kafka_canary import Canary
 from rollguard.roller.options import (
     ENV_PREFIX,
 )
 from rollguard.roller.platform import Platform
+from rollguard.roller.roll.canary import RollCanary
 from rollguard.roller.roll.cli import expectations
 from rollguard.roller.roll.cli.configuring import (
     check_for_roll,
@@ -330,16 +332,23 @@ async def _run(command: str, options: RollOptions, stats: RetryStats, roll_id: s
             progress.info("roll %s: journal and events in %s", roll_id, folder)
             if metrics is not None:
                 metrics.follow([n.name for n in nodes], roller.settings.recovery_budget)
+            # --canary: the roll's own client, from before the roll's first action to its end.
+            canary = options.canary and RollCanary(
+                Canary(kafka, options.canary), events, baseline=options.canary_baseline
+            )
             # The table is gone before the outcome is printed: it is stdout's, not the table's.
             with display if display is not None else contextlib.nullcontext():
                 try:
-                    result = await roller.roll(roll_id, resume=options.resume is not None)
+                    async with canary or contextlib.nullcontext():
+                        result = await roller.roll(roll_id, resume=options.resume is not None)
                 except ConfigError:
                     raise  # exit 2: nothing was restarted
                 except RollguardError as exc:  # RollFailed, LeaseHeld, a platform's error...
                     failure: RollguardError | None = exc
                 else:
                     failure = None
+            for line in canary.lines() if canary else ():  # what each restart cost
+                progress.info("%s", line)
             if failure is not None:
                 finish(options.output, options.state_dir, roll_id, "failed", str(failure), stats)
                 return ExitCode.FAILED

@@ -1,0 +1,337 @@
+"""The roll's canary on Kafka (`rollguard roll --canary TOPIC`): a producer and a consumer on a
+topic with a partition led by each broker, for the whole roll, as Strimzi Canary and Xinfra
+Monitor do apart from any roller, so that every broker's restart is felt by a client.
+
+The topic, when absent, is created with one partition per broker, the cluster's default
+replication (3 at least where there are 3 brokers or more) and its min ISR, each partition's
+replicas given at creation (CreateTopics' replica assignment) so that its preferred leader is
+its own broker. An existing topic is used as it is, never altered (a wrong shape is said, by
+the caller). The producer: acks=all, idempotent, a bounded delivery timeout (a send that cannot
+be acknowledged within it fails, where the default of two minutes would hide a breach behind
+latency), one send every `every` seconds, each to the next partition in turn. The consumer
+reads every partition from where it ended at the start. Both in threads of their own (kafka-
+python blocks), with the roller's own client settings (`--kafka-properties`: TLS, SASL); every
+kafka-python error is caught here, counted as a failed send or said as the last error, never
+raised into the roll.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import threading
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from rollguard.roller.kafka_admin import KafkaObserver
+from rollguard.roller.model import CanaryArrival, CanarySample
+
+__all__ = ["DELIVERY_TIMEOUT", "Canary", "CanaryTopic", "replication", "shape_problem", "spread"]
+
+logger = logging.getLogger(__name__)
+
+DELIVERY_TIMEOUT = 10.0  # seconds: a send not acknowledged within it has failed
+REQUEST_TIMEOUT_MS = 5000  # within the delivery timeout, so that a send is retried once at least
+
+
+def replication(default: int | None, brokers: int) -> int:
+    """The canary topic's replication: the cluster's `default.replication.factor` (None: not
+    read), 3 at least where there are 3 brokers or more (a default of 1 would make every
+    restart a canary's outage, not a measure of what clients see), never more than the
+    brokers."""
+    return min(brokers, max(default or 1, 3))
+
+
+def spread(brokers: Sequence[int], replication: int) -> dict[int, list[int]]:
+    """One partition per broker, partition i's replicas the i-th broker then the next ones in
+    turn: each broker the preferred leader of one partition, and a follower of as many."""
+    ordered = sorted(brokers)
+    count = len(ordered)
+    return {
+        i: [ordered[(i + k) % count] for k in range(min(replication, count))] for i in range(count)
+    }
+
+
+def shape_problem(replicas: Mapping[int, Sequence[int]], brokers: Sequence[int]) -> str | None:
+    """How an existing topic differs from one partition led by each broker (by its preferred
+    leaders, the first replicas), or None."""
+    leaders = sorted(r[0] for r in replicas.values() if r)
+    if leaders == sorted(brokers):
+        return None
+    led = ", ".join(str(b) for b in leaders) or "none"
+    return (
+        f"{len(replicas)} partition{'' if len(replicas) == 1 else 's'} whose preferred leaders "
+        f"are {led}, not one per broker ({', '.join(str(b) for b in sorted(brokers))})"
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class CanaryTopic:
+    """The canary's topic as found or made."""
+
+    name: str
+    partitions: int
+    replication: int
+    created: bool
+    problem: str | None  # its shape, when not one partition led by each broker
+
+    def text(self) -> str:
+        made = "created" if self.created else "found"
+        shape = f"{self.partitions} partitions, replication {self.replication}"
+        said = f"{self.name}: {made}, {shape}"
+        return said + (f"; {self.problem}: used as it is" if self.problem else "")
+
+
+class Canary:
+    """A producer and a consumer on the canary topic, from `start()` to `stop()`; their
+    samples read at any time with `samples()` (thread-safe)."""
+
+    def __init__(
+        self,
+        admin: KafkaObserver,
+        topic: str,
+        *,
+        every: float = 0.1,
+        delivery_timeout: float = DELIVERY_TIMEOUT,
+        clock: Callable[[], float] = time.monotonic,
+        wall: Callable[[], float] = time.time,
+    ) -> None:
+        self.admin = admin
+        self.topic = topic
+        self.every = every
+        self.delivery_timeout = delivery_timeout
+        self.clock = clock
+        self._wall = wall
+        self._lock = threading.Lock()
+        self._samples: list[CanarySample] = []
+        self._arrivals: list[CanaryArrival] = []
+        self._pending: dict[int, float] = {}  # send number -> when sent, until answered
+        self.last_ack: float | None = None
+        # Every partition's first send acknowledged: a connection to each leader made (each
+        # first send to a broker pays for it), what a client sees in steady state from then.
+        self.warm = threading.Event()
+        self._warm_partitions: set[int] = set()
+        self._partitions = 0
+        self.last_error: str | None = None
+        self.started_at: float | None = None
+        self._stop = threading.Event()
+        self._consumer_ready = threading.Event()
+        self._threads: list[threading.Thread] = []
+
+    # ---- the topic -----------------------------------------------------------------------
+
+    def _prepare(self) -> CanaryTopic:
+        from kafka.admin import ConfigResource, ConfigResourceType
+
+        with self.admin.calling(f"the canary topic {self.topic}") as admin:
+            cluster = admin.describe_cluster()
+            brokers = sorted(
+                int(b.get("broker_id", b.get("node_id"))) for b in cluster.get("brokers") or []
+            )
+            found = admin.describe_topics([self.topic])
+            known = [t for t in found if t.get("error_code", 0) == 0 and t.get("partitions")]
+            if known:
+                parts = known[0]["partitions"]
+                replicas = {p["partition_index"]: list(p["replica_nodes"]) for p in parts}
+                width = max((len(r) for r in replicas.values()), default=0)
+                problem = shape_problem(replicas, brokers)
+                return CanaryTopic(self.topic, len(replicas), width, False, problem)
+            default = None
+            resource = ConfigResource(
+                ConfigResourceType.BROKER,
+                str(brokers[0]),
+                configs={"default.replication.factor": None},
+            )
+            with contextlib.suppress(Exception):  # unreadable: the least below
+                said = admin.describe_configs([resource], config_filter="all")
+                entry = (
+                    said.get("broker", {})
+                    .get(str(brokers[0]), {})
+                    .get("default.replication.factor")
+                )
+                default = int(entry["value"])
+            assignments = spread(brokers, replication(default, len(brokers)))
+            admin.create_topics({self.topic: {"assignments": assignments}}, wait_for_metadata=True)
+        width = len(assignments[0])
+        return CanaryTopic(self.topic, len(assignments), width, True, None)
+
+    def prepare(self) -> CanaryTopic:
+        """The topic, found or created (blocking); AdminApiError when it can be neither."""
+        return self._prepare()
+
+    # ---- the clients ---------------------------------------------------------------------
+
+    def start(self) -> None:
+        """Start the consumer, then, once it reads, the producer (blocking, up to the delivery
+        timeout for the consumer: a consumer that cannot read yet is said, not fatal)."""
+        self._threads = [
+            threading.Thread(target=self._consume, name="canary-consumer", daemon=True),
+            threading.Thread(target=self._produce, name="canary-producer", daemon=True),
+        ]
+        self._threads[0].start()
+        if not self._consumer_ready.wait(self.delivery_timeout):
+            logger.warning(
+                "canary %s: the consumer cannot read yet: %s", self.topic, self.last_error
+            )
+        self.started_at = self.clock()
+        self._threads[1].start()
+
+    def stop(self, *, wait: bool = True) -> None:
+        """Stop sending, wait for the answers still due (the delivery timeout bounds it), then
+        stop reading; without `wait`, only tell the threads to stop (an interrupted roll)."""
+        self._stop.set()
+        for thread in self._threads if wait else ():
+            thread.join(self.delivery_timeout + 10)
+
+    def samples(self) -> tuple[list[CanarySample], list[CanaryArrival], list[float]]:
+        """Every answered send, every arrival (in order), and when each unanswered send was
+        sent."""
+        with self._lock:
+            return list(self._samples), list(self._arrivals), list(self._pending.values())
+
+    def _error(self, error: BaseException) -> None:
+        self.last_error = f"{type(error).__name__}: {error}"[:300]
+
+    def _client_settings(self) -> dict[str, Any]:
+        settings = dict(self.admin.settings)
+        settings.pop("bootstrap_timeout_ms", None)  # an admin client's own
+        settings["request_timeout_ms"] = min(
+            int(settings.get("request_timeout_ms", REQUEST_TIMEOUT_MS)), REQUEST_TIMEOUT_MS
+        )
+        return settings
+
+    def _produce(self) -> None:
+        from kafka import KafkaProducer
+
+        timeout_ms = int(self.delivery_timeout * 1000)
+        try:
+            producer = KafkaProducer(
+                bootstrap_servers=self.admin.bootstrap.split(","),
+                client_id="rollguard-canary",
+                acks="all",
+                enable_idempotence=True,
+                linger_ms=0,
+                delivery_timeout_ms=timeout_ms,
+                max_block_ms=timeout_ms,
+                **self._client_settings(),
+            )
+        except Exception as error:  # the library's boundary: a canary that cannot produce
+            self._error(error)
+            logger.warning("canary %s: no producer: %s", self.topic, self.last_error)
+            return
+        number = 0
+        partitions: list[int] = []
+        try:
+            while not self._stop.is_set():
+                if not partitions:
+                    with contextlib.suppress(Exception):
+                        partitions = sorted(producer.partitions_for(self.topic) or ())
+                        self._partitions = len(partitions)
+                self._send(
+                    producer, number, partitions[number % len(partitions)] if partitions else None
+                )
+                number += 1
+                self._stop.wait(self.every)
+            with contextlib.suppress(Exception):  # what is left unanswered is failed by then
+                producer.flush(self.delivery_timeout + 1)
+        finally:
+            with contextlib.suppress(Exception):
+                producer.close(1)
+
+    def _send(self, producer: Any, number: int, partition: int | None) -> None:
+        sent = self.clock()
+        with self._lock:
+            self._pending[number] = sent
+
+        def acknowledged(_: object) -> None:
+            now = self.clock()
+            with self._lock:
+                self._pending.pop(number, None)
+                self._samples.append(CanarySample(sent, now - sent))
+                self.last_ack = now
+                if partition is not None and not self.warm.is_set():
+                    self._warm_partitions.add(partition)
+                    if len(self._warm_partitions) >= self._partitions:
+                        self.warm.set()
+
+        def failed(error: BaseException) -> None:
+            self._error(error)
+            with self._lock:
+                self._pending.pop(number, None)
+                self._samples.append(CanarySample(sent, None))
+
+        try:
+            future = producer.send(
+                self.topic,
+                value=b"rollguard canary %d" % number,
+                partition=partition,
+                timestamp_ms=int(self._wall() * 1000),
+            )
+        except Exception as error:  # no metadata within max_block_ms, or a closed producer
+            failed(error)
+        else:
+            future.add_callback(acknowledged)
+            future.add_errback(failed)
+
+    def _consume(self) -> None:
+        """Read every partition from where it ended at the start; a consumer that raises out of
+        poll() is replaced and goes on from where the last one was."""
+        from kafka import KafkaConsumer
+
+        positions: dict[Any, int] = {}
+        while not self._stop.is_set():
+            consumer = None
+            try:
+                consumer = KafkaConsumer(
+                    bootstrap_servers=self.admin.bootstrap.split(","),
+                    client_id="rollguard-canary",
+                    group_id=None,
+                    enable_auto_commit=False,
+                    **self._client_settings(),
+                )
+                if not self._assign(consumer, positions):
+                    self.last_error = f"no partitions of {self.topic} in the metadata yet"
+                    self._stop.wait(1)
+                    continue
+                self._consumer_ready.set()
+                while not self._stop.is_set():
+                    self._read(consumer.poll(timeout_ms=200), positions)
+            except Exception as error:  # the library's boundary: try again in a second
+                self._error(error)
+                self._stop.wait(1)
+            finally:
+                if consumer is not None:
+                    with contextlib.suppress(Exception):
+                        consumer.close()
+
+    def _assign(self, consumer: Any, positions: dict[Any, int]) -> bool:
+        """Every partition assigned, each from where the last consumer was, else from its end;
+        False while the topic has none in the consumer's metadata."""
+        from kafka import TopicPartition
+
+        parts = consumer.partitions_for_topic(self.topic) or set()
+        if not parts:
+            return False
+        assigned = [TopicPartition(self.topic, p) for p in sorted(parts)]
+        consumer.assign(assigned)
+        for tp in assigned:
+            if tp in positions:
+                consumer.seek(tp, positions[tp])
+            else:
+                consumer.seek_to_end(tp)
+                positions[tp] = consumer.position(tp)
+        return True
+
+    def _read(self, batches: Mapping[Any, Sequence[Any]], positions: dict[Any, int]) -> None:
+        now, wall = self.clock(), self._wall()
+        arrived = []
+        for tp, records in batches.items():
+            for record in records:
+                positions[tp] = record.offset + 1
+                if (record.value or b"").startswith(b"rollguard canary "):
+                    arrived.append(CanaryArrival(now, max(0.0, wall - record.timestamp / 1000)))
+        if arrived:
+            with self._lock:
+                self._arrivals.extend(arrived)

@@ -1,0 +1,237 @@
+"""What each restart costs the roll's own client (`rollguard roll --canary TOPIC`): the canary
+(`rollguard.roller.kafka_canary`) runs for the whole roll, and this module cuts its samples
+into windows by the roll's own events and says each window's figures (`rules.canary`).
+
+- **The baseline**: the canary runs `--canary-baseline` before the roll's first action, from
+  when the first send to every partition is acknowledged (a producer's first send to a broker
+  waits on metadata, its producer id and a new connection: not what a client sees in steady
+  state); the baseline is everything from then to the first restart, said once then
+  (`canary-baseline`).
+- **Each restart**: from the node's `restart` event (or the `configure` of a live step) to its
+  `ready` (or `configured`) event, which the roll writes when the node is back where it was,
+  in every ISR it was in. Its figures are said (`canary-cost`) once every send of the window is
+  answered (a send that fails does so up to the delivery timeout after it was sent), with the
+  baseline's beside them; a node never back is said at the roll's end, up to then.
+- **A canary that cannot produce** (nothing acknowledged for its delivery timeout) is said once
+  (`canary-failing`, a warning) until it produces again: never taken as healthy.
+
+It listens to the event log as the roll's metrics do, so that the loop is unchanged.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import threading
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from rollguard.roller.kafka_canary import CanaryTopic
+from rollguard.roller.model import CanaryArrival, CanarySample
+from rollguard.roller.roll.rules.canary import Figures, figures, settled, stalled
+from rollguard.roller.roll.stores.events import EventLog
+from rollguard.shared.converters import format_duration
+from rollguard.shared.dataset import Event
+from rollguard.shared.logs import PROGRESS
+
+logger = logging.getLogger(__name__)
+progress = logging.getLogger(PROGRESS)  # the roll's progress lines, on stderr
+
+STARTS = (Event.RESTART, Event.CONFIGURE)
+BACKS = (Event.READY, Event.CONFIGURED)
+WATCH_EVERY = 0.5  # seconds between two looks at the windows waiting for their answers
+
+
+class CanarySource(Protocol):
+    """What the roll asks of its canary (`kafka_canary.Canary`)."""
+
+    topic: str
+    delivery_timeout: float
+    clock: Callable[[], float]
+    warm: threading.Event
+    last_ack: float | None
+    last_error: str | None
+    started_at: float | None
+
+    def prepare(self) -> CanaryTopic: ...
+    def start(self) -> None: ...
+    def stop(self, *, wait: bool = True) -> None: ...
+    def samples(self) -> tuple[list[CanarySample], list[CanaryArrival], list[float]]: ...
+
+
+@dataclass
+class Window:
+    """One node's restart (or live step), from its `restart` to its `ready`."""
+
+    node: str
+    start: float
+    end: float | None = None
+    figures: Figures | None = None  # once said
+
+
+class RollCanary:
+    """The canary for one roll: `start()` before the roll, `stop()` after it, `lines()` for its
+    summary; `on_event` listens to the roll's events."""
+
+    def __init__(self, canary: CanarySource, events: EventLog, *, baseline: float) -> None:
+        self.canary = canary
+        self.events = events
+        self.baseline_wait = baseline
+        self.topic: CanaryTopic | None = None
+        self.baseline: Figures | None = None
+        self.windows: list[Window] = []
+        self._open: dict[str, Window] = {}
+        self._since = 0.0  # the baseline's start
+        self._task: asyncio.Task[None] | None = None
+        self._failing = False
+
+    @property
+    def name(self) -> str:
+        return self.canary.topic
+
+    async def start(self) -> None:
+        """The topic found or made, the clients started, the baseline's first seconds waited
+        for. AdminApiError when the topic can be neither found nor made."""
+        self.topic = topic = await asyncio.to_thread(self.canary.prepare)
+        if topic.problem:  # said once, here and in the event
+            logger.warning("canary %s", topic.text())
+        else:
+            progress.info("canary %s", topic.text())
+        self.events.write(
+            None,
+            Event.CANARY_TOPIC,
+            topic.text(),
+            topic=topic.name,
+            partitions=topic.partitions,
+            replication=topic.replication,
+            created=topic.created,
+        )
+        await asyncio.to_thread(self.canary.start)
+        # Warm first (up to the delivery timeout): every partition's first send acknowledged.
+        await asyncio.to_thread(self.canary.warm.wait, self.canary.delivery_timeout)
+        self._since = self.canary.clock()
+        self._task = asyncio.create_task(self._watch(), name="canary")
+        self.events.listeners.append(self.on_event)
+        progress.info(
+            "canary %s: %s of idle baseline before the first restart",
+            self.name,
+            format_duration(self.baseline_wait),
+        )
+        await asyncio.sleep(self.baseline_wait)
+
+    def on_event(self, entry: Mapping[str, Any]) -> None:
+        action, node = entry.get("action"), entry.get("node")
+        if entry.get("repeated") or not isinstance(node, str):
+            return
+        now = self.canary.clock()
+        if action in STARTS and node not in self._open:
+            if self.baseline is None:
+                samples, arrivals, _ = self.canary.samples()
+                self.baseline = figures(samples, arrivals, self._since, now)
+                logger.info("canary %s: baseline %s", self.name, self.baseline.text())
+                self.events.write(
+                    None,
+                    Event.CANARY_BASELINE,
+                    self.baseline.text(),
+                    topic=self.name,
+                    **self.baseline.fields(),
+                )
+            self._open[node] = Window(node, now)
+            self.windows.append(self._open[node])
+        elif action in BACKS and node in self._open:
+            self._open.pop(node).end = now
+
+    async def _watch(self) -> None:
+        while True:
+            self._settle(final=False)
+            self._stalled()
+            await asyncio.sleep(WATCH_EVERY)
+
+    def _settle(self, *, final: bool) -> None:
+        """Say each window whose answers are all in (`final`: every one, up to now)."""
+        samples, arrivals, unanswered = self.canary.samples()
+        now = self.canary.clock()
+        for window in self.windows:
+            if window.figures is not None or (window.end is None and not final):
+                continue
+            end = window.end if window.end is not None else now
+            if not final and not settled(unanswered, end, now, self.canary.delivery_timeout):
+                continue
+            window.figures = seen = figures(samples, arrivals, window.start, end)
+            back = "" if window.end is not None else " (not back by the roll's end)"
+            logger.info("canary %s: %s%s: %s", self.name, window.node, back, seen.text())
+            base = self.baseline.fields("baseline") if self.baseline is not None else {}
+            self.events.write(
+                window.node,
+                Event.CANARY_COST,
+                seen.text() + back,
+                topic=self.name,
+                **seen.fields(),
+                **base,
+            )
+
+    def _stalled(self) -> None:
+        canary = self.canary
+        now = canary.clock()
+        since = canary.started_at if canary.started_at is not None else now
+        failing = stalled(canary.last_ack, now, canary.delivery_timeout, since)
+        if failing and not self._failing:
+            why = (
+                f"no send acknowledged for {format_duration(canary.delivery_timeout)}: "
+                f"{canary.last_error or 'no error said'}"
+            )
+            self.events.say(
+                None, "canary", Event.CANARY_FAILING, why, logging.WARNING, topic=self.name
+            )
+        elif self._failing and not failing:
+            logger.info("canary %s: sends acknowledged again", self.name)
+            self.events.forget_said(None, "canary")
+        self._failing = failing
+
+    async def stop(self, *, wait: bool = True) -> None:
+        """Wait for the answers of the windows still due (the delivery timeout bounds it), say
+        them, and stop the clients. Without `wait` (an interrupted roll, whose exit is bounded
+        to seconds), say what is in and stop at once."""
+        with contextlib.suppress(ValueError):
+            self.events.listeners.remove(self.on_event)
+        if self._task is not None:
+            due = self.canary.clock() + (self.canary.delivery_timeout + 1 if wait else 0)
+            while self.canary.clock() < due and any(
+                w.figures is None and w.end is not None for w in self.windows
+            ):
+                await asyncio.sleep(0.1)
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._task
+            if self.baseline is None:  # no restart: the whole roll was idle
+                self.on_event({"action": Event.RESTART, "node": ""})
+                self._open.clear()
+                self.windows.clear()
+            self._settle(final=True)
+        if wait:
+            await asyncio.to_thread(self.canary.stop)
+        else:
+            self.canary.stop(wait=False)
+
+    async def __aenter__(self) -> RollCanary:
+        try:
+            await self.start()
+        except BaseException:  # its topic refused, or interrupted before the roll began
+            await self.stop(wait=False)
+            raise
+        return self
+
+    async def __aexit__(self, kind: type[BaseException] | None, *exc: object) -> None:
+        await self.stop(wait=kind is None or not issubclass(kind, asyncio.CancelledError))
+
+    def lines(self) -> list[str]:
+        """The roll summary's lines: the baseline, then each restart's cost."""
+        said = [f"canary {self.name}: baseline {self.baseline.text()}"] if self.baseline else []
+        said += [
+            f"canary {self.name}: {w.node}: {w.figures.text()}"
+            for w in self.windows
+            if w.figures is not None
+        ]
+        return said

@@ -1,0 +1,234 @@
+"""The roll's canary cut into windows by the roll's own events (`roll.canary.RollCanary`): the
+baseline until the first restart, each node's window from `restart` to `ready`, a node never
+back said at the end, a canary that cannot produce said once; on a canary whose samples and
+clock the test gives."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import threading
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from rollguard.roller.kafka_admin import AdminApiError
+from rollguard.roller.kafka_canary import CanaryTopic
+from rollguard.roller.model import CanaryArrival, CanarySample
+from rollguard.roller.roll.canary import RollCanary
+from rollguard.roller.roll.stores.events import EventLog
+from rollguard.shared.dataset import Event
+
+
+class Given:
+    """A canary whose samples and clock are the test's."""
+
+    def __init__(self, samples: list[CanarySample], arrivals: list[CanaryArrival]) -> None:
+        self.topic = "rollguard-canary"
+        self.delivery_timeout = 10.0
+        self.now = 0.0
+        self.warm = threading.Event()
+        self.warm.set()
+        self.acked: float | None = None  # the latest acknowledgement; None: from the samples
+        self.last_error: str | None = None
+        self.started_at: float | None = 0.0
+        self.stopped = self.waited = False
+        self._samples, self._arrivals = samples, arrivals
+
+    @property
+    def last_ack(self) -> float | None:
+        if self.acked is not None:
+            return self.acked
+        answered = [s.at + s.latency for s in self._samples if s.latency is not None]
+        return max((at for at in answered if at <= self.now), default=None)
+
+    def clock(self) -> float:
+        return self.now
+
+    def prepare(self) -> CanaryTopic:
+        return CanaryTopic(self.topic, 3, 3, True, None)
+
+    def start(self) -> None:
+        pass
+
+    def stop(self, *, wait: bool = True) -> None:
+        self.stopped = True
+        self.waited = wait
+
+    def samples(self) -> tuple[list[CanarySample], list[CanaryArrival], list[float]]:
+        return self._samples, self._arrivals, []
+
+
+def steady(start: float, end: float, *, slow: tuple[float, float] = (0.0, 0.0)) -> Given:
+    """A send every 100 ms from `start` to `end`, acknowledged in 5 ms and read back 10 ms
+    later; within `slow`, acknowledged in 500 ms, the one at its middle failed, nothing read."""
+    samples, arrivals = [], []
+    for k in range(round((end - start) * 10) + 1):
+        at = round(start + k / 10, 1)
+        if slow[0] <= at <= slow[1]:
+            middle = at == round((slow[0] + slow[1]) / 2, 1)
+            samples.append(CanarySample(at, None if middle else 0.5))
+        else:
+            samples.append(CanarySample(at, 0.005))
+            arrivals.append(CanaryArrival(at + 0.01, 0.01))
+    return Given(samples, arrivals)
+
+
+def said(path: Path) -> list[dict[str, Any]]:
+    return [json.loads(line) for line in path.read_text().splitlines()]
+
+
+def test_each_restart_is_measured_from_its_restart_to_its_being_back(tmp_path: Path) -> None:
+    canary = steady(0.0, 30.0, slow=(10.0, 12.0))
+    events = EventLog(tmp_path / "events.jsonl", "r1")
+    roll = RollCanary(canary, events, baseline=0.0)
+
+    async def rolled() -> None:
+        canary.now = 5.0
+        await roll.start()  # the baseline from 5 s, when every partition was answered
+        canary.now = 9.0
+        events.write("kafka-0", Event.RESTART, "")
+        canary.now = 13.0
+        events.write("kafka-0", Event.READY, "")
+        canary.now = 14.0
+        events.write("kafka-1", Event.RESTART, "")  # never back
+        canary.now = 20.0
+        await roll.stop()
+
+    asyncio.run(rolled())
+    assert canary.stopped
+    found = said(tmp_path / "events.jsonl")
+    actions = [(e["action"], e["node"]) for e in found]
+    assert actions == [
+        ("canary-topic", None),
+        ("restart", "kafka-0"),
+        ("canary-baseline", None),  # at the first restart: until then
+        ("ready", "kafka-0"),
+        ("restart", "kafka-1"),
+        ("canary-cost", "kafka-0"),
+        ("canary-cost", "kafka-1"),
+    ]
+    baseline = found[2]
+    assert (baseline["seconds"], baseline["sent"], baseline["failed"]) == (4.0, 41, 0)
+    assert (baseline["p50Ms"], baseline["maxMs"], baseline["longestGapS"]) == (5.0, 5.0, 0.1)
+    zero = found[5]
+    assert (zero["seconds"], zero["sent"], zero["failed"]) == (4.0, 41, 1)
+    assert (zero["p50Ms"], zero["p99Ms"], zero["maxMs"]) == (5.0, 500.0, 500.0)  # half slow
+    assert zero["longestGapS"] == 2.2  # 9.91 read, then nothing until 12.11
+    assert (zero["baselineP50Ms"], zero["baselineSent"]) == (5.0, 41)
+    one = found[6]
+    assert one["reason"].endswith("(not back by the roll's end)")
+    assert (one["seconds"], one["sent"], one["failed"], one["p50Ms"]) == (6.0, 61, 0, 5.0)
+    assert roll.lines() == [
+        "canary rollguard-canary: baseline send p50 5.0ms p99 5.0ms max 5.0ms, 0 failed of 41, "
+        "end to end p99 10ms, longest consumer gap 0.1s",
+        "canary rollguard-canary: kafka-0: send p50 5.0ms p99 500ms max 500ms, 1 failed of 41, "
+        "end to end p99 10ms, longest consumer gap 2.2s",
+        "canary rollguard-canary: kafka-1: send p50 5.0ms p99 5.0ms max 5.0ms, 0 failed of 61, "
+        "end to end p99 10ms, longest consumer gap 0.1s",
+    ]
+
+
+def test_a_live_step_is_a_window_and_a_batch_s_members_overlap(tmp_path: Path) -> None:
+    canary = steady(0.0, 30.0)
+    events = EventLog(tmp_path / "events.jsonl", "r1")
+    roll = RollCanary(canary, events, baseline=0.0)
+
+    async def rolled() -> None:
+        await roll.start()
+        canary.now = 2.0
+        events.write("kafka-0", Event.CONFIGURE, "")
+        events.write("kafka-0", Event.RESTART, "")  # its live keys, then its restart: one window
+        canary.now = 5.0
+        events.write("kafka-0", Event.READY, "")
+        events.write("kafka-1", Event.RESTART, "")
+        events.write("kafka-2", Event.RESTART, "")
+        canary.now = 8.0
+        events.write("kafka-2", Event.READY, "")
+        canary.now = 9.0
+        events.write("kafka-1", Event.READY, "")
+        await roll.stop()
+
+    asyncio.run(rolled())
+    costs = {e["node"]: e for e in said(tmp_path / "events.jsonl") if e["action"] == "canary-cost"}
+    assert {n: c["seconds"] for n, c in costs.items()} == {
+        "kafka-0": 3.0,
+        "kafka-1": 4.0,
+        "kafka-2": 3.0,
+    }
+
+
+def test_a_roll_without_a_restart_still_says_its_baseline(tmp_path: Path) -> None:
+    canary = steady(0.0, 30.0)
+    events = EventLog(tmp_path / "events.jsonl", "r1")
+    roll = RollCanary(canary, events, baseline=0.0)
+
+    async def rolled() -> None:
+        await roll.start()
+        canary.now = 3.0
+        await roll.stop()
+
+    asyncio.run(rolled())
+    found = said(tmp_path / "events.jsonl")
+    assert [e["action"] for e in found] == ["canary-topic", "canary-baseline"]
+    assert (found[1]["seconds"], found[1]["sent"]) == (3.0, 31)
+
+
+def test_a_canary_that_cannot_produce_is_said_once_until_it_produces_again(
+    tmp_path: Path,
+) -> None:
+    canary = Given([], [])
+    canary.last_error = "KafkaTimeoutError: Failed to update metadata after 10.0 secs."
+    events = EventLog(tmp_path / "events.jsonl", "r1")
+    roll = RollCanary(canary, events, baseline=0.0)
+    for now, acked in ((5.0, None), (10.0, None), (11.0, None), (12.0, 11.5), (22.0, 11.5)):
+        canary.now, canary.acked = now, acked
+        roll._stalled()
+    failing = [e for e in said(tmp_path / "events.jsonl") if e["action"] == "canary-failing"]
+    assert len(failing) == 2  # at 10 s, then again at 22 s after it produced at 11.5 s
+    assert failing[0]["reason"] == (
+        "no send acknowledged for 10s: KafkaTimeoutError: Failed to update metadata after 10.0 "
+        "secs."
+    )
+    assert failing[0]["topic"] == "rollguard-canary"
+
+
+def test_an_interrupted_roll_says_what_is_in_and_stops_the_canary_at_once(tmp_path: Path) -> None:
+    canary = steady(0.0, 30.0)
+    events = EventLog(tmp_path / "events.jsonl", "r1")
+
+    async def interrupted() -> None:
+        async with RollCanary(canary, events, baseline=0.0):
+            canary.now = 2.0
+            events.write("kafka-0", Event.RESTART, "")
+            canary.now = 4.0
+            raise asyncio.CancelledError  # SIGINT, SIGTERM: the roll's task cancelled
+
+    with contextlib.suppress(asyncio.CancelledError):
+        asyncio.run(interrupted())
+    assert (canary.stopped, canary.waited) == (True, False)
+    [cost] = [e for e in said(tmp_path / "events.jsonl") if e["action"] == "canary-cost"]
+    assert cost["node"] == "kafka-0" and cost["seconds"] == 2.0
+
+
+def test_a_topic_that_can_be_neither_found_nor_made_stops_the_roll_before_it_begins(
+    tmp_path: Path,
+) -> None:
+    canary = steady(0.0, 30.0)
+
+    def refused() -> CanaryTopic:
+        raise AdminApiError("the canary topic rollguard-canary: TopicAuthorizationFailedError")
+
+    canary.prepare = refused  # type: ignore[method-assign]
+    events = EventLog(tmp_path / "events.jsonl", "r1")
+
+    async def roll() -> None:
+        async with RollCanary(canary, events, baseline=0.0):
+            raise AssertionError("the roll began")
+
+    with pytest.raises(AdminApiError, match="TopicAuthorizationFailedError"):
+        asyncio.run(roll())
+    assert (canary.stopped, canary.waited) == (True, False)
+    assert not (tmp_path / "events.jsonl").exists()
