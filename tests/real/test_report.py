@@ -464,6 +464,33 @@ def test_roll_phases_from_the_rollers_events(spark: SparkSession) -> None:
     assertDataFrameEqual(summary, spark.createDataFrame(want_roll, summary.schema))
 
 
+def test_a_live_step_is_a_phase_and_the_canary_is_not_the_rolls_duration(
+    spark: SparkSession,
+) -> None:
+    """A node changed live (`configure` to `configured`) is a phase of its own and no restart;
+    the roll's canary speaks before the roll starts and after it ends, outside its duration."""
+    events = roller(
+        spark,
+        [
+            (0, None, "canary-topic", ""),
+            (5, None, "canary-baseline", ""),
+            (10, None, "roll-start", ""),
+            (11, "a", "configure", "num.io.threads"),
+            (12, "a", "configured", "configuration applied live: num.io.threads"),
+            (13, "b", "restart", "configuration: queued.max.requests need a restart"),
+            (30, "b", "ready", "in sync"),
+            (31, None, "roll-completed", ""),
+            (32, "b", "canary-cost", ""),
+        ],
+    )
+    got = rolls.phases(events).select("node", "run", "phase", "start", "end")
+    want = [("a", 1, "live configuration", 11000, 12000), ("b", 1, "restart", 13000, 30000)]
+    assertDataFrameEqual(got, spark.createDataFrame(want, got.schema))
+    summary = rolls.rolls(events).select("start", "end", "outcome", "durationSeconds", "restarted")
+    want_roll = [(10000, 31000, "completed", 21.0, 1)]
+    assertDataFrameEqual(summary, spark.createDataFrame(want_roll, summary.schema))
+
+
 def test_a_roll_without_an_outcome_event_is_unfinished(spark: SparkSession) -> None:
     events = roller(spark, [(0, "a", "restart", ""), (5, "a", "wait-recovery", "")], "r9")
     got = rolls.rolls(events).select("rollId", "outcome", "restarted", "nodeSeconds")

@@ -39,7 +39,12 @@ PHASES = {
     Event.CATCH_UP.value: "ISR catch-up",
     Event.SKIP.value: "skipped",
     Event.READY.value: "ready",
+    Event.CONFIGURE.value: "live configuration",  # changed live, not restarted
+    Event.CONFIGURED.value: "ready",
 }
+# The roll's own canary (`--canary`) speaks before the roll starts (its baseline) and after it
+# ends (the last restart's cost): not the roll's duration.
+CANARY = "canary-"
 REASONED = (Event.DEFER.value, Event.WAIT_READY.value, Event.SKIP.value)
 OUTCOMES = tuple(e.value for e in ROLL_OUTCOMES)
 
@@ -140,9 +145,10 @@ def rolls(events: DataFrame) -> DataFrame:
     predicted = F.max(
         F.when(F.col("node").isNull() & (F.col("action") == "roll-predicted"), F.col("seconds"))
     )
+    rolled = F.when(~F.col("action").startswith(CANARY), F.col("ts"))
     per_roll = events.groupBy("cluster", "rollId").agg(
-        F.min("ts").alias("start"),
-        F.max("ts").alias("end"),
+        F.min(rolled).alias("start"),
+        F.max(rolled).alias("end"),
         last.alias("_last"),
         predicted.alias("predictedSeconds"),
     )
