@@ -65,9 +65,12 @@ print("ready", flush=True)
 sys.stdin.readline()  # the start gate: every racer is at this line before any goes on
 try:
     asyncio.run(lease.acquire())
-    print(json.dumps({"won": lease.holder}))
+    print(json.dumps({"won": lease.holder}), flush=True)
 except LeaseHeld as exc:
-    print(json.dumps({"lost": str(exc), "holder": exc.holder, "roll": exc.roll_id}))
+    print(json.dumps({"lost": str(exc), "holder": exc.holder, "roll": exc.roll_id}), flush=True)
+# Alive until every racer has answered: a holder whose process is gone loses its lease to the
+# next one (`holder_gone`), which would be a second winner of this race, rightly.
+sys.stdin.readline()
 """
 
 
@@ -91,7 +94,9 @@ def test_processes_racing_for_the_lease_file_exactly_one_wins(tmp_path: Path, ro
             assert racer.stdin is not None
             racer.stdin.write("go\n")
             racer.stdin.flush()
-        answers = [json.loads(racer.communicate(timeout=30)[0]) for racer in racers]
+        answers = [json.loads(str(racer.stdout.readline())) for racer in racers]
+        for racer in racers:
+            racer.communicate(input="done\n", timeout=30)
     finally:
         for racer in racers:
             if racer.poll() is None:
