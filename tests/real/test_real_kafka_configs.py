@@ -23,7 +23,7 @@ from rollguard.peers.realcluster import RealCluster, real_cluster
 from rollguard.peers.realkafka import _java
 from rollguard.roller.kafka_admin import KafkaObserver
 from rollguard.roller.kafka_configs import KafkaConfigs
-from rollguard.roller.roll.rules.configs import How, Source, running_from_answer
+from rollguard.roller.roll.rules.config_values import How, Source, running_from_answer
 from rollguard.shared.javaprops import parse_properties
 
 from helpers import BIN, Pki

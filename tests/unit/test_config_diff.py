@@ -14,17 +14,16 @@ from pathlib import Path
 import pytest
 
 from rollguard.peers.realkafka import NEWEST
-from rollguard.roller.roll.rules.configs import (
+from rollguard.roller.roll.rules.config_values import (
     ConfigChange,
     DesiredValue,
     How,
     LiveAnswer,
     RunningConfig,
     Source,
-    changes,
     running_from_answer,
-    to_validate,
 )
+from rollguard.roller.roll.rules.configs import changes, to_validate
 
 RECORDED = Path(__file__).parent.parent / "configs"
 SECRET = "desired-secret-value"

@@ -25,16 +25,18 @@ from rollguard.roller.kafka_admin import AdminApiError
 from rollguard.roller.kafka_configs import KafkaConfigs
 from rollguard.roller.model import Node
 from rollguard.roller.roll.rules.config_plan import ConfigPlan, NodePlan
-from rollguard.roller.roll.rules.config_values import DERIVED, RunningConfig, Source, same_value
-from rollguard.roller.roll.rules.configs import (
+from rollguard.roller.roll.rules.config_values import (
+    DERIVED,
     ConfigChange,
     DesiredValue,
     How,
     LiveAnswer,
-    changes,
+    RunningConfig,
+    Source,
     running_from_answer,
-    to_validate,
+    same_value,
 )
+from rollguard.roller.roll.rules.configs import changes, to_validate
 from rollguard.roller.roll.rules.settings import RollFailed
 from rollguard.shared.javaprops import Property
 

@@ -42,22 +42,10 @@ from rollguard.roller.roll.rules.config_values import (
     RunningConfig,
     Shadow,
     Source,
-    running_from_answer,
     same_value,
 )
 
-__all__ = [
-    "ConfigChange",
-    "DesiredValue",
-    "How",
-    "LiveAnswer",
-    "RunningConfig",
-    "Shadow",
-    "Source",
-    "changes",
-    "running_from_answer",
-    "to_validate",
-]
+__all__ = ["changes", "to_validate"]
 
 
 @dataclass(frozen=True, slots=True)
