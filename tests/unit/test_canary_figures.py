@@ -11,6 +11,7 @@ from rollguard.roller.model import CanaryArrival as Arrival
 from rollguard.roller.model import CanarySample as Sample
 from rollguard.roller.roll.rules.canary import (
     Figures,
+    breach,
     figures,
     longest_gap,
     percentile,
@@ -215,3 +216,58 @@ def test_the_topic_made_has_the_cluster_s_replication_3_at_least(
     default: int | None, brokers: int, expected: int
 ) -> None:
     assert replication(default, brokers) == expected
+
+
+def sends(*latencies: float | None, every: float = 0.1) -> list[Sample]:
+    """One send every `every` seconds from 0, with these latencies (None: failed)."""
+    return [Sample(round(k * every, 3), latency) for k, latency in enumerate(latencies)]
+
+
+FAST = [0.005] * 99 + [0.2]  # 100 sends, the slowest 200 ms: p99 (nearest rank) 5 ms
+
+
+@pytest.mark.parametrize(
+    ("samples", "unanswered", "max_p99_ms", "expected"),
+    [
+        # Within the budget: fast sends, or slow ones without a bound.
+        (sends(*FAST), [], 250.0, None),
+        (sends(*([0.4] * 100)), [], None, None),
+        # One failed send closes it, with or without a bound.
+        (sends(*FAST[:50], None, *FAST[51:]), [], None, "1 of 100 sends failed in the last 10s"),
+        # Nothing acknowledged: a canary that cannot produce is never healthy.
+        (sends(), [], None, "no send acknowledged in the last 10s"),
+        ([], [0.5, 1.0], 250.0, "no send acknowledged in the last 10s"),
+        # The p99 above the bound: two sends of a hundred slow.
+        (
+            sends(*([0.005] * 98), 0.3, 0.4),
+            [],
+            250.0,
+            "send p99 300ms over the last 10s (more than 250ms)",
+        ),
+        # A send waiting longer than the bound counts for as long as it has waited; a younger
+        # one does not count.
+        (
+            sends(*([0.005] * 98)),
+            [1.0, 2.0],
+            250.0,
+            "send p99 8000ms over the last 10s (more than 250ms)",
+        ),
+        (sends(*([0.005] * 98)), [9.9, 9.95], 250.0, None),
+    ],
+)
+def test_the_gate_is_closed_by_a_failed_send_no_acknowledgement_or_a_slow_p99(
+    samples: list[Sample],
+    unanswered: list[float],
+    max_p99_ms: float | None,
+    expected: str | None,
+) -> None:
+    found = breach(samples, unanswered, 0.0, 10.0, max_p99_ms=max_p99_ms)
+    assert (found.reason if found is not None else None) == expected
+
+
+def test_the_gate_judges_only_its_window() -> None:
+    # A failure and a slow send before the window do not count; the window's own sends do.
+    samples = [Sample(1.0, None), Sample(2.0, 3.0), *sends(*FAST)[50:]]
+    assert breach(samples, [], 5.0, 10.0, max_p99_ms=250.0) is None
+    found = breach(samples, [], 0.0, 10.0, max_p99_ms=250.0)
+    assert found is not None and found.failed == 1

@@ -28,7 +28,8 @@ PLAN_SECTIONS = ["connection", "nodes", "safety", "gates", "timing", "batches", 
                  "configuration", "output", "retries"]  # fmt: skip
 ROLL_ONLY = ["--poll-interval", "--stall-timeout", "--restart-timeout", "--safety-wait",
              "--elect-preferred-leaders", "--roll-id", "--resume", "--state-dir",
-             "--metrics-listen", "--canary", "--canary-baseline"]  # fmt: skip
+             "--metrics-listen", "--canary", "--canary-baseline", "--canary-max-p99",
+             "--canary-window"]  # fmt: skip
 PLAN_ONLY: list[str] = []  # --compare-config and its two were plan's before a roll took them
 
 

@@ -13,13 +13,20 @@ from typing import Any
 import httpx
 import pytest
 
-from rollguard.roller.kafka_admin import AdminApiError, LagUnknown
+from rollguard.roller.kafka_admin import AdminApiError, KafkaObserver, LagUnknown
 from rollguard.roller.options import ENV_PREFIX
-from rollguard.roller.roll.cli.gates import PROMETHEUS_TIMEOUT, close_gates, gates_from
+from rollguard.roller.roll.cli.gates import (
+    PROMETHEUS_TIMEOUT,
+    close_gates,
+    gates_from,
+    roll_canary,
+)
 from rollguard.roller.roll.cli.options import RollOptions
 from rollguard.roller.roll.gates.keeper import Closed, GateKind, Gates
 from rollguard.roller.roll.gates.lag import MAX_LAG, ConsumerLagGate, LagLimit, lag_limit
 from rollguard.roller.roll.gates.prometheus import PrometheusGate
+from rollguard.roller.roll.stores.events import EventLog
+from rollguard.shared.errors import ConfigError
 
 URL = "http://prometheus.example:9090"
 QUERY = 'ALERTS{alertstate="firing",rollguard="hold"}'
@@ -360,3 +367,24 @@ def test_a_short_operation_timeout_bounds_a_prometheus_query() -> None:
 
 def test_no_gate_option_makes_no_gate() -> None:
     assert not gates_from(options(), no_lag)
+
+
+def test_the_canary_s_gate_comes_last_with_its_window_and_bound() -> None:
+    given = options("--canary", "rollguard-canary", "--canary-max-p99", "250ms", "--window",
+                    "Mon-Sun 00:00-23:59 UTC", "--canary-window", "30s")  # fmt: skip
+    events = EventLog(None, "r1")
+    canary = roll_canary(given, KafkaObserver("127.0.0.1:9092"), events)
+    assert canary is not None and (canary.window, canary.max_p99) == (30.0, 0.25)
+    made = gates_from(given, no_lag, canary=canary)
+    assert [(g.kind, g.name) for g in made.gates] == [
+        (GateKind.WINDOW, "Mon-Sun 00:00-23:59 UTC"),
+        (GateKind.CANARY, "rollguard-canary"),
+    ]
+    default = roll_canary(options("--canary", "c"), KafkaObserver("127.0.0.1:9092"), events)
+    assert default is not None and (default.window, default.max_p99) == (10.0, None)
+    assert roll_canary(options(), KafkaObserver("127.0.0.1:9092"), events) is None
+
+
+def test_a_p99_bound_without_a_canary_is_refused() -> None:
+    with pytest.raises(ConfigError, match="--canary-max-p99 needs --canary TOPIC"):
+        options("--canary-max-p99", "250ms").check()

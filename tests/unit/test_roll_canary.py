@@ -18,8 +18,20 @@ from rollguard.roller.kafka_admin import AdminApiError
 from rollguard.roller.kafka_canary import CanaryTopic
 from rollguard.roller.model import CanaryArrival, CanarySample
 from rollguard.roller.roll.canary import RollCanary
+from rollguard.roller.roll.gates.canary import CanaryGate
+from rollguard.roller.roll.gates.keeper import Closed
 from rollguard.roller.roll.stores.events import EventLog
+from rollguard.roller.roll.stores.journal import (
+    FileJournalStore,
+    NodeRecord,
+    NodeStatus,
+    RollRecord,
+    RollState,
+)
 from rollguard.shared.dataset import Event
+from rollguard.shared.errors import ConfigError
+
+TOPIC = "rollguard-canary"
 
 
 class Given:
@@ -232,3 +244,116 @@ def test_a_topic_that_can_be_neither_found_nor_made_stops_the_roll_before_it_beg
         asyncio.run(roll())
     assert (canary.stopped, canary.waited) == (True, False)
     assert not (tmp_path / "events.jsonl").exists()
+
+
+def test_the_gate_judges_the_last_window_and_is_closed_until_the_canary_runs(
+    tmp_path: Path,
+) -> None:
+    canary = steady(0.0, 60.0, slow=(20.0, 22.0))  # 20-22 s: sends of 500 ms, one failed
+    events = EventLog(tmp_path / "events.jsonl", "r1")
+    roll = RollCanary(canary, events, baseline=0.0, window=5.0, max_p99=0.25)
+    gate = CanaryGate(roll)
+    seen: list[tuple[float, Closed | None]] = []
+
+    async def rolled() -> None:
+        seen.append((0.0, await gate.check()))  # not started yet: closed
+        canary.now = 10.0
+        await roll.start()
+        for now in (15.0, 21.0, 24.0, 26.5, 28.0):
+            canary.now = now
+            seen.append((now, await gate.check()))
+        await roll.stop()
+        seen.append((30.0, await gate.check()))  # stopped: closed again
+
+    asyncio.run(rolled())
+    reasons = {now: (c.reason if c is not None else None) for now, c in seen}
+    assert reasons == {
+        0.0: "canary rollguard-canary: not running",
+        15.0: None,
+        21.0: "canary rollguard-canary: 1 of 51 sends failed in the last 5.0s",
+        # 24 s: the failure (21 s) is still within the last 5 s.
+        24.0: "canary rollguard-canary: 1 of 51 sends failed in the last 5.0s",
+        # 26.5 s: the failure has left the window, the slow sends of 21.5-22 s not yet.
+        26.5: "canary rollguard-canary: send p99 500ms over the last 5.0s (more than 250ms)",
+        28.0: None,
+        30.0: "canary rollguard-canary: not running",
+    }
+    assert all(
+        c is None or (c.kind, c.name, c.budgeted) == ("canary", TOPIC, True) for _, c in seen
+    )
+    # Without a bound, slow sends hold nothing; a failed one still does.
+    unbounded = RollCanary(steady(0.0, 60.0, slow=(20.0, 22.0)), events, baseline=0.0, window=5.0)
+
+    async def judged() -> list[str | None]:
+        unbounded.canary.now = 10.0  # type: ignore[attr-defined]
+        await unbounded.start()
+        found = []
+        for now in (21.0, 26.5):
+            unbounded.canary.now = now  # type: ignore[attr-defined]
+            breach = unbounded.breach()
+            found.append(breach.reason if breach is not None else None)
+        await unbounded.stop()
+        return found
+
+    assert asyncio.run(judged()) == ["1 of 51 sends failed in the last 5.0s", None]
+
+
+def test_a_canary_that_cannot_produce_closes_the_gate_naming_its_last_error(
+    tmp_path: Path,
+) -> None:
+    canary = Given([], [])
+    canary.last_error = "KafkaTimeoutError: Failed to update metadata after 5.0 secs."
+    roll = RollCanary(canary, EventLog(tmp_path / "events.jsonl", "r1"), baseline=0.0)
+
+    async def judged() -> str | None:
+        await roll.start()
+        canary.now = 12.0
+        breach = roll.breach()
+        await roll.stop(wait=False)
+        return breach.reason if breach is not None else None
+
+    assert asyncio.run(judged()) == (
+        "no send acknowledged in the last 10s (KafkaTimeoutError: Failed to update metadata "
+        "after 5.0 secs.)"
+    )
+
+
+def test_each_node_s_figures_are_in_its_journal_record_and_read_back(tmp_path: Path) -> None:
+    canary = steady(0.0, 30.0)
+    events = EventLog(tmp_path / "events.jsonl", "r1")
+    roll = RollCanary(canary, events, baseline=0.0)
+    store = FileJournalStore(tmp_path)
+    journal = roll.journaled(store)
+    record = RollRecord("r1", "2026-11-29T00:00:00Z")
+
+    async def rolled() -> None:
+        canary.now = 5.0
+        await roll.start()
+        record.nodes["kafka-0"] = NodeRecord(NodeStatus.RESTARTING, "t0")
+        journal.save(record)
+        canary.now = 9.0
+        events.write("kafka-0", Event.RESTART, "")
+        canary.now = 13.0
+        events.write("kafka-0", Event.READY, "")
+        record.nodes["kafka-0"].status = NodeStatus.RESTARTED
+        record.state = RollState.COMPLETED
+        journal.save(record)  # the roll's last save: kafka-0's figures are not said yet
+        canary.now = 14.0
+        await roll.stop()  # said now, and saved with the roll's last record
+
+    asyncio.run(rolled())
+    [cost] = [e for e in said(tmp_path / "events.jsonl") if e["action"] == "canary-cost"]
+    kept = store.load("r1")
+    assert kept is not None and kept.state is RollState.COMPLETED
+    figures = kept.nodes["kafka-0"].canary
+    assert figures is not None and figures["sent"] == cost["sent"] == 41
+    assert figures == {k: v for k, v in cost.items() if k in figures}
+    assert figures["baselineP50Ms"] == 5.0
+    # Read back as it was written, and a record without figures says none.
+    again = RollRecord.from_json(kept.to_json())
+    assert again.nodes["kafka-0"].canary == figures
+    assert "canary" not in RollRecord.from_json(record.to_json() | {"nodes": {}}).to_json()
+    with pytest.raises(ConfigError, match="canary figures are not numbers"):
+        broken = kept.to_json()
+        broken["nodes"]["kafka-0"]["canary"] = {"sent": "41"}
+        RollRecord.from_json(broken)

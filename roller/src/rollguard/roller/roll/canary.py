@@ -30,10 +30,12 @@ from typing import Any, Protocol
 
 from rollguard.roller.kafka_canary import CanaryTopic
 from rollguard.roller.model import CanaryArrival, CanarySample
-from rollguard.roller.roll.rules.canary import Figures, figures, settled, stalled
+from rollguard.roller.roll.rules.canary import Breach, Figures, breach, figures, settled, stalled
 from rollguard.roller.roll.stores.events import EventLog
+from rollguard.roller.roll.stores.journal import JournalStore, RollRecord
 from rollguard.shared.converters import format_duration
 from rollguard.shared.dataset import Event
+from rollguard.shared.errors import RollguardError
 from rollguard.shared.logs import PROGRESS
 
 logger = logging.getLogger(__name__)
@@ -61,6 +63,33 @@ class CanarySource(Protocol):
     def samples(self) -> tuple[list[CanarySample], list[CanaryArrival], list[float]]: ...
 
 
+class CanaryJournal:
+    """The roll's journal store, each node's canary figures (`RollCanary.costs`) written into
+    its record with every save; the last record saved again when the roll's canary stops, with
+    the figures said after the roll's own last save."""
+
+    def __init__(self, store: JournalStore, costs: Callable[[], Mapping[str, Mapping[str, Any]]]):
+        self.store = store
+        self._costs = costs
+        self.last: RollRecord | None = None
+
+    def load(self, roll_id: str) -> RollRecord | None:
+        return self.store.load(roll_id)
+
+    def save(self, record: RollRecord) -> None:
+        for name, fields in self._costs().items():
+            if name in record.nodes:
+                record.nodes[name].canary = dict(fields)
+        self.store.save(record)
+        self.last = record
+
+    def where(self, roll_id: str) -> str:
+        return self.store.where(roll_id)
+
+    def rolls(self) -> list[str] | None:
+        return self.store.rolls()
+
+
 @dataclass
 class Window:
     """One node's restart (or live step), from its `restart` to its `ready`."""
@@ -75,10 +104,20 @@ class RollCanary:
     """The canary for one roll: `start()` before the roll, `stop()` after it, `lines()` for its
     summary; `on_event` listens to the roll's events."""
 
-    def __init__(self, canary: CanarySource, events: EventLog, *, baseline: float) -> None:
+    def __init__(
+        self,
+        canary: CanarySource,
+        events: EventLog,
+        *,
+        baseline: float,
+        window: float = 10.0,
+        max_p99: float | None = None,
+    ) -> None:
         self.canary = canary
         self.events = events
         self.baseline_wait = baseline
+        self.window = window  # the gate's (`breach`), seconds
+        self.max_p99 = max_p99  # seconds, None: not bounded
         self.topic: CanaryTopic | None = None
         self.baseline: Figures | None = None
         self.windows: list[Window] = []
@@ -86,6 +125,20 @@ class RollCanary:
         self._since = 0.0  # the baseline's start
         self._task: asyncio.Task[None] | None = None
         self._failing = False
+        self._costs: dict[str, dict[str, Any]] = {}  # node -> its canary-cost's figures
+        self._lock = threading.Lock()  # the journal reads them in a worker thread
+        self._journal: CanaryJournal | None = None
+
+    def journaled(self, store: JournalStore) -> CanaryJournal:
+        """The journal store to give the roll in place of `store`: each node's figures in its
+        record."""
+        self._journal = CanaryJournal(store, self.costs)
+        return self._journal
+
+    def costs(self) -> dict[str, dict[str, Any]]:
+        """Each node's figures said so far (its latest window's), as the journal keeps them."""
+        with self._lock:
+            return dict(self._costs)
 
     @property
     def name(self) -> str:
@@ -120,6 +173,20 @@ class RollCanary:
             format_duration(self.baseline_wait),
         )
         await asyncio.sleep(self.baseline_wait)
+
+    def breach(self) -> Breach | None:
+        """The gate's judgement of the last `window` (`rules.canary.breach`); a canary not
+        running is closed."""
+        if self._task is None:
+            return Breach("not running")
+        samples, _, unanswered = self.canary.samples()
+        now = self.canary.clock()
+        max_ms = None if self.max_p99 is None else self.max_p99 * 1000
+        start = max(self._since, now - self.window)
+        found = breach(samples, unanswered, start, now, max_p99_ms=max_ms)
+        if found is not None and found.p99_ms is None and self.canary.last_error:
+            return Breach(f"{found.reason} ({self.canary.last_error})", found.failed)
+        return found
 
     def on_event(self, entry: Mapping[str, Any]) -> None:
         action, node = entry.get("action"), entry.get("node")
@@ -163,6 +230,8 @@ class RollCanary:
             back = "" if window.end is not None else " (not back by the roll's end)"
             logger.info("canary %s: %s%s: %s", self.name, window.node, back, seen.text())
             base = self.baseline.fields("baseline") if self.baseline is not None else {}
+            with self._lock:
+                self._costs[window.node] = {**seen.fields(), **base}
             self.events.write(
                 window.node,
                 Event.CANARY_COST,
@@ -205,11 +274,20 @@ class RollCanary:
             self._task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await self._task
+            self._task = None  # not running: its gate is closed
             if self.baseline is None:  # no restart: the whole roll was idle
                 self.on_event({"action": Event.RESTART, "node": ""})
                 self._open.clear()
                 self.windows.clear()
             self._settle(final=True)
+            journal = self._journal
+            if wait and journal is not None and journal.last is not None and self._costs:
+                # The roll's record is final: the figures said after its last save, in it (an
+                # interrupted roll's are in its events).
+                try:
+                    await asyncio.to_thread(journal.save, journal.last)
+                except (RollguardError, OSError) as exc:
+                    logger.warning("canary %s: figures not in the journal: %s", self.name, exc)
         if wait:
             await asyncio.to_thread(self.canary.stop)
         else:

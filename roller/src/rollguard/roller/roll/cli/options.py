@@ -161,8 +161,8 @@ class RollOptions(AgentOptions, OutputOptions, PlatformOptions, KafkaOptions, Ro
         None,
         _topic,
         "produce to and consume from TOPIC for the whole roll (acks=all, a send every 100ms) "
-        "and say what each restart cost (created when absent: a partition led by each broker; "
-        "an existing one is used as it is)",
+        "and say what each restart cost; the next restart waits while its sends fail "
+        "(created when absent: a partition led by each broker; an existing one is used as it is)",
         "TOPIC",
         group=CANARY,
         commands=ROLL,
@@ -171,6 +171,24 @@ class RollOptions(AgentOptions, OutputOptions, PlatformOptions, KafkaOptions, Ro
         "5s",
         duration_between("1s", "10m"),
         "with --canary: how long the canary runs before the roll's first action, its idle baseline",
+        "DURATION",
+        group=CANARY,
+        commands=ROLL,
+    )
+    canary_max_p99: float | None = option(
+        None,
+        duration_between("1ms", "10m"),
+        "with --canary: the next restart (or batch) waits while the canary's send p99 over "
+        "--canary-window is above this, e.g. 250ms (within --safety-wait, as at any gate)",
+        "DURATION",
+        group=CANARY,
+        commands=ROLL,
+    )
+    canary_window: float = option(
+        "10s",
+        duration_between("1s", "10m"),
+        "with --canary: the stretch of time before each restart the canary's gate judges "
+        "(no send failed in it, one acknowledged at least, --canary-max-p99)",
         "DURATION",
         group=CANARY,
         commands=ROLL,
@@ -251,6 +269,8 @@ class RollOptions(AgentOptions, OutputOptions, PlatformOptions, KafkaOptions, Ro
             raise ConfigError("--gate-query needs --gate-prometheus URL (the server to ask)")
         if self.gate_prometheus is not None and not self.gate_query:
             raise ConfigError("--gate-prometheus needs at least one --gate-query PROMQL")
+        if self.canary_max_p99 is not None and self.canary is None:
+            raise ConfigError("--canary-max-p99 needs --canary TOPIC (the canary it bounds)")
         if self.compare_config and self.inventory is not None:
             raise ConfigError(
                 "--compare-config is for pods on Kubernetes: an inventory names each node's "

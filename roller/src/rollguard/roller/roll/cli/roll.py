@@ -32,12 +32,10 @@ from typing import TYPE_CHECKING, Any
 
 from rollguard.roller.agent_client import AgentClient
 from rollguard.roller.kafka_admin import KafkaObserver
-from rollguard.roller.kafka_canary import Canary
 from rollguard.roller.options import (
     ENV_PREFIX,
 )
 from rollguard.roller.platform import Platform
-from rollguard.roller.roll.canary import RollCanary
 from rollguard.roller.roll.cli import expectations
 from rollguard.roller.roll.cli.configuring import (
     check_for_roll,
@@ -46,7 +44,7 @@ from rollguard.roller.roll.cli.configuring import (
     with_configs,
 )
 from rollguard.roller.roll.cli.display import LiveTable, finish, on_terminal, reporter
-from rollguard.roller.roll.cli.gates import close_gates, gates_from
+from rollguard.roller.roll.cli.gates import close_gates, gates_from, roll_canary
 from rollguard.roller.roll.cli.options import RollOptions
 from rollguard.roller.roll.gates.pause import PauseGate
 from rollguard.roller.roll.planning import plan_lines
@@ -216,9 +214,6 @@ async def _run(command: str, options: RollOptions, stats: RetryStats, roll_id: s
         )
         kafka = KafkaObserver.from_file(options.bootstrap, options.kafka_properties)
         stack.callback(kafka.close)
-        # A roll's own lease says when it is paused (`rollguard roll pause`); a plan holds none.
-        paused = () if command == "plan" else (PauseGate(lease, roll_id),)
-        gates = gates_from(options, kafka.consumer_lag, extra=paused)  # closed in `finally`
         observer = kafka.observe
         settings = options.settings()
         # `plan` writes nothing: no events, no journal, no lease.
@@ -228,6 +223,13 @@ async def _run(command: str, options: RollOptions, stats: RetryStats, roll_id: s
             roll_id,
             cluster=cluster or None,
         )
+        # --canary: the roll's own client, from before the roll's first action to its end.
+        canary = roll_canary(options, kafka, events) if command == "roll" else None
+        if canary is not None:  # each node's figures in its journal record too
+            journal = canary.journaled(journal)
+        # A roll's own lease says when it is paused (`rollguard roll pause`); a plan holds none.
+        paused = () if command == "plan" else (PauseGate(lease, roll_id),)
+        gates = gates_from(options, kafka.consumer_lag, extra=paused, canary=canary)
         # --metrics-listen (a roll's, never a plan's): fed by its events, journal and lease.
         metrics: RollMetrics | None = None
         server: MetricsServer | None = None
@@ -332,10 +334,6 @@ async def _run(command: str, options: RollOptions, stats: RetryStats, roll_id: s
             progress.info("roll %s: journal and events in %s", roll_id, folder)
             if metrics is not None:
                 metrics.follow([n.name for n in nodes], roller.settings.recovery_budget)
-            # --canary: the roll's own client, from before the roll's first action to its end.
-            canary = options.canary and RollCanary(
-                Canary(kafka, options.canary), events, baseline=options.canary_baseline
-            )
             # The table is gone before the outcome is printed: it is stdout's, not the table's.
             with display if display is not None else contextlib.nullcontext():
                 try:

@@ -9,11 +9,13 @@ waited for: that wait goes on). Every configured gate must be open; a closed one
 - `consumer-lag` (`--gate-consumer-lag GROUP=MAX`): closed while a consumer group's lag
   (committed offsets against end offsets, from Kafka's Admin API) is above MAX;
 - `window` (`--window`): closed outside every restart window, until the next one opens;
-- `pause` (`rollguard pause`): closed while the roll is paused.
+- `pause` (`rollguard pause`): closed while the roll is paused;
+- `canary` (`--canary TOPIC`): closed while the roll's own client fails sends, cannot produce,
+  or (`--canary-max-p99`) sees its sends slower than that over the last `--canary-window`.
 
 A gate that cannot tell (Prometheus unreachable, the Admin API not answering) is closed: the
-roll never acts on what it cannot see. The roll waits at a closed `prometheus` or
-`consumer-lag` gate within --safety-wait, as for any deferral (progress: its `deficit`
+roll never acts on what it cannot see. The roll waits at a closed `prometheus`, `consumer-lag`
+or `canary` gate within --safety-wait, as for any deferral (progress: its `deficit`
 falling); outside a window or paused it waits without that budget: that wait is asked for.
 """
 
@@ -41,6 +43,7 @@ class GateKind(StrEnum):
     CONSUMER_LAG = "consumer-lag"
     WINDOW = "window"
     PAUSE = "pause"
+    CANARY = "canary"
 
 
 @dataclass(frozen=True, slots=True)
@@ -57,7 +60,7 @@ class Closed:
     def budgeted(self) -> bool:
         """Whether the roll waits for it within --safety-wait (a health gate), or for as long
         as it takes (a window or a pause, which were asked for)."""
-        return self.kind in (GateKind.PROMETHEUS, GateKind.CONSUMER_LAG)
+        return self.kind in (GateKind.PROMETHEUS, GateKind.CONSUMER_LAG, GateKind.CANARY)
 
     def describe(self) -> str:
         """`window gate: outside every restart window (Mon-Fri ...)...`: the reason names the

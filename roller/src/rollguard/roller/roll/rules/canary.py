@@ -143,3 +143,46 @@ def stalled(last_ack: float | None, now: float, within: float, since: float) -> 
     acknowledgement, None for none yet; counted from `since`, the canary's start, at the
     earliest): a canary that cannot produce."""
     return now - max(since, last_ack if last_ack is not None else since) >= within
+
+
+@dataclass(frozen=True, slots=True)
+class Breach:
+    """Why the canary's gate is closed now: a sentence, and the figures behind it."""
+
+    reason: str
+    failed: int = 0
+    p99_ms: float | None = None
+
+
+def breach(
+    samples: Sequence[CanarySample],
+    unanswered: Sequence[float],
+    start: float,
+    now: float,
+    *,
+    max_p99_ms: float | None,
+) -> Breach | None:
+    """The canary's gate over [start, now] (the last `--canary-window`): None when within its
+    budget. Closed when a send sent in it failed, when none sent in it was acknowledged (a
+    canary that cannot produce is never healthy), or, with `max_p99_ms`, when the sends' p99
+    is above it. A send still unanswered counts for as long as it has waited so far once that
+    is past the bound (a stalled send is no faster for not being answered yet); a younger one
+    is not known yet and does not count."""
+    sends = [s for s in samples if start <= s.at <= now]
+    failed = sum(1 for s in sends if s.latency is None)
+    span = _seconds(now - start)
+    if failed:
+        return Breach(f"{failed} of {len(sends)} sends failed in the last {span}", failed=failed)
+    latencies = [s.latency * 1000 for s in sends if s.latency is not None]
+    if not latencies:
+        return Breach(f"no send acknowledged in the last {span}")
+    if max_p99_ms is None:
+        return None
+    waiting = [(now - at) * 1000 for at in unanswered if start <= at <= now]
+    latencies += [ms for ms in waiting if ms > max_p99_ms]
+    p99 = percentile(latencies, 0.99)
+    if p99 is None or p99 <= max_p99_ms:
+        return None
+    return Breach(
+        f"send p99 {_ms(p99)} over the last {span} (more than {_ms(max_p99_ms)})", p99_ms=p99
+    )

@@ -68,6 +68,9 @@ class NodeRecord:
     # partitions whose ISR it was already out of, and whether its voter was lagging, before.
     out_of_sync: tuple[str, ...] = ()
     voter_lagging: bool = False
+    # With --canary: what its restart (or live step) cost the roll's canary, as its
+    # `canary-cost` event says it (`roll.canary`), written with the journal's next save.
+    canary: dict[str, float | int | None] | None = None
 
     @classmethod
     def intent(
@@ -123,6 +126,7 @@ class RollRecord:
                     **({"batch": r.batch} if r.batch is not None else {}),
                     **({"outOfSyncBefore": list(r.out_of_sync)} if r.out_of_sync else {}),
                     **({"voterLaggingBefore": True} if r.voter_lagging else {}),
+                    **({"canary": r.canary} if r.canary else {}),
                 }
                 for name, r in self.nodes.items()
             },
@@ -156,6 +160,7 @@ class RollRecord:
                     _batch(r.get("batch")),
                     _names(r.get("outOfSyncBefore", [])),
                     r.get("voterLaggingBefore", False) is True,
+                    _figures(r.get("canary")),
                 )
                 for name, r in data.get("nodes", {}).items()
             },
@@ -192,6 +197,16 @@ def _batch(value: object) -> int | None:
         return None
     if not isinstance(value, int) or isinstance(value, bool) or value < 1:
         raise ValueError(f"batch {value!r} is not a positive whole number")
+    return value
+
+
+def _figures(value: object) -> dict[str, float | int | None] | None:
+    if value is None:
+        return None
+    if not isinstance(value, dict) or not all(
+        isinstance(v, int | float | None) and not isinstance(v, bool) for v in value.values()
+    ):
+        raise ValueError(f"a node's canary figures are not numbers by name: {str(value)[:80]!r}")
     return value
 
 
