@@ -16,6 +16,8 @@ from typing import Any
 from rollguard.peers.realclients import Canary, IsrSampler
 from rollguard.peers.realcluster import RealCluster
 
+from helpers import wait_until
+
 ROLL_ID = "real-1"
 
 
@@ -67,6 +69,57 @@ def roll(cluster: RealCluster, folder: Path, *extra: str, timeout: float = 900) 
     """`rollguard roll` with the inventory, as an operator runs it: no timing flag."""
     command = cluster.roll_command(folder / "state", ROLL_ID, *extra)
     return subprocess.run(command, capture_output=True, text=True, timeout=timeout)
+
+
+class Roll:
+    """`rollguard roll` in the background, its output in files, its events read as it runs."""
+
+    def __init__(self, cluster: RealCluster, folder: Path, roll_id: str, *flags: str) -> None:
+        self.folder, self.roll_id = folder, roll_id
+        command = cluster.roll_command(folder / "state", roll_id, *flags)
+        with open(folder / "stdout", "wb") as out, open(folder / "stderr", "wb") as err:
+            self.started = time.monotonic()
+            self.process = subprocess.Popen(command, stdout=out, stderr=err)
+
+    def events(self) -> list[dict[str, Any]]:
+        path = self.folder / "state" / f"events-{self.roll_id}.jsonl"
+        lines = path.read_text().splitlines() if path.exists() else []
+        return [json.loads(line) for line in lines if line.endswith("}")]
+
+    def actions(self) -> list[str]:
+        return [e["action"] for e in self.events()]
+
+    def output(self) -> str:
+        return (self.folder / "stdout").read_text() + (self.folder / "stderr").read_text()
+
+    def stderr(self) -> str:
+        return (self.folder / "stderr").read_text()
+
+    def gate_closed(self, gate: str, timeout: float = 90) -> dict[str, Any]:
+        """The first gate-closed event of `gate`, waited for while the roll runs."""
+
+        def seen() -> dict[str, Any] | None:
+            if self.process.poll() is not None:
+                raise AssertionError(
+                    f"the roll ended ({self.process.returncode}):\n{self.output()}"
+                )
+            found = [e for e in self.events() if e["action"] == "gate-closed" and e["gate"] == gate]
+            return found[0] if found else None
+
+        return wait_until(seen, timeout, interval=0.2, what=f"a gate-closed event of {gate}")
+
+    def wait(self, timeout: float = 180) -> int:
+        try:
+            return self.process.wait(timeout)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+            self.process.wait()
+            raise AssertionError(f"the roll outlasted {timeout} s:\n{self.output()}") from None
+
+    def stop(self) -> None:
+        if self.process.poll() is None:
+            self.process.kill()
+            self.process.wait()
 
 
 def until_running_again(

@@ -36,6 +36,7 @@ from rollguard.roller.kafka_admin import KafkaObserver
 from rollguard.roller.roll.gates.lag import ConsumerLagGate, LagLimit
 
 from helpers import Pki, missing_tier, wait_until
+from real_kafka import Roll
 
 QUERY = 'ALERTS{alertstate="firing",rollguard="hold"}'
 RULES = """\
@@ -122,57 +123,6 @@ class Stoppable(Protocol):
     def stop(self) -> None: ...
 
 
-class Roll:
-    """`rollguard roll` in the background, its output in files, its events read as it runs."""
-
-    def __init__(self, cluster: RealCluster, folder: Path, roll_id: str, *flags: str) -> None:
-        self.folder, self.roll_id = folder, roll_id
-        command = cluster.roll_command(folder / "state", roll_id, *ROLL_FLAGS, *flags)
-        with open(folder / "stdout", "wb") as out, open(folder / "stderr", "wb") as err:
-            self.started = time.monotonic()
-            self.process = subprocess.Popen(command, stdout=out, stderr=err)
-
-    def events(self) -> list[dict[str, Any]]:
-        path = self.folder / "state" / f"events-{self.roll_id}.jsonl"
-        lines = path.read_text().splitlines() if path.exists() else []
-        return [json.loads(line) for line in lines if line.endswith("}")]
-
-    def actions(self) -> list[str]:
-        return [e["action"] for e in self.events()]
-
-    def output(self) -> str:
-        return (self.folder / "stdout").read_text() + (self.folder / "stderr").read_text()
-
-    def stderr(self) -> str:
-        return (self.folder / "stderr").read_text()
-
-    def gate_closed(self, gate: str, timeout: float = 90) -> dict[str, Any]:
-        """The first gate-closed event of `gate`, waited for while the roll runs."""
-
-        def seen() -> dict[str, Any] | None:
-            if self.process.poll() is not None:
-                raise AssertionError(
-                    f"the roll ended ({self.process.returncode}):\n{self.output()}"
-                )
-            found = [e for e in self.events() if e["action"] == "gate-closed" and e["gate"] == gate]
-            return found[0] if found else None
-
-        return wait_until(seen, timeout, interval=0.2, what=f"a gate-closed event of {gate}")
-
-    def wait(self, timeout: float = 180) -> int:
-        try:
-            return self.process.wait(timeout)
-        except subprocess.TimeoutExpired:
-            self.process.kill()
-            self.process.wait()
-            raise AssertionError(f"the roll outlasted {timeout} s:\n{self.output()}") from None
-
-    def stop(self) -> None:
-        if self.process.poll() is None:
-            self.process.kill()
-            self.process.wait()
-
-
 @pytest.fixture
 def rolls() -> Iterator[list[Stoppable]]:
     """Every roll (and watch) a test starts, stopped if the test fails while it runs."""
@@ -225,7 +175,7 @@ def test_a_firing_alert_holds_the_roll_until_it_resolves(
     firing = FiringWatch(prometheus)  # the test's own eyes on the alert, beside the roller's
     rolls.append(firing)
     roll = Roll(
-        cluster, tmp_path, "gate-alert", *HELD, "--gate-prometheus", prometheus.url,
+        cluster, tmp_path, "gate-alert", *ROLL_FLAGS, *HELD, "--gate-prometheus", prometheus.url,
         "--gate-query", QUERY, "--metrics-listen", exporter.roller,
     )  # fmt: skip
     rolls.append(roll)
@@ -289,7 +239,13 @@ def test_a_consumer_group_lagging_more_than_its_max_holds_the_roll_until_it_catc
         consumer.commit({tp: OffsetAndMetadata(0, "", -1) for tp in partitions})
         before = restarts(cluster)
         roll = Roll(
-            cluster, tmp_path, "gate-lag", *HELD, "--gate-consumer-lag", f"{GROUP}={MAX_LAG}"
+            cluster,
+            tmp_path,
+            "gate-lag",
+            *ROLL_FLAGS,
+            *HELD,
+            "--gate-consumer-lag",
+            f"{GROUP}={MAX_LAG}",
         )
         rolls.append(roll)
 

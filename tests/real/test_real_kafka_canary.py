@@ -12,6 +12,8 @@ from __future__ import annotations
 
 import itertools
 import statistics
+import threading
+import time
 from collections.abc import Iterator
 from datetime import datetime
 from pathlib import Path
@@ -21,11 +23,12 @@ import pytest
 
 from rollguard.peers.realclients import Canary as WitnessCanary
 from rollguard.peers.realcluster import RealCluster, real_cluster
+from rollguard.peers.realkafka import _java
 from rollguard.roller.kafka_admin import KafkaObserver
 from rollguard.roller.kafka_canary import Canary
 
-from helpers import Pki
-from real_kafka import events, roll, watched
+from helpers import Pki, wait_until
+from real_kafka import Roll, events, roll, watched
 
 TOPIC = "rollguard-canary"
 BASELINE = 3.0  # seconds (--canary-baseline)
@@ -150,3 +153,129 @@ def test_an_existing_topic_of_another_shape_is_used_as_it_is(cluster: RealCluste
     # default.replication.factor, 3 here).
     assert (made.created, made.partitions, made.replication, made.problem) == (True, 3, 3, None)
     assert preferred_leaders(cluster, "made-here") == ([0, 1, 2], 3)
+
+
+CLIENT_ID = "rollguard-canary"  # the roll's canary's producer and consumer (kafka_canary)
+# Bytes a second, per broker: the roll's canary sends ~1.5 kB/s (one record every 100 ms),
+# spread over 3 brokers, the probe about as much: each broker delays their answers by seconds.
+THROTTLE = "producer_byte_rate=256"
+
+
+def client_quota(cluster: RealCluster, *change: str) -> None:
+    """Kafka's own `kafka-configs` on the client quota of the roll's canary's client id."""
+    _java(
+        cluster.kafka.lib,
+        "org.apache.kafka.tools.ConfigCommand",
+        "--bootstrap-server",
+        cluster.kafka.bootstrap.split(",")[0],
+        "--entity-type",
+        "clients",
+        "--entity-name",
+        CLIENT_ID,
+        "--alter",
+        *change,
+    )
+
+
+class Probe:
+    """The test's own producer under the roll canary's client id (so under its quota), sending
+    one record at a time to its own topic: `sends` (when sent, monotonic; its latency, None for
+    failed). Its eyes on the throttle, not the roller's."""
+
+    def __init__(self, bootstrap: str, topic: str) -> None:
+        self.bootstrap, self.topic = bootstrap, topic
+        self.sends: list[tuple[float, float | None]] = []
+        self._lock = threading.Lock()
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def __enter__(self) -> Probe:
+        self._thread.start()
+        wait_until(lambda: self.after(0.0), 60, interval=0.1, what="the probe's first send")
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join(60)
+
+    def after(self, since: float) -> list[tuple[float, float | None]]:
+        with self._lock:
+            return [s for s in self.sends if s[0] >= since]
+
+    def _run(self) -> None:
+        from kafka import KafkaProducer
+
+        producer = KafkaProducer(
+            bootstrap_servers=self.bootstrap,
+            acks="all",
+            client_id=CLIENT_ID,
+            delivery_timeout_ms=30000,
+            request_timeout_ms=25000,
+        )
+        try:
+            while not self._stop.is_set():
+                sent = time.monotonic()
+                try:
+                    producer.send(self.topic, b"probe").get(timeout=35)
+                    latency: float | None = time.monotonic() - sent
+                except Exception:  # a failed send is a sample too
+                    latency = None
+                with self._lock:
+                    self.sends.append((sent, latency))
+                self._stop.wait(0.1)  # the probe's pace, as the roll's canary's
+        finally:
+            producer.close(5)
+
+
+@pytest.mark.timeout(420)
+def test_a_throttled_canary_holds_the_next_restart_until_it_recovers(
+    cluster: RealCluster, tmp_path: Path
+) -> None:
+    cluster.kafka.create_topics([("probe", 3, 3)])
+    before = len(cluster.restarts.log)
+    with watched(cluster) as watch, Probe(cluster.kafka.bootstrap, "probe") as probe:
+        roll = Roll(
+            cluster, tmp_path, "canary-held", "--canary", "held-canary", "--canary-baseline", "3s",
+            "--canary-max-p99", "250ms", "--only", "kafka-0,kafka-1", "--safety-wait", "5m",
+        )  # fmt: skip
+        try:
+            # Once the roll has restarted kafka-0 (the control server's log), the cluster throttles
+            # the roll's client, with Kafka's own tool, before kafka-0 is back.
+            wait_until(lambda: len(cluster.restarts.log) > before, 120, what="the first restart")
+            client_quota(cluster, "--add-config", THROTTLE)
+            throttled = time.monotonic()
+            closed = roll.gate_closed("canary", timeout=120)
+            # The test's own probe under the same client id: throttled, by its own sends.
+            wait_until(
+                lambda: sum(1 for _, ms in probe.after(throttled) if ms is None or ms > 0.5) >= 3,
+                90,
+                what="three of the probe's sends slowed past 500 ms",
+            )
+            assert len(cluster.restarts.log) == before + 1, cluster.restarts.log[before:]
+        finally:
+            client_quota(cluster, "--delete-config", THROTTLE.split("=")[0])
+        released = time.monotonic()
+        assert roll.wait(300) == 0, roll.output()
+    print(f"\n{roll.stderr()}\n{watch.summary()}")
+    print(
+        f"throttled {throttled - roll.started:.1f} s into the roll, for {released - throttled:.1f} s"
+    )
+    watch.assert_safe()  # the test's own canary (another client id) is never throttled
+    first, second = cluster.restarts.log[before:]
+    assert (first.node_id, second.node_id) == (0, 1)
+    # By the control server's log and the test's own clock: the throttle came after the first
+    # restart and the next came only once it was lifted: the roll was held through it.
+    assert first.at < throttled < released < second.at, (first, throttled, released, second)
+    slow = [ms for at, ms in probe.after(throttled) if at < released]
+    assert slow and max(ms or 60.0 for ms in slow) > 0.5, slow
+    # The roll's own word, beside the test's: held at the canary's gate, then open again.
+    assert closed["name"] == "held-canary" and closed["node"] is None, closed
+    assert "canary held-canary: " in closed["reason"], closed
+    actions = roll.actions()
+    assert actions.index("gate-closed") < actions.index("gate-open"), actions
+    restarts = [i for i, a in enumerate(actions) if a == "restart"]
+    assert restarts[0] < actions.index("gate-closed") < actions.index("gate-open") < restarts[1]
+    # kafka-0's window held the throttle: its figures say so.
+    costs = {e["node"]: e for e in roll.events() if e["action"] == "canary-cost"}
+    zero = costs["kafka-0"]
+    assert zero["failed"] > 0 or (zero["p99Ms"] or 0) > 250, zero
