@@ -257,9 +257,8 @@ def test_a_throttled_canary_holds_the_next_restart_until_it_recovers(
         released = time.monotonic()
         assert roll.wait(300) == 0, roll.output()
     print(f"\n{roll.stderr()}\n{watch.summary()}")
-    print(
-        f"throttled {throttled - roll.started:.1f} s into the roll, for {released - throttled:.1f} s"
-    )
+    into, lasted = throttled - roll.started, released - throttled
+    print(f"throttled {into:.1f} s into the roll, for {lasted:.1f} s")
     watch.assert_safe()  # the test's own canary (another client id) is never throttled
     first, second = cluster.restarts.log[before:]
     assert (first.node_id, second.node_id) == (0, 1)
