@@ -31,13 +31,22 @@ from helpers import Pki, wait_until
 from real_kafka import Roll, events, roll, watched
 
 TOPIC = "rollguard-canary"
+# Kafka's own authorizer, everything allowed but where an ACL says otherwise, and a SASL
+# listener whose user `roller` is no super user: one test denies that user's canary a topic.
+USERS = {"roller": "roller-secret"}
+AUTHORIZER = {
+    "authorizer.class.name": "org.apache.kafka.metadata.authorizer.StandardAuthorizer",
+    "allow.everyone.if.no.acl.found": "true",
+}
 BASELINE = 3.0  # seconds (--canary-baseline)
 
 
 @pytest.fixture(scope="module")
 def cluster(pki: Pki, tmp_path_factory: pytest.TempPathFactory) -> Iterator[RealCluster]:
     folder = tmp_path_factory.mktemp("real-kafka-canary")
-    with real_cluster(folder, pki, data_mb=1, combined=3, heap="256m") as real:
+    with real_cluster(
+        folder, pki, data_mb=1, combined=3, heap="256m", extra=AUTHORIZER, sasl_users=USERS
+    ) as real:
         yield real
 
 
@@ -135,7 +144,8 @@ def test_an_existing_topic_of_another_shape_is_used_as_it_is(cluster: RealCluste
 
     admin = KafkaAdminClient(bootstrap_servers=cluster.kafka.bootstrap)
     try:
-        admin.create_topics({"one-partition": {"num_partitions": 1, "replication_factor": 2}})
+        # Replication 3 (min ISR 2): a later roll in this module keeps it above min ISR.
+        admin.create_topics({"one-partition": {"num_partitions": 1, "replication_factor": 3}})
     finally:
         admin.close()
     before = preferred_leaders(cluster, "one-partition")
@@ -145,7 +155,7 @@ def test_an_existing_topic_of_another_shape_is_used_as_it_is(cluster: RealCluste
         made = Canary(observer, "made-here").prepare()
     finally:
         observer.close()
-    assert (found.created, found.partitions, found.replication) == (False, 1, 2)
+    assert (found.created, found.partitions, found.replication) == (False, 1, 3)
     assert found.problem is not None and found.problem.startswith("1 partition whose preferred")
     assert found.text().endswith("not one per broker (0, 1, 2): used as it is"), found.text()
     assert preferred_leaders(cluster, "one-partition") == before  # never altered
@@ -239,8 +249,8 @@ def test_a_throttled_canary_holds_the_next_restart_until_it_recovers(
             "--canary-max-p99", "250ms", "--only", "kafka-0,kafka-1", "--safety-wait", "5m",
         )  # fmt: skip
         try:
-            # Once the roll has restarted kafka-0 (the control server's log), the cluster throttles
-            # the roll's client, with Kafka's own tool, before kafka-0 is back.
+            # Once the roll has restarted its first node (the control server's log), the cluster
+            # throttles the roll's client, with Kafka's own tool, before that node is back.
             wait_until(lambda: len(cluster.restarts.log) > before, 120, what="the first restart")
             client_quota(cluster, "--add-config", THROTTLE)
             throttled = time.monotonic()
@@ -261,7 +271,7 @@ def test_a_throttled_canary_holds_the_next_restart_until_it_recovers(
     print(f"throttled {into:.1f} s into the roll, for {lasted:.1f} s")
     watch.assert_safe()  # the test's own canary (another client id) is never throttled
     first, second = cluster.restarts.log[before:]
-    assert (first.node_id, second.node_id) == (0, 1)
+    assert {first.node_id, second.node_id} == {0, 1}  # --only, in the roll's own order
     # By the control server's log and the test's own clock: the throttle came after the first
     # restart and the next came only once it was lifted: the roll was held through it.
     assert first.at < throttled < released < second.at, (first, throttled, released, second)
@@ -274,7 +284,54 @@ def test_a_throttled_canary_holds_the_next_restart_until_it_recovers(
     assert actions.index("gate-closed") < actions.index("gate-open"), actions
     restarts = [i for i, a in enumerate(actions) if a == "restart"]
     assert restarts[0] < actions.index("gate-closed") < actions.index("gate-open") < restarts[1]
-    # kafka-0's window held the throttle: its figures say so.
+    # The first node's window held the throttle: its figures say so.
     costs = {e["node"]: e for e in roll.events() if e["action"] == "canary-cost"}
-    zero = costs["kafka-0"]
-    assert zero["failed"] > 0 or (zero["p99Ms"] or 0) > 250, zero
+    held = costs[f"kafka-{first.node_id}"]
+    assert held["failed"] > 0 or (held["p99Ms"] or 0) > 250, held
+
+
+def test_an_acl_the_canary_lacks_is_exit_2_naming_it_before_the_first_restart(
+    cluster: RealCluster, tmp_path: Path
+) -> None:
+    from kafka.admin import (
+        ACL,
+        ACLOperation,
+        ACLPermissionType,
+        KafkaAdminClient,
+        ResourcePattern,
+        ResourceType,
+    )
+
+    # The roller's client (User:roller, on the SASL listener) may describe, create and read the
+    # topic, not write to it: Kafka's own ACLs, with its own authorizer.
+    topic = ResourcePattern(ResourceType.TOPIC, "denied-canary")
+    acls = [
+        ACL("User:roller", "*", operation, permission, topic)
+        for operation, permission in (
+            (ACLOperation.DESCRIBE, ACLPermissionType.ALLOW),
+            (ACLOperation.CREATE, ACLPermissionType.ALLOW),
+            (ACLOperation.READ, ACLPermissionType.ALLOW),
+            (ACLOperation.WRITE, ACLPermissionType.DENY),
+        )
+    ]
+    admin = KafkaAdminClient(bootstrap_servers=cluster.kafka.bootstrap)
+    try:
+        admin.create_acls(acls)
+    finally:
+        admin.close()
+    before = len(cluster.restarts.log)
+    started = time.monotonic()
+    properties = tmp_path / "kafka.properties"
+    properties.write_text(
+        "security.protocol=SASL_PLAINTEXT\nsasl.mechanism=PLAIN\nsasl.username=roller\n"
+        f"sasl.password={USERS['roller']}\n"
+    )
+    sasl = ("--bootstrap", cluster.kafka.sasl_bootstrap, "--kafka-properties", str(properties))
+    done = roll(cluster, tmp_path, *sasl, "--canary", "denied-canary", timeout=120)
+    took = time.monotonic() - started
+    print(f"\n{done.stderr}\nexit {done.returncode} after {took:.1f} s")
+    assert done.returncode == 2, done.stdout + done.stderr
+    assert "Kafka refuses the roller's client WRITE on topic denied-canary" in done.stderr
+    assert "Traceback" not in done.stderr and USERS["roller"] not in done.stderr
+    assert len(cluster.restarts.log) == before  # the control server's log: nothing restarted
+    assert took < 60, took  # said at its first refused send, not after a timeout of its own

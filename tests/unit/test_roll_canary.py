@@ -14,8 +14,8 @@ from typing import Any
 
 import pytest
 
-from rollguard.roller.kafka_admin import AdminApiError
-from rollguard.roller.kafka_canary import CanaryTopic
+from rollguard.roller.kafka_admin import AdminApiError, KafkaObserver
+from rollguard.roller.kafka_canary import Canary, CanaryRefused, CanaryTopic
 from rollguard.roller.model import CanaryArrival, CanarySample
 from rollguard.roller.roll.canary import RollCanary
 from rollguard.roller.roll.gates.canary import CanaryGate
@@ -46,6 +46,7 @@ class Given:
         self.acked: float | None = None  # the latest acknowledgement; None: from the samples
         self.last_error: str | None = None
         self.started_at: float | None = 0.0
+        self.refused: CanaryRefused | None = None
         self.stopped = self.waited = False
         self._samples, self._arrivals = samples, arrivals
 
@@ -357,3 +358,67 @@ def test_each_node_s_figures_are_in_its_journal_record_and_read_back(tmp_path: P
         broken = kept.to_json()
         broken["nodes"]["kafka-0"]["canary"] = {"sent": "41"}
         RollRecord.from_json(broken)
+
+
+class Admin:
+    """kafka-python's admin client as the canary's topic sees it: its answers, or a refusal."""
+
+    def __init__(self, *, describe: list[dict[str, Any]], create: Exception | None = None) -> None:
+        self.describe, self.create = describe, create
+
+    def describe_cluster(self) -> dict[str, Any]:
+        return {"brokers": [{"node_id": 0}, {"node_id": 1}, {"node_id": 2}]}
+
+    def describe_topics(self, topics: list[str]) -> list[dict[str, Any]]:
+        return self.describe
+
+    def describe_configs(self, *args: Any, **kwargs: Any) -> dict[str, Any]:
+        return {}
+
+    def create_topics(self, *args: Any, **kwargs: Any) -> None:
+        if self.create is not None:
+            raise self.create
+
+    def close(self) -> None:
+        pass
+
+
+def prepared(admin: Admin) -> CanaryTopic:
+    observer = KafkaObserver("127.0.0.1:9")
+    observer._admin = admin  # the library's client, given
+    return Canary(observer, "rollguard-canary").prepare()
+
+
+def test_an_acl_missing_for_the_topic_is_a_configuration_error_naming_the_operation() -> None:
+    from kafka.errors import ClusterAuthorizationFailedError, TopicAuthorizationFailedError
+
+    denied = [{"topic": "rollguard-canary", "error_code": 29, "partitions": []}]
+    with pytest.raises(CanaryRefused, match="refuses the roller's client DESCRIBE on topic") as got:
+        prepared(Admin(describe=denied))
+    assert got.value.operation == "DESCRIBE" and isinstance(got.value, ConfigError)
+    absent = [{"topic": "rollguard-canary", "error_code": 3, "partitions": []}]
+    for error in (TopicAuthorizationFailedError(), ClusterAuthorizationFailedError()):
+        with pytest.raises(CanaryRefused, match="client CREATE on topic rollguard-canary"):
+            prepared(Admin(describe=absent, create=error))
+    # Another error is not a refusal: the roll fails as for any topic it cannot make (exit 1).
+    with pytest.raises(AdminApiError, match="the canary topic rollguard-canary"):
+        prepared(Admin(describe=absent, create=OSError("connection reset")))
+
+
+def test_a_refused_producer_or_consumer_stops_the_roll_before_its_first_action(
+    tmp_path: Path,
+) -> None:
+    from kafka.errors import TopicAuthorizationFailedError
+
+    canary = Given([], [])
+    canary.refused = CanaryRefused("rollguard-canary", "WRITE", TopicAuthorizationFailedError())
+    roll = RollCanary(canary, EventLog(tmp_path / "events.jsonl", "r1"), baseline=5.0)
+
+    async def started() -> None:
+        async with roll:
+            raise AssertionError("the roll went on")
+
+    with pytest.raises(CanaryRefused, match="client WRITE on topic rollguard-canary") as got:
+        asyncio.run(started())
+    assert "grant them, or roll without --canary" in str(got.value)
+    assert canary.stopped and not canary.waited  # stopped at once

@@ -25,15 +25,25 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from rollguard.roller.kafka_admin import KafkaObserver
+from rollguard.roller.kafka_admin import AdminApiError, KafkaObserver
 from rollguard.roller.model import CanaryArrival, CanarySample
+from rollguard.shared.errors import ConfigError
 
-__all__ = ["DELIVERY_TIMEOUT", "Canary", "CanaryTopic", "replication", "shape_problem", "spread"]
+__all__ = [
+    "DELIVERY_TIMEOUT",
+    "Canary",
+    "CanaryRefused",
+    "CanaryTopic",
+    "replication",
+    "shape_problem",
+    "spread",
+]
 
 logger = logging.getLogger(__name__)
 
 DELIVERY_TIMEOUT = 10.0  # seconds: a send not acknowledged within it has failed
 REQUEST_TIMEOUT_MS = 5000  # within the delivery timeout, so that a send is retried once at least
+TOPIC_AUTHORIZATION_FAILED = 29  # Kafka's error code, in a topic's DescribeTopics answer
 
 
 def replication(default: int | None, brokers: int) -> int:
@@ -65,6 +75,27 @@ def shape_problem(replicas: Mapping[int, Sequence[int]], brokers: Sequence[int])
         f"{len(replicas)} partition{'' if len(replicas) == 1 else 's'} whose preferred leaders "
         f"are {led}, not one per broker ({', '.join(str(b) for b in sorted(brokers))})"
     )
+
+
+class CanaryRefused(ConfigError):
+    """Kafka refuses the roller's client an operation the canary needs (its ACLs): a
+    configuration to fix before the roll, exit 2 before its first action."""
+
+    def __init__(self, topic: str, operation: str, error: BaseException) -> None:
+        where = "the cluster" if operation == "IDEMPOTENT_WRITE" else f"topic {topic}"
+        super().__init__(
+            f"--canary {topic}: Kafka refuses the roller's client {operation} on {where} "
+            f"({type(error).__name__}): the canary needs DESCRIBE, WRITE and READ on its topic "
+            "(and CREATE while it is absent); grant them, or roll without --canary"
+        )
+        self.operation = operation
+
+
+def _denied(error: BaseException | None) -> bool:
+    """Whether Kafka refused the call for want of an ACL (kafka-python's AuthorizationError)."""
+    from kafka.errors import AuthorizationError
+
+    return isinstance(error, AuthorizationError)
 
 
 @dataclass(frozen=True, slots=True)
@@ -119,6 +150,8 @@ class Canary:
         self._stop = threading.Event()
         self._consumer_ready = threading.Event()
         self._threads: list[threading.Thread] = []
+        self.refused: CanaryRefused | None = None  # the first operation Kafka refused it
+        self._doing = "DESCRIBE"  # what `prepare` asks of Kafka now
 
     # ---- the topic -----------------------------------------------------------------------
 
@@ -130,7 +163,12 @@ class Canary:
             brokers = sorted(
                 int(b.get("broker_id", b.get("node_id"))) for b in cluster.get("brokers") or []
             )
+            self._doing = "DESCRIBE"
             found = admin.describe_topics([self.topic])
+            if any(t.get("error_code") == TOPIC_AUTHORIZATION_FAILED for t in found):
+                from kafka.errors import TopicAuthorizationFailedError
+
+                raise CanaryRefused(self.topic, "DESCRIBE", TopicAuthorizationFailedError())
             known = [t for t in found if t.get("error_code", 0) == 0 and t.get("partitions")]
             if known:
                 parts = known[0]["partitions"]
@@ -153,13 +191,33 @@ class Canary:
                 )
                 default = int(entry["value"])
             assignments = spread(brokers, replication(default, len(brokers)))
+            self._doing = "CREATE"
             admin.create_topics({self.topic: {"assignments": assignments}}, wait_for_metadata=True)
         width = len(assignments[0])
         return CanaryTopic(self.topic, len(assignments), width, True, None)
 
     def prepare(self) -> CanaryTopic:
-        """The topic, found or created (blocking); AdminApiError when it can be neither."""
-        return self._prepare()
+        """The topic, found or created (blocking); CanaryRefused when Kafka refuses the
+        roller's client its DESCRIBE or CREATE, AdminApiError when it can be neither."""
+        try:
+            return self._prepare()
+        except AdminApiError as exc:
+            cause = exc.__cause__
+            if isinstance(cause, CanaryRefused):
+                raise cause from None
+            if _denied(cause) and cause is not None:
+                raise CanaryRefused(self.topic, self._doing, cause) from None
+            raise
+
+    def _refuse(self, operation: str, error: BaseException) -> None:
+        """Kafka refused the producer or the consumer for want of an ACL: said once, and the
+        start no longer waited for (`start`, the caller's warm wait)."""
+        if self.refused is None:
+            self.refused = CanaryRefused(self.topic, operation, error)
+            # Before the roll's first action the roll stops with it; later, said once here.
+            logger.log(logging.WARNING if self.warm.is_set() else logging.DEBUG, "%s", self.refused)
+        self._consumer_ready.set()
+        self.warm.set()
 
     # ---- the clients ---------------------------------------------------------------------
 
@@ -175,6 +233,8 @@ class Canary:
             logger.warning(
                 "canary %s: the consumer cannot read yet: %s", self.topic, self.last_error
             )
+        if self.refused is not None:  # READ: the roll stops before its first action
+            return
         self.started_at = self.clock()
         self._threads[1].start()
 
@@ -258,6 +318,11 @@ class Canary:
 
         def failed(error: BaseException) -> None:
             self._error(error)
+            if _denied(error):
+                from kafka.errors import ClusterAuthorizationFailedError
+
+                cluster = isinstance(error, ClusterAuthorizationFailedError)
+                self._refuse("IDEMPOTENT_WRITE" if cluster else "WRITE", error)
             with self._lock:
                 self._pending.pop(number, None)
                 self._samples.append(CanarySample(sent, None))
@@ -300,6 +365,8 @@ class Canary:
                     self._read(consumer.poll(timeout_ms=200), positions)
             except Exception as error:  # the library's boundary: try again in a second
                 self._error(error)
+                if _denied(error):
+                    self._refuse("READ", error)
                 self._stop.wait(1)
             finally:
                 if consumer is not None:

@@ -14,6 +14,10 @@ into windows by the roll's own events and says each window's figures (`rules.can
   baseline's beside them; a node never back is said at the roll's end, up to then.
 - **A canary that cannot produce** (nothing acknowledged for its delivery timeout) is said once
   (`canary-failing`, a warning) until it produces again: never taken as healthy.
+- **Its gate** (`gates.canary`): `breach` judges the last `--canary-window` before each
+  restart (`rules.canary.breach`).
+- **The journal**: each node's figures in its record (`journaled`), with the next save and
+  at the roll's end. An ACL the canary lacks, found at its start, is exit 2 (`CanaryRefused`).
 
 It listens to the event log as the roll's metrics do, so that the loop is unchanged.
 """
@@ -28,7 +32,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from rollguard.roller.kafka_canary import CanaryTopic
+from rollguard.roller.kafka_canary import CanaryRefused, CanaryTopic
 from rollguard.roller.model import CanaryArrival, CanarySample
 from rollguard.roller.roll.rules.canary import Breach, Figures, breach, figures, settled, stalled
 from rollguard.roller.roll.stores.events import EventLog
@@ -56,6 +60,7 @@ class CanarySource(Protocol):
     last_ack: float | None
     last_error: str | None
     started_at: float | None
+    refused: CanaryRefused | None
 
     def prepare(self) -> CanaryTopic: ...
     def start(self) -> None: ...
@@ -146,7 +151,8 @@ class RollCanary:
 
     async def start(self) -> None:
         """The topic found or made, the clients started, the baseline's first seconds waited
-        for. AdminApiError when the topic can be neither found nor made."""
+        for. AdminApiError when the topic can be neither found nor made; CanaryRefused (exit
+        2) when Kafka refuses the roller's client an operation the canary needs."""
         self.topic = topic = await asyncio.to_thread(self.canary.prepare)
         if topic.problem:  # said once, here and in the event
             logger.warning("canary %s", topic.text())
@@ -164,6 +170,8 @@ class RollCanary:
         await asyncio.to_thread(self.canary.start)
         # Warm first (up to the delivery timeout): every partition's first send acknowledged.
         await asyncio.to_thread(self.canary.warm.wait, self.canary.delivery_timeout)
+        if self.canary.refused is not None:  # an ACL missing: exit 2, nothing done yet
+            raise self.canary.refused
         self._since = self.canary.clock()
         self._task = asyncio.create_task(self._watch(), name="canary")
         self.events.listeners.append(self.on_event)

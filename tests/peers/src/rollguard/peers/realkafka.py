@@ -235,6 +235,7 @@ class KafkaNode:
     broker_port: int = field(default_factory=free_port)
     controller_port: int = field(default_factory=free_port)
     jmx_port: int = field(default_factory=free_port)
+    sasl_port: int = field(default_factory=free_port)  # used with KafkaCluster's sasl_users
     recovery_cpu: float = 0.05
     process: subprocess.Popen[bytes] | None = None
     starts: int = 0
@@ -601,6 +602,10 @@ class KafkaCluster:
     `KafkaCluster(folder, combined=3)`: nodes 0-2 are broker+controller.
     `KafkaCluster(folder, brokers=3, controllers=3)`: nodes 0-2 brokers, 3-5 controller-only.
     `racks`: a rack per broker node id. Formatting and starting run in parallel.
+    `sasl_users`: user -> password of a second client listener on each broker, SASL_PLAINTEXT
+    with PLAIN (`sasl_bootstrap`), whose clients are those users; the PLAINTEXT and CONTROLLER
+    listeners' principal (User:ANONYMOUS: the brokers, the controllers, the test's own clients)
+    is then a super user, as Kafka's StandardAuthorizer needs of its controllers.
     """
 
     def __init__(
@@ -616,6 +621,7 @@ class KafkaCluster:
         racks: dict[int, str] | None = None,
         min_insync_replicas: int = 2,
         extra: dict[str, str] | None = None,
+        sasl_users: dict[str, str] | None = None,
     ) -> None:
         if combined and (brokers or controllers):
             raise ValueError("either combined nodes, or brokers and controllers")
@@ -637,6 +643,7 @@ class KafkaCluster:
         }
         self.min_insync_replicas = min_insync_replicas
         self.extra = extra or {}
+        self.sasl_users = sasl_users or {}
         self.cluster_id = ""
 
     @property
@@ -650,6 +657,11 @@ class KafkaCluster:
     @property
     def bootstrap(self) -> str:
         return ",".join(n.bootstrap for n in self.brokers)
+
+    @property
+    def sasl_bootstrap(self) -> str:
+        """The brokers' SASL_PLAINTEXT listeners (`sasl_users`)."""
+        return ",".join(f"127.0.0.1:{n.sasl_port}" for n in self.brokers)
 
     def voters(self) -> str:
         return ",".join(f"{n.node_id}@127.0.0.1:{n.controller_port}" for n in self.controllers)
@@ -681,6 +693,18 @@ class KafkaCluster:
         if spec.is_broker:
             props["advertised.listeners"] = f"PLAINTEXT://127.0.0.1:{node.broker_port}"
             props["inter.broker.listener.name"] = "PLAINTEXT"
+        if self.sasl_users:
+            props["super.users"] = "User:ANONYMOUS"
+            props["listener.security.protocol.map"] += ",SASL:SASL_PLAINTEXT"
+        if self.sasl_users and spec.is_broker:
+            sasl = f"SASL://127.0.0.1:{node.sasl_port}"
+            props["listeners"] += f",{sasl}"
+            props["advertised.listeners"] += f",{sasl}"
+            users = " ".join(f'user_{u}="{p}"' for u, p in self.sasl_users.items())
+            props["listener.name.sasl.sasl.enabled.mechanisms"] = "PLAIN"
+            props["listener.name.sasl.plain.sasl.jaas.config"] = (
+                f"org.apache.kafka.common.security.plain.PlainLoginModule required {users};"
+            )
             if spec.rack:
                 props["broker.rack"] = spec.rack
         props.update(self.extra)
