@@ -29,16 +29,6 @@ from rollguard.roller.kafka_admin import AdminApiError, KafkaObserver
 from rollguard.roller.model import CanaryArrival, CanarySample
 from rollguard.shared.errors import ConfigError
 
-__all__ = [
-    "DELIVERY_TIMEOUT",
-    "Canary",
-    "CanaryRefused",
-    "CanaryTopic",
-    "replication",
-    "shape_problem",
-    "spread",
-]
-
 logger = logging.getLogger(__name__)
 
 DELIVERY_TIMEOUT = 10.0  # seconds: a send not acknowledged within it has failed
