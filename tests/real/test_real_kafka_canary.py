@@ -131,6 +131,14 @@ def test_a_roll_with_a_canary_says_what_each_restart_cost(
         # wrong time, a send missed) would be the delivery timeout, 10 s.
         for key, slack in (("maxMs", 2000.0), ("longestGapS", 1.5)):
             assert abs(cost[key] - own[key]) <= slack, (key, cost, own)
+    # By broker, over the partitions each leads: every send of a window is one broker's.
+    for cost in costs.values():
+        assert sorted(cost["brokers"]) == ["0", "1", "2"], cost
+        assert sum(b["sent"] for b in cost["brokers"].values()) <= cost["sent"], cost
+        assert sum(b["sent"] for b in cost["brokers"].values()) >= cost["sent"] - 3, cost
+    [whole] = [e for e in said if e["action"] == "canary-brokers"]
+    assert sorted(whole["brokers"]) == ["0", "1", "2"] and whole["node"] is None, whole
+    assert all(b["failed"] == 0 and b["sent"] > 0 for b in whole["brokers"].values()), whole
     # Said as it starts; the summary: the baseline, then one line per restart.
     assert f"canary {TOPIC}: created, 3 partitions, replication 3" in done.stderr
     lines = [line for line in done.stderr.splitlines() if f"canary {TOPIC}: " in line]

@@ -12,6 +12,8 @@ from rollguard.roller.model import CanarySample as Sample
 from rollguard.roller.roll.rules.canary import (
     Figures,
     breach,
+    brief,
+    by_broker,
     figures,
     longest_gap,
     percentile,
@@ -271,3 +273,31 @@ def test_the_gate_judges_only_its_window() -> None:
     assert breach(samples, [], 5.0, 10.0, max_p99_ms=250.0) is None
     found = breach(samples, [], 0.0, 10.0, max_p99_ms=250.0)
     assert found is not None and found.failed == 1
+
+
+def test_each_broker_s_figures_are_over_the_partitions_it_leads() -> None:
+    # Partitions 0 and 1 led by broker 0, 2 by broker 2; a send before the metadata (None)
+    # belongs to none.
+    leaders = {0: 0, 1: 0, 2: 2}
+    samples = [
+        Sample(1.0, 0.004, 0),
+        Sample(1.1, 0.006, 1),
+        Sample(1.2, None, 2),
+        Sample(1.3, 0.3, 2),
+        Sample(1.4, 0.9, None),
+    ]
+    arrivals = [Arrival(1.05, 0.05, 0), Arrival(1.5, 0.2, 2)]
+    found = by_broker(samples, arrivals, 0.0, 2.0, leaders)
+    assert sorted(found) == [0, 2]
+    assert (found[0].sent, found[0].failed, found[0].max_ms) == (2, 0, 6.0)
+    assert (found[2].sent, found[2].failed, found[2].max_ms) == (2, 1, 300.0)
+    assert found[2].longest_gap_s == 1.5  # its own arrivals only: nothing until 1.5 s
+    assert brief(found)["2"] == {
+        "sent": 2,
+        "failed": 1,
+        "p50Ms": 300.0,
+        "p99Ms": 300.0,
+        "maxMs": 300.0,
+        "longestGapS": 1.5,
+    }
+    assert by_broker(samples, arrivals, 0.0, 2.0, {}) == {}

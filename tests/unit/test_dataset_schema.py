@@ -131,6 +131,7 @@ STORED = [
     (Event.CANARY_BASELINE, "canary-baseline"),
     (Event.CANARY_FAILING, "canary-failing"),
     (Event.CANARY_COST, "canary-cost"),
+    (Event.CANARY_BROKERS, "canary-brokers"),
 ]
 
 

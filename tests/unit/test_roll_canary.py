@@ -422,3 +422,47 @@ def test_a_refused_producer_or_consumer_stops_the_roll_before_its_first_action(
         asyncio.run(started())
     assert "grant them, or roll without --canary" in str(got.value)
     assert canary.stopped and not canary.waited  # stopped at once
+
+
+def test_each_restart_and_the_whole_roll_are_said_by_broker(tmp_path: Path) -> None:
+    # Sends every 100 ms to partitions 0, 1, 2 in turn (led by brokers 0, 1, 2); broker 1's
+    # partition slow (500 ms) within its restart, 10-12 s.
+    samples, arrivals = [], []
+    for k in range(301):
+        at, partition = round(k / 10, 1), k % 3
+        slow = partition == 1 and 10.0 <= at <= 12.0
+        samples.append(CanarySample(at, 0.5 if slow else 0.005, partition))
+        arrivals.append(CanaryArrival(at + (0.5 if slow else 0.01), 0.01, partition))
+    arrivals.sort(key=lambda a: a.at)
+    canary = Given(samples, arrivals)
+    canary.prepare = lambda: CanaryTopic(TOPIC, 3, 3, True, None, {0: 0, 1: 1, 2: 2})  # type: ignore[method-assign]
+    events = EventLog(tmp_path / "events.jsonl", "r1")
+    roll = RollCanary(canary, events, baseline=0.0)
+
+    async def rolled() -> None:
+        await roll.start()
+        canary.now = 9.0
+        events.write("kafka-1", Event.RESTART, "")
+        canary.now = 13.0
+        events.write("kafka-1", Event.READY, "")
+        canary.now = 30.0
+        await roll.stop()
+
+    asyncio.run(rolled())
+    found = said(tmp_path / "events.jsonl")
+    [cost] = [e for e in found if e["action"] == "canary-cost"]
+    assert sorted(cost["brokers"]) == ["0", "1", "2"]
+    assert cost["brokers"]["1"]["maxMs"] == 500.0 and cost["brokers"]["0"]["maxMs"] == 5.0
+    assert (
+        cost["brokers"]["1"]["sent"] + cost["brokers"]["0"]["sent"] + cost["brokers"]["2"]["sent"]
+        == cost["sent"]
+    )
+    [whole] = [e for e in found if e["action"] == "canary-brokers"]
+    assert found[-1] is whole and whole["node"] is None
+    assert whole["brokers"]["1"]["sent"] == 100 and whole["brokers"]["1"]["maxMs"] == 500.0
+    assert whole["brokers"]["2"]["maxMs"] == 5.0
+    lines = roll.lines()
+    assert lines[-3:] == [
+        f"canary {TOPIC}: broker {b}'s partitions over the roll: {roll.brokers[b].text()}"
+        for b in (0, 1, 2)
+    ]

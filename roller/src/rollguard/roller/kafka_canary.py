@@ -22,7 +22,7 @@ import logging
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from rollguard.roller.kafka_admin import AdminApiError, KafkaObserver
@@ -97,6 +97,7 @@ class CanaryTopic:
     replication: int
     created: bool
     problem: str | None  # its shape, when not one partition led by each broker
+    leaders: Mapping[int, int] = field(default_factory=dict)  # partition -> preferred leader
 
     def text(self) -> str:
         made = "created" if self.created else "found"
@@ -165,7 +166,8 @@ class Canary:
                 replicas = {p["partition_index"]: list(p["replica_nodes"]) for p in parts}
                 width = max((len(r) for r in replicas.values()), default=0)
                 problem = shape_problem(replicas, brokers)
-                return CanaryTopic(self.topic, len(replicas), width, False, problem)
+                leaders = {p: r[0] for p, r in replicas.items() if r}
+                return CanaryTopic(self.topic, len(replicas), width, False, problem, leaders)
             default = None
             resource = ConfigResource(
                 ConfigResourceType.BROKER,
@@ -184,7 +186,8 @@ class Canary:
             self._doing = "CREATE"
             admin.create_topics({self.topic: {"assignments": assignments}}, wait_for_metadata=True)
         width = len(assignments[0])
-        return CanaryTopic(self.topic, len(assignments), width, True, None)
+        leaders = {p: r[0] for p, r in assignments.items()}
+        return CanaryTopic(self.topic, len(assignments), width, True, None, leaders)
 
     def prepare(self) -> CanaryTopic:
         """The topic, found or created (blocking); CanaryRefused when Kafka refuses the
@@ -299,7 +302,7 @@ class Canary:
             now = self.clock()
             with self._lock:
                 self._pending.pop(number, None)
-                self._samples.append(CanarySample(sent, now - sent))
+                self._samples.append(CanarySample(sent, now - sent, partition))
                 self.last_ack = now
                 if partition is not None and not self.warm.is_set():
                     self._warm_partitions.add(partition)
@@ -315,7 +318,7 @@ class Canary:
                 self._refuse("IDEMPOTENT_WRITE" if cluster else "WRITE", error)
             with self._lock:
                 self._pending.pop(number, None)
-                self._samples.append(CanarySample(sent, None))
+                self._samples.append(CanarySample(sent, None, partition))
 
         try:
             future = producer.send(
@@ -388,7 +391,8 @@ class Canary:
             for record in records:
                 positions[tp] = record.offset + 1
                 if (record.value or b"").startswith(b"rollguard canary "):
-                    arrived.append(CanaryArrival(now, max(0.0, wall - record.timestamp / 1000)))
+                    late = max(0.0, wall - record.timestamp / 1000)
+                    arrived.append(CanaryArrival(now, late, tp.partition))
         if arrived:
             with self._lock:
                 self._arrivals.extend(arrived)

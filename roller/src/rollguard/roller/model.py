@@ -258,6 +258,7 @@ class CanarySample:
 
     at: float
     latency: float | None
+    partition: int | None = None  # the partition it was sent to (None: before metadata)
 
 
 @dataclass(frozen=True, slots=True)
@@ -267,3 +268,4 @@ class CanaryArrival:
 
     at: float
     latency: float
+    partition: int | None = None

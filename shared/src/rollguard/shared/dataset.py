@@ -155,8 +155,12 @@ class Event(StrEnum):
     # A node's, once it is back (or at the roll's end when it never was): what its restart (or
     # live step) cost the canary, from its restart to its being back: seconds (the window),
     # sent, failed, p50Ms, p99Ms, maxMs (send latency), e2eP50Ms, e2eP99Ms, e2eMaxMs (end to
-    # end), longestGapS (the consumer's), and the baseline's as baselineSent, baselineP50Ms...
+    # end), longestGapS (the consumer's), and the baseline's as baselineSent, baselineP50Ms...;
+    # `brokers`: by broker id, the same window over the partitions it is the preferred leader of
+    # (sent, failed, p50Ms, p99Ms, maxMs, longestGapS)
     CANARY_COST = "canary-cost"
+    # At the roll's end: the whole roll (from the baseline's start) by broker, as `brokers` above
+    CANARY_BROKERS = "canary-brokers"
 
 
 # The roll's last event, when it ended (a roll without one is unfinished); with `--canary`, the

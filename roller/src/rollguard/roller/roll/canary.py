@@ -34,7 +34,16 @@ from typing import Any, Protocol
 
 from rollguard.roller.kafka_canary import CanaryRefused, CanaryTopic
 from rollguard.roller.model import CanaryArrival, CanarySample
-from rollguard.roller.roll.rules.canary import Breach, Figures, breach, figures, settled, stalled
+from rollguard.roller.roll.rules.canary import (
+    Breach,
+    Figures,
+    breach,
+    brief,
+    by_broker,
+    figures,
+    settled,
+    stalled,
+)
 from rollguard.roller.roll.stores.events import EventLog
 from rollguard.roller.roll.stores.journal import JournalStore, RollRecord
 from rollguard.shared.converters import format_duration
@@ -133,6 +142,7 @@ class RollCanary:
         self._costs: dict[str, dict[str, Any]] = {}  # node -> its canary-cost's figures
         self._lock = threading.Lock()  # the journal reads them in a worker thread
         self._journal: CanaryJournal | None = None
+        self.brokers: dict[int, Figures] = {}  # the whole roll by broker, once it ended
 
     def journaled(self, store: JournalStore) -> CanaryJournal:
         """The journal store to give the roll in place of `store`: each node's figures in its
@@ -240,6 +250,7 @@ class RollCanary:
             base = self.baseline.fields("baseline") if self.baseline is not None else {}
             with self._lock:
                 self._costs[window.node] = {**seen.fields(), **base}
+            brokers = brief(by_broker(samples, arrivals, window.start, end, self._leaders()))
             self.events.write(
                 window.node,
                 Event.CANARY_COST,
@@ -247,7 +258,21 @@ class RollCanary:
                 topic=self.name,
                 **seen.fields(),
                 **base,
+                **({"brokers": brokers} if brokers else {}),
             )
+
+    def _leaders(self) -> Mapping[int, int]:
+        return self.topic.leaders if self.topic is not None else {}
+
+    def _by_broker(self) -> None:
+        """The whole roll by broker (from the baseline's start), said at its end."""
+        samples, arrivals, _ = self.canary.samples()
+        found = by_broker(samples, arrivals, self._since, self.canary.clock(), self._leaders())
+        if not found:
+            return
+        self.brokers = found
+        text = "; ".join(f"broker {b}: {seen.text()}" for b, seen in found.items())
+        self.events.write(None, Event.CANARY_BROKERS, text, topic=self.name, brokers=brief(found))
 
     def _stalled(self) -> None:
         canary = self.canary
@@ -288,6 +313,7 @@ class RollCanary:
                 self._open.clear()
                 self.windows.clear()
             self._settle(final=True)
+            self._by_broker()
             journal = self._journal
             if wait and journal is not None and journal.last is not None and self._costs:
                 # The roll's record is final: the figures said after its last save, in it (an
@@ -313,11 +339,15 @@ class RollCanary:
         await self.stop(wait=kind is None or not issubclass(kind, asyncio.CancelledError))
 
     def lines(self) -> list[str]:
-        """The roll summary's lines: the baseline, then each restart's cost."""
+        """The roll summary's lines: the baseline, each restart's cost, each broker's."""
         said = [f"canary {self.name}: baseline {self.baseline.text()}"] if self.baseline else []
         said += [
             f"canary {self.name}: {w.node}: {w.figures.text()}"
             for w in self.windows
             if w.figures is not None
+        ]
+        said += [
+            f"canary {self.name}: broker {broker}'s partitions over the roll: {seen.text()}"
+            for broker, seen in self.brokers.items()
         ]
         return said

@@ -17,7 +17,7 @@ a value that was measured, never an interpolation between two sends.
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from rollguard.roller.model import CanaryArrival, CanarySample
@@ -129,6 +129,39 @@ def figures(
         e2e_max_ms=max(e2e, default=None),
         longest_gap_s=longest_gap([a.at for a in arrivals], start, end),
     )
+
+
+BRIEF = ("sent", "failed", "p50Ms", "p99Ms", "maxMs", "longestGapS")  # a broker's, in an event
+
+
+def by_broker(
+    samples: Sequence[CanarySample],
+    arrivals: Sequence[CanaryArrival],
+    start: float,
+    end: float,
+    leaders: Mapping[int, int],
+) -> dict[int, Figures]:
+    """The figures of [start, end] for each broker, over the partitions it is the preferred
+    leader of (`leaders`: partition -> broker): what the clients of each broker's partitions
+    saw. A send made before the producer knew the partitions belongs to none."""
+    found = {}
+    for broker in sorted(set(leaders.values())):
+        mine = {p for p, b in leaders.items() if b == broker}
+        found[broker] = figures(
+            [s for s in samples if s.partition in mine],
+            [a for a in arrivals if a.partition in mine],
+            start,
+            end,
+        )
+    return found
+
+
+def brief(found: Mapping[int, Figures]) -> dict[str, dict[str, float | int | None]]:
+    """Each broker's figures as an event carries them: by broker id, the `BRIEF` fields."""
+    return {
+        str(broker): {k: v for k, v in seen.fields().items() if k in BRIEF}
+        for broker, seen in found.items()
+    }
 
 
 def settled(unanswered: Sequence[float], end: float, now: float, timeout: float) -> bool:
