@@ -85,6 +85,18 @@ def preferred_leaders(cluster: RealCluster, topic: str) -> tuple[list[int], int]
     return leaders, min(len(p["replica_nodes"]) for p in partitions)
 
 
+def current_leaders(cluster: RealCluster, topic: str) -> dict[int, int]:
+    """Each partition's leader now, from Kafka itself."""
+    from kafka.admin import KafkaAdminClient
+
+    admin = KafkaAdminClient(bootstrap_servers=cluster.kafka.bootstrap)
+    try:
+        [found] = admin.describe_topics([topic])
+    finally:
+        admin.close()
+    return {p["partition_index"]: p["leader_id"] for p in found["partitions"]}
+
+
 def test_a_roll_with_a_canary_says_what_each_restart_cost(
     cluster: RealCluster, tmp_path: Path
 ) -> None:
@@ -131,6 +143,9 @@ def test_a_roll_with_a_canary_says_what_each_restart_cost(
         # wrong time, a send missed) would be the delivery timeout, 10 s.
         for key, slack in (("maxMs", 2000.0), ("longestGapS", 1.5)):
             assert abs(cost[key] - own[key]) <= slack, (key, cost, own)
+    # Each node back led its partition again (the roll's canary elects its topic's preferred
+    # leaders): Kafka's own answer, after the roll.
+    assert current_leaders(cluster, TOPIC) == {0: 0, 1: 1, 2: 2}
     # By broker, over the partitions each leads: every send of a window is one broker's.
     for cost in costs.values():
         assert sorted(cost["brokers"]) == ["0", "1", "2"], cost

@@ -47,6 +47,7 @@ class Given:
         self.last_error: str | None = None
         self.started_at: float | None = 0.0
         self.refused: CanaryRefused | None = None
+        self.led: list[list[int]] = []  # the preferred leader elections asked for
         self.stopped = self.waited = False
         self._samples, self._arrivals = samples, arrivals
 
@@ -65,6 +66,9 @@ class Given:
 
     def start(self) -> None:
         pass
+
+    async def lead(self, partitions: list[int]) -> None:
+        self.led.append(list(partitions))
 
     def stop(self, *, wait: bool = True) -> None:
         self.stopped = True
@@ -445,10 +449,15 @@ def test_each_restart_and_the_whole_roll_are_said_by_broker(tmp_path: Path) -> N
         events.write("kafka-1", Event.RESTART, "")
         canary.now = 13.0
         events.write("kafka-1", Event.READY, "")
+        # kafka-1 is back: its partition led by it again (an election of the topic's own)
+        deadline = asyncio.get_running_loop().time() + 10
+        while not canary.led and asyncio.get_running_loop().time() < deadline:
+            await asyncio.sleep(0.05)
         canary.now = 30.0
         await roll.stop()
 
     asyncio.run(rolled())
+    assert canary.led == [[0, 1, 2]]
     found = said(tmp_path / "events.jsonl")
     [cost] = [e for e in found if e["action"] == "canary-cost"]
     assert sorted(cost["brokers"]) == ["0", "1", "2"]

@@ -189,6 +189,11 @@ class Canary:
         leaders = {p: r[0] for p, r in assignments.items()}
         return CanaryTopic(self.topic, len(assignments), width, True, None, leaders)
 
+    async def lead(self, partitions: Sequence[int]) -> None:
+        """A preferred leader election of the topic's `partitions` (ElectLeaders): each led by
+        its own broker again, as Kafka's own rebalancing would do minutes later; AdminApiError."""
+        await self.admin.elect_preferred([(self.topic, p) for p in partitions])
+
     def prepare(self) -> CanaryTopic:
         """The topic, found or created (blocking); CanaryRefused when Kafka refuses the
         roller's client its DESCRIBE or CREATE, AdminApiError when it can be neither."""

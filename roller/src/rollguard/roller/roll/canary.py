@@ -28,10 +28,11 @@ import asyncio
 import contextlib
 import logging
 import threading
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
+from rollguard.roller.kafka_admin import AdminApiError
 from rollguard.roller.kafka_canary import CanaryRefused, CanaryTopic
 from rollguard.roller.model import CanaryArrival, CanarySample
 from rollguard.roller.roll.rules.canary import (
@@ -72,6 +73,7 @@ class CanarySource(Protocol):
     refused: CanaryRefused | None
 
     def prepare(self) -> CanaryTopic: ...
+    async def lead(self, partitions: Sequence[int]) -> None: ...
     def start(self) -> None: ...
     def stop(self, *, wait: bool = True) -> None: ...
     def samples(self) -> tuple[list[CanarySample], list[CanaryArrival], list[float]]: ...
@@ -139,6 +141,7 @@ class RollCanary:
         self._since = 0.0  # the baseline's start
         self._task: asyncio.Task[None] | None = None
         self._failing = False
+        self._lead_due = False  # a node is back: its canary partition to be led by it again
         self._costs: dict[str, dict[str, Any]] = {}  # node -> its canary-cost's figures
         self._lock = threading.Lock()  # the journal reads them in a worker thread
         self._journal: CanaryJournal | None = None
@@ -227,12 +230,27 @@ class RollCanary:
             self.windows.append(self._open[node])
         elif action in BACKS and node in self._open:
             self._open.pop(node).end = now
+            self._lead_due = True
 
     async def _watch(self) -> None:
         while True:
             self._settle(final=False)
             self._stalled()
+            if self._lead_due:
+                self._lead_due = False
+                await self._lead()
             await asyncio.sleep(WATCH_EVERY)
+
+    async def _lead(self) -> None:
+        """A node is back: its partition of the canary topic led by it again (a topic of
+        another shape is left as it is), so that every broker's next restart is felt."""
+        topic = self.topic
+        if topic is None or topic.problem is not None or not topic.leaders:
+            return
+        try:
+            await self.canary.lead(sorted(topic.leaders))
+        except AdminApiError as exc:  # its next restart is felt less: said, never fatal
+            logger.warning("canary %s: preferred leaders not elected: %s", self.name, exc)
 
     def _settle(self, *, final: bool) -> None:
         """Say each window whose answers are all in (`final`: every one, up to now)."""
@@ -307,6 +325,9 @@ class RollCanary:
             self._task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await self._task
+            if wait and self._lead_due:  # the last node back: its partition led by it again
+                self._lead_due = False
+                await self._lead()
             self._task = None  # not running: its gate is closed
             if self.baseline is None:  # no restart: the whole roll was idle
                 self.on_event({"action": Event.RESTART, "node": ""})
