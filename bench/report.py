@@ -46,10 +46,10 @@ import pyarrow.parquet as pq
 from report_duckdb import compute
 
 from rollguard.roller.collect import EVENTS_SCHEMA, TIMELINE_SCHEMA
-from rollguard.shared.dataset import Event
+from rollguard.shared.dataset import CANARY_COLUMNS, Event
 
 WORK = Path("/tmp/benchreport")
-GENERATOR_VERSION = 4  # 4: each roll starts and ends with the roller's own events
+GENERATOR_VERSION = 5  # 4: rolls start and end with the roller's own events; 5: canary columns
 EPOCH_MS = 1_767_225_600_000  # 2026-01-01T00:00:00Z
 DAY_MS = 86_400_000
 SECOND = 1000
@@ -417,10 +417,16 @@ def _events_table(g: Generator) -> tuple[pa.Table, np.ndarray]:
             pa.array(actions),
             pa.array(reasons),
             pa.array(figures, pa.float64()),
+            *no_canary(len(ts)),
         ],
         schema=EVENTS_SCHEMA,
     )
     return table, np.array(clusters)
+
+
+def no_canary(rows: int) -> list[pa.Array]:
+    """The canary's columns of events that carry none (every event generated here)."""
+    return [pa.nulls(rows, EVENTS_SCHEMA.field(c.name).type) for c in CANARY_COLUMNS]
 
 
 def dataset(records: int, seed: int, days: int) -> tuple[Path, dict[str, Any]]:
@@ -809,6 +815,7 @@ def write_check_dataset(folder: Path) -> None:
             pa.array(actions),
             pa.array(["check"] * len(actions)),
             pa.array([60.0 if a == Event.ROLL_PREDICTED else None for a in actions], pa.float64()),
+            *no_canary(len(actions)),
         ],
         schema=EVENTS_SCHEMA,
     )

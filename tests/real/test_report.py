@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import random
+import statistics
 from collections.abc import Iterator
 from typing import Any
 
@@ -13,7 +14,7 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.testing import assertDataFrameEqual
 
 from rollguard.spark import episodes as ep
-from rollguard.spark import rolls, trends
+from rollguard.spark import impact, rolls, trends
 
 S, R = 1, 2  # STARTING, RECOVERY
 Rec = tuple[Any, ...]
@@ -47,9 +48,21 @@ def timeline(spark: SparkSession, node: str, rows: list[Rec], cluster: str = "c"
     return spark.createDataFrame(data, ep.TIMELINE_SCHEMA)
 
 
-def events(spark: SparkSession, rows: list[tuple[int, str, str | None, str]]) -> DataFrame:
-    data = [(ts, roll, node, action, "", None, "c", "d") for ts, roll, node, action in rows]
+def event_rows(spark: SparkSession, rows: list[dict[str, Any]]) -> DataFrame:
+    """Events by column name (cluster "c", date "d" unless given); the others null."""
+    names = [f.name for f in ep.EVENTS_SCHEMA.fields]
+    data = [tuple({"cluster": "c", "date": "d", **r}.get(n) for n in names) for r in rows]
     return spark.createDataFrame(data, ep.EVENTS_SCHEMA)
+
+
+def events(spark: SparkSession, rows: list[tuple[int, str, str | None, str]]) -> DataFrame:
+    return event_rows(
+        spark,
+        [
+            {"ts": ts, "rollId": roll, "node": node, "action": action, "reason": ""}
+            for ts, roll, node, action in rows
+        ],
+    )
 
 
 def union(*frames: DataFrame) -> DataFrame:
@@ -411,12 +424,14 @@ def test_daily_durations_per_cluster_and_utc_day_of_the_start(spark: SparkSessio
 
 
 def roller(spark: SparkSession, rows: list[tuple[Any, ...]], roll: str = "r") -> DataFrame:
-    data = [
-        (ts * 1000, roll, node, action, why, seconds, "c", "d")
-        for ts, node, action, why, *figure in rows
-        for seconds in [figure[0] if figure else None]
-    ]
-    return spark.createDataFrame(data, ep.EVENTS_SCHEMA)
+    return event_rows(
+        spark,
+        [
+            {"ts": ts * 1000, "rollId": roll, "node": node, "action": action, "reason": why,
+             "seconds": figure[0] if figure else None}
+            for ts, node, action, why, *figure in rows
+        ],
+    )  # fmt: skip
 
 
 def test_roll_phases_from_the_rollers_events(spark: SparkSession) -> None:
@@ -495,3 +510,55 @@ def test_a_roll_without_an_outcome_event_is_unfinished(spark: SparkSession) -> N
     events = roller(spark, [(0, "a", "restart", ""), (5, "a", "wait-recovery", "")], "r9")
     got = rolls.rolls(events).select("rollId", "outcome", "restarted", "nodeSeconds")
     assertDataFrameEqual(got, spark.createDataFrame([("r9", "unfinished", 1, None)], got.schema))
+
+
+def cost(ts: int, roll: str, node: str, sent: int, failed: int, p99: float | None,
+         gap: float, cluster: str = "c", base: float = 10.0) -> dict[str, Any]:  # fmt: skip
+    """A `canary-cost` of `node` in `roll`, as the collector keeps it."""
+    return {"ts": ts, "rollId": roll, "node": node, "action": "canary-cost", "reason": "",
+            "cluster": cluster, "sent": sent, "failed": failed, "p50Ms": 5.0, "p99Ms": p99,
+            "maxMs": None if p99 is None else p99 * 2, "longestGapS": gap,
+            "baselineP99Ms": base}  # fmt: skip
+
+
+def test_client_impact_per_roll_and_per_node_from_the_canarys_costs(spark: SparkSession) -> None:
+    costs = [
+        cost(1000, "r1", "a", 100, 0, 50.0, 0.3),
+        cost(2000, "r1", "b", 120, 2, 400.0, 1.5),
+        cost(3000, "r1", "c", 90, 0, 70.0, 0.2),
+        cost(9000, "r2", "a", 110, 0, 30.0, 0.2, base=12.0),
+        cost(9500, "r2", "b", 100, 5, None, 9.0, base=12.0),  # nothing acknowledged: no p99
+        cost(5000, "w1", "a", 80, 0, 20.0, 0.1, cluster="w"),
+    ]
+    others = [
+        {"ts": 500, "rollId": "r1", "node": None, "action": "canary-baseline", "sent": 50,
+         "failed": 0, "p99Ms": 10.0},  # the baseline is no restart
+        {"ts": 800, "rollId": "r0", "node": "a", "action": "restart"},  # a roll without a canary
+    ]  # fmt: skip
+    frame = event_rows(spark, [*costs, *others])
+    got = impact.rolls(frame).select(
+        "cluster", "rollId", "start", "restarts", "sent", "failed", "worstP99Ms", "medianP99Ms",
+        "maxMs", "baselineP99Ms", "longestGapS",
+    )  # fmt: skip
+    # The test's own figures: medians over each roll's restarts' p99s (a restart without one
+    # left out), the worst and the gaps their maxima, the sends summed.
+    want = [
+        ("c", "r1", 1000, 3, 310, 2, 400.0, statistics.median([50.0, 400.0, 70.0]), 800.0, 10.0,
+         1.5),
+        ("c", "r2", 9000, 2, 210, 5, 30.0, 30.0, 60.0, 12.0, 9.0),
+        ("w", "w1", 5000, 1, 80, 0, 20.0, 20.0, 40.0, 10.0, 0.1),
+    ]  # fmt: skip
+    assertDataFrameEqual(got, spark.createDataFrame(want, got.schema))
+    nodes = impact.nodes(frame).select(
+        "cluster", "node", "rolls", "restarts", "failed", "worstP99Ms", "medianP99Ms",
+        "longestGapS",
+    )  # fmt: skip
+    want_nodes = [
+        ("c", "a", 2, 2, 0, 50.0, statistics.median([50.0, 30.0]), 0.3),
+        ("c", "b", 2, 2, 7, 400.0, 400.0, 9.0),
+        ("c", "c", 1, 1, 0, 70.0, 70.0, 0.2),
+        ("w", "a", 1, 1, 0, 20.0, 20.0, 0.1),
+    ]
+    assertDataFrameEqual(nodes, spark.createDataFrame(want_nodes, nodes.schema))
+    # No canary at all: no rows, never zeros.
+    assert impact.rolls(events(spark, [(0, "r0", "a", "restart")])).count() == 0

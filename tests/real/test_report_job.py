@@ -10,6 +10,7 @@ import json
 import os
 import re
 import signal
+import statistics
 import subprocess
 import sys
 import time
@@ -114,7 +115,17 @@ def roll_events(roll: str, t: int) -> list[dict[str, Any]]:
         event(31, k1, "restart", "rolling"),
         event(40, k1, "ready", "restarted, ready and in sync"),
         event(41, None, "roll-completed"),
+        # the roll's canary: what each restart cost its client, once its sends were answered
+        {**event(42, k0, "canary-cost"), **CANARY_K0},
+        {**event(43, k1, "canary-cost"), **CANARY_K1},
     ]
+
+
+# Two restarts' canary figures, as the collector keeps them from the roller's events.
+CANARY_K0 = {"sent": 280, "failed": 0, "p50Ms": 6.0, "p99Ms": 180.0, "maxMs": 420.0,
+             "longestGapS": 0.4, "baselineP99Ms": 12.0, "seconds": 28.0}  # fmt: skip
+CANARY_K1 = {"sent": 90, "failed": 3, "p50Ms": 7.0, "p99Ms": 950.0, "maxMs": 1800.0,
+             "longestGapS": 2.5, "baselineP99Ms": 12.0, "seconds": 9.0}  # fmt: skip
 
 
 @pytest.fixture(scope="module")
@@ -181,7 +192,25 @@ def check_outputs(out: Path) -> dict[str, Any]:
     rolls = pq.read_table(out / "rolls").to_pylist()
     outcomes = [(r["rollId"], r["outcome"]) for r in rolls]
     assert outcomes == [("r2", "completed"), ("r1", "unfinished"), ("r1", "unfinished")]
+    # the canary's costs come after the roll's outcome: outside its duration
     assert rolls[0]["durationSeconds"] == 41.0 and rolls[0]["nodeSeconds"] == 28.0 + 9.0
+    # What the restarts cost clients: r2 alone had a canary. The test's own figures from the
+    # two costs it wrote.
+    [impact] = pq.read_table(out / "client_impact").to_pylist()
+    costs = (CANARY_K0, CANARY_K1)
+    assert (impact["cluster"], impact["rollId"], impact["restarts"]) == ("east", "r2", 2)
+    assert impact["sent"] == sum(c["sent"] for c in costs)
+    assert impact["failed"] == sum(c["failed"] for c in costs)
+    assert impact["worstP99Ms"] == max(c["p99Ms"] for c in costs)
+    assert impact["medianP99Ms"] == statistics.median(c["p99Ms"] for c in costs)
+    assert impact["longestGapS"] == max(c["longestGapS"] for c in costs)
+    assert impact["baselineP99Ms"] == 12.0
+    per_node = {n["node"]: n for n in pq.read_table(out / "client_impact_nodes").to_pylist()}
+    assert sorted(per_node) == ["east-kafka-0", "east-kafka-1"]
+    assert (per_node["east-kafka-1"]["failed"], per_node["east-kafka-1"]["worstP99Ms"]) == (
+        3,
+        950.0,
+    )
     phases = [
         (p["node"], p["phase"], p["seconds"])
         for p in pq.read_table(out / "roll_phases").to_pylist()
@@ -203,7 +232,9 @@ def check_outputs(out: Path) -> dict[str, Any]:
     assert f"rollguard roll --expectations {(out / 'expectations.json').resolve()}" in html
     assert 'href="#curves-east-r2"' in html and 'id="curves-east-r2"' in html
     images = re.findall(r'src="data:image/png;base64,([^"]+)"', html)
-    assert len(images) == 3 + 3 + 2 + 3  # 3 rolls: 3 timelines, 2 with curves (+ 5 others)
+    # 3 rolls: 3 timelines, 2 with curves (+ 5 others), and the client impact's chart
+    assert len(images) == 3 + 3 + 2 + 3 + 1
+    assert "What restarts cost clients" in html and "79.2 \N{MULTIPLICATION SIGN}" in html
     for data in images:
         picture = Image.open(io.BytesIO(base64.b64decode(data)))
         picture.load()  # decodes every pixel

@@ -336,6 +336,9 @@ def test_roller_event_journals_are_imported_once(pki: Pki, tmp_path: Path, broke
         with (state_dir / "events-r1.jsonl").open("a") as handle:
             handle.write("not json\n")
         log.write("kafka-0", "ready", "restarted and ready")
+        log.write("kafka-0", "canary-cost", "send p50 5.0ms ...", seconds=12.5, sent=120,
+                  failed=2, p50Ms=5.0, p99Ms=410.0, maxMs=812.3, longestGapS=1.2,
+                  baselineP99Ms=14.0, brokers={"0": {"sent": 40}})  # fmt: skip
         with (state_dir / "events-r1.jsonl").open("a") as handle:
             handle.write('{"ts": "2026-11-22T')  # being written: left for next time
         done = collect(pki, inv, out, "--events", str(state_dir))
@@ -346,8 +349,16 @@ def test_roller_event_journals_are_imported_once(pki: Pki, tmp_path: Path, broke
         "restart",
         "wait-recovery",
         "ready",
+        "canary-cost",
     ]
     assert {e["rollId"] for e in events} == {"r1"} and all(e["node"] == "kafka-0" for e in events)
+    # The canary's figures are columns of their own; the other events have none.
+    [cost] = [e for e in events if e["action"] == "canary-cost"]
+    figures = ("seconds", "sent", "failed", "p50Ms", "p99Ms", "maxMs", "longestGapS")
+    assert [cost[k] for k in (*figures, "baselineP99Ms")] == [
+        12.5, 120, 2, 5.0, 410.0, 812.3, 1.2, 14.0
+    ]  # fmt: skip
+    assert all(e[k] is None for e in events if e is not cost for k in figures)
 
 
 @pytest.mark.parametrize(

@@ -37,6 +37,13 @@ EXPECTED = {
         ("action", "string", False),
         ("reason", "string", True),
         ("seconds", "float64", True),
+        ("sent", "int64", True),
+        ("failed", "int64", True),
+        ("p50Ms", "float64", True),
+        ("p99Ms", "float64", True),
+        ("maxMs", "float64", True),
+        ("longestGapS", "float64", True),
+        ("baselineP99Ms", "float64", True),
     ],
 }
 ARROW = {"string": pa.string(), "int32": pa.int32(), "int64": pa.int64(), "float64": pa.float64()}

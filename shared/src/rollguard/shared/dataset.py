@@ -90,6 +90,16 @@ TIMELINE = Table(
 )
 
 # One row per roller event (the roller's events-<rollId>.jsonl files).
+CANARY_COLUMNS = (
+    Column("sent", ColumnType.INT64),
+    Column("failed", ColumnType.INT64),
+    Column("p50Ms", ColumnType.FLOAT64),
+    Column("p99Ms", ColumnType.FLOAT64),
+    Column("maxMs", ColumnType.FLOAT64),
+    Column("longestGapS", ColumnType.FLOAT64),
+    Column("baselineP99Ms", ColumnType.FLOAT64),
+)
+
 EVENTS = Table(
     "events",
     (
@@ -102,6 +112,11 @@ EVENTS = Table(
         # failed, interrupted) the actual one, `canary-baseline` and `canary-cost` their window,
         # in seconds; null for the others and in datasets collected before it.
         Column("seconds", ColumnType.FLOAT64),
+        # What a restart cost the roll's canary (`canary-cost`; `canary-baseline` its idle
+        # baseline's): sends answered, failed, send latency p50/p99/max in milliseconds, the
+        # consumer's longest gap, and beside a cost its baseline's p99; null for other events
+        # and in datasets collected before them.
+        *CANARY_COLUMNS,
     ),
 )
 

@@ -241,3 +241,50 @@ def rates_figure(nodes: Sequence[dict[str, Any]]) -> Any:
 
 def rates(nodes: Sequence[dict[str, Any]]) -> str:
     return png(rates_figure(nodes))
+
+
+def impact_title(shown: int, measured: int) -> str:
+    which = f"the {shown} worst of {measured}" if shown < measured else f"all {measured}"
+    return f"What a restart costs clients, per node, the worst at the top ({which})"
+
+
+def client_impact(nodes: Sequence[dict[str, Any]]) -> str:
+    """Per node across the fleet (the RATE_NODES worst: failed sends first, then the worst
+    restart's p99): its worst and median restart p99 send latency as bars over each other, the
+    baseline's p99 (the median over the nodes) as a line, and the sends that failed in its
+    restarts beside them."""
+    measured = [n for n in nodes if n["worstP99Ms"] is not None or n["failed"]]
+    shown = sorted(
+        measured, key=lambda n: (-(n["failed"] or 0), -(n["worstP99Ms"] or 0.0), n["node"])
+    )[:RATE_NODES]
+    figure, axes = _figure(max(2.5, 0.25 * len(shown) + 1.2))
+    labels = [f"{n['cluster']}/{n['node']}" for n in shown]
+    axes.barh(labels, [n["worstP99Ms"] or 0.0 for n in shown], color="#f2b134")
+    axes.barh(labels, [n["medianP99Ms"] or 0.0 for n in shown], color="#4a7ebb", height=0.5)
+    for i, n in enumerate(shown):
+        if n["failed"]:
+            axes.annotate(
+                f" {n['failed']:,} failed",
+                (n["worstP99Ms"] or 0.0, i),
+                va="center",
+                color="#d9534f",
+                fontsize="small",
+            )
+    baselines = sorted(n["baselineP99Ms"] for n in shown if n["baselineP99Ms"] is not None)
+    handles: list[Artist] = [
+        Patch(color="#f2b134", label="worst restart's p99"),
+        Patch(color="#4a7ebb", label="median restart's p99"),
+    ]
+    if baselines:
+        baseline = baselines[len(baselines) // 2]
+        axes.axvline(baseline, color="#555555", linestyle="--")
+        handles.append(Line2D([], [], color="#555555", linestyle="--", label="idle baseline p99"))
+    handles.append(Patch(color="#d9534f", label="N failed: sends that failed"))
+    worst = max((n["worstP99Ms"] or 0.0 for n in shown), default=0.0)
+    axes.set_xlim(0, max(worst, 1.0) * 1.25)  # room for the failures' labels
+    axes.invert_yaxis()
+    axes.set_xlabel("send latency p99 during the node's restarts (ms, canary acks=all)")
+    axes.tick_params(axis="y", labelsize="small")
+    figure.suptitle(impact_title(len(shown), len(measured)))
+    axes.legend(handles=handles, fontsize="small", loc="upper left", bbox_to_anchor=(1.01, 1.0))
+    return png(figure)

@@ -6,9 +6,9 @@ written by `rollguard collect`.
 
 Local mode (`local[*]`) by default; under spark-submit the master is spark-submit's. Outputs in
 --out: Parquet tables episodes/, nodes/, clusters/, eta/, eta_summary/, daily/, rolls/,
-roll_phases/; summary.json; expectations.json (rollguard.shared.expectations' format, for the
-roller); report.html (charts as embedded PNGs). Exit codes: 0 done, 1 the job failed, 2 bad
-flags or no dataset.
+roll_phases/, client_impact/, client_impact_nodes/; summary.json; expectations.json
+(rollguard.shared.expectations' format, for the roller); report.html (charts as embedded PNGs).
+Exit codes: 0 done, 1 the job failed, 2 bad flags or no dataset.
 """
 
 from __future__ import annotations
@@ -119,8 +119,8 @@ class Result:
 
 def run(spark: Any, dataset: Path, out: Path, clusters: Sequence[str] | None = None) -> Result:
     from rollguard.spark import episodes as ep
+    from rollguard.spark import impact, trends
     from rollguard.spark import rolls as rl
-    from rollguard.spark import trends
     from rollguard.spark.curves import link_episodes, read_curves
     from rollguard.spark.report import write_report
     from rollguard.spark.report_rolls import ROLLS_CHARTED
@@ -149,6 +149,8 @@ def run(spark: Any, dataset: Path, out: Path, clusters: Sequence[str] | None = N
         "daily": (trends.daily(episodes), ["cluster", "day"]),
         "rolls": (rl.rolls(events), [("start", "descending"), "cluster", "rollId"]),
         "roll_phases": (rl.phases(events), ["cluster", "rollId", "node", "run"]),
+        "client_impact": (impact.rolls(events), [("start", "descending"), "cluster", "rollId"]),
+        "client_impact_nodes": (impact.nodes(events), ["cluster", "node"]),
     }
     rows = {name: _write_table(frame, keys, out / name) for name, (frame, keys) in frames.items()}
 

@@ -21,7 +21,7 @@ from rollguard.shared.expectations import (
     Expectations,
     recovery_budget,
 )
-from rollguard.spark import charts, report_rolls
+from rollguard.spark import charts, report_impact, report_rolls
 from rollguard.spark.episodes import SLOWEST
 from rollguard.spark.page import Row, duration, img, name, signed_duration, table, when
 from rollguard.spark.report_rolls import EpisodeKey, PhaseKey
@@ -236,6 +236,7 @@ def write_report(
             + "</p>"
         )
     parts += report_rolls.section(rows, links, curves)
+    parts += report_impact.section(rows)
     parts += _expectations(expected, path.resolve().with_name("expectations.json"))
     parts += _trends(rows)
     slowest_curves = {

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from rollguard.shared.dataset import CANARY_COLUMNS, ColumnType
 from rollguard.shared.errors import ConfigError
 from rollguard.shared.wire import parse_time
 
@@ -93,7 +94,19 @@ def _event_row(entry: dict[str, Any]) -> dict[str, Any]:
         "action": str(entry["action"]),
         "reason": str(entry.get("reason", "")),
         "seconds": _number(entry.get("seconds")),
+        **{c.name: _count(entry.get(c.name)) for c in CANARY_COLUMNS if c.type is ColumnType.INT64},
+        **{
+            c.name: _number(entry.get(c.name))
+            for c in CANARY_COLUMNS
+            if c.type is ColumnType.FLOAT64
+        },
     }
+
+
+def _count(value: Any) -> int | None:
+    if isinstance(value, bool) or not isinstance(value, int):
+        return None
+    return value
 
 
 def _number(value: Any) -> float | None:
