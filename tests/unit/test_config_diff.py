@@ -24,6 +24,7 @@ from rollguard.roller.roll.rules.config_values import (
     running_from_answer,
 )
 from rollguard.roller.roll.rules.configs import changes, to_validate
+from rollguard.shared.converters import HostPort
 
 RECORDED = Path(__file__).parent.parent / "configs"
 SECRET = "desired-secret-value"
@@ -374,3 +375,54 @@ def test_keys_set_at_the_pods_start_are_listed_as_not_compared_never_as_changes(
     )
     assert found.to_json()["notCompared"] == ["broker.id", "listeners", "node.id"]
     assert "notCompared" not in compared["kafka-0"].to_json()  # an inventory's: as before
+
+
+def test_a_controller_only_node_is_compared_through_its_own_reader() -> None:
+    import asyncio
+
+    from rollguard.roller.model import Node, Role
+    from rollguard.roller.roll.config_changes import node_configs
+    from rollguard.shared.javaprops import Property
+
+    nodes = [Node(5, "kafka-5", frozenset({Role.CONTROLLER}), None)]
+    file = [Property(k, v.value, 0) for k, v in desired(num__network__threads="5").items()]
+    brokers, own = FakeReader(), FakeReader()
+    found = asyncio.run(
+        node_configs(nodes, {"kafka-5": file}, brokers, controllers={"kafka-5": own})  # type: ignore[arg-type, dict-item]
+    )
+    assert brokers.asked == [] and [b for b, _ in own.asked] == [5]  # its own listener only
+    assert "num.network.threads" in {c.key for c in found["kafka-5"].changes}
+    # A controller whose listener cannot be told is not compared, saying why.
+    why = "its desired file has no controller.listener.names"
+    found = asyncio.run(
+        node_configs(nodes, {"kafka-5": file}, brokers, controllers={"kafka-5": why})
+    )  # type: ignore[arg-type]
+    assert found["kafka-5"].note == f"a controller-only node: not compared ({why})"
+
+
+@pytest.mark.parametrize(
+    ("lines", "agent", "expected"),
+    [
+        (["controller.listener.names=CONTROLLER", "listeners=CONTROLLER://10.0.0.5:9093"],
+         "kafka-5.example", (HostPort("10.0.0.5", 9093), "PLAINTEXT")),
+        # A wildcard host: the agent's; the map names the protocol.
+        (["controller.listener.names=CTL,OLD", "listeners=CTL://0.0.0.0:9094,OLD://:9095",
+          "listener.security.protocol.map=CTL:SSL,OLD:PLAINTEXT"],
+         "kafka-5.example", (HostPort("kafka-5.example", 9094), "SSL")),
+        (["controller.listener.names=SASL_SSL", "listeners=SASL_SSL://:9093"], "h",
+         (HostPort("h", 9093), "SASL_SSL")),  # named after its protocol
+        (["listeners=CONTROLLER://:9093"], "h",
+         "its desired file has no controller.listener.names"),
+        (["controller.listener.names=CONTROLLER", "listeners=PLAINTEXT://:9092"], "h",
+         "its desired file's listeners have no CONTROLLER listener"),
+        (["controller.listener.names=CONTROLLER", "listeners=CONTROLLER://:9093"], None,
+         "listener CONTROLLER listens on every address, and the node has no agent host"),
+    ],
+)  # fmt: skip
+def test_a_controllers_listener_is_read_from_its_desired_file(
+    lines: list[str], agent: str | None, expected: object
+) -> None:
+    from rollguard.roller.kafka_controller import controller_listener
+    from rollguard.shared.javaprops import parse_properties
+
+    assert controller_listener(parse_properties("\n".join(lines)), agent) == expected

@@ -19,10 +19,9 @@ import time
 from collections import Counter
 from collections.abc import Awaitable, Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 from rollguard.roller.kafka_admin import AdminApiError
-from rollguard.roller.kafka_configs import KafkaConfigs
 from rollguard.roller.model import Node
 from rollguard.roller.roll.rules.config_plan import ConfigPlan, NodePlan
 from rollguard.roller.roll.rules.config_values import (
@@ -40,10 +39,23 @@ from rollguard.roller.roll.rules.configs import changes, to_validate
 from rollguard.roller.roll.rules.settings import RollFailed
 from rollguard.shared.javaprops import Property
 
-__all__ = ["LiveConfigs", "NodeConfig", "desired_values", "node_configs"]
+__all__ = ["ConfigReader", "LiveConfigs", "NodeConfig", "desired_values", "node_configs"]
 
 READ_BACK = 60.0  # seconds for a change to be in force on the broker
 DYNAMIC = (Source.DYNAMIC_BROKER, Source.DYNAMIC_DEFAULT)
+
+
+class ConfigReader(Protocol):
+    """Kafka's answers about one node's configuration: the brokers' (`kafka_configs`), or a
+    controller's own (`kafka_controller`). Each raises AdminApiError when it cannot ask."""
+
+    async def running(self, broker: int) -> dict[str, dict[str, Any]]: ...
+
+    async def live_answers(
+        self, broker: int, changes: Mapping[str, str | None]
+    ) -> dict[str, tuple[str | None, str | None]]: ...
+
+    async def alter(self, broker: int | None, configs: Mapping[str, str | None]) -> str | None: ...
 
 
 def desired_values(properties: Sequence[Property]) -> dict[str, DesiredValue]:
@@ -92,9 +104,10 @@ class NodeConfig:
 async def node_configs(
     nodes: Sequence[Node],
     desired: Mapping[str, Sequence[Property]],
-    reader: KafkaConfigs,
+    reader: ConfigReader,
     *,
     unchecked: Mapping[str, Collection[str]] | None = None,
+    controllers: Mapping[str, ConfigReader | str] | None = None,
 ) -> dict[str, NodeConfig]:
     """Each node's desired configuration (node name -> its properties) against what Kafka says
     it runs: DescribeConfigs of its broker id, Kafka's validation of each changing dynamic key
@@ -102,28 +115,30 @@ async def node_configs(
     about now says why instead; nothing is changed (validate_only). `unchecked`: per node name,
     the keys its start sets (a placeholder a start script fills, on Kubernetes), left out of the
     comparison with the keys Kafka derives from them (`rules.configs.DERIVED`): neither a
-    change nor a key dropped from the file."""
+    change nor a key dropped from the file. `controllers`: per controller-only node, the reader
+    of its own listener (`kafka_controller`), or why there is none (it is then not compared)."""
     found = {}
     for node in nodes:
         properties = desired.get(node.name)
         if properties is None:
             continue
+        own: ConfigReader | str | None = reader
         if not node.is_broker:
-            found[node.name] = NodeConfig(
-                note="a controller-only node: not compared (DescribeConfigs goes to brokers)"
-            )
+            own = (controllers or {}).get(node.name, "its listener is not known")
+        if isinstance(own, str) or own is None:
+            found[node.name] = NodeConfig(note=f"a controller-only node: not compared ({own})")
             continue
         skipped = set((unchecked or {}).get(node.name, ()))
         skipped |= {key for key, source in DERIVED.items() if source in skipped}
         wanted = {k: v for k, v in desired_values(properties).items() if k not in skipped}
         try:
-            running = running_from_answer(await reader.running(node.node_id))
+            running = running_from_answer(await own.running(node.node_id))
             if not running:
                 found[node.name] = NodeConfig(note="Kafka described no configuration for it")
                 continue
             for key in skipped:
                 running.pop(key, None)
-            said = await reader.live_answers(node.node_id, to_validate(wanted, running))
+            said = await own.live_answers(node.node_id, to_validate(wanted, running))
         except AdminApiError as exc:
             found[node.name] = NodeConfig(note=f"not compared: {exc}")
             continue
@@ -139,14 +154,16 @@ class LiveConfigs:
 
     def __init__(
         self,
-        reader: KafkaConfigs,
+        reader: ConfigReader,
         plan: ConfigPlan,
         *,
         clock: Callable[[], float] = time.monotonic,
         sleep: Callable[[float], Awaitable[object]] = asyncio.sleep,
         poll: float = 0.5,
+        readers: Mapping[str, ConfigReader] | None = None,
     ) -> None:
         self.reader = reader
+        self.readers = dict(readers or {})  # a controller-only node's own (`kafka_controller`)
         self.plan = plan  # its values are the desired files' (`rules.config_plan`)
         self.restarting: set[str] = set()  # restarted anyway (--all, --only, a target...)
         self._cluster_done = not plan.cluster
@@ -190,7 +207,9 @@ class LiveConfigs:
     ) -> None:
         where = "the cluster default" if broker is None else f"broker {broker}"
         try:
-            refused = await self.reader.alter(broker, configs)
+            # The cluster default through the brokers; a node's own keys through its reader.
+            reader = self.reader if broker is None else self.readers.get(node.name, self.reader)
+            refused = await reader.alter(broker, configs)
         except AdminApiError as exc:
             raise RollFailed(
                 f"{node.name}: the live change of {', '.join(sorted(configs))} at {where} "
@@ -209,7 +228,8 @@ class LiveConfigs:
         deadline = self._clock() + READ_BACK
         while True:
             try:
-                running = running_from_answer(await self.reader.running(node.node_id))
+                reader = self.readers.get(node.name, self.reader)
+                running = running_from_answer(await reader.running(node.node_id))
                 left = {
                     k: _in_force(running.get(k))
                     for k, v in wanted.items()

@@ -18,16 +18,19 @@ import logging
 import time
 from collections import Counter
 from collections.abc import Awaitable, Callable, Collection, Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
+from urllib.parse import urlsplit
 
 from rollguard.roller.desired_configs import has_desired, read_all_desired
 from rollguard.roller.inventory import load_inventory
 from rollguard.roller.kafka_admin import KafkaObserver
 from rollguard.roller.kafka_configs import KafkaConfigs
+from rollguard.roller.kafka_controller import ControllerConfigs, controller_listener
 from rollguard.roller.model import Node
 from rollguard.roller.platform import Platform
 from rollguard.roller.roll.cli.options import RollOptions
 from rollguard.roller.roll.config_changes import (
+    ConfigReader,
     LiveConfigs,
     NodeConfig,
     desired_values,
@@ -53,6 +56,7 @@ class Configs:
     plan: ConfigPlan
     desired: dict[str, dict[str, DesiredValue]]
     reader: KafkaConfigs
+    controllers: Mapping[str, ConfigReader] = field(default_factory=dict)
 
     def live(
         self,
@@ -60,7 +64,9 @@ class Configs:
         clock: Callable[[], float] = time.monotonic,
         sleep: Callable[[float], Awaitable[object]] = asyncio.sleep,
     ) -> LiveConfigs:
-        return LiveConfigs(self.reader, self.plan, clock=clock, sleep=sleep)
+        return LiveConfigs(
+            self.reader, self.plan, clock=clock, sleep=sleep, readers=self.controllers
+        )
 
 
 @dataclass(frozen=True, slots=True)
@@ -116,7 +122,20 @@ async def compare(
     if given is None:
         return None
     reader = KafkaConfigs(kafka)
-    compared = await node_configs(nodes, given.properties, reader, unchecked=given.unchecked)
+    # A controller-only node is asked on its own listener, found in its desired file.
+    controllers: dict[str, ConfigReader | str] = {}
+    for node in nodes:
+        properties = given.properties.get(node.name)
+        if node.is_broker or properties is None:
+            continue
+        agent = urlsplit(node.agent_url).hostname if node.agent_url else None
+        listener = controller_listener(properties, agent)
+        controllers[node.name] = (
+            listener if isinstance(listener, str) else ControllerConfigs(*listener, kafka.settings)
+        )
+    compared = await node_configs(
+        nodes, given.properties, reader, unchecked=given.unchecked, controllers=controllers
+    )
     desired = {}
     for name, found in given.properties.items():
         # the keys a pod's start sets are neither compared nor the roll's to change
@@ -124,7 +143,8 @@ async def compare(
         desired[name] = {k: v for k, v in desired_values(found).items() if k not in skipped}
     changes = {name: c.changes for name, c in compared.items() if not c.note}
     brokers = [n.name for n in nodes if n.is_broker]
-    return Configs(compared, plan_configs(changes, desired, brokers), desired, reader)
+    readers = {n: r for n, r in controllers.items() if not isinstance(r, str)}
+    return Configs(compared, plan_configs(changes, desired, brokers), desired, reader, readers)
 
 
 def check_for_roll(configs: Configs, nodes: Sequence[Node]) -> None:
