@@ -12,15 +12,18 @@ after it is judged by its own log.
 
 from __future__ import annotations
 
+import json
+import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from rollguard.peers.realcluster import RealCluster, real_cluster
-from rollguard.peers.realkafka import NEWEST, OLDEST
+from rollguard.peers.realkafka import NEWEST, OLDEST, _java
+from rollguard.shared.javaprops import parse_properties
 
-from helpers import Pki
+from helpers import BIN, Pki
 from real_kafka import events, kafka_build_logged, look, roll, watched
 
 # Three racks: with replication 3 each partition has one replica in each, so both brokers of a
@@ -92,3 +95,80 @@ def test_controllers_one_at_a_time_then_brokers_two_by_two_a_rack_at_a_time(
     for r in log:
         asked = [i for i in cluster.restarts.installs if i[0] == r.node_id and i[2] <= r.at]
         assert asked and asked[-1][1] == NEWEST, (r, cluster.restarts.installs)
+
+
+def controller_configs(cluster: RealCluster, node_id: int) -> dict[str, str]:
+    """Kafka's own `kafka-configs --bootstrap-controller --describe --all` of a controller:
+    key -> value in force."""
+    text = _java(
+        cluster.kafka.lib,
+        "org.apache.kafka.tools.ConfigCommand",
+        "--bootstrap-controller",
+        f"127.0.0.1:{cluster.kafka.nodes[node_id].controller_port}",
+        "--entity-type",
+        "brokers",
+        "--entity-name",
+        str(node_id),
+        "--describe",
+        "--all",
+    )
+    found = {}
+    for line in text.splitlines():
+        key, sep, rest = line.strip().partition("=")
+        if sep and " sensitive=" in rest:
+            found[key] = rest.split(" sensitive=")[0]
+    return found
+
+
+@pytest.mark.timeout(600)
+def test_a_controllers_own_configuration_is_applied_live_where_it_takes_it(
+    cluster: RealCluster, tmp_path: Path
+) -> None:
+    """Last in the module. Desired files for the controller-only nodes (asked on their own
+    listener): kafka-6 changes max.connections, which the controller takes live by its own
+    answer; kafka-7's file is as it runs; kafka-8 changes queued.max.requests, read at start
+    only. Judged by the control server's restart log, the JVMs' pids and Kafka's own
+    kafka-configs against each controller."""
+    controllers = ("kafka-6", "kafka-7", "kafka-8")
+    changed = {6: {"max.connections": "5000"}, 8: {"queued.max.requests": "600"}}
+    inventory = json.loads(cluster.inventory().read_text())
+    for node in inventory["nodes"]:
+        if node["name"] not in controllers:
+            continue
+        deployed = cluster.kafka.nodes[node["id"]].config_file  # read at its next start
+        values = {p.key: p.value for p in parse_properties(deployed.read_text())}
+        values.update(changed.get(node["id"], {}))
+        deployed.write_text("".join(f"{k}={v}\n" for k, v in values.items()))
+        node["config"] = str(deployed)
+    path = tmp_path / "inventory.yaml"
+    path.write_text(json.dumps(inventory))
+    only = ("--only", ",".join(controllers))
+    common = (*cluster.pki.client_flags(), "--bootstrap", cluster.kafka.bootstrap)
+    planned = subprocess.run(
+        [str(BIN / "rollguard"), "plan", "--inventory", str(path), *common, *only,
+         "--output", "json"],
+        capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    assert planned.returncode == 0, planned.stdout + planned.stderr
+    entries = {e["node"]: e for e in map(json.loads, planned.stdout.splitlines())}
+    actions = {n: entries[n]["action"] for n in controllers}
+    assert actions == {"kafka-6": "configure", "kafka-7": "skip", "kafka-8": "restart"}, actions
+    hows = {c["key"]: c["how"] for c in entries["kafka-6"]["config"]["changes"]}
+    assert hows == {"max.connections": "live-broker"}, entries["kafka-6"]["config"]
+    hows = {c["key"]: c["how"] for c in entries["kafka-8"]["config"]["changes"]}
+    assert hows == {"queued.max.requests": "restart"}, entries["kafka-8"]["config"]
+    pids = {n: cluster.kafka.nodes[n].process.pid for n in (6, 7, 8)}  # type: ignore[union-attr]
+    before = [cluster.restarts.of(n) for n in (6, 7, 8)]
+    with watched(cluster, quorum=True) as watch:
+        done = roll(cluster, tmp_path, "--inventory", str(path), *only)
+    print(f"\n{done.stderr}\n{watch.summary()}")
+    assert done.returncode == 0, done.stdout + done.stderr
+    watch.assert_safe()
+    # The test's own record: kafka-8 alone restarted; kafka-6 and kafka-7 the same JVMs.
+    after = [cluster.restarts.of(n) for n in (6, 7, 8)]
+    assert [a - b for a, b in zip(after, before, strict=True)] == [0, 0, 1]
+    assert {n: cluster.kafka.nodes[n].process.pid for n in (6, 7)} == {6: pids[6], 7: pids[7]}
+    # Kafka's own tooling, against each controller: the values in force as the files say.
+    assert controller_configs(cluster, 6)["max.connections"] == "5000"
+    assert controller_configs(cluster, 8)["queued.max.requests"] == "600"
+    assert controller_configs(cluster, 7)["max.connections"] != "5000"
