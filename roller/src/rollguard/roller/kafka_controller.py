@@ -187,12 +187,13 @@ class ControllerConfigs:
         self.timeout = timeout
 
     @contextlib.contextmanager
-    def _connection(self, what: str) -> Iterator[ControllerConnection]:
-        where = f"the controller listener {self.address} ({self.protocol})"
+    def _connection(
+        self, what: str, address: HostPort | None = None
+    ) -> Iterator[ControllerConnection]:
+        address = address or self.address
+        where = f"the controller listener {address} ({self.protocol})"
         try:
-            connection = ControllerConnection(
-                self.address, self.protocol, self.settings, self.timeout
-            )
+            connection = ControllerConnection(address, self.protocol, self.settings, self.timeout)
         except (OSError, ValueError) as exc:
             raise AdminApiError(f"{what} at {where}: {exc}") from exc
         try:
@@ -246,10 +247,30 @@ class ControllerConfigs:
         )
         what = "IncrementalAlterConfigs" + (" (validate only)" if validate_only else "")
         with self._connection(f"{what} at controller {node}") as connection:
+            active = self._active(connection)
+        # Only the active controller changes the metadata (another answers NOT_CONTROLLER).
+        with self._connection(f"{what} at controller {node}", active) as connection:
             response = connection.call(request)
         for result in response.responses:
             if result.error_code != 0:
                 return str(result.error_message or f"error code {result.error_code}")
+        return None
+
+    def _active(self, connection: ControllerConnection) -> HostPort | None:
+        """The active controller's address on this listener, as the controllers say it
+        (DescribeCluster of the controllers, KIP-919); None: this one, or not told."""
+        from kafka.protocol.admin import DescribeClusterRequest
+
+        answer = connection.call(
+            DescribeClusterRequest(
+                include_cluster_authorized_operations=False, endpoint_type=2, min_version=1
+            )
+        )
+        if answer.error_code != 0:
+            return None
+        for found in answer.brokers:
+            if found.broker_id == answer.controller_id:
+                return HostPort(found.host, found.port)
         return None
 
     def _live_answers(
