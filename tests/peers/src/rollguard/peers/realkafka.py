@@ -693,6 +693,8 @@ class KafkaCluster:
         if spec.is_broker:
             props["advertised.listeners"] = f"PLAINTEXT://127.0.0.1:{node.broker_port}"
             props["inter.broker.listener.name"] = "PLAINTEXT"
+            if spec.rack:
+                props["broker.rack"] = spec.rack
         if self.sasl_users:
             props["super.users"] = "User:ANONYMOUS"
             props["listener.security.protocol.map"] += ",SASL:SASL_PLAINTEXT"
@@ -705,8 +707,6 @@ class KafkaCluster:
             props["listener.name.sasl.plain.sasl.jaas.config"] = (
                 f"org.apache.kafka.common.security.plain.PlainLoginModule required {users};"
             )
-            if spec.rack:
-                props["broker.rack"] = spec.rack
         props.update(self.extra)
         return props
 
