@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import itertools
 import statistics
+import subprocess
 import threading
 import time
 from collections.abc import Iterator
@@ -19,6 +20,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
+import pyarrow.parquet as pq
 import pytest
 
 from rollguard.peers.realclients import Canary as WitnessCanary
@@ -27,7 +29,7 @@ from rollguard.peers.realkafka import _java
 from rollguard.roller.kafka_admin import KafkaObserver
 from rollguard.roller.kafka_canary import Canary
 
-from helpers import Pki, wait_until
+from helpers import BIN, Pki, wait_until
 from real_kafka import Roll, events, roll, watched
 
 TOPIC = "rollguard-canary"
@@ -160,6 +162,32 @@ def test_a_roll_with_a_canary_says_what_each_restart_cost(
     assert any("baseline send p50" in line for line in lines), done.stderr
     for node in costs:
         assert any(f"{TOPIC}: {node}: send p50" in line for line in lines), done.stderr
+    # Collected (`rollguard collect --events`) and reported (`rollguard-report`, Spark): the
+    # report's client impact is the roll's costs, summed and compared by the test itself.
+    dataset, report = tmp_path / "dataset", tmp_path / "report"
+    collected = subprocess.run(
+        [str(BIN / "rollguard"), "collect", "--inventory", str(cluster.inventory()),
+         *cluster.pki.client_flags(), "--out", str(dataset), "--events", str(tmp_path / "state")],
+        capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert collected.returncode == 0, collected.stderr
+    reported = subprocess.run(
+        [str(BIN / "rollguard-report"), "--dataset", str(dataset), "--out", str(report)],
+        capture_output=True, text=True, timeout=600,
+    )  # fmt: skip
+    assert reported.returncode == 0, reported.stderr[-3000:]
+    [impact] = pq.read_table(report / "client_impact").to_pylist()
+    measured = [c for c in costs.values() if c["p99Ms"] is not None]
+    assert (impact["rollId"], impact["restarts"]) == ("real-1", 3), impact
+    assert impact["sent"] == sum(c["sent"] for c in costs.values())
+    assert impact["failed"] == sum(c["failed"] for c in costs.values()) == 0
+    assert impact["worstP99Ms"] == max(c["p99Ms"] for c in measured)
+    assert impact["medianP99Ms"] == statistics.median(c["p99Ms"] for c in measured)
+    assert impact["baselineP99Ms"] == baseline["p99Ms"]
+    assert impact["longestGapS"] == max(c["longestGapS"] for c in costs.values())
+    nodes = {n["node"]: n for n in pq.read_table(report / "client_impact_nodes").to_pylist()}
+    assert {n: nodes[n]["worstP99Ms"] for n in costs} == {n: c["p99Ms"] for n, c in costs.items()}
+    assert "What restarts cost clients" in (report / "report.html").read_text()
 
 
 def test_an_existing_topic_of_another_shape_is_used_as_it_is(cluster: RealCluster) -> None:

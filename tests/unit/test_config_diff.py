@@ -426,3 +426,22 @@ def test_a_controllers_listener_is_read_from_its_desired_file(
     from rollguard.shared.javaprops import parse_properties
 
     assert controller_listener(parse_properties("\n".join(lines)), agent) == expected
+
+
+def test_a_controller_that_refuses_the_connection_is_an_admin_api_error_naming_it() -> None:
+    import socket
+
+    from rollguard.roller.kafka_admin import AdminApiError
+    from rollguard.roller.kafka_controller import ControllerConfigs
+
+    with socket.socket() as closed:  # a port nothing listens on: bound, never listening
+        closed.bind(("127.0.0.1", 0))
+        port = closed.getsockname()[1]
+        configs = ControllerConfigs(HostPort("127.0.0.1", port), "PLAINTEXT", {}, timeout=2)
+        with pytest.raises(AdminApiError) as got:
+            configs.describe_raw(6)
+    said = str(got.value)
+    assert said.startswith(
+        f"DescribeConfigs of controller 6 at the controller listener 127.0.0.1:{port}"
+    )
+    assert "PLAINTEXT" in said and "refused" in said.lower()

@@ -38,6 +38,8 @@ from rollguard.shared.converters import HostPort
 from rollguard.shared.javaprops import Property
 
 TIMEOUT = 10.0  # seconds for each connection and answer
+NOT_CONTROLLER = 41  # Kafka's error code: asked of a controller that is not the active one
+ATTEMPTS = 3
 WILDCARDS = ("", "0.0.0.0", "::", "[::]")  # noqa: S104 (read, never bound to)
 ASKED_AT_ITS_OWN = "a controller, asked at its own resource"
 
@@ -246,15 +248,22 @@ class ControllerConfigs:
             [resource], validate_only=validate_only, incremental=True
         )
         what = "IncrementalAlterConfigs" + (" (validate only)" if validate_only else "")
-        with self._connection(f"{what} at controller {node}") as connection:
-            active = self._active(connection)
-        # Only the active controller changes the metadata (another answers NOT_CONTROLLER).
-        with self._connection(f"{what} at controller {node}", active) as connection:
-            response = connection.call(request)
-        for result in response.responses:
-            if result.error_code != 0:
-                return str(result.error_message or f"error code {result.error_code}")
-        return None
+        refused = None
+        for _ in range(ATTEMPTS):  # leadership may move between the two calls: asked again
+            with self._connection(f"{what} at controller {node}") as connection:
+                active = self._active(connection)
+            # Only the active controller changes the metadata (another answers NOT_CONTROLLER).
+            with self._connection(f"{what} at controller {node}", active) as connection:
+                response = connection.call(request)
+            codes = [r.error_code for r in response.responses]
+            refused = next(
+                (str(r.error_message or f"error code {r.error_code}")
+                 for r in response.responses if r.error_code != 0),
+                None,
+            )  # fmt: skip
+            if NOT_CONTROLLER not in codes:
+                return refused
+        return refused
 
     def _active(self, connection: ControllerConnection) -> HostPort | None:
         """The active controller's address on this listener, as the controllers say it

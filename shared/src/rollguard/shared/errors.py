@@ -38,6 +38,7 @@ drawing against the classes the installed modules define:
      |    +-- ExpectationsError              shared.expectations
      |    +-- MissingKey                     roller.configmap
      |    +-- UnsupportedVersion             roller.connect.versions
+     |    +-- CanaryRefused                  roller.kafka_canary
      +-- RetryLater                          shared.errors
      |    +-- PlatformUnavailable            roller.platform
      |    |    +-- KubernetesUnavailable     roller.kubernetes & KubernetesError
