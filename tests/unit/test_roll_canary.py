@@ -475,3 +475,29 @@ def test_each_restart_and_the_whole_roll_are_said_by_broker(tmp_path: Path) -> N
         f"canary {TOPIC}: broker {b}'s partitions over the roll: {roll.brokers[b].text()}"
         for b in (0, 1, 2)
     ]
+
+
+def test_a_node_back_has_only_its_own_partitions_led_by_it_again(tmp_path: Path) -> None:
+    canary = steady(0.0, 30.0)
+    leaders = {0: 0, 1: 1, 2: 2, 3: 1}
+    canary.prepare = lambda: CanaryTopic(TOPIC, 4, 3, True, None, leaders)  # type: ignore[method-assign]
+    events = EventLog(tmp_path / "events.jsonl", "r1")
+    roll = RollCanary(canary, events, baseline=0.0)
+    roll.node_ids = {"kafka-0": 0, "kafka-1": 1, "kafka-2": 2}
+
+    async def rolled() -> None:
+        await roll.start()
+        canary.now = 9.0
+        events.write("kafka-1", Event.RESTART, "")
+        canary.now = 13.0
+        events.write("kafka-1", Event.READY, "")
+        events.write("kafka-2", Event.RESTART, "")  # down now: its partition is not asked for
+        deadline = asyncio.get_running_loop().time() + 10
+        while not canary.led and asyncio.get_running_loop().time() < deadline:
+            await asyncio.sleep(0.05)
+        canary.now = 20.0
+        events.write("kafka-2", Event.READY, "")  # the roll's last: led again at its end
+        await roll.stop()
+
+    asyncio.run(rolled())
+    assert canary.led == [[1, 3], [2]]  # kafka-1's two partitions, then kafka-2's at the end

@@ -141,7 +141,9 @@ class RollCanary:
         self._since = 0.0  # the baseline's start
         self._task: asyncio.Task[None] | None = None
         self._failing = False
-        self._lead_due = False  # a node is back: its canary partition to be led by it again
+        self._back: set[str] = set()  # nodes back: their canary partitions to lead again
+        self._leading: asyncio.Task[None] | None = None  # an election under way
+        self.node_ids: dict[str, int] = {}  # node name -> id, once the roll knows its nodes
         self._costs: dict[str, dict[str, Any]] = {}  # node -> its canary-cost's figures
         self._lock = threading.Lock()  # the journal reads them in a worker thread
         self._journal: CanaryJournal | None = None
@@ -230,25 +232,32 @@ class RollCanary:
             self.windows.append(self._open[node])
         elif action in BACKS and node in self._open:
             self._open.pop(node).end = now
-            self._lead_due = True
+            self._back.add(node)
 
     async def _watch(self) -> None:
         while True:
             self._settle(final=False)
             self._stalled()
-            if self._lead_due:
-                self._lead_due = False
-                await self._lead()
+            if self._back and (self._leading is None or self._leading.done()):
+                # Its own task: the roll's end waits for it rather than cancel it half way.
+                self._leading = asyncio.create_task(self._lead(), name="canary-leaders")
             await asyncio.sleep(WATCH_EVERY)
 
     async def _lead(self) -> None:
-        """A node is back: its partition of the canary topic led by it again (a topic of
-        another shape is left as it is), so that every broker's next restart is felt."""
+        """The nodes back have their partitions of the canary topic led by them again (a
+        topic of another shape is left as it is), so that every broker's next restart is felt.
+        Only theirs: another broker may be down now, and its partition cannot be led by it."""
+        back, self._back = self._back, set()
         topic = self.topic
         if topic is None or topic.problem is not None or not topic.leaders:
             return
+        ids = {self.node_ids[n] for n in back if n in self.node_ids}
+        mine = [p for p, b in topic.leaders.items() if b in ids] if self.node_ids else []
+        partitions = sorted(mine) if self.node_ids else sorted(topic.leaders)
+        if not partitions:
+            return
         try:
-            await self.canary.lead(sorted(topic.leaders))
+            await self.canary.lead(partitions)
         except AdminApiError as exc:  # its next restart is felt less: said, never fatal
             logger.warning("canary %s: preferred leaders not elected: %s", self.name, exc)
 
@@ -325,8 +334,9 @@ class RollCanary:
             self._task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await self._task
-            if wait and self._lead_due:  # the last node back: its partition led by it again
-                self._lead_due = False
+            if wait and self._leading is not None:  # an election under way: let it end
+                await self._leading
+            if wait and self._back:  # the last node back: its partition led by it again
                 await self._lead()
             self._task = None  # not running: its gate is closed
             if self.baseline is None:  # no restart: the whole roll was idle

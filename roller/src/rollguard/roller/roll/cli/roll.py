@@ -249,6 +249,8 @@ async def _run(command: str, options: RollOptions, stats: RetryStats, roll_id: s
             # Before the first call: the pods listed, the lease taken, the journal written.
             await _check_access(options, platform, command, roll_id)
             nodes = await platform.nodes()
+            if canary is not None:  # which partitions are whose, to lead them again
+                canary.node_ids = {n.name: n.node_id for n in nodes}
             # A live table only for a person at a terminal; anything else gets plain lines.
             display = (
                 LiveTable(nodes)
