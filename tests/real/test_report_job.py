@@ -205,6 +205,8 @@ def check_outputs(out: Path) -> dict[str, Any]:
     assert impact["medianP99Ms"] == statistics.median(c["p99Ms"] for c in costs)
     assert impact["longestGapS"] == max(c["longestGapS"] for c in costs)
     assert impact["baselineP99Ms"] == 12.0
+    against = max(c["p99Ms"] / c["baselineP99Ms"] for c in costs)
+    assert impact["worstAgainstBaseline"] == pytest.approx(against)
     per_node = {n["node"]: n for n in pq.read_table(out / "client_impact_nodes").to_pylist()}
     assert sorted(per_node) == ["east-kafka-0", "east-kafka-1"]
     assert (per_node["east-kafka-1"]["failed"], per_node["east-kafka-1"]["worstP99Ms"]) == (

@@ -10,10 +10,11 @@ ROLLS_LISTED = 30
 
 
 def _against(row: Row) -> Row:
-    """The row, with its worst p99 said against the baseline's (how many times slower)."""
-    worst, base = row["worstP99Ms"], row["baselineP99Ms"]
-    times = f"{worst / base:,.1f} \N{MULTIPLICATION SIGN}" if worst and base else None
-    return {**row, "againstBaseline": times}
+    """The row, with its worst restart's p99 said against its roll's baseline p99 (how many
+    times slower)."""
+    times = row["worstAgainstBaseline"]
+    said = None if times is None else f"{times:,.1f} \N{MULTIPLICATION SIGN}"
+    return {**row, "againstBaseline": said}
 
 
 def section(rows: dict[str, list[Row]]) -> list[str]:
