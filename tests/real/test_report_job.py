@@ -172,6 +172,7 @@ def check_outputs(out: Path) -> dict[str, Any]:
     # east's second recoveries are in STARTING; east-kafka-5 only loaded its logs (a clean start)
     # and its RECOVERY record without figures is no recovery either
     assert len(episodes) == summary["episodes"] == 2 * 3 + 2 * 2 + 2
+    assert (summary["rolls"], summary["rollsWithCanary"]) == (3, 1)  # r2 alone had a canary
     assert "east-kafka-5" not in {e["node"] for e in episodes}
     clusters = {c["cluster"]: c for c in summary["clusters"]}
     # the second recoveries end in STARTING, when their logs are loaded: completed, not cut short

@@ -229,6 +229,7 @@ def write(path: Path, rows: dict[str, list[dict[str, Any]]] | None = None) -> st
         "records": 123456,
         "episodes": len(rows["episodes"]),
         "rolls": 1,
+        "rollsWithCanary": len(rows["client_impact"]),
         "generatedAt": "2026-11-23T14:00:00Z",
         "dataset": "/data/rollguard",
         "clusters": [
@@ -398,10 +399,12 @@ def test_the_client_impact_says_the_worst_against_the_baseline_and_rolls_without
 ) -> None:
     impact = text(section(write(tmp_path / "report.html"), "What restarts cost clients"))
     assert "Rolls without a canary are left out" in impact
+    assert "rolls: 1 (1 with a canary)" in text(write(tmp_path / "report.html"))
     assert "Per roll (the latest 1 of 1)" in impact and "Per node, across the fleet" in impact
     # worst p99 950 ms against the baseline's 12 ms; the node without failures, 180 / 12
     assert "79.2 \N{MULTIPLICATION SIGN}" in impact and "15.0 \N{MULTIPLICATION SIGN}" in impact
     none = {**tables(), "client_impact": [], "client_impact_nodes": []}
     without = text(section(write(tmp_path / "none.html", none), "What restarts cost clients"))
     assert "No roll in the dataset ran with a canary" in without and "0 failed" not in without
+    assert "rolls: 1 (0 with a canary)" in text((tmp_path / "none.html").read_text())
     assert "<table" not in section((tmp_path / "none.html").read_text(), "What restarts cost")
