@@ -29,7 +29,7 @@ def section(rows: dict[str, list[Row]]) -> list[str]:
         ]
     parts += [
         "<p class='note'>Measured by each roll's own canary (a producer with acks=all, a send "
-        "every 100 ms, and a consumer, on a topic with a partition led by each broker), over "
+        "every 100 ms, and a consumer; on a topic it made, a partition led by each broker), over "
         "each restart (or live step) from the node's restart to its being back in every ISR, "
         "against the idle baseline before the roll's first restart. Rolls without a canary "
         "are left out. The p99 is each restart's send latency p99; the median and the worst "
