@@ -538,26 +538,28 @@ def test_client_impact_per_roll_and_per_node_from_the_canarys_costs(spark: Spark
     frame = event_rows(spark, [*costs, *others])
     got = impact.rolls(frame).select(
         "cluster", "rollId", "start", "restarts", "sent", "failed", "worstP99Ms", "medianP99Ms",
-        "maxMs", "baselineP99Ms", "longestGapS",
+        "maxMs", "baselineP99Ms", "longestGapS", "worstAgainstBaseline",
     )  # fmt: skip
     # The test's own figures: medians over each roll's restarts' p99s (a restart without one
     # left out), the worst and the gaps their maxima, the sends summed.
     want = [
         ("c", "r1", 1000, 3, 310, 2, 400.0, statistics.median([50.0, 400.0, 70.0]), 800.0, 10.0,
-         1.5),
-        ("c", "r2", 9000, 2, 210, 5, 30.0, 30.0, 60.0, 12.0, 9.0),
-        ("w", "w1", 5000, 1, 80, 0, 20.0, 20.0, 40.0, 10.0, 0.1),
+         1.5, 400.0 / 10.0),
+        ("c", "r2", 9000, 2, 210, 5, 30.0, 30.0, 60.0, 12.0, 9.0, 30.0 / 12.0),
+        ("w", "w1", 5000, 1, 80, 0, 20.0, 20.0, 40.0, 10.0, 0.1, 20.0 / 10.0),
     ]  # fmt: skip
     assertDataFrameEqual(got, spark.createDataFrame(want, got.schema))
     nodes = impact.nodes(frame).select(
         "cluster", "node", "rolls", "restarts", "failed", "worstP99Ms", "medianP99Ms",
-        "longestGapS",
+        "longestGapS", "worstAgainstBaseline",
     )  # fmt: skip
+    # Against the baseline, each restart's p99 over its own roll's baseline: node a's worst is
+    # r1's 50 / 10, not its worst p99 over the highest baseline of any roll (50 / 12).
     want_nodes = [
-        ("c", "a", 2, 2, 0, 50.0, statistics.median([50.0, 30.0]), 0.3),
-        ("c", "b", 2, 2, 7, 400.0, 400.0, 9.0),
-        ("c", "c", 1, 1, 0, 70.0, 70.0, 0.2),
-        ("w", "a", 1, 1, 0, 20.0, 20.0, 0.1),
+        ("c", "a", 2, 2, 0, 50.0, statistics.median([50.0, 30.0]), 0.3, 50.0 / 10.0),
+        ("c", "b", 2, 2, 7, 400.0, 400.0, 9.0, 400.0 / 10.0),
+        ("c", "c", 1, 1, 0, 70.0, 70.0, 0.2, 70.0 / 10.0),
+        ("w", "a", 1, 1, 0, 20.0, 20.0, 0.1, 20.0 / 10.0),
     ]
     assertDataFrameEqual(nodes, spark.createDataFrame(want_nodes, nodes.schema))
     # No canary at all: no rows, never zeros.

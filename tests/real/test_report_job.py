@@ -172,6 +172,7 @@ def check_outputs(out: Path) -> dict[str, Any]:
     # east's second recoveries are in STARTING; east-kafka-5 only loaded its logs (a clean start)
     # and its RECOVERY record without figures is no recovery either
     assert len(episodes) == summary["episodes"] == 2 * 3 + 2 * 2 + 2
+    assert (summary["rolls"], summary["rollsWithCanary"]) == (3, 1)  # r2 alone had a canary
     assert "east-kafka-5" not in {e["node"] for e in episodes}
     clusters = {c["cluster"]: c for c in summary["clusters"]}
     # the second recoveries end in STARTING, when their logs are loaded: completed, not cut short
@@ -205,6 +206,8 @@ def check_outputs(out: Path) -> dict[str, Any]:
     assert impact["medianP99Ms"] == statistics.median(c["p99Ms"] for c in costs)
     assert impact["longestGapS"] == max(c["longestGapS"] for c in costs)
     assert impact["baselineP99Ms"] == 12.0
+    against = max(c["p99Ms"] / c["baselineP99Ms"] for c in costs)
+    assert impact["worstAgainstBaseline"] == pytest.approx(against)
     per_node = {n["node"]: n for n in pq.read_table(out / "client_impact_nodes").to_pylist()}
     assert sorted(per_node) == ["east-kafka-0", "east-kafka-1"]
     assert (per_node["east-kafka-1"]["failed"], per_node["east-kafka-1"]["worstP99Ms"]) == (

@@ -172,12 +172,28 @@ def tables() -> dict[str, list[dict[str, Any]]]:
          "end": roll_start + 601_000, "outcome": "completed", "durationSeconds": 601.0,
          "restarted": 2, "nodeSeconds": 599.0, "recoveryWaits": 1}
     ]  # fmt: skip
+    # The roll's canary: what its restarts cost clients, per roll and per node (the job's rows).
+    impact = {"cluster": "production-eu-west-1", "rollId": "roll-2026-11-23",
+              "start": roll_start + 30_000, "restarts": 2, "sent": 5_400, "failed": 12,
+              "worstP99Ms": 950.0, "medianP99Ms": 565.0, "maxMs": 1_800.0,
+              "baselineP99Ms": 12.0, "longestGapS": 2.5,
+              "worstAgainstBaseline": 950.0 / 12.0}  # fmt: skip
+    impact_nodes = [
+        {"cluster": "production-eu-west-1", "node": node, "rolls": 1, "restarts": 1,
+         "sent": 2_700, "failed": 12 * (i == 1), "worstP99Ms": (180.0, 950.0)[i],
+         "medianP99Ms": (180.0, 950.0)[i], "maxMs": (420.0, 1_800.0)[i],
+         "baselineP99Ms": 12.0, "longestGapS": (0.4, 2.5)[i],
+         "worstAgainstBaseline": (180.0, 950.0)[i] / 12.0}
+        for i, node in enumerate(nodes[:2])
+    ]  # fmt: skip
     return {
         "episodes": episodes,
         "nodes": node_rows,
         "daily": daily,
         "rolls": rolls,
         "roll_phases": phases,
+        "client_impact": [impact],
+        "client_impact_nodes": impact_nodes,
         "eta_summary": [
             {"cluster": "production-eu-west-1", "progressPercent": 25, "episodes": 27,
              "medianAbsRelativeError": 0.31, "medianErrorSeconds": -65.0},
@@ -213,6 +229,7 @@ def write(path: Path, rows: dict[str, list[dict[str, Any]]] | None = None) -> st
         "records": 123456,
         "episodes": len(rows["episodes"]),
         "rolls": 1,
+        "rollsWithCanary": len(rows["client_impact"]),
         "generatedAt": "2026-11-23T14:00:00Z",
         "dataset": "/data/rollguard",
         "clusters": [
@@ -264,7 +281,8 @@ def test_the_page_in_headless_chromium_at_1280_px(tmp_path: Path) -> None:
     assert result["errors"] == []
     charts = result["images"]
     assert len(charts) == page.count("<img")
-    assert len(charts) == 7  # a roll timeline and its curves, daily, scatter, rates, 2 more
+    # a roll timeline and its curves, daily, scatter, rates, 2 more, the client impact's
+    assert len(charts) == 8
     for chart in charts:
         assert chart["complete"] and chart["natural"] > 300, chart["alt"]
         assert chart["shown"] and chart["width"] > 300 and chart["height"] > 100, chart["alt"]
@@ -273,7 +291,7 @@ def test_the_page_in_headless_chromium_at_1280_px(tmp_path: Path) -> None:
     assert result["pageWidth"] <= result["windowWidth"] == WIDTH
     # Every table fits the page as it is, with names of 50 characters: none is cut off at the
     # page's edge or scrolls inside its box.
-    assert len(result["tables"]) == page.count("<table") == 6
+    assert len(result["tables"]) == page.count("<table") == 8
     too_wide = [t for t in result["tables"] if t["scrolls"] or t["width"] > t["room"] + 0.5]
     assert too_wide == []
 
@@ -350,3 +368,43 @@ def test_the_slowest_episodes_say_how_many_grouped_by_cluster_slowest_first(tmp_
     ]
     assert durations[:4] == ["2h 05m", "25m 00s", "44m 00s", "41m 20s"]
     assert "missing records: 12: the episode was seen through gaps" in text(slowest)
+
+
+def test_the_client_impact_chart_draws_failed_sends_first_then_the_worst_p99() -> None:
+    def node(i: int, failed: int, worst: float | None) -> dict[str, Any]:
+        return {"cluster": "c", "node": f"n{i:02d}", "failed": failed, "worstP99Ms": worst,
+                "medianP99Ms": worst, "baselineP99Ms": 10.0 + i}  # fmt: skip
+
+    # 35 measured: n00-n02 with failed sends (n01 the most), the others by p99 (n34 the worst),
+    # and n35 never measured (no p99, nothing failed): not drawn, not counted.
+    nodes = [node(i, (0, 5, 2)[i] if i < 3 else 0, 100.0 + i) for i in range(35)]
+    figure = charts.client_impact_figure([*nodes, node(35, 0, None)])
+    figure.canvas.draw()
+    axes = figure.axes[0]
+    top_down = sorted(axes.get_yticklabels(), key=lambda t: -t.get_window_extent().y0)
+    want = ["c/n01", "c/n02", *(f"c/n{i:02d}" for i in range(34, 6, -1))]
+    assert [t.get_text() for t in top_down] == want
+    assert figure.get_suptitle() == (
+        "What a restart costs clients, per node, the worst at the top (the 30 worst of 35)"
+    )
+    assert sorted(a.get_text() for a in axes.texts) == [" 2 failed", " 5 failed"]
+    # the baseline: the median of the drawn nodes' baseline p99s, one dashed line
+    [line] = [ln for ln in axes.get_lines() if ln.get_linestyle() == "--"]
+    shown = sorted(10.0 + int(label[3:]) for label in want)
+    assert line.get_xdata()[0] == shown[len(shown) // 2]
+
+
+def test_the_client_impact_says_the_worst_against_the_baseline_and_rolls_without_a_canary(
+    tmp_path: Path,
+) -> None:
+    impact = text(section(write(tmp_path / "report.html"), "What restarts cost clients"))
+    assert "Rolls without a canary are left out" in impact
+    assert "rolls: 1 (1 with a canary)" in text(write(tmp_path / "report.html"))
+    assert "Per roll (the latest 1 of 1)" in impact and "Per node, across the fleet" in impact
+    # worst p99 950 ms against the baseline's 12 ms; the node without failures, 180 / 12
+    assert "79.2 \N{MULTIPLICATION SIGN}" in impact and "15.0 \N{MULTIPLICATION SIGN}" in impact
+    none = {**tables(), "client_impact": [], "client_impact_nodes": []}
+    without = text(section(write(tmp_path / "none.html", none), "What restarts cost clients"))
+    assert "No roll in the dataset ran with a canary" in without and "0 failed" not in without
+    assert "rolls: 1 (0 with a canary)" in text((tmp_path / "none.html").read_text())
+    assert "<table" not in section((tmp_path / "none.html").read_text(), "What restarts cost")

@@ -248,7 +248,7 @@ def impact_title(shown: int, measured: int) -> str:
     return f"What a restart costs clients, per node, the worst at the top ({which})"
 
 
-def client_impact(nodes: Sequence[dict[str, Any]]) -> str:
+def client_impact_figure(nodes: Sequence[dict[str, Any]]) -> Any:
     """Per node across the fleet (the RATE_NODES worst: failed sends first, then the worst
     restart's p99): its worst and median restart p99 send latency as bars over each other, the
     baseline's p99 (the median over the nodes) as a line, and the sends that failed in its
@@ -287,4 +287,8 @@ def client_impact(nodes: Sequence[dict[str, Any]]) -> str:
     axes.tick_params(axis="y", labelsize="small")
     figure.suptitle(impact_title(len(shown), len(measured)))
     axes.legend(handles=handles, fontsize="small", loc="upper left", bbox_to_anchor=(1.01, 1.0))
-    return png(figure)
+    return figure
+
+
+def client_impact(nodes: Sequence[dict[str, Any]]) -> str:
+    return png(client_impact_figure(nodes))

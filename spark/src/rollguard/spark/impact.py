@@ -9,7 +9,9 @@ Definitions (the report's "What restarts cost clients", docs/operations.md, The 
 - a node's across the fleet: over every roll's `canary-cost` of that node, the same, and in how
   many rolls;
 - medians are exact (`percentile`), over the restarts' own p99s: a restart with nothing
-  acknowledged has no p99 and counts in `failed` only.
+  acknowledged has no p99 and counts in `failed` only;
+- the worst against the baseline is each restart's p99 over its own roll's baseline p99, the
+  highest of them: a node's across rolls never sets one roll's p99 against another's baseline.
 """
 
 from __future__ import annotations
@@ -32,13 +34,20 @@ def _figures() -> list[Column]:
         F.max("maxMs").alias("maxMs"),
         F.max("baselineP99Ms").alias("baselineP99Ms"),
         F.max("longestGapS").alias("longestGapS"),
+        F.max(_against_baseline()).alias("worstAgainstBaseline"),
     ]
+
+
+def _against_baseline() -> Column:
+    """A restart's p99 over its roll's baseline p99 (null without either)."""
+    base = F.col("baselineP99Ms")
+    return F.when(base > 0, F.col("p99Ms") / base)
 
 
 def rolls(events: DataFrame) -> DataFrame:
     """One row per roll with a canary: cluster, rollId, start (its first measured restart's
     time), restarts, sent, failed, worstP99Ms, medianP99Ms, maxMs, baselineP99Ms,
-    longestGapS."""
+    longestGapS, worstAgainstBaseline."""
     costs = events.filter(F.col("action") == COST)
     return costs.groupBy("cluster", "rollId").agg(F.min("ts").alias("start"), *_figures())
 

@@ -166,6 +166,7 @@ def run(spark: Any, dataset: Path, out: Path, clusters: Sequence[str] | None = N
         "records": records,
         "episodes": len(rows["episodes"]),
         "rolls": len(rows["rolls"]),
+        "rollsWithCanary": len(rows["client_impact"]),
         "clusters": [_plain(c) for c in rows["clusters"]],
         "etaAccuracy": [_plain(r) for r in rows["eta_summary"]],
         "seconds": round(time.monotonic() - started, 3),

@@ -225,7 +225,8 @@ def write_report(
         f"<style>{STYLE}</style></head><body>",
         "<h1>Rolls and log recovery report</h1>",
         f"<p class='note'>{summary['records']:,} timeline records, {summary['episodes']:,} "
-        f"recovery episodes, rolls: {summary['rolls']:,}; generated "
+        f"recovery episodes, rolls: {summary['rolls']:,} ({summary['rollsWithCanary']:,} with "
+        "a canary); generated "
         f"{html.escape(summary['generatedAt'])} from {html.escape(summary['dataset'])}. "
         "Times are UTC.</p>",
     ]
