@@ -138,8 +138,10 @@ def test_a_killed_broker_is_unavailable_at_once_then_recovers_what_was_not_check
 # after it (catching up with the metadata log, registering). The timeout must still let the
 # other nodes' clean restarts through on a loaded machine: a combined node spent 35 s in
 # NOT_RUNNING after a clean restart beside make test (its controller replaying the metadata
-# log; nothing a roller can see moves), which a 20 s timeout failed.
-OPERATION_TIMEOUT = 60.0
+# log; nothing a roller can see moves), which a 20 s timeout failed. 50 s, not 60: the held
+# recovery ends 66-67 s after its restart on a rare run (CI41, CI48: a recovery thread ran
+# between two of the holder's scans), which is still more than 50 + 10.
+OPERATION_TIMEOUT = 50.0
 HOLD = 75.0
 REGISTERING = 10.0
 
