@@ -31,7 +31,6 @@ import sys
 import tempfile
 import threading
 import time
-from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -39,7 +38,8 @@ from rollguard.peers.commandline import rollguard_args
 from rollguard.peers.processes import make_pki
 from rollguard.peers.realclients import Canary, IsrSampler
 from rollguard.peers.realcluster import RealCluster, real_cluster
-from rollguard.peers.realkafka import _java
+from rollguard.peers.realkafka import kafka_configs
+from rollguard.shared.wire import parse_time
 
 THROTTLE = "producer_byte_rate=256"
 FLAGS = ("--canary", "rollguard-canary", "--canary-max-p99", "250ms", "--canary-baseline", "5s")
@@ -47,9 +47,8 @@ FLAGS = ("--canary", "rollguard-canary", "--canary-max-p99", "250ms", "--canary-
 
 def quota(cluster: RealCluster, *change: str) -> None:
     """Kafka's own `kafka-configs` on the default client quota (every client id)."""
-    _java(
+    kafka_configs(
         cluster.kafka.lib,
-        "org.apache.kafka.tools.ConfigCommand",
         "--bootstrap-server",
         cluster.kafka.bootstrap.split(",")[0],
         "--entity-type",
@@ -77,10 +76,6 @@ def degrade(cluster: RealCluster, before: int, seconds: float, spans: list[float
         spans.append(time.monotonic())
 
 
-def stamp(entry: dict[str, Any]) -> float:
-    return datetime.fromisoformat(entry["ts"].replace("Z", "+00:00")).timestamp()
-
-
 def said(folder: Path, roll_id: str) -> dict[str, Any]:
     """The roll's own word: how long its canary's gate held, its canary's figures."""
     path = folder / "state" / f"events-{roll_id}.jsonl"
@@ -88,9 +83,9 @@ def said(folder: Path, roll_id: str) -> dict[str, Any]:
     held, closed = 0.0, None
     for e in events:
         if e["action"] == "gate-closed" and e.get("gate") == "canary" and closed is None:
-            closed = stamp(e)
+            closed = parse_time(e["ts"]).timestamp()
         elif e["action"] == "gate-open" and closed is not None:
-            held, closed = held + stamp(e) - closed, None
+            held, closed = held + parse_time(e["ts"]).timestamp() - closed, None
     baseline = [e for e in events if e["action"] == "canary-baseline"]
     costs = [e["p99Ms"] for e in events if e["action"] == "canary-cost" and e["p99Ms"]]
     return {

@@ -22,7 +22,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from rollguard.peers.realkafka import NEWEST, KafkaCluster, _java
+from rollguard.peers.realkafka import NEWEST, KafkaCluster, kafka_configs
 from rollguard.roller.kafka_admin import KafkaObserver
 from rollguard.roller.kafka_configs import KafkaConfigs
 
@@ -55,9 +55,8 @@ VALIDATED = [
 
 
 def configs(kafka: KafkaCluster, *args: str) -> None:
-    _java(
+    kafka_configs(
         kafka.lib,
-        "org.apache.kafka.tools.ConfigCommand",
         "--bootstrap-server",
         kafka.nodes[0].bootstrap,
         *args,

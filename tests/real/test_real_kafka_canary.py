@@ -16,7 +16,6 @@ import subprocess
 import threading
 import time
 from collections.abc import Iterator
-from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -25,9 +24,10 @@ import pytest
 
 from rollguard.peers.realclients import Canary as WitnessCanary
 from rollguard.peers.realcluster import RealCluster, real_cluster
-from rollguard.peers.realkafka import _java
+from rollguard.peers.realkafka import kafka_configs
 from rollguard.roller.kafka_admin import KafkaObserver
 from rollguard.roller.kafka_canary import Canary
+from rollguard.shared.wire import parse_time
 
 from helpers import BIN, Pki, wait_until
 from real_kafka import Roll, events, roll, watched
@@ -52,8 +52,9 @@ def cluster(pki: Pki, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Real
         yield real
 
 
-def wall(stamp: str) -> float:
-    return datetime.fromisoformat(stamp.replace("Z", "+00:00")).timestamp()
+def when(event: dict[str, Any]) -> float:
+    """An event's time, on the wall clock."""
+    return parse_time(event["ts"]).timestamp()
 
 
 def witnessed(canary: WitnessCanary, start: float, end: float) -> dict[str, Any]:
@@ -119,8 +120,10 @@ def test_a_roll_with_a_canary_says_what_each_restart_cost(
     assert "canary-failing" not in {e["action"] for e in said}
     costs = {e["node"]: e for e in said if e["action"] == "canary-cost"}
     assert sorted(costs) == ["kafka-0", "kafka-1", "kafka-2"], said
-    restarts = {e["node"]: wall(e["ts"]) for e in said if e["action"] == "restart"}
-    backs = {e["node"]: wall(e["ts"]) for e in said if e["action"] == "ready"}
+    restarts = {
+        e["node"]: parse_time(e["ts"]).timestamp() for e in said if e["action"] == "restart"
+    }
+    backs = {e["node"]: parse_time(e["ts"]).timestamp() for e in said if e["action"] == "ready"}
     for node, cost in costs.items():
         own = witnessed(watch.canary, restarts[node], backs[node])
         print(f"{node}: roll's canary {cost}\n{node}: test's canary {own}")
@@ -224,9 +227,8 @@ THROTTLE = "producer_byte_rate=256"
 
 def client_quota(cluster: RealCluster, *change: str) -> None:
     """Kafka's own `kafka-configs` on the client quota of the roll's canary's client id."""
-    _java(
+    kafka_configs(
         cluster.kafka.lib,
-        "org.apache.kafka.tools.ConfigCommand",
         "--bootstrap-server",
         cluster.kafka.bootstrap.split(",")[0],
         "--entity-type",

@@ -20,7 +20,7 @@ import pytest
 
 from rollguard.peers.commandline import rollguard_args
 from rollguard.peers.realcluster import RealCluster, real_cluster
-from rollguard.peers.realkafka import _java
+from rollguard.peers.realkafka import described, kafka_configs
 from rollguard.roller.kafka_admin import KafkaObserver
 from rollguard.roller.kafka_configs import KafkaConfigs
 from rollguard.roller.roll.rules.config_values import How, Source, running_from_answer
@@ -38,9 +38,8 @@ def cluster(pki: Pki, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Real
     folder = tmp_path_factory.mktemp("real-kafka-configs")
     with real_cluster(folder, pki, data_mb=1, combined=3, heap="256m", extra=EXTRA) as real:
         # Kafka's own tooling: num.io.threads=6 for broker 1 only
-        _java(
+        kafka_configs(
             real.kafka.lib,
-            "org.apache.kafka.tools.ConfigCommand",
             "--bootstrap-server",
             real.kafka.bootstrap.split(",")[0],
             "--entity-type",
@@ -180,24 +179,13 @@ def test_a_malformed_desired_file_is_exit_2_naming_node_file_and_line(
 
 def kafka_configs_describe(cluster: RealCluster, broker: int) -> dict[str, str]:
     """Kafka's own `kafka-configs --describe --all` of `broker`: key -> value in force."""
-    text = _java(
+    bootstrap = cluster.kafka.bootstrap.split(",")[0]
+    text = kafka_configs(
         cluster.kafka.lib,
-        "org.apache.kafka.tools.ConfigCommand",
-        "--bootstrap-server",
-        cluster.kafka.bootstrap.split(",")[0],
-        "--entity-type",
-        "brokers",
-        "--entity-name",
-        str(broker),
-        "--describe",
-        "--all",
-    )
-    found = {}
-    for line in text.splitlines():
-        key, sep, rest = line.strip().partition("=")
-        if sep and " sensitive=" in rest:
-            found[key] = rest.split(" sensitive=")[0]
-    return found
+        "--bootstrap-server", bootstrap,
+        "--entity-type", "brokers", "--entity-name", str(broker), "--describe", "--all",
+    )  # fmt: skip
+    return described(text)
 
 
 def test_a_roll_applies_live_what_kafka_takes_live_and_restarts_only_for_the_rest(

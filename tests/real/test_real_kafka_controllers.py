@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 
 from rollguard.peers.realcluster import RealCluster, real_cluster
-from rollguard.peers.realkafka import NEWEST, OLDEST, _java, kafka_lib
+from rollguard.peers.realkafka import NEWEST, OLDEST, described, kafka_configs, kafka_lib
 from rollguard.shared.javaprops import parse_properties
 
 from helpers import BIN, Pki
@@ -99,25 +99,14 @@ def test_controllers_one_at_a_time_then_brokers_two_by_two_a_rack_at_a_time(
 
 def controller_configs(cluster: RealCluster, node_id: int) -> dict[str, str]:
     """Kafka's own `kafka-configs --bootstrap-controller --describe --all` of a controller:
-    key -> value in force."""
-    text = _java(
-        kafka_lib(NEWEST),  # its tools' ConfigCommand (the cluster may be formatted older)
-        "org.apache.kafka.tools.ConfigCommand",
-        "--bootstrap-controller",
-        f"127.0.0.1:{cluster.kafka.nodes[node_id].controller_port}",
-        "--entity-type",
-        "brokers",
-        "--entity-name",
-        str(node_id),
-        "--describe",
-        "--all",
-    )
-    found = {}
-    for line in text.splitlines():
-        key, sep, rest = line.strip().partition("=")
-        if sep and " sensitive=" in rest:
-            found[key] = rest.split(" sensitive=")[0]
-    return found
+    key -> value in force (its newest tools: the cluster may be formatted older)."""
+    controller = f"127.0.0.1:{cluster.kafka.nodes[node_id].controller_port}"
+    text = kafka_configs(
+        kafka_lib(NEWEST),
+        "--bootstrap-controller", controller,
+        "--entity-type", "brokers", "--entity-name", str(node_id), "--describe", "--all",
+    )  # fmt: skip
+    return described(text)
 
 
 @pytest.mark.timeout(600)

@@ -93,6 +93,13 @@ def steady(start: float, end: float, *, slow: tuple[float, float] = (0.0, 0.0)) 
     return Given(samples, arrivals)
 
 
+async def led(canary: Given, within: float = 10.0) -> None:
+    """Until the roll's canary has asked for an election (its watch runs every 0.5 s)."""
+    deadline = asyncio.get_running_loop().time() + within
+    while not canary.led and asyncio.get_running_loop().time() < deadline:
+        await asyncio.sleep(0.05)
+
+
 def said(path: Path) -> list[dict[str, Any]]:
     return [json.loads(line) for line in path.read_text().splitlines()]
 
@@ -450,9 +457,7 @@ def test_each_restart_and_the_whole_roll_are_said_by_broker(tmp_path: Path) -> N
         canary.now = 13.0
         events.write("kafka-1", Event.READY, "")
         # kafka-1 is back: its partition led by it again (an election of the topic's own)
-        deadline = asyncio.get_running_loop().time() + 10
-        while not canary.led and asyncio.get_running_loop().time() < deadline:
-            await asyncio.sleep(0.05)
+        await led(canary)
         canary.now = 30.0
         await roll.stop()
 
@@ -492,9 +497,7 @@ def test_a_node_back_has_only_its_own_partitions_led_by_it_again(tmp_path: Path)
         canary.now = 13.0
         events.write("kafka-1", Event.READY, "")
         events.write("kafka-2", Event.RESTART, "")  # down now: its partition is not asked for
-        deadline = asyncio.get_running_loop().time() + 10
-        while not canary.led and asyncio.get_running_loop().time() < deadline:
-            await asyncio.sleep(0.05)
+        await led(canary)
         canary.now = 20.0
         events.write("kafka-2", Event.READY, "")  # the roll's last: led again at its end
         await roll.stop()

@@ -24,7 +24,6 @@ sensitive one too) go to the controller only.
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import socket
 import ssl
@@ -33,7 +32,13 @@ from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
 from rollguard.roller.kafka_admin import AdminApiError
-from rollguard.roller.kafka_configs import DEFAULT_RESOURCE
+from rollguard.roller.kafka_configs import (
+    DEFAULT_RESOURCE,
+    ConfigsAsync,
+    incremental_request,
+    own_keys,
+    refusal,
+)
 from rollguard.shared.converters import HostPort
 from rollguard.shared.javaprops import Property
 
@@ -173,7 +178,7 @@ class ControllerConnection:
             self._socket.close()
 
 
-class ControllerConfigs:
+class ControllerConfigs(ConfigsAsync):
     """A controller-only node's configuration, read and changed on its own listener, with the
     interface of `kafka_configs.KafkaConfigs` (one reader per controller)."""
 
@@ -224,50 +229,34 @@ class ControllerConfigs:
                         f"{result.error_message or f'error code {result.error_code}'}"
                     )
             answer = ConfigAdminMixin._describe_configs_process_responses([response], "all")
-        found = answer.get("broker", {}).get(str(node))
-        if not isinstance(found, dict):
-            return {}
-        return {str(key): dict(entry) for key, entry in found.items()}
+        return own_keys(answer, str(node))
 
     def alter_raw(
         self, node: int | None, configs: Mapping[str, str | None], *, validate_only: bool
     ) -> str | None:
-        """Blocking: IncrementalAlterConfigs of `configs` at the controller's own resource;
+        """Blocking: IncrementalAlterConfigs of `configs` at the controller's own resource, sent
+        to the active controller (only it changes the metadata; another answers NOT_CONTROLLER);
         None done (or valid), else Kafka's refusal."""
-        from kafka.admin import AlterConfigOp, ConfigResource, ConfigResourceType
-        from kafka.admin._configs import ConfigAdminMixin
-
         if node is None:  # never asked: a controller's keys are its own
             return ASKED_AT_ITS_OWN
-        ops = {
-            key: (AlterConfigOp.SET if value is not None else AlterConfigOp.DELETE, value)
-            for key, value in configs.items()
-        }
-        resource = ConfigResource(ConfigResourceType.BROKER, str(node), configs=ops)
-        request = ConfigAdminMixin._alter_configs_request(
-            [resource], validate_only=validate_only, incremental=True
-        )
+        request = incremental_request(str(node), configs, validate_only=validate_only)
         what = "IncrementalAlterConfigs" + (" (validate only)" if validate_only else "")
-        refused = None
+        what += f" at controller {node}"
         for _ in range(ATTEMPTS):  # leadership may move between the two calls: asked again
-            with self._connection(f"{what} at controller {node}") as connection:
+            with self._connection(what) as connection:
                 active = self._active(connection)
-            # Only the active controller changes the metadata (another answers NOT_CONTROLLER).
-            with self._connection(f"{what} at controller {node}", active) as connection:
-                response = connection.call(request)
-            codes = [r.error_code for r in response.responses]
-            refused = next(
-                (str(r.error_message or f"error code {r.error_code}")
-                 for r in response.responses if r.error_code != 0),
-                None,
-            )  # fmt: skip
-            if NOT_CONTROLLER not in codes:
-                return refused
-        return refused
+                if active is None or active == self.address:
+                    response = connection.call(request)
+                else:
+                    with self._connection(what, active) as leader:
+                        response = leader.call(request)
+            if all(r.error_code != NOT_CONTROLLER for r in response.responses):
+                break
+        return refusal(response)
 
     def _active(self, connection: ControllerConnection) -> HostPort | None:
         """The active controller's address on this listener, as the controllers say it
-        (DescribeCluster of the controllers, KIP-919); None: this one, or not told."""
+        (DescribeCluster of the controllers, KIP-919); None when not told."""
         from kafka.protocol.admin import DescribeClusterRequest
 
         answer = connection.call(
@@ -289,17 +278,6 @@ class ControllerConfigs:
             key: (ASKED_AT_ITS_OWN, self.alter_raw(node, {key: value}, validate_only=True))
             for key, value in changes.items()
         }
-
-    async def running(self, node: int) -> dict[str, dict[str, Any]]:
-        return await asyncio.to_thread(self.describe_raw, node)
-
-    async def live_answers(
-        self, node: int, changes: Mapping[str, str | None]
-    ) -> dict[str, tuple[str | None, str | None]]:
-        return await asyncio.to_thread(self._live_answers, node, dict(changes))
-
-    async def alter(self, node: int | None, configs: Mapping[str, str | None]) -> str | None:
-        return await asyncio.to_thread(self.alter_raw, node, dict(configs), validate_only=False)
 
     def close(self) -> None:
         pass  # a connection per call

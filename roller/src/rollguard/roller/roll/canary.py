@@ -251,9 +251,9 @@ class RollCanary:
         topic = self.topic
         if topic is None or topic.problem is not None or not topic.leaders:
             return
+        # Without the nodes' ids (not told yet), every partition.
         ids = {self.node_ids[n] for n in back if n in self.node_ids}
-        mine = [p for p, b in topic.leaders.items() if b in ids] if self.node_ids else []
-        partitions = sorted(mine) if self.node_ids else sorted(topic.leaders)
+        partitions = sorted(p for p, b in topic.leaders.items() if not self.node_ids or b in ids)
         if not partitions:
             return
         try:

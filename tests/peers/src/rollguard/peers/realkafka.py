@@ -919,6 +919,22 @@ def _java_start(lib: Path, main: str, *args: str, heap: str = "128m") -> subproc
     )
 
 
+def kafka_configs(lib: Path, *args: str) -> str:
+    """Kafka's own `kafka-configs` (ConfigCommand) from `lib`'s jars with `args`: its output.
+    4.0's tools have it elsewhere: `kafka_lib(NEWEST)` speaks to an older cluster as well."""
+    return _java(lib, "org.apache.kafka.tools.ConfigCommand", *args)
+
+
+def described(text: str) -> dict[str, str]:
+    """`kafka-configs --describe --all`'s lines: key -> value in force."""
+    found = {}
+    for line in text.splitlines():
+        key, sep, rest = line.strip().partition("=")
+        if sep and " sensitive=" in rest:
+            found[key] = rest.split(" sensitive=")[0]
+    return found
+
+
 def _java(lib: Path, main: str, *args: str, timeout: float = 120, heap: str = "128m") -> str:
     process = _java_start(lib, main, *args, heap=heap)
     try:
