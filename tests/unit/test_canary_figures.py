@@ -1,12 +1,12 @@
 """The roll canary's figures (`roll.rules.canary`): nearest-rank percentiles, the consumer's
 longest gap, one window's figures, when a window's answers are all in, a canary that cannot
-produce (pure, times given); and its topic's shape (`kafka_canary.spread`, `shape_problem`)."""
+produce (pure, times given); and its topic's shape (`canary_topic.spread`, `shape_problem`)."""
 
 from __future__ import annotations
 
 import pytest
 
-from rollguard.roller.kafka_canary import replication, shape_problem, spread
+from rollguard.roller.canary_topic import replication, shape_problem, spread
 from rollguard.roller.model import CanaryArrival as Arrival
 from rollguard.roller.model import CanarySample as Sample
 from rollguard.roller.roll.rules.canary import (

@@ -14,8 +14,9 @@ from typing import Any
 
 import pytest
 
+from rollguard.roller.canary_topic import CanaryTopic
 from rollguard.roller.kafka_admin import AdminApiError, KafkaObserver
-from rollguard.roller.kafka_canary import Canary, CanaryRefused, CanaryTopic
+from rollguard.roller.kafka_canary import Canary, CanaryRefused
 from rollguard.roller.model import CanaryArrival, CanarySample
 from rollguard.roller.roll.canary import RollCanary
 from rollguard.roller.roll.gates.canary import CanaryGate

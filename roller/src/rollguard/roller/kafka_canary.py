@@ -22,9 +22,10 @@ import logging
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
 from typing import Any
 
+from rollguard.roller.canary_ledger import Ledger
+from rollguard.roller.canary_topic import CanaryTopic, replication, shape_problem, spread
 from rollguard.roller.kafka_admin import AdminApiError, KafkaObserver
 from rollguard.roller.model import CanaryArrival, CanarySample
 from rollguard.shared.errors import ConfigError
@@ -33,38 +34,8 @@ logger = logging.getLogger(__name__)
 
 DELIVERY_TIMEOUT = 10.0  # seconds: a send not acknowledged within it has failed
 REQUEST_TIMEOUT_MS = 5000  # within the delivery timeout, so that a send is retried once at least
+OVERDUE = 2  # delivery timeouts a send may stay unanswered before its producer is replaced
 TOPIC_AUTHORIZATION_FAILED = 29  # Kafka's error code, in a topic's DescribeTopics answer
-
-
-def replication(default: int | None, brokers: int) -> int:
-    """The canary topic's replication: the cluster's `default.replication.factor` (None: not
-    read), 3 at least where there are 3 brokers or more (a default of 1 would make every
-    restart a canary's outage, not a measure of what clients see), never more than the
-    brokers."""
-    return min(brokers, max(default or 1, 3))
-
-
-def spread(brokers: Sequence[int], replication: int) -> dict[int, list[int]]:
-    """One partition per broker, partition i's replicas the i-th broker then the next ones in
-    turn: each broker the preferred leader of one partition, and a follower of as many."""
-    ordered = sorted(brokers)
-    count = len(ordered)
-    return {
-        i: [ordered[(i + k) % count] for k in range(min(replication, count))] for i in range(count)
-    }
-
-
-def shape_problem(replicas: Mapping[int, Sequence[int]], brokers: Sequence[int]) -> str | None:
-    """How an existing topic differs from one partition led by each broker (by its preferred
-    leaders, the first replicas), or None."""
-    leaders = sorted(r[0] for r in replicas.values() if r)
-    if leaders == sorted(brokers):
-        return None
-    led = ", ".join(str(b) for b in leaders) or "none"
-    return (
-        f"{len(replicas)} partition{'' if len(replicas) == 1 else 's'} whose preferred leaders "
-        f"are {led}, not one per broker ({', '.join(str(b) for b in sorted(brokers))})"
-    )
 
 
 class CanaryRefused(ConfigError):
@@ -81,29 +52,23 @@ class CanaryRefused(ConfigError):
         self.operation = operation
 
 
+def _close(producer: Any, timeout: float) -> None:
+    """kafka-python's close() flushes first and raises when a send is still unanswered, before
+    its own force close: then its sender is told to stop at once."""
+    try:
+        producer.close(timeout)
+    except Exception:
+        sender = getattr(producer, "_sender", None)
+        if sender is not None:
+            with contextlib.suppress(Exception):
+                sender.force_close()
+
+
 def _denied(error: BaseException | None) -> bool:
     """Whether Kafka refused the call for want of an ACL (kafka-python's AuthorizationError)."""
     from kafka.errors import AuthorizationError
 
     return isinstance(error, AuthorizationError)
-
-
-@dataclass(frozen=True, slots=True)
-class CanaryTopic:
-    """The canary's topic as found or made."""
-
-    name: str
-    partitions: int
-    replication: int
-    created: bool
-    problem: str | None  # its shape, when not one partition led by each broker
-    leaders: Mapping[int, int] = field(default_factory=dict)  # partition -> preferred leader
-
-    def text(self) -> str:
-        made = "created" if self.created else "found"
-        shape = f"{self.partitions} partitions, replication {self.replication}"
-        said = f"{self.name}: {made}, {shape}"
-        return said + (f"; {self.problem}: used as it is" if self.problem else "")
 
 
 class Canary:
@@ -126,16 +91,9 @@ class Canary:
         self.delivery_timeout = delivery_timeout
         self.clock = clock
         self._wall = wall
-        self._lock = threading.Lock()
-        self._samples: list[CanarySample] = []
-        self._arrivals: list[CanaryArrival] = []
-        self._pending: dict[int, float] = {}  # send number -> when sent, until answered
-        self.last_ack: float | None = None
-        # Every partition's first send acknowledged: a connection to each leader made (each
-        # first send to a broker pays for it), what a client sees in steady state from then.
-        self.warm = threading.Event()
-        self._warm_partitions: set[int] = set()
-        self._partitions = 0
+        self.sends = Ledger(clock)
+        self.warm = self.sends.warm  # every partition's first send acknowledged
+        self.renewals = 0  # producers replaced for leaving a send unanswered past its bound
         self.last_error: str | None = None
         self.started_at: float | None = None
         self._stop = threading.Event()
@@ -243,11 +201,14 @@ class Canary:
         for thread in self._threads if wait else ():
             thread.join(self.delivery_timeout + 10)
 
+    @property
+    def last_ack(self) -> float | None:
+        return self.sends.last_ack
+
     def samples(self) -> tuple[list[CanarySample], list[CanaryArrival], list[float]]:
         """Every answered send, every arrival (in order), and when each unanswered send was
         sent."""
-        with self._lock:
-            return list(self._samples), list(self._arrivals), list(self._pending.values())
+        return self.sends.snapshot()
 
     def _error(self, error: BaseException) -> None:
         self.last_error = f"{type(error).__name__}: {error}"[:300]
@@ -260,12 +221,12 @@ class Canary:
         )
         return settings
 
-    def _produce(self) -> None:
+    def _producer(self) -> Any | None:
         from kafka import KafkaProducer
 
         timeout_ms = int(self.delivery_timeout * 1000)
         try:
-            producer = KafkaProducer(
+            return KafkaProducer(
                 bootstrap_servers=self.admin.bootstrap.split(","),
                 client_id="rollguard-canary",
                 acks="all",
@@ -277,16 +238,30 @@ class Canary:
             )
         except Exception as error:  # the library's boundary: a canary that cannot produce
             self._error(error)
+            return None
+
+    def _produce(self) -> None:
+        """One send every `every` seconds, from one producer at a time. A producer that leaves
+        a send unanswered for `OVERDUE` delivery timeouts has broken its own bound (kafka-
+        python 3.0's sender can stop for good once a quota's throttle made a batch expire:
+        nothing acknowledged for minutes after the quota was lifted): its unanswered sends
+        count as failed, it is closed and another made (`renewals`)."""
+        producer = self._producer()
+        if producer is None:
             logger.warning("canary %s: no producer: %s", self.topic, self.last_error)
             return
         number = 0
         partitions: list[int] = []
         try:
             while not self._stop.is_set():
+                if self.sends.overdue(OVERDUE * self.delivery_timeout):
+                    producer, partitions = self._renew(producer), []
+                    if producer is None:  # stopped while no producer could be made
+                        return
                 if not partitions:
                     with contextlib.suppress(Exception):
                         partitions = sorted(producer.partitions_for(self.topic) or ())
-                        self._partitions = len(partitions)
+                        self.sends.partitions = len(partitions)
                 self._send(
                     producer, number, partitions[number % len(partitions)] if partitions else None
                 )
@@ -295,24 +270,26 @@ class Canary:
             with contextlib.suppress(Exception):  # what is left unanswered is failed by then
                 producer.flush(self.delivery_timeout + 1)
         finally:
-            with contextlib.suppress(Exception):
-                producer.close(1)
+            if producer is not None:
+                _close(producer, 1)
+
+    def _renew(self, producer: Any) -> Any | None:
+        given_up = self.sends.abandon()
+        _close(producer, 0)
+        self.renewals += 1
+        logger.warning(
+            "canary %s: %d sends unanswered for more than %gs: its producer replaced",
+            self.topic, given_up, OVERDUE * self.delivery_timeout,
+        )  # fmt: skip
+        while not self._stop.is_set():
+            fresh = self._producer()
+            if fresh is not None:
+                return fresh
+            self._stop.wait(self.delivery_timeout)
+        return None
 
     def _send(self, producer: Any, number: int, partition: int | None) -> None:
-        sent = self.clock()
-        with self._lock:
-            self._pending[number] = sent
-
-        def acknowledged(_: object) -> None:
-            now = self.clock()
-            with self._lock:
-                self._pending.pop(number, None)
-                self._samples.append(CanarySample(sent, now - sent, partition))
-                self.last_ack = now
-                if partition is not None and not self.warm.is_set():
-                    self._warm_partitions.add(partition)
-                    if len(self._warm_partitions) >= self._partitions:
-                        self.warm.set()
+        self.sends.sent(number, partition)
 
         def failed(error: BaseException) -> None:
             self._error(error)
@@ -321,9 +298,7 @@ class Canary:
 
                 cluster = isinstance(error, ClusterAuthorizationFailedError)
                 self._refuse("IDEMPOTENT_WRITE" if cluster else "WRITE", error)
-            with self._lock:
-                self._pending.pop(number, None)
-                self._samples.append(CanarySample(sent, None, partition))
+            self.sends.failed(number)
 
         try:
             future = producer.send(
@@ -335,7 +310,7 @@ class Canary:
         except Exception as error:  # no metadata within max_block_ms, or a closed producer
             failed(error)
         else:
-            future.add_callback(acknowledged)
+            future.add_callback(lambda _: self.sends.acknowledged(number))
             future.add_errback(failed)
 
     def _consume(self) -> None:
@@ -399,5 +374,4 @@ class Canary:
                     late = max(0.0, wall - record.timestamp / 1000)
                     arrived.append(CanaryArrival(now, late, tp.partition))
         if arrived:
-            with self._lock:
-                self._arrivals.extend(arrived)
+            self.sends.arrived(arrived)

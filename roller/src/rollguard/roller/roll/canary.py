@@ -32,8 +32,9 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
+from rollguard.roller.canary_topic import CanaryTopic
 from rollguard.roller.kafka_admin import AdminApiError
-from rollguard.roller.kafka_canary import CanaryRefused, CanaryTopic
+from rollguard.roller.kafka_canary import CanaryRefused
 from rollguard.roller.model import CanaryArrival, CanarySample
 from rollguard.roller.roll.rules.canary import (
     Breach,
@@ -67,11 +68,12 @@ class CanarySource(Protocol):
     delivery_timeout: float
     clock: Callable[[], float]
     warm: threading.Event
-    last_ack: float | None
     last_error: str | None
     started_at: float | None
     refused: CanaryRefused | None
 
+    @property
+    def last_ack(self) -> float | None: ...
     def prepare(self) -> CanaryTopic: ...
     async def lead(self, partitions: Sequence[int]) -> None: ...
     def start(self) -> None: ...
