@@ -296,6 +296,12 @@ def test_a_throttled_canary_holds_the_next_restart_until_it_recovers(
 ) -> None:
     cluster.kafka.create_topics([("probe", 3, 3)])
     before = len(cluster.restarts.log)
+    # The first node restarted stays in its log recovery until the throttle has bitten (the
+    # probe says so): a node back in 17 s let the roll pass its next gate before a quota set
+    # by a JVM started under load slowed anything. Either may be first: both are held.
+    bitten = threading.Event()
+    for node_id in (0, 1):
+        cluster.recover_on_next_restart(node_id, hold=1.0, release=bitten)
     with watched(cluster) as watch, Probe(cluster.kafka.bootstrap, "probe") as probe:
         roll = Roll(
             cluster, tmp_path, "canary-held", "--canary", "held-canary", "--canary-baseline", "3s",
@@ -307,15 +313,19 @@ def test_a_throttled_canary_holds_the_next_restart_until_it_recovers(
             wait_until(lambda: len(cluster.restarts.log) > before, 120, what="the first restart")
             client_quota(cluster, "--add-config", THROTTLE)
             throttled = time.monotonic()
-            closed = roll.gate_closed("canary", timeout=120)
             # The test's own probe under the same client id: throttled, by its own sends.
             wait_until(
                 lambda: sum(1 for _, ms in probe.after(throttled) if ms is None or ms > 0.5) >= 3,
                 90,
                 what="three of the probe's sends slowed past 500 ms",
             )
+            bitten.set()
+            closed = roll.gate_closed("canary", timeout=120)
             assert len(cluster.restarts.log) == before + 1, cluster.restarts.log[before:]
         finally:
+            bitten.set()
+            for node_id in (0, 1):  # the node not restarted yet restarts cleanly
+                cluster.restarts.recover_next.pop(node_id, None)
             client_quota(cluster, "--delete-config", THROTTLE.split("=")[0])
         released = time.monotonic()
         assert roll.wait(300) == 0, roll.output()

@@ -53,8 +53,11 @@ class Restarts:
     phase of every node then."""
 
     log: list[Restart] = field(default_factory=list)
-    # node id -> (least seconds of its recovery, seconds in STARTING after it)
-    recover_next: dict[int, tuple[float, float]] = field(default_factory=dict)
+    # node id -> (least seconds of its recovery, seconds in STARTING after it, the event that
+    # must be set too before the recovery ends: none)
+    recover_next: dict[int, tuple[float, float, threading.Event | None]] = field(
+        default_factory=dict
+    )
     # (node id, version, monotonic seconds) of every install asked, broken ones included
     installs: list[tuple[int, str, float]] = field(default_factory=list)
 
@@ -183,11 +186,17 @@ class RealCluster:
         return f"kafka-{node_id}"
 
     def recover_on_next_restart(
-        self, node_id: int, *, hold: float = 0.0, registering: float = 0.0
+        self,
+        node_id: int,
+        *,
+        hold: float = 0.0,
+        registering: float = 0.0,
+        release: threading.Event | None = None,
     ) -> None:
         """The node's next restart comes back into a full log recovery, of `hold` seconds at
-        least, then `registering` seconds in STARTING (`KafkaNode.restart`)."""
-        self.restarts.recover_next[node_id] = (hold, registering)
+        least (and with `release`, until that is set too), then `registering` seconds in
+        STARTING (`KafkaNode.restart`)."""
+        self.restarts.recover_next[node_id] = (hold, registering, release)
 
     def restart(self, node_id: int) -> None:
         """What `systemctl restart kafka` does: stop cleanly, start; a recovery if planned.
@@ -199,12 +208,12 @@ class RealCluster:
             phases = {n: other.phase() for n, other in self.kafka.nodes.items()}
             at, wall = time.monotonic(), time.time()
             recover = node_id in self.restarts.recover_next
-            hold, registering = self.restarts.recover_next.pop(node_id, (0.0, 0.0))
+            hold, registering, release = self.restarts.recover_next.pop(node_id, (0, 0, None))
             kind = "recover" if recover else "clean"
             self.restarts.log.append(Restart(node_id, kind, at, wall, phases))
             one = self._restarting.setdefault(node_id, threading.Lock())
         with one:
-            node.restart(recover=recover, hold=hold, registering=registering)
+            node.restart(recover=recover, hold=hold, registering=registering, release=release)
 
     def install(self, node_id: int, version: str) -> bool:
         """What a package install does: the node's next start runs `version`'s jars (False:

@@ -420,17 +420,19 @@ class KafkaNode:
         clean: bool = True,
         hold: float = 0.0,
         registering: float = 0.0,
+        release: threading.Event | None = None,
     ) -> None:
         """Stop (SIGTERM when `clean`, else SIGKILL) and start again; `recover`: into a full,
-        CPU-throttled log recovery (lasting `hold` seconds at least, then `registering` seconds
-        in STARTING: `start`). Returns once the new JVM is started, not once it is up."""
+        CPU-throttled log recovery (lasting `hold` seconds at least, and with `release` until
+        that is set too, then `registering` seconds in STARTING: `start`). Returns once the new
+        JVM is started, not once it is up."""
         if clean:
             self.stop()
         else:
             self.kill()
         if recover:
             self.prepare_recovery()
-        self.start(throttle_loading=recover, hold=hold, registering=registering)
+        self.start(throttle_loading=recover, hold=hold, registering=registering, release=release)
 
     def _throttle_while_loading(
         self,
