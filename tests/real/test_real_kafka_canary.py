@@ -5,12 +5,16 @@ The roll creates its topic (a partition led by each broker), measures an idle ba
 what each restart cost its producer and consumer, and says it in its events and its summary.
 The test's own canary (`rollguard.peers.realclients.Canary`: another producer and consumer, on
 another topic, in the test's process) is the independent witness: cut into the same windows
-(each node's `restart` to its `ready`), its figures must agree with the roll's.
+(each node's `restart` to its `ready`), its figures must agree with the roll's. The module
+also holds the canary's gate (a client quota), its ACLs, and its producer replaced when a
+frozen leader leaves it unanswering.
 """
 
 from __future__ import annotations
 
 import itertools
+import os
+import signal
 import statistics
 import subprocess
 import threading
@@ -243,11 +247,14 @@ def client_quota(cluster: RealCluster, *change: str) -> None:
 class Probe:
     """The test's own producer under the roll canary's client id (so under its quota), sending
     one record at a time to its own topic: `sends` (when sent, monotonic; its latency, None for
-    failed). Its eyes on the throttle, not the roller's."""
+    failed), and `throttled_at`, when Kafka first said it throttled the client (the throttle
+    time in its produce answers, which kafka-python's `metrics()` keep: slow sends alone may be
+    a restart's). Its eyes on the throttle, not the roller's."""
 
     def __init__(self, bootstrap: str, topic: str) -> None:
         self.bootstrap, self.topic = bootstrap, topic
         self.sends: list[tuple[float, float | None]] = []
+        self.throttled_at: float | None = None
         self._lock = threading.Lock()
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, daemon=True)
@@ -285,9 +292,18 @@ class Probe:
                     latency = None
                 with self._lock:
                     self.sends.append((sent, latency))
+                if self.throttled_at is None and throttle_ms(producer) > 0:
+                    self.throttled_at = time.monotonic()
                 self._stop.wait(0.1)  # the probe's pace, as the roll's canary's
         finally:
             producer.close(5)
+
+
+def throttle_ms(producer: Any) -> float:
+    """The longest throttle Kafka said it applied to `producer` of late (0: none)."""
+    groups = producer.metrics() or {}
+    found = [v for group in groups.values() for k, v in group.items() if k == "throttle-time-max"]
+    return max((v for v in found if isinstance(v, float | int) and v == v), default=0.0)
 
 
 @pytest.mark.timeout(420)
@@ -296,8 +312,8 @@ def test_a_throttled_canary_holds_the_next_restart_until_it_recovers(
 ) -> None:
     cluster.kafka.create_topics([("probe", 3, 3)])
     before = len(cluster.restarts.log)
-    # The first node restarted stays in its log recovery until the throttle has bitten (the
-    # probe says so): a node back in 17 s let the roll pass its next gate before a quota set
+    # The first node restarted stays in its log recovery until the throttle has bitten (Kafka
+    # says so to the probe): a node back in 17 s let the roll pass its next gate before a quota set
     # by a JVM started under load slowed anything. Either may be first: both are held.
     bitten = threading.Event()
     for node_id in (0, 1):
@@ -313,12 +329,8 @@ def test_a_throttled_canary_holds_the_next_restart_until_it_recovers(
             wait_until(lambda: len(cluster.restarts.log) > before, 120, what="the first restart")
             client_quota(cluster, "--add-config", THROTTLE)
             throttled = time.monotonic()
-            # The test's own probe under the same client id: throttled, by its own sends.
-            wait_until(
-                lambda: sum(1 for _, ms in probe.after(throttled) if ms is None or ms > 0.5) >= 3,
-                90,
-                what="three of the probe's sends slowed past 500 ms",
-            )
+            # The test's own probe under the same client id: Kafka says it throttles it.
+            wait_until(lambda: probe.throttled_at, 90, what="Kafka throttling the probe")
             bitten.set()
             closed = roll.gate_closed("canary", timeout=120)
             assert len(cluster.restarts.log) == before + 1, cluster.restarts.log[before:]
@@ -338,6 +350,7 @@ def test_a_throttled_canary_holds_the_next_restart_until_it_recovers(
     # By the control server's log and the test's own clock: the throttle came after the first
     # restart and the next came only once it was lifted: the roll was held through it.
     assert first.at < throttled < released < second.at, (first, throttled, released, second)
+    assert probe.throttled_at is not None and throttled < probe.throttled_at < released
     slow = [ms for at, ms in probe.after(throttled) if at < released]
     assert slow and max(ms or 60.0 for ms in slow) > 0.5, slow
     # The roll's own word, beside the test's: held at the canary's gate, then open again.
@@ -398,3 +411,84 @@ def test_an_acl_the_canary_lacks_is_exit_2_naming_it_before_the_first_restart(
     assert "Traceback" not in done.stderr and USERS["roller"] not in done.stderr
     assert len(cluster.restarts.log) == before  # the control server's log: nothing restarted
     assert took < 60, took  # said at its first refused send, not after a timeout of its own
+
+
+def isr_full(cluster: RealCluster) -> bool:
+    """Every partition of every topic has all its replicas in its ISR, by Kafka itself."""
+    from kafka.admin import KafkaAdminClient
+
+    admin = KafkaAdminClient(bootstrap_servers=cluster.kafka.bootstrap)
+    try:
+        topics = admin.describe_topics()
+    finally:
+        admin.close()
+    parts = [p for t in topics for p in t["partitions"]]
+    return bool(parts) and all(set(p["isr_nodes"]) == set(p["replica_nodes"]) for p in parts)
+
+
+class Reader:
+    """The test's own consumer of a canary topic: when each `rollguard canary` record, by its
+    partition, was written (its timestamp, wall clock)."""
+
+    def __init__(self, bootstrap: str, topic: str) -> None:
+        from kafka import KafkaConsumer, TopicPartition
+
+        self.consumer = KafkaConsumer(bootstrap_servers=bootstrap, group_id=None)
+        parts = [
+            TopicPartition(topic, p) for p in sorted(self.consumer.partitions_for_topic(topic))
+        ]
+        self.consumer.assign(parts)
+        self.consumer.seek_to_end(*parts)
+        self.written: dict[int, list[float]] = {tp.partition: [] for tp in parts}
+
+    def read(self) -> None:
+        for tp, records in self.consumer.poll(timeout_ms=500).items():
+            for record in records:
+                if (record.value or b"").startswith(b"rollguard canary "):
+                    self.written[tp.partition].append(record.timestamp / 1000)
+
+
+@pytest.mark.timeout(300)
+def test_a_canary_producer_that_stops_answering_is_replaced(cluster: RealCluster) -> None:
+    """A leader frozen (SIGSTOP) past the delivery timeout: a batch already sent to it expires,
+    after which kafka-python 3.0's idempotent producer resets its producer id and never asks
+    for another (nothing sent again, minutes after the broker is back). The canary replaces
+    such a producer, and goes on: judged by the test's own consumer of its topic."""
+    observer = KafkaObserver(cluster.kafka.bootstrap)
+    canary = Canary(observer, "frozen-canary")
+    reader: Reader | None = None
+    try:
+        canary.prepare()
+        canary.start()
+        assert canary.warm.wait(60), canary.last_error
+        reader = Reader(cluster.kafka.bootstrap, "frozen-canary")
+        leader = current_leaders(cluster, "frozen-canary")[0]
+        process = cluster.kafka.nodes[leader].process
+        assert process is not None
+        frozen = time.monotonic()
+        os.kill(process.pid, signal.SIGSTOP)
+        try:
+            # Until a send to the frozen leader has expired (the canary's own count: failed).
+            wait_until(
+                lambda: [s for s in canary.samples()[0] if s.at >= frozen and s.latency is None],
+                90,
+                what="a canary send expired",
+            )
+        finally:
+            os.kill(process.pid, signal.SIGCONT)
+        thawed = time.time()
+
+        def written_again() -> bool:
+            assert reader is not None
+            reader.read()
+            return all(any(at > thawed for at in ats) for ats in reader.written.values())
+
+        # Every partition written to again after the thaw, by the test's own consumer.
+        wait_until(written_again, 120, interval=0.2, what="canary records written after the thaw")
+        assert canary.renewals >= 1, "the producer never stopped answering: nothing was proven"
+    finally:
+        canary.stop()
+        observer.close()
+        if reader is not None:
+            reader.consumer.close()
+    wait_until(lambda: isr_full(cluster), 120, what="every ISR full again")
