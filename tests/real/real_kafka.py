@@ -71,6 +71,22 @@ def roll(cluster: RealCluster, folder: Path, *extra: str, timeout: float = 900) 
     return subprocess.run(command, capture_output=True, text=True, timeout=timeout)
 
 
+def closed_after(
+    events: list[dict[str, Any]], gate: str, after: str = ""
+) -> list[tuple[int, dict[str, Any]]]:
+    """The gate-closed events of `gate` (index, event), after the first event whose action is
+    `after` (none: from the start; an `after` not seen yet: none)."""
+    actions = [e["action"] for e in events]
+    if after and after not in actions:
+        return []
+    start = actions.index(after) if after else -1
+    return [
+        (i, e)
+        for i, e in enumerate(events)
+        if i > start and e["action"] == "gate-closed" and e["gate"] == gate
+    ]
+
+
 class Roll:
     """`rollguard roll` in the background, its output in files, its events read as it runs."""
 
@@ -95,16 +111,17 @@ class Roll:
     def stderr(self) -> str:
         return (self.folder / "stderr").read_text()
 
-    def gate_closed(self, gate: str, timeout: float = 90) -> dict[str, Any]:
-        """The first gate-closed event of `gate`, waited for while the roll runs."""
+    def gate_closed(self, gate: str, timeout: float = 90, *, after: str = "") -> dict[str, Any]:
+        """The first gate-closed event of `gate` (with `after`, the first after the roll's first
+        event of that action), waited for while the roll runs."""
 
         def seen() -> dict[str, Any] | None:
             if self.process.poll() is not None:
                 raise AssertionError(
                     f"the roll ended ({self.process.returncode}):\n{self.output()}"
                 )
-            found = [e for e in self.events() if e["action"] == "gate-closed" and e["gate"] == gate]
-            return found[0] if found else None
+            found = closed_after(self.events(), gate, after)
+            return found[0][1] if found else None
 
         return wait_until(seen, timeout, interval=0.2, what=f"a gate-closed event of {gate}")
 

@@ -34,7 +34,7 @@ from rollguard.roller.kafka_canary import Canary
 from rollguard.shared.wire import parse_time
 
 from helpers import BIN, Pki, wait_until
-from real_kafka import Roll, events, roll, watched
+from real_kafka import Roll, closed_after, events, roll, watched
 
 TOPIC = "rollguard-canary"
 # Kafka's own authorizer, everything allowed but where an ACL says otherwise, and a SASL
@@ -299,9 +299,13 @@ class Probe:
             producer.close(5)
 
 
+# The roll's canary's bound (--canary-max-p99): above what a loaded machine alone makes of its
+# p99 (831 ms at the baseline, at make test's start: CI51), under what the throttle does.
+MAX_P99_MS = 1000
 # Kafka holding the client id's answers this long: its rate well over the quota (a client
-# barely over it is held for milliseconds, which a p99 does not show).
-BITTEN_MS = 1000
+# barely over it is held for milliseconds, which a p99 does not show), the roll's canary's
+# answers held as long at its next gate.
+BITTEN_MS = 3 * MAX_P99_MS
 
 
 def throttle_ms(producer: Any) -> float:
@@ -324,9 +328,10 @@ def test_a_throttled_canary_holds_the_next_restart_until_it_recovers(
     for node_id in (0, 1):
         cluster.recover_on_next_restart(node_id, hold=1.0, release=bitten)
     with watched(cluster) as watch, Probe(cluster.kafka.bootstrap, "probe") as probe:
+        bound = f"{MAX_P99_MS}ms"
         roll = Roll(
             cluster, tmp_path, "canary-held", "--canary", "held-canary", "--canary-baseline", "3s",
-            "--canary-max-p99", "250ms", "--only", "kafka-0,kafka-1", "--safety-wait", "5m",
+            "--canary-max-p99", bound, "--only", "kafka-0,kafka-1", "--safety-wait", "5m",
         )  # fmt: skip
         try:
             # Once the roll has restarted its first node (the control server's log), the cluster
@@ -335,9 +340,11 @@ def test_a_throttled_canary_holds_the_next_restart_until_it_recovers(
             client_quota(cluster, "--add-config", THROTTLE)
             throttled = time.monotonic()
             # The test's own probe under the same client id: Kafka says it throttles it.
-            wait_until(lambda: probe.throttled_at, 90, what="Kafka holding the probe's answers 1 s")
+            wait_until(lambda: probe.throttled_at, 90, what="Kafka holding the probe's answers 3 s")
             bitten.set()
-            closed = roll.gate_closed("canary", timeout=120)
+            # Held by the throttle: closed after the first restart (a loaded machine can close
+            # it before, at the baseline: not this test's hold).
+            closed = roll.gate_closed("canary", timeout=120, after="restart")
             assert len(cluster.restarts.log) == before + 1, cluster.restarts.log[before:]
         finally:
             bitten.set()
@@ -357,18 +364,20 @@ def test_a_throttled_canary_holds_the_next_restart_until_it_recovers(
     assert first.at < throttled < released < second.at, (first, throttled, released, second)
     assert probe.throttled_at is not None and throttled < probe.throttled_at < released
     slow = [ms for at, ms in probe.after(throttled) if at < released]
-    assert slow and max(ms or 60.0 for ms in slow) > 0.5, slow
+    assert slow and max(ms or 60.0 for ms in slow) > MAX_P99_MS / 1000, slow
     # The roll's own word, beside the test's: held at the canary's gate, then open again.
     assert closed["name"] == "held-canary" and closed["node"] is None, closed
     assert "canary held-canary: " in closed["reason"], closed
-    actions = roll.actions()
-    assert actions.index("gate-closed") < actions.index("gate-open"), actions
+    found = roll.events()
+    actions = [e["action"] for e in found]
     restarts = [i for i, a in enumerate(actions) if a == "restart"]
-    assert restarts[0] < actions.index("gate-closed") < actions.index("gate-open") < restarts[1]
+    [(held, _), *_] = closed_after(found, "canary", after="restart")
+    opened = actions.index("gate-open", held)
+    assert restarts[0] < held < opened < restarts[1], actions
     # The first node's window held the throttle: its figures say so.
     costs = {e["node"]: e for e in roll.events() if e["action"] == "canary-cost"}
     held = costs[f"kafka-{first.node_id}"]
-    assert held["failed"] > 0 or (held["p99Ms"] or 0) > 250, held
+    assert held["failed"] > 0 or (held["p99Ms"] or 0) > MAX_P99_MS, held
 
 
 def test_an_acl_the_canary_lacks_is_exit_2_naming_it_before_the_first_restart(
