@@ -243,9 +243,10 @@ class Canary:
     def _produce(self) -> None:
         """One send every `every` seconds, from one producer at a time. A producer that leaves
         a send unanswered for `OVERDUE` delivery timeouts has broken its own bound (kafka-
-        python 3.0's sender can stop for good once a quota's throttle made a batch expire:
-        nothing acknowledged for minutes after the quota was lifted): its unanswered sends
-        count as failed, it is closed and another made (`renewals`)."""
+        python 3.0.12's idempotent producer, once a batch it had sent expires, resets its
+        producer id yet never asks for another: it sends nothing again, for good, as after a
+        leader frozen or a quota's throttle): its unanswered sends count as failed, it is
+        closed and another made (`renewals`)."""
         producer = self._producer()
         if producer is None:
             logger.warning("canary %s: no producer: %s", self.topic, self.last_error)
