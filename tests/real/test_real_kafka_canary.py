@@ -12,6 +12,7 @@ frozen leader leaves it unanswering.
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import os
 import signal
@@ -78,15 +79,20 @@ def witnessed(canary: WitnessCanary, start: float, end: float) -> dict[str, Any]
     }
 
 
-def preferred_leaders(cluster: RealCluster, topic: str) -> tuple[list[int], int]:
-    """The topic's preferred leaders (first replicas) and replication, from Kafka itself."""
+def described(cluster: RealCluster, topics: list[str] | None = None) -> list[dict[str, Any]]:
+    """Kafka's own description of `topics` (none: every topic), with its partitions."""
     from kafka.admin import KafkaAdminClient
 
     admin = KafkaAdminClient(bootstrap_servers=cluster.kafka.bootstrap)
     try:
-        [found] = admin.describe_topics([topic])
+        return list(admin.describe_topics(topics))
     finally:
         admin.close()
+
+
+def preferred_leaders(cluster: RealCluster, topic: str) -> tuple[list[int], int]:
+    """The topic's preferred leaders (first replicas) and replication, from Kafka itself."""
+    [found] = described(cluster, [topic])
     partitions = found["partitions"]
     leaders = sorted(p["replica_nodes"][0] for p in partitions)
     return leaders, min(len(p["replica_nodes"]) for p in partitions)
@@ -94,13 +100,7 @@ def preferred_leaders(cluster: RealCluster, topic: str) -> tuple[list[int], int]
 
 def current_leaders(cluster: RealCluster, topic: str) -> dict[int, int]:
     """Each partition's leader now, from Kafka itself."""
-    from kafka.admin import KafkaAdminClient
-
-    admin = KafkaAdminClient(bootstrap_servers=cluster.kafka.bootstrap)
-    try:
-        [found] = admin.describe_topics([topic])
-    finally:
-        admin.close()
+    [found] = described(cluster, [topic])
     return {p["partition_index"]: p["leader_id"] for p in found["partitions"]}
 
 
@@ -431,14 +431,7 @@ def test_an_acl_the_canary_lacks_is_exit_2_naming_it_before_the_first_restart(
 
 def isr_full(cluster: RealCluster) -> bool:
     """Every partition of every topic has all its replicas in its ISR, by Kafka itself."""
-    from kafka.admin import KafkaAdminClient
-
-    admin = KafkaAdminClient(bootstrap_servers=cluster.kafka.bootstrap)
-    try:
-        topics = admin.describe_topics()
-    finally:
-        admin.close()
-    parts = [p for t in topics for p in t["partitions"]]
+    parts = [p for t in described(cluster) for p in t["partitions"]]
     return bool(parts) and all(set(p["isr_nodes"]) == set(p["replica_nodes"]) for p in parts)
 
 
@@ -457,11 +450,13 @@ class Reader:
         self.consumer.seek_to_end(*parts)
         self.written: dict[int, list[float]] = {tp.partition: [] for tp in parts}
 
-    def read(self) -> None:
+    def written_since(self, wall: float) -> bool:
+        """Whether every partition has a record written after `wall`, once what came is read."""
         for tp, records in self.consumer.poll(timeout_ms=500).items():
             for record in records:
                 if (record.value or b"").startswith(b"rollguard canary "):
                     self.written[tp.partition].append(record.timestamp / 1000)
+        return all(any(at > wall for at in ats) for ats in self.written.values())
 
 
 @pytest.mark.timeout(300)
@@ -470,14 +465,16 @@ def test_a_canary_producer_that_stops_answering_is_replaced(cluster: RealCluster
     after which kafka-python 3.0's idempotent producer resets its producer id and never asks
     for another (nothing sent again, minutes after the broker is back). The canary replaces
     such a producer, and goes on: judged by the test's own consumer of its topic."""
-    observer = KafkaObserver(cluster.kafka.bootstrap)
-    canary = Canary(observer, "frozen-canary")
-    reader: Reader | None = None
-    try:
+    with contextlib.ExitStack() as stack:
+        observer = KafkaObserver(cluster.kafka.bootstrap)
+        stack.callback(observer.close)
+        canary = Canary(observer, "frozen-canary")
         canary.prepare()
+        stack.callback(canary.stop)
         canary.start()
         assert canary.warm.wait(60), canary.last_error
         reader = Reader(cluster.kafka.bootstrap, "frozen-canary")
+        stack.callback(reader.consumer.close)
         leader = current_leaders(cluster, "frozen-canary")[0]
         process = cluster.kafka.nodes[leader].process
         assert process is not None
@@ -493,18 +490,12 @@ def test_a_canary_producer_that_stops_answering_is_replaced(cluster: RealCluster
         finally:
             os.kill(process.pid, signal.SIGCONT)
         thawed = time.time()
-
-        def written_again() -> bool:
-            assert reader is not None
-            reader.read()
-            return all(any(at > thawed for at in ats) for ats in reader.written.values())
-
         # Every partition written to again after the thaw, by the test's own consumer.
-        wait_until(written_again, 120, interval=0.2, what="canary records written after the thaw")
+        wait_until(
+            lambda: reader.written_since(thawed),
+            120,
+            interval=0.2,
+            what="canary records written after the thaw",
+        )
         assert canary.renewals >= 1, "the producer never stopped answering: nothing was proven"
-    finally:
-        canary.stop()
-        observer.close()
-        if reader is not None:
-            reader.consumer.close()
     wait_until(lambda: isr_full(cluster), 120, what="every ISR full again")

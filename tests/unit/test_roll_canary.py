@@ -101,6 +101,14 @@ async def led(canary: Given, within: float = 10.0) -> None:
         await asyncio.sleep(0.05)
 
 
+def restarted(canary: Given, events: EventLog, node: str, down: float, back: float) -> None:
+    """The roll's `restart` of `node` at `down`, its `ready` at `back` (the canary's clock)."""
+    canary.now = down
+    events.write(node, Event.RESTART, "")
+    canary.now = back
+    events.write(node, Event.READY, "")
+
+
 def said(path: Path) -> list[dict[str, Any]]:
     return [json.loads(line) for line in path.read_text().splitlines()]
 
@@ -113,10 +121,7 @@ def test_each_restart_is_measured_from_its_restart_to_its_being_back(tmp_path: P
     async def rolled() -> None:
         canary.now = 5.0
         await roll.start()  # the baseline from 5 s, when every partition was answered
-        canary.now = 9.0
-        events.write("kafka-0", Event.RESTART, "")
-        canary.now = 13.0
-        events.write("kafka-0", Event.READY, "")
+        restarted(canary, events, "kafka-0", 9.0, 13.0)
         canary.now = 14.0
         events.write("kafka-1", Event.RESTART, "")  # never back
         canary.now = 20.0
@@ -344,10 +349,7 @@ def test_each_node_s_figures_are_in_its_journal_record_and_read_back(tmp_path: P
         await roll.start()
         record.nodes["kafka-0"] = NodeRecord(NodeStatus.RESTARTING, "t0")
         journal.save(record)
-        canary.now = 9.0
-        events.write("kafka-0", Event.RESTART, "")
-        canary.now = 13.0
-        events.write("kafka-0", Event.READY, "")
+        restarted(canary, events, "kafka-0", 9.0, 13.0)
         record.nodes["kafka-0"].status = NodeStatus.RESTARTED
         record.state = RollState.COMPLETED
         journal.save(record)  # the roll's last save: kafka-0's figures are not said yet
@@ -453,10 +455,7 @@ def test_each_restart_and_the_whole_roll_are_said_by_broker(tmp_path: Path) -> N
 
     async def rolled() -> None:
         await roll.start()
-        canary.now = 9.0
-        events.write("kafka-1", Event.RESTART, "")
-        canary.now = 13.0
-        events.write("kafka-1", Event.READY, "")
+        restarted(canary, events, "kafka-1", 9.0, 13.0)
         # kafka-1 is back: its partition led by it again (an election of the topic's own)
         await led(canary)
         canary.now = 30.0
@@ -493,10 +492,7 @@ def test_a_node_back_has_only_its_own_partitions_led_by_it_again(tmp_path: Path)
 
     async def rolled() -> None:
         await roll.start()
-        canary.now = 9.0
-        events.write("kafka-1", Event.RESTART, "")
-        canary.now = 13.0
-        events.write("kafka-1", Event.READY, "")
+        restarted(canary, events, "kafka-1", 9.0, 13.0)
         events.write("kafka-2", Event.RESTART, "")  # down now: its partition is not asked for
         await led(canary)
         canary.now = 20.0
