@@ -138,6 +138,14 @@ class Roll:
             self.process.kill()
             self.process.wait()
 
+    def __enter__(self) -> Roll:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        """A test that fails mid-roll stops it: a roll left running restarts nodes under the
+        module's next test."""
+        self.stop()
+
 
 def until_running_again(
     cluster: RealCluster, node_id: int, before: str, since: float

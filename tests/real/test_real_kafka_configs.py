@@ -41,7 +41,7 @@ def cluster(pki: Pki, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Real
         kafka_configs(
             real.kafka.lib,
             "--bootstrap-server",
-            real.kafka.bootstrap.split(",")[0],
+            real.kafka.bootstrap,
             "--entity-type",
             "brokers",
             "--entity-name",
@@ -179,7 +179,7 @@ def test_a_malformed_desired_file_is_exit_2_naming_node_file_and_line(
 
 def kafka_configs_describe(cluster: RealCluster, broker: int) -> dict[str, str]:
     """Kafka's own `kafka-configs --describe --all` of `broker`: key -> value in force."""
-    bootstrap = cluster.kafka.bootstrap.split(",")[0]
+    bootstrap = cluster.kafka.bootstrap
     text = kafka_configs(
         cluster.kafka.lib,
         "--bootstrap-server", bootstrap,
