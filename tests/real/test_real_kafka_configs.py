@@ -179,10 +179,9 @@ def test_a_malformed_desired_file_is_exit_2_naming_node_file_and_line(
 
 def kafka_configs_describe(cluster: RealCluster, broker: int) -> dict[str, str]:
     """Kafka's own `kafka-configs --describe --all` of `broker`: key -> value in force."""
-    bootstrap = cluster.kafka.bootstrap
     text = kafka_configs(
         cluster.kafka.lib,
-        "--bootstrap-server", bootstrap,
+        "--bootstrap-server", cluster.kafka.bootstrap,
         "--entity-type", "brokers", "--entity-name", str(broker), "--describe", "--all",
     )  # fmt: skip
     return described(text)
