@@ -14,7 +14,7 @@ import pytest
 from test_collect import rows
 
 from rollguard.roller.collect.events import FileCursor, read_events
-from rollguard.roller.roll.stores.events import EventLog
+from rollguard.roller.roll.voice import EventLog
 from rollguard.shared.dataset import Event
 
 from helpers import BIN, HttpsPeer, Pki

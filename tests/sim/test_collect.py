@@ -15,7 +15,7 @@ import pytest
 import yaml
 
 from rollguard.roller.collect.collector import Dataset
-from rollguard.roller.roll.stores.events import EventLog
+from rollguard.roller.roll.voice import EventLog
 from rollguard.shared.timeline import NO_RECOVERY, PREFIX, SUFFIX, TimelineRecord
 from rollguard.shared.wire import RecoveryPhase
 

@@ -57,7 +57,7 @@ def plan_of(cluster: SimCluster, folder: Path, settings: RollSettings) -> list[P
 
     async def plan() -> list[PlanEntry]:
         try:
-            return await plan_with(roller.observer, settings)
+            return await plan_with(roller.observer, roller.agents, settings)
         finally:
             await roller.agents.aclose()
 

@@ -16,7 +16,7 @@ from rollguard.peers.commandline import rollguard_args
 from rollguard.roller.agent_client import AgentClient, Probe
 from rollguard.roller.model import AgentReport, AgentUnavailable, Node, Role
 from rollguard.roller.roll.preflight import preflight, problem
-from rollguard.roller.roll.stores.events import EventLog
+from rollguard.roller.roll.voice import EventLog
 from rollguard.shared.errors import ConfigError
 from rollguard.shared.retry import RetryPolicy
 from rollguard.shared.states import BrokerState

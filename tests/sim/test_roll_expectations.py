@@ -28,6 +28,7 @@ from rollguard.peers.sim import (
 from rollguard.roller.model import Node, Role
 from rollguard.roller.roll.cli import expectations
 from rollguard.roller.roll.planning import PlanEntry
+from rollguard.roller.roll.rules.node_wait import recovery_budget_of
 from rollguard.shared.errors import ConfigError
 from rollguard.shared.expectations import node_expectation
 
@@ -85,8 +86,8 @@ def test_a_budget_never_exceeds_the_maximum_wait() -> None:
     from dataclasses import replace
 
     settings = replace(default_settings(), max_recovery_wait=300, recovery_budgets={"a": 900.0})
-    assert settings.recovery_budget("a") == 300
-    assert settings.recovery_budget("b") == 300
+    assert recovery_budget_of("a", settings) == 300
+    assert recovery_budget_of("b", settings) == 300
 
 
 def node(name: str, node_id: int) -> Node:

@@ -22,11 +22,12 @@ from rollguard.roller.model import Node, PlatformView, Role
 from rollguard.roller.roll.metrics import RollMetrics, WatchedLease
 from rollguard.roller.roll.metrics_server import MetricsServer
 from rollguard.roller.roll.observer import Observer
-from rollguard.roller.roll.rules.decide import FORCE, Defer, DeferKind, Restart, decide
+from rollguard.roller.roll.rules.node_state import FORCE, Defer, DeferKind, Restart
+from rollguard.roller.roll.rules.node_wait import decide
 from rollguard.roller.roll.rules.safety import Blocker
-from rollguard.roller.roll.stores.events import EventLog
 from rollguard.roller.roll.stores.journal import NodeRecord, NodeStatus, RollRecord
 from rollguard.roller.roll.stores.lease import LeaseLost
+from rollguard.roller.roll.voice import EventLog
 from rollguard.shared.converters import HostPort
 from rollguard.shared.dataset import Event
 from rollguard.shared.errors import ConfigError
@@ -357,7 +358,7 @@ def test_a_wait_said_again_reaches_the_listeners_but_not_the_file(tmp_path: Path
     events = EventLog(tmp_path / "events.jsonl", "r1")
     heard: list[dict[str, object]] = []
     events.listeners.append(heard.append)
-    observer = Observer(None, None, None, events)  # type: ignore[arg-type]
+    observer = Observer(None, None, events)  # type: ignore[arg-type]
     for _ in range(3):
         observer.events.say("kafka-0", "defer", Event.DEFER, "orders-0", kind="availability")
     assert len((tmp_path / "events.jsonl").read_text().splitlines()) == 1

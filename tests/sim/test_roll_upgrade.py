@@ -109,7 +109,7 @@ def test_a_node_back_on_its_old_version_stops_the_roll_before_the_next(tmp_path:
     roller = make_roller(cluster, tmp_path, upgrade())
 
     async def order() -> list[str]:
-        entries = await plan_with(roller.observer, roller.settings)
+        entries = await plan_with(roller.observer, roller.agents, roller.settings)
         await roller.agents.aclose()
         return [e.node.name for e in entries if e.action != "skip"]
 
@@ -176,7 +176,7 @@ def test_the_plan_shows_each_nodes_version_and_the_target(tmp_path: Path) -> Non
     roller = make_roller(cluster, tmp_path, upgrade())
 
     async def plan() -> list[dict[str, object]]:
-        entries = await plan_with(roller.observer, roller.settings)
+        entries = await plan_with(roller.observer, roller.agents, roller.settings)
         await roller.agents.aclose()
         text = plan_lines(entries)
         assert text[1].split()[:4] == ["#", "NODE", "ROLE", "KAFKA"]

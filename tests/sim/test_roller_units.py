@@ -15,7 +15,6 @@ from rollguard.roller.kafka_admin import (
     read_client_properties,
 )
 from rollguard.roller.kubernetes import parse_selector
-from rollguard.roller.roll.stores.events import EventLog
 from rollguard.roller.roll.stores.journal import (
     FileJournalStore,
     NodeRecord,
@@ -23,6 +22,7 @@ from rollguard.roller.roll.stores.journal import (
     RollRecord,
     RollState,
 )
+from rollguard.roller.roll.voice import EventLog
 from rollguard.shared.errors import ConfigError
 
 from helpers import wait_until

@@ -15,7 +15,7 @@ from rollguard.roller.model import (
     PlatformView,
     Role,
 )
-from rollguard.roller.roll.rules.decide import (
+from rollguard.roller.roll.rules.node_state import (
     AwaitReady,
     AwaitRecovery,
     AwaitUnknown,
@@ -24,13 +24,10 @@ from rollguard.roller.roll.rules.decide import (
     DeferKind,
     Fail,
     Restart,
-    after_restart,
-    agent_unknown,
-    decide,
-    held_by_recovery,
-    wanted,
 )
+from rollguard.roller.roll.rules.node_wait import after_restart, agent_unknown, decide
 from rollguard.roller.roll.rules.settings import RollSettings
+from rollguard.roller.roll.rules.taking import held_by_recovery, wanted
 from rollguard.shared.states import BrokerState
 from rollguard.shared.wire import BrokerStateReport, KafkaBuild, RecoveryPhase, RecoveryProgress
 

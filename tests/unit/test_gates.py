@@ -25,7 +25,7 @@ from rollguard.roller.roll.cli.options import RollOptions
 from rollguard.roller.roll.gates.keeper import Closed, GateKind, Gates
 from rollguard.roller.roll.gates.lag import MAX_LAG, ConsumerLagGate, LagLimit, lag_limit
 from rollguard.roller.roll.gates.prometheus import PrometheusGate
-from rollguard.roller.roll.stores.events import EventLog
+from rollguard.roller.roll.voice import EventLog
 from rollguard.shared.errors import ConfigError
 
 URL = "http://prometheus.example:9090"

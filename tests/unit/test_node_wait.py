@@ -19,25 +19,25 @@ from rollguard.roller.model import (
     QuorumInfo,
     VoterInfo,
 )
-from rollguard.roller.roll.rules.budgets import Budget, Verdict
-from rollguard.roller.roll.rules.decide import (
+from rollguard.roller.roll.rules.budgets import Budget
+from rollguard.roller.roll.rules.node_state import (
+    AwaitIsr,
+    AwaitQuorum,
     AwaitReady,
     AwaitRecovery,
     AwaitUnknown,
     Back,
     Defer,
-    Fail,
-    Restart,
-)
-from rollguard.roller.roll.rules.node_wait import (
-    AwaitIsr,
-    AwaitQuorum,
     Done,
+    Fail,
     NodeWait,
     Phase,
+    Restart,
     Step,
-    step,
+    Verdict,
 )
+from rollguard.roller.roll.rules.node_wait import restarted as after_restart_record
+from rollguard.roller.roll.rules.node_wait import step
 from rollguard.roller.roll.rules.safety import Baseline
 from rollguard.roller.roll.rules.settings import OnAgentUnreachable, RollSettings
 from rollguard.shared.states import BrokerState
@@ -76,7 +76,7 @@ def run(
 
 
 def restarted(at: float = 0.0, before: str | None = "old") -> NodeWait:
-    return NodeWait.after_restart(NODE, S, at, before)
+    return after_restart_record(NODE, S, at, before)
 
 
 # ---- before its restart --------------------------------------------------------------------
@@ -307,9 +307,7 @@ def test_the_cluster_unseen_is_waited_for_within_the_safety_wait() -> None:
 def test_a_controller_waits_for_the_quorum_only_if_its_voter_was_caught_up_before(
     caught_up_before: bool,
 ) -> None:
-    wait = NodeWait.after_restart(
-        CONTROLLER, S, 0, "old", Baseline(voter_caught_up=caught_up_before)
-    )
+    wait = after_restart_record(CONTROLLER, S, 0, "old", Baseline(voter_caught_up=caught_up_before))
     back = step(wait, CONTROLLER, view(ready=True, instance="new"), None, None, 0, S)
     if caught_up_before:
         assert back.wait is not None and back.wait.phase is Phase.QUORUM and back.at_once
@@ -319,7 +317,7 @@ def test_a_controller_waits_for_the_quorum_only_if_its_voter_was_caught_up_befor
 
 def test_a_voter_not_yet_caught_up_is_waited_for_then_done() -> None:
     wait = replace(
-        NodeWait.after_restart(CONTROLLER, S, 0, "old"), phase=Phase.QUORUM, budget=Budget.start(0)
+        after_restart_record(CONTROLLER, S, 0, "old"), phase=Phase.QUORUM, budget=Budget.start(0)
     )
     behind = ClusterView((), QuorumInfo(1, (VoterInfo(1, 5000, 900), VoterInfo(9, 1000, 400))), 1)
     first = step(wait, CONTROLLER, None, None, behind, 10, S)

@@ -16,7 +16,7 @@ from lightkube.models.meta_v1 import Status
 from rollguard.roller.kubernetes import AllowedCalls, KubernetesRefused, KubernetesUnavailable
 from rollguard.roller.model import PlatformView
 from rollguard.roller.roll.observer import Observer
-from rollguard.roller.roll.stores.events import EventLog
+from rollguard.roller.roll.voice import EventLog
 
 
 class Clock:
@@ -34,7 +34,6 @@ def observer(clock: Clock, events: EventLog) -> Observer:
     return Observer(
         None,  # type: ignore[arg-type]
         None,
-        None,  # type: ignore[arg-type]
         events,
         sleep=clock.sleep,
         clock=clock,

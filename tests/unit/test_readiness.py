@@ -26,18 +26,17 @@ from rollguard.roller.model import (
     PlatformView,
     Role,
 )
-from rollguard.roller.roll.rules.budgets import ReadyWait
-from rollguard.roller.roll.rules.decide import (
+from rollguard.roller.roll.rules.node_state import (
     AfterRestart,
     AwaitReady,
     AwaitRecovery,
     AwaitUnknown,
     Back,
     Fail,
+    ReadyWait,
     Restart,
-    after_restart,
-    decide,
 )
+from rollguard.roller.roll.rules.node_wait import after_restart, decide
 from rollguard.shared.states import BrokerState
 from rollguard.shared.wire import BrokerStateReport, RecoveryProgress
 

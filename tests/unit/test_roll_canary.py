@@ -21,7 +21,6 @@ from rollguard.roller.model import CanaryArrival, CanarySample
 from rollguard.roller.roll.canary import RollCanary
 from rollguard.roller.roll.gates.canary import CanaryGate
 from rollguard.roller.roll.gates.keeper import Closed
-from rollguard.roller.roll.stores.events import EventLog
 from rollguard.roller.roll.stores.journal import (
     FileJournalStore,
     NodeRecord,
@@ -29,6 +28,7 @@ from rollguard.roller.roll.stores.journal import (
     RollRecord,
     RollState,
 )
+from rollguard.roller.roll.voice import EventLog
 from rollguard.shared.dataset import Event
 from rollguard.shared.errors import ConfigError
 

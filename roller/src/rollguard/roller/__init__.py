@@ -43,11 +43,11 @@ if TYPE_CHECKING:
     from rollguard.roller.platform import InventoryPlatform, Platform, RestartError
     from rollguard.roller.roll.planning import PlanEntry, plan
     from rollguard.roller.roll.roller import Roller, RollResult
-    from rollguard.roller.roll.rules.decide import decide
+    from rollguard.roller.roll.rules.node_wait import decide
     from rollguard.roller.roll.rules.safety import Blocker, restart_blockers, roll_order
     from rollguard.roller.roll.rules.settings import OnAgentUnreachable, RollFailed, RollSettings
-    from rollguard.roller.roll.stores.events import EventLog
     from rollguard.roller.roll.stores.journal import FileJournalStore, JournalStore
+    from rollguard.roller.roll.voice import EventLog
 
 _WHERE = {
     "AgentClient": "rollguard.roller.agent_client",
@@ -65,8 +65,8 @@ _WHERE = {
     "InventoryPlatform": "rollguard.roller.platform",
     "Platform": "rollguard.roller.platform",
     "RestartError": "rollguard.roller.platform",
-    "decide": "rollguard.roller.roll.rules.decide",
-    "EventLog": "rollguard.roller.roll.stores.events",
+    "decide": "rollguard.roller.roll.rules.node_wait",
+    "EventLog": "rollguard.roller.roll.voice",
     "FileJournalStore": "rollguard.roller.roll.stores.journal",
     "JournalStore": "rollguard.roller.roll.stores.journal",
     "AdminApiError": "rollguard.roller.kafka_admin",

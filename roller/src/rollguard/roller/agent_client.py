@@ -35,7 +35,7 @@ from urllib.parse import urlsplit
 
 import httpx
 
-from rollguard.roller.model import AgentAnswer, AgentReport, AgentUnavailable, Unavailable
+from rollguard.roller.model import AgentAnswer, AgentReport, AgentUnavailable, Node, Unavailable
 from rollguard.shared.errors import WireFormatError
 from rollguard.shared.retry import (
     NotReady,
@@ -149,6 +149,13 @@ class AgentClient:
         if isinstance(response, AgentUnavailable):
             return response
         return _read(url, response)
+
+    async def ask(self, node: Node) -> AgentAnswer | None:
+        """What `node`'s agent says now, in one attempt (None: it has no agent): a look at a
+        node comes round again anyway."""
+        if node.agent_url is None:
+            return None
+        return await self.broker_state(node.agent_url, once=True)
 
     async def probe(self, url: str) -> Probe:
         """A single request, with the agent's clock: for the check before any action."""

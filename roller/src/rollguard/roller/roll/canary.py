@@ -46,8 +46,8 @@ from rollguard.roller.roll.rules.canary import (
     settled,
     stalled,
 )
-from rollguard.roller.roll.stores.events import EventLog
 from rollguard.roller.roll.stores.journal import JournalStore, RollRecord
+from rollguard.roller.roll.voice import EventLog
 from rollguard.shared.converters import format_duration
 from rollguard.shared.dataset import Event
 from rollguard.shared.errors import RollguardError

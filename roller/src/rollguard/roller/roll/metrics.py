@@ -29,10 +29,15 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metri
 from prometheus_client.registry import Collector
 
 from rollguard.roller.roll.metrics_canary import CanaryMetrics
-from rollguard.roller.roll.rules.decide import AwaitReady, AwaitRecovery, AwaitUnknown, DeferKind
-from rollguard.roller.roll.stores.events import EventLog
+from rollguard.roller.roll.rules.node_state import (
+    AwaitReady,
+    AwaitRecovery,
+    AwaitUnknown,
+    DeferKind,
+)
 from rollguard.roller.roll.stores.journal import JournalStore, NodeStatus, RollRecord
 from rollguard.roller.roll.stores.lease import Lease
+from rollguard.roller.roll.voice import EventLog
 from rollguard.roller.roll.watched import WatchedJournal, WatchedLease
 from rollguard.shared.dataset import ROLL_OUTCOMES, Event
 from rollguard.shared.states import BrokerState

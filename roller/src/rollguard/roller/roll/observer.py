@@ -1,12 +1,12 @@
-"""What the roll and the plan see: Kafka through the Admin API, each node through its platform
-and its agent; and the say-once log of why something waits.
+"""What the roll and the plan see of Kafka (through the Admin API) and of each node's platform;
+its agent is read by the agent client (`AgentClient.ask`, one attempt a look: unknown, never
+"not recovering", when it cannot be read).
 
 Observation never changes anything and never writes the roll journal. A cluster that cannot be
 observed is None (its transient errors retried first with the shared policy): nothing can be
-proven safe without it, so every restart waits. An agent that cannot be read is an
-`AgentUnavailable` or None: unknown, never "not recovering". A platform whose API does not
-answer (`PlatformUnavailable`: the Kubernetes API server restarting) is waited out by the
-lease's rule (`through_outage`).
+proven safe without it, so every restart waits. A platform whose API does not answer
+(`PlatformUnavailable`: the Kubernetes API server restarting) is waited out by the lease's rule
+(`through_outage`).
 """
 
 from __future__ import annotations
@@ -18,18 +18,14 @@ from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import replace
 from typing import TypeVar
 
-from rollguard.roller.agent_client import AgentClient
 from rollguard.roller.model import (
-    AgentAnswer,
-    AgentReport,
     ClusterView,
     Node,
     PlatformView,
-    describe_answer,
 )
 from rollguard.roller.platform import Platform, PlatformUnavailable
 from rollguard.roller.roll.rules.safety import voter_caught_up
-from rollguard.roller.roll.stores.events import EventLog
+from rollguard.roller.roll.voice import EventLog
 from rollguard.shared.dataset import Event
 from rollguard.shared.errors import RollguardError
 from rollguard.shared.retry import RetryPolicy, announce, retry_async
@@ -45,7 +41,6 @@ class Observer:
         self,
         platform: Platform,
         observe_cluster: ClusterObserver | None,
-        agents: AgentClient,
         events: EventLog,
         *,
         policy: RetryPolicy | None = None,
@@ -58,7 +53,6 @@ class Observer:
         roll lease's duration); `outage_retry`: how often it is asked meanwhile."""
         self.platform = platform
         self.observe_cluster = observe_cluster
-        self.agents = agents
         self.events = events
         self.policy = policy or RetryPolicy()  # transient Admin API errors
         self.outage_limit = outage_limit
@@ -152,20 +146,3 @@ class Observer:
         self, nodes: Sequence[Node], cluster: ClusterView | None
     ) -> dict[str, PlatformView]:
         return {n.name: await self.view(n, cluster) for n in nodes}
-
-    async def ask(self, node: Node, *, log: bool = True) -> AgentAnswer | None:
-        """What its agent says now (None: it has none); with `log`, an `observe-agent` event."""
-        if node.agent_url is None:
-            return None
-        answer = await self.agents.broker_state(node.agent_url, once=True)
-        if log:
-            figures = {}
-            if isinstance(answer, AgentReport):
-                figures["brokerState"] = int(answer.report.broker_state)
-                if answer.report.recovery is not None:
-                    figures["remainingLogsToRecover"] = answer.report.recovery.remaining_logs
-                    figures["remainingSegmentsToRecover"] = (
-                        answer.report.recovery.remaining_segments
-                    )
-            self.events.write(node.name, Event.OBSERVE_AGENT, describe_answer(answer), **figures)
-        return answer

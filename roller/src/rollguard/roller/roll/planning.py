@@ -6,9 +6,9 @@ reasons; it writes nothing (no journal, no events, no lease), so it is safe to c
 reconcile loop as often as the cluster can bear the Admin API calls.
 
 Each entry explains itself with the roll's own rules, never a copy of them: why the roll takes
-the node or leaves it out (`decide.wanted`), its place in the order and why (`safety.roll_order`
+the node or leaves it out (`taking.wanted`), its place in the order and why (`safety.roll_order`
 and `order_reason`, or the batch it would restart in, `batch.plan_batches`), and what would hold
-it now (`decide.decide`, and the `Blocker`s of `safety`).
+it now (`node_wait.decide`, and the `Blocker`s of `safety`).
 """
 
 from __future__ import annotations
@@ -25,20 +25,19 @@ from rollguard.roller.roll.gates.keeper import Gates
 from rollguard.roller.roll.gates.keeper import describe as describe_gates
 from rollguard.roller.roll.observer import ClusterObserver, Observer
 from rollguard.roller.roll.rules.batch import Held, batchable, plan_batches
-from rollguard.roller.roll.rules.decide import (
+from rollguard.roller.roll.rules.node_state import (
     Action,
     AwaitRecovery,
     AwaitUnknown,
     Defer,
     Fail,
     Restart,
-    agent_unknown,
-    decide,
-    wanted,
 )
+from rollguard.roller.roll.rules.node_wait import agent_unknown, decide
 from rollguard.roller.roll.rules.safety import Blocker, order_reason, roll_order
 from rollguard.roller.roll.rules.settings import RollFailed, RollSettings
-from rollguard.roller.roll.stores.events import EventLog
+from rollguard.roller.roll.rules.taking import wanted
+from rollguard.roller.roll.voice import EventLog
 from rollguard.shared.errors import ConfigError
 from rollguard.shared.retry import RetryPolicy
 from rollguard.shared.suggest import closest
@@ -173,7 +172,7 @@ def _shape(name: str) -> str:
 
 
 async def plan_with(
-    observer: Observer, settings: RollSettings, gates: Gates | None = None
+    observer: Observer, agents: AgentClient, settings: RollSettings, gates: Gates | None = None
 ) -> list[PlanEntry]:
     """What a roll would do now, in order, with the reason for each node; no action.
     RollFailed when the cluster cannot be observed: a plan without it would be a guess.
@@ -196,7 +195,7 @@ async def plan_with(
     answers: dict[str, AgentAnswer | None] = {}
     if target is not None:  # what each node runs, to compare with the target
         for node in nodes:
-            answers[node.name] = await observer.ask(node, log=False)
+            answers[node.name] = await agents.ask(node)
     runs = {name: kafka_build(answer) for name, answer in answers.items()}
     for node in roll_order(nodes, ready, cluster.active_controller):
         view = views[node.name]
@@ -218,7 +217,7 @@ async def plan_with(
         elif node.name in answers:
             answer = answers[node.name]
         else:
-            answer = await observer.ask(node, log=False)
+            answer = await agents.ask(node)
         action = decide(node, view, cluster, agent=answer, timeout=settings.operation_timeout)
         entries.append(replace(_entry(node, action, answer), why=why, order=order))
     if brokers:
@@ -383,5 +382,5 @@ async def plan(
     without it would be a guess), and `ConfigError` for names in `settings.only`/`skip` that no
     node has.
     `policy` retries the Admin API's transient errors (default: `RetryPolicy()`)."""
-    observer = Observer(platform, observe_cluster, agents, EventLog(None, "plan"), policy=policy)
-    return await plan_with(observer, settings or RollSettings())
+    observer = Observer(platform, observe_cluster, EventLog(None, "plan"), policy=policy)
+    return await plan_with(observer, agents, settings or RollSettings())

@@ -21,8 +21,8 @@ from urllib.parse import urlsplit
 
 from rollguard.roller.agent_client import AgentClient, Probe
 from rollguard.roller.model import AgentUnavailable, Node, Unavailable
-from rollguard.roller.roll.rules.decide import agent_unknown
-from rollguard.roller.roll.stores.events import EventLog
+from rollguard.roller.roll.rules.node_wait import agent_unknown
+from rollguard.roller.roll.voice import EventLog
 from rollguard.shared.dataset import Event
 from rollguard.shared.errors import ConfigError
 

@@ -22,7 +22,6 @@ from rollguard.roller.roll.rules.batch import Batch
 from rollguard.roller.roll.rules.budgets import ProgressWait
 from rollguard.roller.roll.rules.safety import Baseline, baseline, unbalanced
 from rollguard.roller.roll.rules.settings import RollFailed, RollSettings
-from rollguard.roller.roll.stores.events import Wall, now_text
 from rollguard.roller.roll.stores.journal import (
     JournalStore,
     NodeRecord,
@@ -30,7 +29,7 @@ from rollguard.roller.roll.stores.journal import (
     RollRecord,
     RollState,
 )
-from rollguard.roller.roll.voice import Voice
+from rollguard.roller.roll.voice import Voice, Wall, now_text
 from rollguard.shared.converters import format_duration
 from rollguard.shared.dataset import Event
 from rollguard.shared.errors import RollguardError

@@ -12,8 +12,9 @@ Every node the roll waits for, before its restart (found not ready) or after it 
 where it was: ready, caught up with the quorum, back in its ISRs), has one record in
 `self._waits` and one pure `step` judges each look at it, every budget included; a failure is
 said one way (`RollFailed`, raised here). Around the loop: `observer.py` sees (Kafka, the
-platform, the agents), `rules/` rule, `voice.py` says what each look means, `restarts.py`
-acts and writes the journal (the intent before every restart, every outcome after it).
+platform; `AgentClient.ask` each agent), `rules/` rule, `voice.py` says what each look means
+(the events too), `restarts.py` acts and writes the journal (the intent before every restart,
+every outcome after it).
 
 The one rule above all others: a broker its agent reports in RECOVERY is never restarted, and a
 broker whose agent cannot be read is unknown, never "not recovering". The lease is renewed
@@ -40,20 +41,22 @@ from rollguard.roller.roll.preflight import preflight
 from rollguard.roller.roll.restarts import LeaderElection, Restarts, RollResult, Started
 from rollguard.roller.roll.rules.batch import batchable, next_batch
 from rollguard.roller.roll.rules.budgets import SafetyWait
-from rollguard.roller.roll.rules.decide import (
+from rollguard.roller.roll.rules.node_state import (
     Action,
     AwaitReady,
     AwaitRecovery,
     Defer,
+    Done,
     Fail,
+    NodeWait,
+    Phase,
     Restart,
-    held_by_recovery,
 )
-from rollguard.roller.roll.rules.node_wait import Done, NodeWait, Phase, step
+from rollguard.roller.roll.rules.node_wait import restarted, step
 from rollguard.roller.roll.rules.safety import roll_order
 from rollguard.roller.roll.rules.settings import OnAgentUnreachable, RollFailed, RollSettings
+from rollguard.roller.roll.rules.taking import held_by_recovery
 from rollguard.roller.roll.selection import Selection
-from rollguard.roller.roll.stores.events import EventLog, Wall, utc_now
 from rollguard.roller.roll.stores.journal import (
     JournalStore,
     NodeStatus,
@@ -63,7 +66,7 @@ from rollguard.roller.roll.stores.journal import (
     resumed_target,
 )
 from rollguard.roller.roll.stores.lease import Lease, LeaseLost, release, renewing
-from rollguard.roller.roll.voice import Progress, Voice
+from rollguard.roller.roll.voice import EventLog, Progress, Voice, Wall, utc_now
 from rollguard.shared.dataset import Event
 from rollguard.shared.errors import ConfigError, RollguardError
 from rollguard.shared.retry import RetryPolicy
@@ -101,17 +104,12 @@ class Roller:
         self.journal = journal
         self.events = events
         self.lease = lease
+        # the lease's rule for every call to the platform's API: see Observer.through_outage
+        outage = lease.duration if lease is not None else 30.0
         self.observer = Observer(
-            platform,
-            observe_cluster,
-            agents,
-            events,
-            policy=policy,
-            sleep=sleep,
-            clock=clock,
-            # the lease's rule for every call to the platform's API: see Observer.through_outage
-            outage_limit=lease.duration if lease is not None else 30.0,
-        )
+            platform, observe_cluster, events, policy=policy, sleep=sleep, clock=clock,
+            outage_limit=outage,
+        )  # fmt: skip
         self.voice = Voice(events, on_progress)
         self.restarts = Restarts(
             platform, self.observer, self.voice, journal, settings,
@@ -124,7 +122,9 @@ class Roller:
         self._back: Started | None = None  # the restart on its way back
         self._waiting = SafetyWait()  # --safety-wait, while nothing restarts
         revisions = getattr(platform, "revisions", True)  # an inventory has none
-        self.selection = Selection(self.observer, self.restarts, settings, revisions=revisions)
+        self.selection = Selection(
+            self.observer, agents, self.restarts, settings, revisions=revisions
+        )
 
     async def plan(self, *, check_agents: bool = True) -> list[PlanEntry]:
         """What a roll would do now (`planning.plan_with`); writes nothing. The agents are
@@ -134,7 +134,7 @@ class Roller:
             nodes = await self.platform.nodes()
             check_names(nodes, self.settings)  # a name that does not exist: before any request
             await self._preflight(nodes)
-        return await plan_with(self.observer, self.settings, self.gates.gates)
+        return await plan_with(self.observer, self.agents, self.settings, self.gates.gates)
 
     async def _preflight(self, nodes: list[Node]) -> None:
         """Never act blind: every agent answers over TLS, or the roll does not start."""
@@ -245,7 +245,7 @@ class Roller:
             if wait.phase is Phase.READY and not wait.watching_recovery:
                 view = await self.observer.view(node, cluster)
             if wait.asks_agent:
-                answer = await self.observer.ask(node)
+                answer = await self.agents.ask(node)
             done = step(wait, node, view, answer, cluster, self._clock(), self.settings)
             self.voice.look(node, wait, done, answer)
             if done.failure is None and not isinstance(done.action, Done):
@@ -278,7 +278,7 @@ class Roller:
 
     async def _look(self, node: Node, view: PlatformView, cluster: ClusterView | None) -> Action:
         """One look at a pending node (its agent asked when it is not ready), judged, said."""
-        answer = None if view.ready else await self.observer.ask(node)
+        answer = None if view.ready else await self.agents.ask(node)
         wait = self._waits.get(node.name)
         done = step(wait, node, view, answer, cluster, self._clock(), self.settings)
         if done.wait is None:
@@ -295,7 +295,7 @@ class Roller:
         """`started` on its way back, no longer pending: each member waited for from its
         identity before its restart."""
         for m in started.members:
-            self._waits[m.name] = NodeWait.after_restart(
+            self._waits[m.name] = restarted(
                 m, self.settings, self._clock(), started.before[m.name], started.bases[m.name],
                 live=started.live,
             )  # fmt: skip

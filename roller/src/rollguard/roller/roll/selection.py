@@ -1,4 +1,4 @@
-"""Which nodes a roll takes (`rules.decide.wanted`: --skip, --only, --all, a node out of date,
+"""Which nodes a roll takes (`rules.taking.wanted`: --skip, --only, --all, a node out of date,
 one already on the target version) and those it leaves out, on record; --hold keeps a node for
 a later `roll --resume`. With a target version, a node whose version is not known when the
 roll starts (not started yet) is taken and looked at again just before its restart.
@@ -6,21 +6,29 @@ roll starts (not started yet) is taken and looked at again just before its resta
 
 from __future__ import annotations
 
+from rollguard.roller.agent_client import AgentClient
 from rollguard.roller.model import Node, PlatformView, kafka_build
 from rollguard.roller.roll.observer import Observer
 from rollguard.roller.roll.planning import HELD
 from rollguard.roller.roll.restarts import Restarts, RollResult
-from rollguard.roller.roll.rules.decide import NO_REVISION, UP_TO_DATE, wanted
 from rollguard.roller.roll.rules.settings import RollSettings
+from rollguard.roller.roll.rules.taking import NO_REVISION, UP_TO_DATE, wanted
 from rollguard.roller.roll.stores.journal import RollRecord
 from rollguard.shared.wire import KafkaBuild
 
 
 class Selection:
     def __init__(
-        self, observer: Observer, restarts: Restarts, settings: RollSettings, *, revisions: bool
+        self,
+        observer: Observer,
+        agents: AgentClient,
+        restarts: Restarts,
+        settings: RollSettings,
+        *,
+        revisions: bool,
     ) -> None:
         self.observer = observer
+        self.agents = agents
         self.restarts = restarts
         self.settings = settings
         self.revisions = revisions  # an inventory has none: with a target, what each runs decides
@@ -53,11 +61,11 @@ class Selection:
         return not taken
 
     async def _wanted(self, node: Node, view: PlatformView) -> tuple[bool, str, KafkaBuild | None]:
-        """`decide.wanted` for `node` now, and the Kafka it runs by its agent (asked only when
+        """`taking.wanted` for `node` now, and the Kafka it runs by its agent (asked only when
         the roll has a target version to compare)."""
         running = None
         if self.settings.kafka_version is not None:
-            running = kafka_build(await self.observer.ask(node, log=False))
+            running = kafka_build(await self.agents.ask(node))
         taken, why = wanted(node, view, self.settings, revisions=self.revisions, running=running)
         configs = self.restarts.configs  # with desired configurations: their plan
         plan = configs.plan.node(node.name) if configs is not None else None

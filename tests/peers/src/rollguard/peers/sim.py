@@ -55,8 +55,8 @@ from rollguard.roller.model import (
 from rollguard.roller.platform import InventoryNode, InventoryPlatform
 from rollguard.roller.roll.roller import Roller
 from rollguard.roller.roll.rules.settings import RollFailed, RollSettings
-from rollguard.roller.roll.stores.events import EventLog
 from rollguard.roller.roll.stores.journal import FileJournalStore
+from rollguard.roller.roll.voice import EventLog
 from rollguard.shared.retry import RetryPolicy
 from rollguard.shared.states import BrokerState
 from rollguard.shared.tls import trusting_nothing

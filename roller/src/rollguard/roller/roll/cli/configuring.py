@@ -39,8 +39,8 @@ from rollguard.roller.roll.config_changes import (
 from rollguard.roller.roll.planning import PlanEntry, numbered
 from rollguard.roller.roll.rules.config_plan import ConfigPlan, plan_configs, refusals
 from rollguard.roller.roll.rules.config_values import DesiredValue
-from rollguard.roller.roll.rules.decide import NO_REVISION, UP_TO_DATE
 from rollguard.roller.roll.rules.settings import RollFailed
+from rollguard.roller.roll.rules.taking import NO_REVISION, UP_TO_DATE
 from rollguard.shared.errors import ConfigError
 from rollguard.shared.javaprops import Property
 from rollguard.shared.logs import PROGRESS

@@ -27,7 +27,7 @@ from pathlib import Path
 
 from rollguard.roller.model import Node
 from rollguard.roller.roll.planning import PlanEntry
-from rollguard.roller.roll.stores.events import EventLog
+from rollguard.roller.roll.voice import EventLog
 from rollguard.shared.converters import format_duration
 from rollguard.shared.dataset import Event
 from rollguard.shared.errors import ConfigError

@@ -14,7 +14,7 @@ from rollguard.roller.roll.gates.keeper import Gate, Gates
 from rollguard.roller.roll.gates.lag import ConsumerLagGate, LagReader
 from rollguard.roller.roll.gates.prometheus import PrometheusGate
 from rollguard.roller.roll.gates.windows import WindowGate
-from rollguard.roller.roll.stores.events import EventLog
+from rollguard.roller.roll.voice import EventLog
 
 # A Prometheus query is asked once a poll, and a poll waits for its answer: a hung server
 # costs at most this (or --operation-timeout, when shorter), then reads as closed.

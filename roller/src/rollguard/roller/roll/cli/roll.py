@@ -27,6 +27,7 @@ from collections.abc import Mapping
 from contextlib import ExitStack
 from dataclasses import replace
 from datetime import UTC, datetime
+from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -49,8 +50,8 @@ from rollguard.roller.roll.cli.options import RollOptions
 from rollguard.roller.roll.gates.pause import PauseGate
 from rollguard.roller.roll.planning import plan_lines
 from rollguard.roller.roll.roller import Roller
+from rollguard.roller.roll.rules.node_wait import recovery_budget_of
 from rollguard.roller.roll.rules.releases import UnknownRelease, target_refusal
-from rollguard.roller.roll.stores.events import EventLog
 from rollguard.roller.roll.stores.journal import (
     ConfigMapJournalStore,
     FileJournalStore,
@@ -60,6 +61,7 @@ from rollguard.roller.roll.stores.journal import (
 from rollguard.roller.roll.stores.lease import Lease, default_holder
 from rollguard.roller.roll.stores.lease_file import LEASE_FILE, FileLease
 from rollguard.roller.roll.stores.lease_kubernetes import KUBERNETES_LEASE, KubernetesLease
+from rollguard.roller.roll.voice import EventLog
 from rollguard.shared.cli import ExitCode, report_failure, run_until_signal
 from rollguard.shared.converters import format_duration
 from rollguard.shared.errors import ConfigError, RollguardError
@@ -335,7 +337,8 @@ async def _run(command: str, options: RollOptions, stats: RetryStats, roll_id: s
                     logger.warning("no prediction: %s", exc)
             progress.info("roll %s: journal and events in %s", roll_id, folder)
             if metrics is not None:
-                metrics.follow([n.name for n in nodes], roller.settings.recovery_budget)
+                budget = partial(recovery_budget_of, s=roller.settings)
+                metrics.follow([n.name for n in nodes], budget)
             # The table is gone before the outcome is printed: it is stdout's, not the table's.
             with display if display is not None else contextlib.nullcontext():
                 try:

@@ -30,7 +30,7 @@ from typing import Any, Protocol
 
 from rollguard.roller.model import Node
 from rollguard.roller.roll.observer import Observer
-from rollguard.roller.roll.rules.decide import Defer, DeferKind
+from rollguard.roller.roll.rules.node_state import Defer, DeferKind
 from rollguard.roller.roll.rules.safety import Blocker
 from rollguard.roller.roll.voice import Progress
 from rollguard.shared.dataset import Event

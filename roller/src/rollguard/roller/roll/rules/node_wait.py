@@ -1,44 +1,52 @@
 """One node the roll waits for, before its restart or after it until it is back where it was:
-the frozen record kept between two looks (`NodeWait`), and the one pure `step` that judges
-each look and every budget of the wait (table-tested: tests/unit/test_node_wait.py,
-tests/sim/test_quorum_wait.py). Nothing here reads a clock, a network or the journal.
+the one pure `step` that judges each look at it and every budget of the wait, moving on its
+frozen record (`node_state.NodeWait`). Table-tested (tests/unit/test_node_wait.py, test_decide.py,
+tests/sim/test_quorum_wait.py); nothing here reads a clock, a network or the journal.
 
 Phases: FOUND_NOT_READY (pending, not ready: waited for, or forced by the rules); after the
-restart READY (a new process ready), QUORUM for a controller whose voter was caught up before,
-ISR for a broker (back in every ISR it was in before), then `Done`. The rules of what to do are
-`decide.decide` (before the restart) and `decide.after_restart`; the budgets (`budgets.py`)
-are judged here: readiness (the operation timeout from the last progress: `ReadyWait`), a log
-recovery (its rate and stalls within the node's recovery budget: `RecoveryTracker`; never
-restarted), an unreadable agent (unknown, never "not recovering": --safety-wait while it stays
-unreadable), the cluster (a voter catching up, a broker rejoining its ISRs: --safety-wait
-without progress, `Budget`). A restarted node whose agent becomes unreadable mid-recovery is
-still recovering for all the roller knows: its recovery's budget goes on (`watching_recovery`).
+restart READY (a new process ready), then (`node_back.py`) QUORUM for a controller whose voter
+was caught up before, ISR for a broker, then `Done`. The budgets: readiness (the operation
+timeout from the last progress: `ReadyWait`), a log recovery (its rate and stalls within the
+node's recovery budget: `RecoveryTracker`; never restarted), an unreadable agent (unknown,
+never "not recovering": --safety-wait while it stays unreadable). A restarted node whose agent
+becomes unreadable mid-recovery is still recovering for all the roller knows.
+
+The rules for a node that needs a restart (`decide`), in order:
+1. stuck (a pod that waiting will not cure): restart it if a new revision is the cure, else fail;
+2. its agent reports log recovery (figures in STARTING or RECOVERY, or RECOVERY): never
+   restart it (that would start the recovery over), wait;
+3. within the operation timeout, counted from the last progress seen: wait;
+4. past it, the agent readable and the broker not recovering: force-restart (Strimzi's rule);
+5. past it, the agent unreadable: the state is *unknown*, not "not recovering". Force only when
+   the platform proves the broker process is gone, or with `--on-agent-unreachable force`;
+   otherwise wait within the safety budget.
+A ready node is restarted when no safety rule blocks it, else deferred. After its restart
+(`after_restart`), a node is back once a new process (by identity) is ready; past the operation
+timeout a readable agent (or a gone process) fails the roll: it is not restarted again.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, replace
-from enum import StrEnum
-from typing import ClassVar
+from dataclasses import replace
 
 from rollguard.roller.model import (
+    BROKER_STATE_MISSING,
     AgentAnswer,
     AgentReport,
+    AgentUnavailable,
     ClusterView,
     Node,
     PlatformView,
     describe_answer,
     is_recovering,
+    is_starting,
 )
-from rollguard.roller.roll.rules.budgets import (
-    Budget,
-    ReadyWait,
-    RecoveryTracker,
-    Verdict,
-    recovery_failure,
-)
-from rollguard.roller.roll.rules.decide import (
+from rollguard.roller.roll.rules.budgets import Budget
+from rollguard.roller.roll.rules.node_back import isr, next_phase, on_target, quorum
+from rollguard.roller.roll.rules.node_state import (
+    FORCE,
+    IN_SYNC,
     Action,
     AfterRestart,
     AwaitReady,
@@ -47,112 +55,41 @@ from rollguard.roller.roll.rules.decide import (
     Back,
     Defer,
     Fail,
+    NodeWait,
+    Phase,
+    ReadyWait,
+    RecoveryTracker,
     Restart,
-    after_restart,
-    decide,
+    Step,
+    Verdict,
 )
-from rollguard.roller.roll.rules.safety import (
-    Baseline,
-    describe_partitions,
-    rejoining,
-    voter_caught_up,
-    voter_lag,
-)
+from rollguard.roller.roll.rules.safety import Baseline, describe_blockers, restart_blockers
 from rollguard.roller.roll.rules.settings import OnAgentUnreachable, RollSettings
 from rollguard.shared.converters import format_duration
-
-__all__ = ["AwaitIsr", "AwaitQuorum", "Done", "NodeWait", "Phase", "Step", "step"]
+from rollguard.shared.wire import LOADING_STATES
 
 FOUND_NOT_READY = "it was found not ready"
-IN_SYNC = Baseline()  # in every ISR, its voter caught up: all a restart can take away
 
 
-class Phase(StrEnum):
-    FOUND_NOT_READY = "found-not-ready"  # pending: not ready before its restart
-    READY = "ready"  # restarted: until a new process is ready
-    QUORUM = "quorum"  # a controller: until its voter caught up with the leader again
-    ISR = "isr"  # a broker: until it is back in every ISR it was in before
+def found_not_ready(node: Node, s: RollSettings, now: float, instance: str | None) -> NodeWait:
+    """The record of a pending node found not ready (`instance`: its process, if known)."""
+    return NodeWait(ReadyWait.start(now, instance, _limit(node, s), FOUND_NOT_READY))
 
 
-@dataclass(frozen=True, slots=True)
-class NodeWait:
-    """What the roller remembers of one node it waits for, between two looks."""
-
-    ready: ReadyWait  # since when, and its last progress: the operation timeout's start
-    phase: Phase = Phase.FOUND_NOT_READY
-    before: str | None = None  # its identity before the restart (None: not known)
-    base: Baseline = IN_SYNC  # where it stood before the restart
-    unknown_since: float | None = None  # its agent unreadable at every look since
-    recovery: RecoveryTracker | None = None  # in log recovery since the tracker's start
-    budget: Budget | None = None  # QUORUM and ISR: the cluster's progress
-    since_ms: int | None = None  # QUORUM: the leader's caught-up time when the node was back
-    note: str = ""  # ISR: what it was already out of before its restart
-
-    @classmethod
-    def found_not_ready(
-        cls, node: Node, settings: RollSettings, now: float, instance: str | None
-    ) -> NodeWait:
-        return cls(ReadyWait.start(now, instance, _limit(node, settings), FOUND_NOT_READY))
-
-    @classmethod
-    def after_restart(cls, node: Node, s: RollSettings, now: float, before: str | None,
-                      base: Baseline = IN_SYNC, *, live: bool = False) -> NodeWait:  # fmt: skip
-        """`live`: its configuration changed live, no restart: straight to its ISRs."""
-        ready = ReadyWait.start(now, before, _limit(node, s))
-        if live:
-            return cls(ready, Phase.ISR, before, base, budget=Budget.start(now))
-        return cls(ready, Phase.READY, before, base)
-
-    @property
-    def restarted(self) -> bool:
-        return self.phase is not Phase.FOUND_NOT_READY
-
-    @property
-    def watching_recovery(self) -> bool:
-        """A restarted node in log recovery: only its agent is asked until it ends."""
-        return self.phase is Phase.READY and self.recovery is not None
-
-    @property
-    def asks_agent(self) -> bool:
-        """Its agent is asked at each look (found not ready, or on its way back)."""
-        return self.phase in (Phase.FOUND_NOT_READY, Phase.READY)
+def restarted(node: Node, s: RollSettings, now: float, before: str | None,
+              base: Baseline = IN_SYNC, *, live: bool = False) -> NodeWait:  # fmt: skip
+    """The record of a node just restarted (`before`: its identity until then); `live`: its
+    configuration changed live, no restart: straight to its ISRs."""
+    ready = ReadyWait.start(now, before, _limit(node, s))
+    if live:
+        return NodeWait(ready, Phase.ISR, before, base, budget=Budget.start(now))
+    return NodeWait(ready, Phase.READY, before, base)
 
 
-@dataclass(frozen=True, slots=True)
-class AwaitQuorum:
-    reason: str  # a restarted controller catching up with the quorum leader
-    lag: int | None  # records behind the leader, when reported
-    kind: ClassVar[str] = "quorum"
-
-
-@dataclass(frozen=True, slots=True)
-class AwaitIsr:
-    reason: str  # a restarted broker not yet back in every ISR it was in before
-    lagging: int  # partitions left (0: the cluster cannot be seen)
-    already: str = ""  # at this look: what it was already out of before its restart
-    kind: ClassVar[str] = "catch-up"
-
-
-@dataclass(frozen=True, slots=True)
-class Done:
-    """Back where it was before its restart."""
-
-    note: str = ""  # what it was already out of before its restart, if anything
-    already: str = ""  # said at this look (the note, when it still holds)
-
-
-@dataclass(frozen=True, slots=True)
-class Step:
-    """The outcome of one look: the action, the record for the next look (None: nothing to
-    remember), and `failure` when the roll cannot go on (why, naming the node: the node is not
-    restarted). `at_once`: look again now, not after a poll interval (a recovery just ended, a
-    phase ended)."""
-
-    action: Action | AfterRestart | AwaitQuorum | AwaitIsr | Done
-    wait: NodeWait | None
-    failure: str | None = None
-    verdict: Verdict | None = None  # the recovery's, with AwaitRecovery
-    at_once: bool = False
+def recovery_budget_of(node: str, s: RollSettings) -> float:
+    """How long `node`'s log recovery is waited for: its budget from history (`--expectations`),
+    never above --max-recovery-wait, else --max-recovery-wait."""
+    return min(s.recovery_budgets.get(node, s.max_recovery_wait), s.max_recovery_wait)
 
 
 def step(
@@ -174,8 +111,8 @@ def step(
     if wait.phase is Phase.READY:
         return _after(wait, node, view, answer, now, settings)
     if wait.phase is Phase.QUORUM:
-        return _quorum(wait, node, cluster, now, settings)
-    return _isr(wait, node, cluster, now, settings)
+        return quorum(wait, node, cluster, now, settings)
+    return isr(wait, node, cluster, now, settings)
 
 
 def _pending(
@@ -189,7 +126,7 @@ def _pending(
 ) -> Step:
     if view.ready:  # nothing to wait for: the safety rules decide
         return Step(decide(node, view, cluster), None)
-    wait = wait or NodeWait.found_not_ready(node, s, now, view.instance)
+    wait = wait or found_not_ready(node, s, now, view.instance)
     ready = wait.ready.observe(now, view.instance, answer)
     action = decide(
         node,
@@ -256,7 +193,7 @@ def _after(
     )
     wait = replace(wait, ready=ready)
     if isinstance(action, Back):
-        return _next(wait, node, action, now)
+        return next_phase(wait, node, action, now)
     if isinstance(action, Fail):
         return Step(action, wait, failure=action.reason)
     return _waiting(
@@ -293,87 +230,6 @@ def _waiting(
     return Step(action, wait)
 
 
-def _next(wait: NodeWait, node: Node, action: Back | AwaitQuorum, now: float) -> Step:
-    """READY or QUORUM over: the next phase at once, or `Done`."""
-    if wait.phase is Phase.READY and node.is_controller and wait.base.voter_caught_up:
-        return Step(
-            action, replace(wait, phase=Phase.QUORUM, budget=Budget.start(now)), at_once=True
-        )
-    if node.is_broker:
-        return Step(action, replace(wait, phase=Phase.ISR, budget=Budget.start(now)), at_once=True)
-    return Step(Done(), wait)
-
-
-def _quorum(
-    wait: NodeWait, node: Node, cluster: ClusterView | None, now: float, s: RollSettings
-) -> Step:
-    """Until the controller's new process has fetched from the leader: a caught-up time later
-    than the leader's own when the node came back (the leader's clock on both sides). A voter
-    back from a long restart fetches the metadata log it missed for as long as its lag behind
-    the leader keeps shrinking."""
-    assert wait.budget is not None
-    quorum = cluster.quorum if cluster is not None else None
-    since, lag = wait.since_ms, None
-    if quorum is not None and cluster is not None:
-        if node.node_id not in {v.node_id for v in quorum.voters}:
-            # not a voter (an observer, or a broker-only id): nothing to wait for
-            return _next(wait, node, AwaitQuorum("not a voter", None), now)
-        leader = next((v for v in quorum.voters if v.node_id == quorum.leader_id), None)
-        if since is None and leader is not None:
-            since = leader.last_caught_up_ms
-        if since is not None and voter_caught_up(
-            node.node_id, quorum, cluster.quorum_fetch_timeout_ms, since_ms=since
-        ):
-            return _next(wait, node, AwaitQuorum("caught up", 0), now)
-        lag = voter_lag(node.node_id, quorum)
-    budget = wait.budget if lag is None else wait.budget.observe(now, lag)
-    wait = replace(wait, budget=budget, since_ms=since)
-    behind = f": {lag} records behind the leader" if lag else ""
-    action = AwaitQuorum(f"catching up with the quorum{behind}", lag)
-    if not budget.expired(now, s.safety_wait):
-        return Step(action, wait)
-    return Step(
-        action,
-        wait,
-        failure=f"{node.name} has not caught up with the KRaft quorum leader "
-        f"{format_duration(budget.waited(now))} after its restart"
-        + (f" ({lag} records behind, no progress for "
-           f"{format_duration(s.safety_wait)})" if lag else ""),
-    )  # fmt: skip
-
-
-def _isr(
-    wait: NodeWait, node: Node, cluster: ClusterView | None, now: float, s: RollSettings
-) -> Step:
-    """Until the restarted broker is back in the ISR of every partition it was in before: until
-    then, restarting another replica of those could take them below min ISR."""
-    assert wait.budget is not None
-    lagging, already, note = None, "", wait.note
-    if cluster is not None:
-        lagging, out = rejoining(node.node_id, cluster, wait.base)
-        if out:
-            note = already = f"already out of sync before its restart: {describe_partitions(out)}"
-        if not lagging:
-            return Step(Done(note, already), replace(wait, note=note))
-    budget = wait.budget if lagging is None else wait.budget.observe(now, len(lagging))
-    wait = replace(wait, budget=budget, note=note)
-    count = len(lagging) if lagging else 0
-    action = AwaitIsr(f"catching up: {count} partitions not yet in sync", count, already)
-    if not budget.expired(now, s.safety_wait):
-        return Step(action, wait)
-    what = (
-        f"{len(lagging)} partitions ({describe_partitions(lagging)})"
-        if lagging
-        else "its partitions (the Admin API cannot be reached)"
-    )
-    return Step(
-        action,
-        wait,
-        failure=f"{node.name} has not rejoined the ISR of {what}: no progress for "
-        f"{format_duration(s.safety_wait)} (--safety-wait)",
-    )
-
-
 def _recovering(
     wait: NodeWait,
     node: Node,
@@ -384,7 +240,7 @@ def _recovering(
 ) -> Step:
     """One look at a node in log recovery: its figures recorded, its recovery judged."""
     tracker = wait.recovery or RecoveryTracker(
-        s.stall_timeout, s.recovery_budget(node.name), started=now
+        s.stall_timeout, recovery_budget_of(node.name, s), started=now
     )
     if isinstance(answer, AgentReport) and answer.report.recovery is not None:
         recovery = answer.report.recovery
@@ -396,5 +252,149 @@ def _recovering(
 
 def _limit(node: Node, s: RollSettings) -> float:
     """Past its recovery budget plus one operation timeout, nothing counts as progress
-    (`budgets.ReadyWait`)."""
-    return s.recovery_budget(node.name) + s.operation_timeout
+    (`node_state.ReadyWait`)."""
+    return recovery_budget_of(node.name, s) + s.operation_timeout
+
+
+def recovery_failure(
+    name: str, tracker: RecoveryTracker, verdict: Verdict, s: RollSettings
+) -> str | None:
+    """Why the roll stops waiting for this recovery (stalled, or past its budget), or None."""
+    text = tracker.describe()
+    if verdict is Verdict.STALLED:
+        return (
+            f"{name} is performing log recovery but made no progress for "
+            f"{format_duration(s.stall_timeout)} ({text}); not restarting it"
+        )
+    if verdict is Verdict.TOO_LONG:
+        history = " (its budget from history)" if name in s.recovery_budgets else ""
+        return (
+            f"{name} is still performing log recovery after "
+            f"{format_duration(recovery_budget_of(name, s))}{history} ({text}); "
+            "not restarting it"
+        )
+    return None
+
+
+def agent_unknown(node: Node, answer: AgentAnswer | None) -> bool:
+    """True when the agent's answer says nothing about the broker: no agent, no HTTP answer,
+    or an error other than a controller-only node's expected `broker-state-missing`."""
+    if answer is None:
+        return True
+    if isinstance(answer, AgentReport):
+        return False
+    return not (answer.reason == BROKER_STATE_MISSING and not node.is_broker)
+
+
+def decide(
+    node: Node,
+    view: PlatformView,
+    cluster: ClusterView | None,
+    *,
+    agent: AgentAnswer | None = None,
+    waited: float = 0.0,
+    timeout: float = 300.0,
+    force_unknown: bool = False,
+    since: str = "it was found not ready",
+) -> Action:
+    """The next action for a node that needs a restart.
+
+    `agent`: what its agent said at this poll (None: no agent, or not asked); `waited`: seconds
+    the node has been waited for without becoming ready since its last progress (`since` says
+    what that was); `timeout`: the operation timeout; `force_unknown`: `--on-agent-unreachable
+    force`.
+    """
+    if view.stuck:
+        if view.up_to_date:
+            return Fail(
+                f"{node.name} is stuck ({view.stuck}) and already runs the desired "
+                "revision: restarting it will not help"
+            )
+        return Restart(f"{FORCE}: stuck in {view.stuck}", force=True)
+    if not view.ready:
+        # Never restart a broker in log recovery: that would start the recovery over.
+        if is_recovering(agent):
+            return AwaitRecovery(
+                f"{node.name} is performing log recovery: {describe_answer(agent)}"
+            )
+        if waited < timeout:
+            starting = (
+                isinstance(agent, AgentReport) and agent.report.broker_state in LOADING_STATES
+            )
+            return AwaitReady(
+                f"{node.name} is not ready; agent: {describe_answer(agent)}", starting=starting
+            )
+        if not agent_unknown(node, agent):
+            return Restart(
+                f"{FORCE}: not ready after {timeout:g}s (since {since}); agent: "
+                f"{describe_answer(agent)}",
+                force=True,
+            )
+        if view.process_gone:
+            return Restart(
+                f"{FORCE}: not ready after {timeout:g}s and the platform shows its process is "
+                f"gone; agent: {describe_answer(agent)}",
+                force=True,
+            )
+        if force_unknown:
+            return Restart(
+                f"{FORCE} (--on-agent-unreachable force): not ready after {timeout:g}s; "
+                f"agent: {describe_answer(agent)}",
+                force=True,
+            )
+        return AwaitUnknown(
+            f"{node.name} is not ready and its agent cannot be read "
+            f"({_unavailable(agent)}): its broker may be recovering, so it is not restarted"
+        )
+    blockers = restart_blockers(node, cluster)
+    if blockers:
+        return Defer(describe_blockers(blockers), tuple(blockers))
+    return Restart("restart")
+
+
+def _unavailable(answer: AgentAnswer | None) -> str:
+    if isinstance(answer, AgentUnavailable):
+        return answer.describe()  # with the agent's URL, as every message about an agent
+    return describe_answer(answer)
+
+
+def after_restart(
+    node: Node,
+    view: PlatformView,
+    agent: AgentAnswer | None,
+    *,
+    before: str | None,
+    waited: float,
+    timeout: float,
+    since: str = "its restart",
+    target: str | None = None,
+) -> AfterRestart:
+    """Where a restarted node stands: `before` is its identity before the restart (None: not
+    known, any ready process will do); `waited`: seconds since its last progress, and `since`
+    what that was (`node_state.ReadyWait`: the restart, a new process, a BrokerState further on,
+    the end of its log recovery)."""
+    if is_recovering(agent):
+        return AwaitRecovery(f"{node.name} is performing log recovery: {describe_answer(agent)}")
+    new = before is None or (view.instance is not None and view.instance != before)
+    # A platform may call a controller ready (a pod whose port accepts, a voter caught up) while
+    # its agent still sees the server starting: not back until its start is over.
+    if view.ready and new and not is_starting(agent):
+        # Its new process by identity, or only by readiness (a controller-only node has none:
+        # an answer about the old process may still be on its way).
+        proven = before is not None and view.instance is not None
+        return on_target(node, agent, target, waited, timeout, proven=proven)
+    if waited >= timeout:
+        if not agent_unknown(node, agent) or view.process_gone:
+            return Fail(
+                f"{node.name} is not ready {format_duration(timeout)} after {since} (agent: "
+                f"{describe_answer(agent)}); it was restarted once in this roll and is not "
+                "restarted again"
+            )
+        return AwaitUnknown(
+            f"{node.name} is not ready after its restart and its agent cannot be read "
+            f"({describe_answer(agent)})"
+        )
+    if new:
+        return AwaitReady(f"waiting for readiness: {describe_answer(agent)}")
+    # The process from before the restart is still the one that answers.
+    return AwaitReady("waiting for the new process to start")

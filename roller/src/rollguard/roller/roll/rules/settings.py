@@ -169,7 +169,5 @@ class RollSettings(RollChoices):
     election_wait: float = 10.0  # how long to watch a batch's preferred leaders come back
     # per node name: its log recovery's wait budget from history (`--expectations`), never
     # above max_recovery_wait; a node without one gets max_recovery_wait
+    # (`node_wait.recovery_budget_of`)
     recovery_budgets: Mapping[str, float] = field(default_factory=dict)
-
-    def recovery_budget(self, node: str) -> float:
-        return min(self.recovery_budgets.get(node, self.max_recovery_wait), self.max_recovery_wait)
