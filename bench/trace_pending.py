@@ -1,12 +1,17 @@
 """Follow a pending node from the roll loop: the call tree, by module, of the loop's look at
 one node that needs a restart but is not ready (in log recovery), on the simulated cluster and
 the virtual clock (rollguard.peers.sim). Prints the modules visited (in order of first visit),
-how many there are, and how many returns cross from one module back to another.
+how many there are, and how many returns cross from one module back to another. `--poll`
+follows the loop's whole first poll instead (the cluster, every node's view, the order, the
+pending node's look, the others held while it recovers).
 
-    .venv/bin/python bench/trace_pending.py
+    .venv/bin/python bench/trace_pending.py [--poll]
+    # another tree (the commit before, in a worktree), its sources first on the path:
+    PYTHONPATH=<old>/roller/src:<old>/shared/src:<old>/tests/peers/src \
+        .venv/bin/python bench/trace_pending.py
 
 Issue 39 asks that this be at most half of what it was before the roll became one state
-machine per node (its note gives both traces).
+machine per node (docs/benchmarks.md gives both trees' figures).
 """
 
 from __future__ import annotations
@@ -26,8 +31,10 @@ from rollguard.peers.sim import (
 from rollguard.roller.model import Node, Role
 
 PRODUCT = "rollguard.roller"
-# The loop's entry for one node, before and after the refactor (the first found is followed).
+# The loop's entry for one node, before and after the refactor (the first found is followed);
+# with --poll, the loop's poll.
 ENTRIES = {("pending", "look"), ("roller", "_look")}
+POLL = {("roller", "_poll")}
 
 
 def cluster() -> SimCluster:
@@ -49,6 +56,7 @@ def cluster() -> SimCluster:
 
 
 def main() -> int:
+    entries = POLL if "--poll" in sys.argv[1:] else ENTRIES
     modules: list[str] = []
     crossings = 0
     depth = 0  # > 0 while inside a followed look
@@ -63,7 +71,7 @@ def main() -> int:
         name = frame.f_code.co_name
         if event == "call":
             short = module.rsplit(".", 1)[-1]
-            if depth == 0 and (short, name) in ENTRIES:
+            if depth == 0 and (short, name) in entries:
                 depth = 1
                 stack.append(module)
                 modules.append(module)
