@@ -13,7 +13,7 @@ from rollguard.peers.sim import VirtualClock
 from rollguard.roller.model import ClusterView, Node, QuorumInfo, Role, VoterInfo
 from rollguard.roller.roll.rules.budgets import Budget
 from rollguard.roller.roll.rules.node_state import Done, NodeWait, Phase
-from rollguard.roller.roll.rules.node_wait import restarted, step
+from rollguard.roller.roll.rules.node_wait import step, wait_restarted
 from rollguard.roller.roll.rules.safety import voter_lag
 from rollguard.roller.roll.rules.settings import RollSettings
 
@@ -63,7 +63,7 @@ def caught_up(quorum: Any) -> tuple[str | None, float]:
     """The restarted controller's wait from its readiness on, as the roll loop follows it: a
     look every poll interval (`node_wait.step`) until it is done (None) or fails (why)."""
     clock = quorum.clock
-    ready = restarted(CONTROLLER, SETTINGS, clock.now, "old")
+    ready = wait_restarted(CONTROLLER, SETTINGS, clock.now, "old")
     wait: NodeWait | None = replace(ready, phase=Phase.QUORUM, budget=Budget.start(clock.now))
     while True:
         assert wait is not None

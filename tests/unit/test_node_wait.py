@@ -36,8 +36,7 @@ from rollguard.roller.roll.rules.node_state import (
     Step,
     Verdict,
 )
-from rollguard.roller.roll.rules.node_wait import restarted as after_restart_record
-from rollguard.roller.roll.rules.node_wait import step
+from rollguard.roller.roll.rules.node_wait import step, wait_restarted
 from rollguard.roller.roll.rules.safety import Baseline
 from rollguard.roller.roll.rules.settings import OnAgentUnreachable, RollSettings
 from rollguard.shared.states import BrokerState
@@ -76,7 +75,7 @@ def run(
 
 
 def restarted(at: float = 0.0, before: str | None = "old") -> NodeWait:
-    return after_restart_record(NODE, S, at, before)
+    return wait_restarted(NODE, S, at, before)
 
 
 # ---- before its restart --------------------------------------------------------------------
@@ -307,7 +306,7 @@ def test_the_cluster_unseen_is_waited_for_within_the_safety_wait() -> None:
 def test_a_controller_waits_for_the_quorum_only_if_its_voter_was_caught_up_before(
     caught_up_before: bool,
 ) -> None:
-    wait = after_restart_record(CONTROLLER, S, 0, "old", Baseline(voter_caught_up=caught_up_before))
+    wait = wait_restarted(CONTROLLER, S, 0, "old", Baseline(voter_caught_up=caught_up_before))
     back = step(wait, CONTROLLER, view(ready=True, instance="new"), None, None, 0, S)
     if caught_up_before:
         assert back.wait is not None and back.wait.phase is Phase.QUORUM and back.at_once
@@ -317,7 +316,7 @@ def test_a_controller_waits_for_the_quorum_only_if_its_voter_was_caught_up_befor
 
 def test_a_voter_not_yet_caught_up_is_waited_for_then_done() -> None:
     wait = replace(
-        after_restart_record(CONTROLLER, S, 0, "old"), phase=Phase.QUORUM, budget=Budget.start(0)
+        wait_restarted(CONTROLLER, S, 0, "old"), phase=Phase.QUORUM, budget=Budget.start(0)
     )
     behind = ClusterView((), QuorumInfo(1, (VoterInfo(1, 5000, 900), VoterInfo(9, 1000, 400))), 1)
     first = step(wait, CONTROLLER, None, None, behind, 10, S)

@@ -52,7 +52,7 @@ from rollguard.roller.roll.rules.node_state import (
     Phase,
     Restart,
 )
-from rollguard.roller.roll.rules.node_wait import restarted, step
+from rollguard.roller.roll.rules.node_wait import step, wait_restarted
 from rollguard.roller.roll.rules.safety import roll_order
 from rollguard.roller.roll.rules.settings import OnAgentUnreachable, RollFailed, RollSettings
 from rollguard.roller.roll.rules.taking import held_by_recovery
@@ -295,7 +295,7 @@ class Roller:
         """`started` on its way back, no longer pending: each member waited for from its
         identity before its restart."""
         for m in started.members:
-            self._waits[m.name] = restarted(
+            self._waits[m.name] = wait_restarted(
                 m, self.settings, self._clock(), started.before[m.name], started.bases[m.name],
                 live=started.live,
             )  # fmt: skip

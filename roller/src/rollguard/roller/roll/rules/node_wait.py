@@ -71,13 +71,13 @@ from rollguard.shared.wire import LOADING_STATES
 FOUND_NOT_READY = "it was found not ready"
 
 
-def found_not_ready(node: Node, s: RollSettings, now: float, instance: str | None) -> NodeWait:
+def wait_found_not_ready(node: Node, s: RollSettings, now: float, instance: str | None) -> NodeWait:
     """The record of a pending node found not ready (`instance`: its process, if known)."""
     return NodeWait(ReadyWait.start(now, instance, _limit(node, s), FOUND_NOT_READY))
 
 
-def restarted(node: Node, s: RollSettings, now: float, before: str | None,
-              base: Baseline = IN_SYNC, *, live: bool = False) -> NodeWait:  # fmt: skip
+def wait_restarted(node: Node, s: RollSettings, now: float, before: str | None,
+                   base: Baseline = IN_SYNC, *, live: bool = False) -> NodeWait:  # fmt: skip
     """The record of a node just restarted (`before`: its identity until then); `live`: its
     configuration changed live, no restart: straight to its ISRs."""
     ready = ReadyWait.start(now, before, _limit(node, s))
@@ -126,7 +126,7 @@ def _pending(
 ) -> Step:
     if view.ready:  # nothing to wait for: the safety rules decide
         return Step(decide(node, view, cluster), None)
-    wait = wait or found_not_ready(node, s, now, view.instance)
+    wait = wait or wait_found_not_ready(node, s, now, view.instance)
     ready = wait.ready.observe(now, view.instance, answer)
     action = decide(
         node,
