@@ -55,6 +55,11 @@ def test_include_tasks_on_an_old_worker_restarts_the_connector_and_every_task(cl
 def test_restart_wait_fails_when_a_task_fails_again(worker: ConnectSim, cli: Cli) -> None:
     worker.add_connector("sink", tasks=1, task_states=["FAILED"])
     worker.fail_after_restart("sink", task=0, times=None)
+    # A task whose start takes 0.5 s before it fails (one that connects somewhere first): its
+    # RESTARTING is seen on any machine. At the measured 15 ms, back-to-back reads on a machine
+    # compiling Kubernetes beside the tests missed it, and the wait rightly said it could not
+    # tell a task that failed again at once from one never restarted (F4's like, 2 min later).
+    worker.set_delays(restart=0.5)
     done = cli("connect", "restart", "sink", "--include-tasks", "--only-failed", "--wait",
                "--connect-url", worker.url)  # fmt: skip
     assert done.code == 1
