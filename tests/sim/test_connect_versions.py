@@ -58,7 +58,7 @@ def test_restart_wait_fails_when_a_task_fails_again(worker: ConnectSim, cli: Cli
     # A task whose start takes 0.5 s before it fails (one that connects somewhere first): its
     # RESTARTING is seen on any machine. At the measured 15 ms, back-to-back reads on a machine
     # compiling Kubernetes beside the tests missed it, and the wait rightly said it could not
-    # tell a task that failed again at once from one never restarted (F4's like, 2 min later).
+    # tell a task that failed again at once from one never restarted, 2 min later (F5).
     worker.set_delays(restart=0.5)
     done = cli("connect", "restart", "sink", "--include-tasks", "--only-failed", "--wait",
                "--connect-url", worker.url)  # fmt: skip

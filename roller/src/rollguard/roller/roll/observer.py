@@ -18,11 +18,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import replace
 from typing import TypeVar
 
-from rollguard.roller.model import (
-    ClusterView,
-    Node,
-    PlatformView,
-)
+from rollguard.roller.model import ClusterView, Node, PlatformView
 from rollguard.roller.platform import Platform, PlatformUnavailable
 from rollguard.roller.roll.rules.safety import voter_caught_up
 from rollguard.roller.roll.voice import EventLog

@@ -452,7 +452,9 @@ class KafkaNode:
         # recover everything unheld (CI41: 67 s of a 75 s hold, under a load average of 17).
         raise_priority(-10)
         group = _cpu_group(HOLD_CPU if hold > 0 else self.recovery_cpu)
-        held = _ThreadHold(group, process, "log-recovery") if group and hold > 0 else None
+        held = (
+            _ThreadHold(group, process, "log-recovery") if group is not None and hold > 0 else None
+        )
         scan = held.scan if held is not None else None
         try:
             # The recovery threads are scanned for at every poll of the log (20 ms), from the
@@ -469,7 +471,6 @@ class KafkaNode:
             if group is not None and held is not None:
                 until = self.loading_began + hold
                 limit = until + (RELEASE_S if release is not None else 0.0)
-                self.throttled = held.scan()
                 while not _wait_for_line(
                     self.log_file, mark, LOADED, process, until=min(limit, time.monotonic() + 0.1),
                     each=scan,
@@ -478,7 +479,7 @@ class KafkaNode:
                     released = release is None or release.is_set() or now >= limit
                     if (now >= until and released) or process.poll() is not None:
                         break
-                    self.throttled = bool(held.held)
+                self.throttled = bool(held.held)
                 _release(group, process)  # held long enough: the rest at full speed
                 group = None
             if _wait_for_line(self.log_file, mark, LOADED, process):

@@ -1,8 +1,8 @@
-"""What the roll knows and decides about one node, as frozen values (no logic beyond their
-own arithmetic): the actions the rules choose (`Restart`, `Defer`, `AwaitRecovery`, ...), the
-record kept between two looks at a node the roll waits for (`NodeWait`, with the readiness and
-log-recovery budgets it carries: `ReadyWait`, `RecoveryTracker`), and the outcome of one look
-(`Step`). The one pure `step` that moves a record on is `node_wait.py`.
+"""What the roll knows and decides about one node, as frozen values (the arithmetic of their
+own budgets, no rule): the actions the rules choose (`Restart`, `Defer`, `AwaitRecovery`, ...),
+the record kept between two looks at a node the roll waits for (`NodeWait`, with the readiness
+and log-recovery budgets it carries: `ReadyWait`, `RecoveryTracker`), and the outcome of one
+look (`Step`). The one pure `step` that moves a record on is `node_wait.py`.
 
 **Readiness** (`ReadyWait`): `--operation-timeout` is how long the roller waits for a node's next
 step, not for its whole journey. A broker back from a restart goes through its stages at its own

@@ -260,20 +260,19 @@ def recovery_failure(
     name: str, tracker: RecoveryTracker, verdict: Verdict, s: RollSettings
 ) -> str | None:
     """Why the roll stops waiting for this recovery (stalled, or past its budget), or None."""
+    if verdict is Verdict.PROGRESSING:
+        return None
     text = tracker.describe()
     if verdict is Verdict.STALLED:
         return (
             f"{name} is performing log recovery but made no progress for "
             f"{format_duration(s.stall_timeout)} ({text}); not restarting it"
         )
-    if verdict is Verdict.TOO_LONG:
-        history = " (its budget from history)" if name in s.recovery_budgets else ""
-        return (
-            f"{name} is still performing log recovery after "
-            f"{format_duration(recovery_budget_of(name, s))}{history} ({text}); "
-            "not restarting it"
-        )
-    return None
+    history = " (its budget from history)" if name in s.recovery_budgets else ""
+    return (
+        f"{name} is still performing log recovery after "
+        f"{format_duration(recovery_budget_of(name, s))}{history} ({text}); not restarting it"
+    )
 
 
 def agent_unknown(node: Node, answer: AgentAnswer | None) -> bool:
