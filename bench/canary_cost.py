@@ -7,7 +7,7 @@ Apache Kafka, side by side.
 One real KRaft cluster (3 combined nodes, `rollguard.peers.realcluster`, idle: no other
 client). Each round measures, in alternating order, `--seconds` of:
 - idle: nothing but the cluster;
-- canary: the roll's canary as the roll runs it (`rollguard.roller.kafka_canary.Canary`, its
+- canary: the roll's canary as the roll runs it (`rollguard.roller.roll.canary.client.Canary`, its
   defaults: a send every 100 ms, acks=all, idempotent, and its consumer), in a process of its
   own that reports its CPU time (every thread's) over the measured stretch, after its warm-up.
 The brokers' CPU is their JVMs' user + system time over the same stretch (/proc/PID/stat), from
@@ -35,7 +35,7 @@ from rollguard.peers.realcluster import RealCluster, real_cluster
 CHILD = """
 import json, sys, time
 from rollguard.roller.kafka_admin import KafkaObserver
-from rollguard.roller.kafka_canary import Canary
+from rollguard.roller.roll.canary.client import Canary
 
 bootstrap, seconds = sys.argv[1], float(sys.argv[2])
 observer = KafkaObserver(bootstrap)

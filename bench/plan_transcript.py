@@ -104,7 +104,9 @@ def main() -> None:
             random.Random(seed), VirtualClock(), 6, racks=3, min_isr=(2, 2), controllers=0
         )
         dump(f"batch-{seed}", c, replace(default_settings(), max_batch_size=2))
-        dump(f"batch-rack-{seed}", c, replace(default_settings(), max_batch_size=3, rack_aware=True))
+        dump(
+            f"batch-rack-{seed}", c, replace(default_settings(), max_batch_size=3, rack_aware=True)
+        )
     s = RollSettings()
     dump("five", five_nodes(), s)
     dump("five-quiet", five_nodes(recovering=False), s)

@@ -24,7 +24,7 @@ from pathlib import Path
 
 from rollguard.peers.realkafka import NEWEST, KafkaCluster, kafka_configs
 from rollguard.roller.kafka_admin import KafkaObserver
-from rollguard.roller.kafka_configs import KafkaConfigs
+from rollguard.roller.roll.configs.kafka import KafkaConfigs
 
 HERE = Path(__file__).parent
 EXTRA = {

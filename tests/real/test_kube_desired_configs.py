@@ -1,5 +1,5 @@
 """Each pod's desired server.properties read from the ConfigMap a real StatefulSet's template
-mounts (`rollguard.roller.kubernetes_configs`, `rollguard plan --compare-config`), on the real
+mounts (`rollguard.roller.roll.configs.kubernetes`, `rollguard plan --compare-config`), on the real
 API server, with the credentials of the roller's documented Role.
 
 A StatefulSet `prod-kafka` of 3 pods mounts ConfigMap `kafka-config-v1` at /opt/kafka/config;
@@ -32,9 +32,9 @@ from rollguard.peers.kafka import KafkaClusterSim, TopicSpec
 from rollguard.peers.processes import ROOT
 from rollguard.peers.realkube import ControlPlane
 from rollguard.peers.realkube_objects import load_role
-from rollguard.roller.kubernetes_configs import PodConfig, read_pod_configs
 from rollguard.roller.model import Node
 from rollguard.roller.model import Role as NodeRole
+from rollguard.roller.roll.configs.kubernetes import PodConfig, read_pod_configs
 
 from helpers import HttpsPeer, Pki, running_agent, wait_until
 

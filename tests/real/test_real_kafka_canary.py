@@ -31,7 +31,7 @@ from rollguard.peers.realclients import Canary as WitnessCanary
 from rollguard.peers.realcluster import RealCluster, real_cluster
 from rollguard.peers.realkafka import kafka_configs
 from rollguard.roller.kafka_admin import KafkaObserver
-from rollguard.roller.kafka_canary import Canary
+from rollguard.roller.roll.canary.client import Canary
 from rollguard.shared.wire import parse_time
 
 from helpers import BIN, Pki, wait_until
@@ -223,7 +223,7 @@ def test_an_existing_topic_of_another_shape_is_used_as_it_is(cluster: RealCluste
     assert preferred_leaders(cluster, "made-here") == ([0, 1, 2], 3)
 
 
-CLIENT_ID = "rollguard-canary"  # the roll's canary's producer and consumer (kafka_canary)
+CLIENT_ID = "rollguard-canary"  # the roll's canary's producer and consumer (canary.client)
 # Bytes a second, per broker: the roll's canary sends ~1.5 kB/s (one record every 100 ms),
 # spread over 3 brokers, the probe about as much: every answer is held by seconds, for as long
 # as the quota stands (at 256 B/s the rate fell under it between holds, and a gate could open

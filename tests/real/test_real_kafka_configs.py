@@ -22,8 +22,8 @@ from rollguard.peers.commandline import rollguard_args
 from rollguard.peers.realcluster import RealCluster, real_cluster
 from rollguard.peers.realkafka import described, kafka_configs
 from rollguard.roller.kafka_admin import KafkaObserver
-from rollguard.roller.kafka_configs import KafkaConfigs
-from rollguard.roller.roll.rules.config_values import How, Source, running_from_answer
+from rollguard.roller.roll.configs.kafka import KafkaConfigs
+from rollguard.roller.roll.configs.values import How, Source, running_from_answer
 from rollguard.shared.javaprops import parse_properties
 
 from helpers import BIN, Pki

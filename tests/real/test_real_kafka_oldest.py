@@ -28,7 +28,7 @@ import pytest
 from rollguard.peers.realcluster import RealCluster, real_cluster
 from rollguard.peers.realkafka import NEWEST, OLDEST, kafka_features
 from rollguard.roller.kafka_admin import KafkaObserver
-from rollguard.roller.roll.rules.releases import METADATA_LEVELS, RELEASES
+from rollguard.roller.roll.upgrades.releases import METADATA_LEVELS, RELEASES
 
 from helpers import BIN, Pki
 from real_kafka import (

@@ -1,5 +1,5 @@
 """Each inventory node's desired configuration (`config:` a file, `config-command:` a command
-printing it; `rollguard.roller.desired_configs`): read as Kafka reads it, and every failure a
+printing it; `rollguard.roller.roll.configs.desired`): read as Kafka reads it, and every failure a
 ConfigError naming the node and the file or its config-command, never the configuration."""
 
 from __future__ import annotations
@@ -10,9 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from rollguard.roller.desired_configs import has_desired, read_all_desired, read_desired
 from rollguard.roller.inventory import InventoryNode, load_inventory
 from rollguard.roller.model import Node, Role
+from rollguard.roller.roll.configs.desired import has_desired, read_all_desired, read_desired
 from rollguard.shared.errors import ConfigError
 
 NODE = Node(0, "kafka-0", frozenset({Role.BROKER}), "https://kafka-0:8443")

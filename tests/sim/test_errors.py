@@ -129,7 +129,7 @@ def test_the_drawing_is_read() -> None:
     assert tree["RollguardError"] == ("shared.errors", None, None)
     assert tree["CommandTimeout"] == ("roller.host_commands", "CommandError", None)
     assert tree["LeaseLost"] == ("roller.roll.stores.lease", "Fatal", "LeaseError")
-    assert others["UnknownRelease"] == "roller.roll.rules.releases"
+    assert others["UnknownRelease"] == "roller.roll.upgrades.releases"
 
 
 def test_every_rollguard_error_is_drawn_where_it_is() -> None:

@@ -1,5 +1,5 @@
 """A roll with desired configurations on the simulated cluster and the virtual clock: the live
-steps (`roll/config_changes.py`, `Restarts.configure`) through the production roller, with a
+steps (`roll/configs/live.py`, `Restarts.configure`) through the production roller, with a
 Kafka Admin peer of the test's own that keeps each broker's dynamic values, answers
 DescribeConfigs from them, and can refuse a change or not take it (a broker that does not
 replay the record). What a real Kafka does with the same roll is tests/real/
@@ -25,8 +25,8 @@ from rollguard.peers.sim import (
     spread_rejoins,
 )
 from rollguard.roller.model import Node, PlatformView, Role
-from rollguard.roller.roll.config_changes import LiveConfigs
-from rollguard.roller.roll.rules.config_plan import ConfigPlan, NodePlan
+from rollguard.roller.roll.configs.live import LiveConfigs
+from rollguard.roller.roll.configs.plan import ConfigPlan, NodePlan
 from rollguard.roller.roll.rules.settings import RollFailed
 
 COMBINED = frozenset({Role.BROKER, Role.CONTROLLER})

@@ -29,10 +29,10 @@ from rollguard.peers.sim import (
 )
 from rollguard.roller.agent_client import AgentReport, AgentUnavailable
 from rollguard.roller.model import Node, Role
-from rollguard.roller.roll.cli.features import not_ready
 from rollguard.roller.roll.planning import plan_lines, plan_with
 from rollguard.roller.roll.rules.settings import RollSettings
 from rollguard.roller.roll.stores.journal import FileJournalStore, RollRecord, resumed_target
+from rollguard.roller.roll.upgrades.finalize import not_ready
 from rollguard.shared.errors import ConfigError
 from rollguard.shared.states import BrokerState
 from rollguard.shared.wire import BrokerStateReport, KafkaBuild

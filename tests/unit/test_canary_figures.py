@@ -1,15 +1,14 @@
-"""The roll canary's figures (`roll.rules.canary`): nearest-rank percentiles, the consumer's
+"""The roll canary's figures (`roll.canary.figures`): nearest-rank percentiles, the consumer's
 longest gap, one window's figures, when a window's answers are all in, a canary that cannot
-produce (pure, times given); and its topic's shape (`canary_topic.spread`, `shape_problem`)."""
+produce (pure, times given); and its topic's shape (`canary.topic.spread`, `shape_problem`)."""
 
 from __future__ import annotations
 
 import pytest
 
-from rollguard.roller.canary_topic import replication, shape_problem, spread
 from rollguard.roller.model import CanaryArrival as Arrival
 from rollguard.roller.model import CanarySample as Sample
-from rollguard.roller.roll.rules.canary import (
+from rollguard.roller.roll.canary.figures import (
     Figures,
     breach,
     brief,
@@ -20,6 +19,7 @@ from rollguard.roller.roll.rules.canary import (
     settled,
     stalled,
 )
+from rollguard.roller.roll.canary.topic import replication, shape_problem, spread
 
 
 @pytest.mark.parametrize(

@@ -1,6 +1,6 @@
-"""The canary's count of its sends (`canary_ledger.Ledger`: each send answered once, given up
+"""The canary's count of its sends (`canary.ledger.Ledger`: each send answered once, given up
 as failed when its producer goes, late answers not counted again), and the producer's
-replacement when it leaves a send unanswered past its bound (`kafka_canary.Canary`, with
+replacement when it leaves a send unanswered past its bound (`canary.client.Canary`, with
 producers of the test's own: kafka-python's sender stopping for good cannot be caused on
 demand on a real cluster)."""
 
@@ -11,9 +11,9 @@ from typing import Any
 
 import pytest
 
-from rollguard.roller.canary_ledger import Ledger
-from rollguard.roller.kafka_canary import Canary
 from rollguard.roller.model import CanarySample as Sample
+from rollguard.roller.roll.canary.client import Canary
+from rollguard.roller.roll.canary.ledger import Ledger
 
 from helpers import wait_until
 

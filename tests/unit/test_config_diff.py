@@ -1,4 +1,4 @@
-"""A node's configuration change key by key (`roll.rules.configs`), over answers recorded from a
+"""A node's configuration change key by key (`roll.configs.diff`), over answers recorded from a
 real Kafka 4.4.0 broker (tests/configs/record.py says how): DescribeConfigs of broker 0 with
 synonyms, and what Kafka's validate_only said of each key at the cluster default and at the
 broker. That broker's file set `num.network.threads=4`, `log.cleaner.threads=2` and a sensitive
@@ -14,7 +14,8 @@ from pathlib import Path
 import pytest
 
 from rollguard.peers.realkafka import NEWEST
-from rollguard.roller.roll.rules.config_values import (
+from rollguard.roller.roll.configs.diff import changes, to_validate
+from rollguard.roller.roll.configs.values import (
     ConfigChange,
     DesiredValue,
     How,
@@ -23,7 +24,6 @@ from rollguard.roller.roll.rules.config_values import (
     Source,
     running_from_answer,
 )
-from rollguard.roller.roll.rules.configs import changes, to_validate
 from rollguard.shared.converters import HostPort
 
 RECORDED = Path(__file__).parent.parent / "configs"
@@ -310,7 +310,7 @@ def test_each_nodes_configuration_is_compared_or_says_why_not() -> None:
     import asyncio
 
     from rollguard.roller.model import Node, Role
-    from rollguard.roller.roll.config_changes import node_configs
+    from rollguard.roller.roll.configs.live import node_configs
     from rollguard.shared.javaprops import Property
 
     def node(i: int, *roles: Role) -> Node:
@@ -350,7 +350,7 @@ def test_keys_set_at_the_pods_start_are_listed_as_not_compared_never_as_changes(
     import asyncio
 
     from rollguard.roller.model import Node, Role
-    from rollguard.roller.roll.config_changes import node_configs
+    from rollguard.roller.roll.configs.live import node_configs
     from rollguard.shared.javaprops import Property
 
     kafka_0 = Node(0, "kafka-0", frozenset({Role.BROKER}), "https://kafka-0:8443")
@@ -381,7 +381,7 @@ def test_a_controller_only_node_is_compared_through_its_own_reader() -> None:
     import asyncio
 
     from rollguard.roller.model import Node, Role
-    from rollguard.roller.roll.config_changes import node_configs
+    from rollguard.roller.roll.configs.live import node_configs
     from rollguard.shared.javaprops import Property
 
     nodes = [Node(5, "kafka-5", frozenset({Role.CONTROLLER}), None)]
@@ -422,7 +422,7 @@ def test_a_controller_only_node_is_compared_through_its_own_reader() -> None:
 def test_a_controllers_listener_is_read_from_its_desired_file(
     lines: list[str], agent: str | None, expected: object
 ) -> None:
-    from rollguard.roller.kafka_controller import controller_listener
+    from rollguard.roller.roll.configs.controller import controller_listener
     from rollguard.shared.javaprops import parse_properties
 
     assert controller_listener(parse_properties("\n".join(lines)), agent) == expected
@@ -432,7 +432,7 @@ def test_a_controller_that_refuses_the_connection_is_an_admin_api_error_naming_i
     import socket
 
     from rollguard.roller.kafka_admin import AdminApiError
-    from rollguard.roller.kafka_controller import ControllerConfigs
+    from rollguard.roller.roll.configs.controller import ControllerConfigs
 
     with socket.socket() as closed:  # a port nothing listens on: bound, never listening
         closed.bind(("127.0.0.1", 0))

@@ -1,15 +1,15 @@
-"""What a roll does with each node's configuration change (`roll.rules.config_plan`): live where
+"""What a roll does with each node's configuration change (`roll.configs.plan`): live where
 Kafka says it can take it, a restart only for the rest, a cluster-wide key once at the default
 when every broker changes it alike, and the shadows a restart cannot cure refused. The changes
-are built as `rules.configs.changes` builds them (its own tests run it over a real broker's
+are built as `configs.diff.changes` builds them (its own tests run it over a real broker's
 recorded answers)."""
 
 from __future__ import annotations
 
 import pytest
 
-from rollguard.roller.roll.rules.config_plan import plan_configs, refusals
-from rollguard.roller.roll.rules.config_values import (
+from rollguard.roller.roll.configs.plan import plan_configs, refusals
+from rollguard.roller.roll.configs.values import (
     ConfigChange,
     DesiredValue,
     How,

@@ -1,4 +1,4 @@
-"""Each pod's desired server.properties on Kubernetes (`rollguard.roller.kubernetes_configs`):
+"""Each pod's desired server.properties on Kubernetes (`rollguard.roller.roll.configs.kubernetes`):
 which ConfigMap volume holds the file, from which spec (a StatefulSet's template, else the pod's
 own), what a start script sets (not compared), and every failure a ConfigError naming the pod,
 the ConfigMap, the key and the line, never a value. Lightkube's own model objects, read through
@@ -30,14 +30,14 @@ from lightkube.models.meta_v1 import LabelSelector, ObjectMeta, OwnerReference, 
 from lightkube.resources.apps_v1 import StatefulSet
 from lightkube.resources.core_v1 import ConfigMap, Pod
 
-from rollguard.roller.kubernetes_configs import (
+from rollguard.roller.model import Node, Role
+from rollguard.roller.roll.configs.kubernetes import (
     PodConfig,
     Source,
     placeholder_keys,
     read_pod_configs,
     sources,
 )
-from rollguard.roller.model import Node, Role
 from rollguard.shared.errors import ConfigError
 from rollguard.shared.javaprops import Property
 

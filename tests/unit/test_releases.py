@@ -1,12 +1,12 @@
 """What each Kafka release brings to the finalized features, and Kafka's rules for raising and
-lowering them (`rollguard.roller.roll.rules.releases`, pure). The table itself is checked against
+lowering them (`rollguard.roller.roll.upgrades.releases`, pure). The table itself is checked against
 Kafka's own `kafka-features.sh version-mapping` in tests/real/test_real_kafka_oldest.py."""
 
 from __future__ import annotations
 
 import pytest
 
-from rollguard.roller.roll.rules.releases import (
+from rollguard.roller.roll.upgrades.releases import (
     UnknownRelease,
     finalize_plan,
     metadata_name,

@@ -1,4 +1,4 @@
-"""The roll's canary cut into windows by the roll's own events (`roll.canary.RollCanary`): the
+"""The roll's canary cut into windows by the roll's own events (`canary.watch.RollCanary`): the
 baseline until the first restart, each node's window from `restart` to `ready`, a node never
 back said at the end, a canary that cannot produce said once; on a canary whose samples and
 clock the test gives."""
@@ -14,12 +14,12 @@ from typing import Any
 
 import pytest
 
-from rollguard.roller.canary_topic import CanaryTopic
 from rollguard.roller.kafka_admin import AdminApiError, KafkaObserver
-from rollguard.roller.kafka_canary import Canary, CanaryRefused
 from rollguard.roller.model import CanaryArrival, CanarySample
-from rollguard.roller.roll.canary import RollCanary
-from rollguard.roller.roll.gates.canary import CanaryGate
+from rollguard.roller.roll.canary.client import Canary, CanaryRefused
+from rollguard.roller.roll.canary.gate import CanaryGate
+from rollguard.roller.roll.canary.topic import CanaryTopic
+from rollguard.roller.roll.canary.watch import RollCanary
 from rollguard.roller.roll.gates.keeper import Closed
 from rollguard.roller.roll.stores.journal import (
     FileJournalStore,

@@ -513,3 +513,17 @@ def test_without_a_prefix_a_renamed_flag_warns_on_stderr(
 def test_without_a_prefix_a_renamed_flag_keeps_its_syntax() -> None:
     with pytest.raises(TypeError, match="keeps its syntax"):
         Timed.add_flags(Parser(prog="p"))
+
+
+def test_the_roll_s_flags_default_to_what_a_library_user_gets() -> None:
+    """Each flag of `RollChoices` (the command line) defaults to the `RollSettings()` field it
+    sets: the two declarations cannot drift apart."""
+    from dataclasses import fields
+
+    from rollguard.roller.roll.cli.choices import RollChoices
+    from rollguard.roller.roll.rules.settings import RollSettings
+
+    flags, library = RollChoices(), RollSettings()
+    assert [f.name for f in fields(RollChoices)], "no flags declared"
+    for f in fields(RollChoices):
+        assert getattr(flags, f.name) == getattr(library, f.name), f.name

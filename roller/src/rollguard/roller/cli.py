@@ -1,7 +1,8 @@
 """`rollguard`: the roller's command line, one sub-command per room.
 
     rollguard roll | plan | state ...     the roll          (rollguard.roller.roll.cli.roll)
-    rollguard features | finalize ...     an upgrade's features (rollguard.roller.roll.cli.features)
+    rollguard features | finalize ...     an upgrade's features
+                                            (rollguard.roller.roll.upgrades.finalize)
     rollguard collect ...                 the collector     (rollguard.roller.collect.cli)
     rollguard connect ... | mm2 ...       Kafka Connect     (rollguard.roller.connect.cli)
 
@@ -38,8 +39,8 @@ ROOMS = {
     "state": "rollguard.roller.state",
     "roll": "rollguard.roller.roll.cli.roll",
     "plan": "rollguard.roller.roll.cli.roll",
-    "features": "rollguard.roller.roll.cli.features",
-    "finalize": "rollguard.roller.roll.cli.features",
+    "features": "rollguard.roller.roll.upgrades.finalize",
+    "finalize": "rollguard.roller.roll.upgrades.finalize",
     "collect": "rollguard.roller.collect.cli",
     "connect": "rollguard.roller.connect.cli",
     "mm2": "rollguard.roller.connect.cli",

@@ -14,7 +14,7 @@ The permissions are those of the calls the code makes, and only those:
                    (a pod's update revision)                              (kubernetes.py)
     plan --compare-config
                    get configmaps (the ConfigMaps the pods mount, whatever their names: each
-                   pod's desired server.properties)        (kubernetes_configs.py)
+                   pod's desired server.properties)        (roll/configs/kubernetes.py)
     roll           delete pods (the restart)                              (kubernetes.py)
                    get, create, update configmaps (the journal: read, made, replaced)
                                                     (roll/stores/journal.py, configmap.py)

@@ -38,7 +38,7 @@ drawing against the classes the installed modules define:
      |    +-- ExpectationsError              shared.expectations
      |    +-- MissingKey                     roller.configmap
      |    +-- UnsupportedVersion             roller.connect.versions
-     |    +-- CanaryRefused                  roller.kafka_canary
+     |    +-- CanaryRefused                  roller.roll.canary.client
      +-- RetryLater                          shared.errors
      |    +-- PlatformUnavailable            roller.platform
      |    |    +-- KubernetesUnavailable     roller.kubernetes & KubernetesError
@@ -75,7 +75,7 @@ value, an exit code or one of the errors above before it goes further:
     _ServerError         roller.agent_client       an AgentUnavailable
     _Rebalancing         roller.connect.client     retried, then a ConnectError
     _Invalid             roller.inventory          a ConfigError naming the inventory
-    UnknownRelease       roller.roll.rules.releases  a ConfigError naming --kafka-version
+    UnknownRelease       roller.roll.upgrades.releases  a ConfigError naming --kafka-version
     _Interrupted         spark.cli                 SIGTERM: exit 3
 
 `rollguard.shared.cli.run_command` turns a ConfigError into exit 2 and any other RollguardError

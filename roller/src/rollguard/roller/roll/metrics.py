@@ -28,7 +28,7 @@ from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
-from rollguard.roller.roll.metrics_canary import CanaryMetrics
+from rollguard.roller.roll.canary.metrics import CanaryMetrics
 from rollguard.roller.roll.rules.node_state import (
     AwaitReady,
     AwaitRecovery,

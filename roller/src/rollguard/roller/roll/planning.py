@@ -20,7 +20,7 @@ from typing import Any
 from rollguard.roller.agent_client import AgentClient
 from rollguard.roller.model import AgentAnswer, ClusterView, Node, kafka_build
 from rollguard.roller.platform import Platform
-from rollguard.roller.roll.config_changes import NodeConfig
+from rollguard.roller.roll.configs.live import NodeConfig
 from rollguard.roller.roll.gates.keeper import Gates
 from rollguard.roller.roll.gates.keeper import describe as describe_gates
 from rollguard.roller.roll.observer import ClusterObserver, Observer

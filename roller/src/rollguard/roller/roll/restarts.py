@@ -16,7 +16,7 @@ from dataclasses import dataclass, field, replace
 
 from rollguard.roller.model import ClusterView, Node, PlatformView
 from rollguard.roller.platform import Platform
-from rollguard.roller.roll.config_changes import LiveConfigs
+from rollguard.roller.roll.configs.live import LiveConfigs
 from rollguard.roller.roll.observer import Observer
 from rollguard.roller.roll.rules.batch import Batch
 from rollguard.roller.roll.rules.budgets import ProgressWait

@@ -33,7 +33,7 @@ from collections.abc import Awaitable, Callable
 from rollguard.roller.agent_client import AgentClient
 from rollguard.roller.model import ClusterView, Node, PlatformView
 from rollguard.roller.platform import Platform
-from rollguard.roller.roll.config_changes import LiveConfigs
+from rollguard.roller.roll.configs.live import LiveConfigs
 from rollguard.roller.roll.gates.keeper import GateKeeper, Gates
 from rollguard.roller.roll.observer import ClusterObserver, Observer
 from rollguard.roller.roll.planning import PlanEntry, check_names, plan_with

@@ -1,8 +1,8 @@
 """The desired configurations, for `plan` and `roll` (issue 41): each node's file (an
 inventory's `config:`, or what its `config-command:` prints; on Kubernetes, for `plan
---compare-config`, the ConfigMap its pod will mount: `rollguard.roller.kubernetes_configs`)
+--compare-config`, the ConfigMap its pod will mount: `rollguard.roller.roll.configs.kubernetes`)
 read before Kafka is asked (a bad one is exit 2), compared with what Kafka says each broker
-runs, and the roll's plan for them (`rules/config_plan.py`: live where Kafka allows, a restart
+runs, and the roll's plan for them (`configs/plan.py`: live where Kafka allows, a restart
 only for a key read at start).
 
 Before a roll's first action (`check_for_roll`): every broker with a desired file must have
@@ -21,24 +21,24 @@ from collections.abc import Awaitable, Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from urllib.parse import urlsplit
 
-from rollguard.roller.desired_configs import has_desired, read_all_desired
 from rollguard.roller.inventory import load_inventory
 from rollguard.roller.kafka_admin import KafkaObserver
-from rollguard.roller.kafka_configs import KafkaConfigs
-from rollguard.roller.kafka_controller import ControllerConfigs, controller_listener
 from rollguard.roller.model import Node
 from rollguard.roller.platform import Platform
 from rollguard.roller.roll.cli.options import RollOptions
-from rollguard.roller.roll.config_changes import (
+from rollguard.roller.roll.configs.controller import ControllerConfigs, controller_listener
+from rollguard.roller.roll.configs.desired import has_desired, read_all_desired
+from rollguard.roller.roll.configs.kafka import KafkaConfigs
+from rollguard.roller.roll.configs.live import (
     ConfigReader,
     LiveConfigs,
     NodeConfig,
     desired_values,
     node_configs,
 )
+from rollguard.roller.roll.configs.plan import ConfigPlan, plan_configs, refusals
+from rollguard.roller.roll.configs.values import DesiredValue
 from rollguard.roller.roll.planning import PlanEntry, numbered
-from rollguard.roller.roll.rules.config_plan import ConfigPlan, plan_configs, refusals
-from rollguard.roller.roll.rules.config_values import DesiredValue
 from rollguard.roller.roll.rules.settings import RollFailed
 from rollguard.roller.roll.rules.taking import NO_REVISION, UP_TO_DATE
 from rollguard.shared.errors import ConfigError
@@ -91,7 +91,7 @@ async def read_desired(
     if not options.compare_config:
         return None
     from rollguard.roller.kubernetes import KubernetesPlatform
-    from rollguard.roller.kubernetes_configs import read_pod_configs
+    from rollguard.roller.roll.configs.kubernetes import read_pod_configs
 
     assert isinstance(platform, KubernetesPlatform)
     found = await read_pod_configs(
@@ -169,7 +169,7 @@ def with_configs(
     entries: list[PlanEntry], configs: Mapping[str, NodeConfig], plan: ConfigPlan | None = None
 ) -> list[PlanEntry]:
     """The entries with each node's configuration changes (None for a node without any). With
-    the roll's plan for them (`rules.config_plan`), a node an inventory would restart for want of
+    the roll's plan for them (`configs.plan`), a node an inventory would restart for want of
     a revision, or a pod up to date, is taken for its configuration, as the roll takes it:
     restarted for a key read at start only, changed live (`configure`), or left out when nothing
     changes."""

@@ -6,10 +6,10 @@ from __future__ import annotations
 from typing import Protocol, runtime_checkable
 
 from rollguard.roller.kafka_admin import KafkaObserver
-from rollguard.roller.kafka_canary import Canary
-from rollguard.roller.roll.canary import RollCanary
+from rollguard.roller.roll.canary.client import Canary
+from rollguard.roller.roll.canary.gate import CanaryGate
+from rollguard.roller.roll.canary.watch import RollCanary
 from rollguard.roller.roll.cli.options import RollOptions
-from rollguard.roller.roll.gates.canary import CanaryGate
 from rollguard.roller.roll.gates.keeper import Gate, Gates
 from rollguard.roller.roll.gates.lag import ConsumerLagGate, LagReader
 from rollguard.roller.roll.gates.prometheus import PrometheusGate

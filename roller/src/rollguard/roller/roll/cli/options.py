@@ -1,6 +1,6 @@
-"""`rollguard roll` and `rollguard plan`'s options: the roll's choices (`RollChoices`, declared
-with `RollSettings`), the connection's, and the command's own (gates, journal, prediction,
-metrics), and the `RollSettings` they make.
+"""`rollguard roll` and `rollguard plan`'s options: the roll's choices (`RollChoices`, the
+flags of `RollSettings`: choices.py), the connection's, and the command's own (gates, journal,
+prediction, metrics), and the `RollSettings` they make.
 
 Each flag says its section of --help and, when `plan` has no use for it (it restarts nothing,
 waits for nothing and writes nothing), that it is `roll`'s alone (`ROLL`): `plan --help` then
@@ -21,17 +21,10 @@ from rollguard.roller.options import (
     OutputOptions,
     PlatformOptions,
 )
+from rollguard.roller.roll.cli.choices import BATCHES, NODES, ROLL, SAFETY, TIMING, RollChoices
 from rollguard.roller.roll.gates.lag import LagLimit, lag_limit
 from rollguard.roller.roll.gates.windows import Window, parse_window
-from rollguard.roller.roll.rules.settings import (
-    BATCHES,
-    NODES,
-    ROLL,
-    SAFETY,
-    TIMING,
-    RollChoices,
-    RollSettings,
-)
+from rollguard.roller.roll.rules.settings import RollSettings
 from rollguard.shared.converters import HostPort, boolean, duration_between, listen_address, names
 from rollguard.shared.errors import ConfigError
 from rollguard.shared.retry import RETRIES

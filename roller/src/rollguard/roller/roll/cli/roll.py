@@ -51,7 +51,6 @@ from rollguard.roller.roll.gates.pause import PauseGate
 from rollguard.roller.roll.planning import plan_lines
 from rollguard.roller.roll.roller import Roller
 from rollguard.roller.roll.rules.node_wait import recovery_budget_of
-from rollguard.roller.roll.rules.releases import UnknownRelease, target_refusal
 from rollguard.roller.roll.stores.journal import (
     ConfigMapJournalStore,
     FileJournalStore,
@@ -61,6 +60,7 @@ from rollguard.roller.roll.stores.journal import (
 from rollguard.roller.roll.stores.lease import Lease, default_holder
 from rollguard.roller.roll.stores.lease_file import LEASE_FILE, FileLease
 from rollguard.roller.roll.stores.lease_kubernetes import KUBERNETES_LEASE, KubernetesLease
+from rollguard.roller.roll.upgrades.releases import UnknownRelease, target_refusal
 from rollguard.roller.roll.voice import EventLog
 from rollguard.shared.cli import ExitCode, report_failure, run_until_signal
 from rollguard.shared.converters import format_duration

@@ -69,7 +69,7 @@ class NodeRecord:
     out_of_sync: tuple[str, ...] = ()
     voter_lagging: bool = False
     # With --canary: what its restart (or live step) cost the roll's canary, as its
-    # `canary-cost` event says it (`roll.canary`), written with the journal's next save.
+    # `canary-cost` event says it (`canary.watch`), written with the journal's next save.
     canary: dict[str, float | int | None] | None = None
 
     @classmethod

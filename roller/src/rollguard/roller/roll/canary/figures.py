@@ -1,7 +1,7 @@
 """What the roll's canary saw over a stretch of time, as figures (pure, table-tested).
 
 `rollguard roll --canary TOPIC` sends to and reads from a topic with a partition led by each
-broker for the whole roll (`rollguard.roller.kafka_canary`). Each send is kept as when it was
+broker for the whole roll (`rollguard.roller.roll.canary.client`). Each send is kept as when it was
 sent and how long its acknowledgement took (or that it failed), each record read back as when
 it arrived and how long after it was sent: a `CanarySample` and a `CanaryArrival`
 (`rollguard.roller.model`). Here those become the figures of one window (`figures`): the idle

@@ -1,7 +1,7 @@
 """A roll's configuration changes: each node's desired file against what Kafka says it runs
 (`node_configs`, for `plan` and `roll`), and the live steps of a roll (`LiveConfigs`): a key
 Kafka takes live is set with IncrementalAlterConfigs and read back, a node restarts only for
-the others (the plan: `rules/config_plan.py`; the comparison: `rules/configs.py`).
+the others (the plan: `configs/plan.py`; the comparison: `configs/diff.py`).
 
 A live step, one broker at a time, in the roll's order and through its safety (`restarts.py`
 calls it in place of a restart): the cluster-wide keys once, at the cluster default, at the
@@ -23,8 +23,9 @@ from typing import Any, Protocol
 
 from rollguard.roller.kafka_admin import AdminApiError
 from rollguard.roller.model import Node
-from rollguard.roller.roll.rules.config_plan import ConfigPlan, NodePlan
-from rollguard.roller.roll.rules.config_values import (
+from rollguard.roller.roll.configs.diff import changes, to_validate
+from rollguard.roller.roll.configs.plan import ConfigPlan, NodePlan
+from rollguard.roller.roll.configs.values import (
     DERIVED,
     ConfigChange,
     DesiredValue,
@@ -35,7 +36,6 @@ from rollguard.roller.roll.rules.config_values import (
     running_from_answer,
     same_value,
 )
-from rollguard.roller.roll.rules.configs import changes, to_validate
 from rollguard.roller.roll.rules.settings import RollFailed
 from rollguard.shared.javaprops import Property
 
@@ -46,8 +46,8 @@ DYNAMIC = (Source.DYNAMIC_BROKER, Source.DYNAMIC_DEFAULT)
 
 
 class ConfigReader(Protocol):
-    """Kafka's answers about one node's configuration: the brokers' (`kafka_configs`), or a
-    controller's own (`kafka_controller`). Each raises AdminApiError when it cannot ask."""
+    """Kafka's answers about one node's configuration: the brokers' (`configs.kafka`), or a
+    controller's own (`configs.controller`). Each raises AdminApiError when it cannot ask."""
 
     async def running(self, broker: int) -> dict[str, dict[str, Any]]: ...
 
@@ -65,7 +65,7 @@ def desired_values(properties: Sequence[Property]) -> dict[str, DesiredValue]:
 @dataclass(frozen=True, slots=True)
 class NodeConfig:
     """A node's desired configuration against what Kafka says it runs: each changing key
-    (`rules.configs.changes`), or why it could not be compared (`note`); `unchecked`: the keys
+    (`configs.diff.changes`), or why it could not be compared (`note`); `unchecked`: the keys
     set at the pod's start (Kubernetes), not compared, their values never shown."""
 
     changes: tuple[ConfigChange, ...] = ()
@@ -111,12 +111,12 @@ async def node_configs(
 ) -> dict[str, NodeConfig]:
     """Each node's desired configuration (node name -> its properties) against what Kafka says
     it runs: DescribeConfigs of its broker id, Kafka's validation of each changing dynamic key
-    (`rules.configs.to_validate`), then `rules.configs.changes`. A node Kafka cannot be asked
+    (`configs.diff.to_validate`), then `configs.diff.changes`. A node Kafka cannot be asked
     about now says why instead; nothing is changed (validate_only). `unchecked`: per node name,
     the keys its start sets (a placeholder a start script fills, on Kubernetes), left out of the
-    comparison with the keys Kafka derives from them (`rules.configs.DERIVED`): neither a
+    comparison with the keys Kafka derives from them (`configs.diff.DERIVED`): neither a
     change nor a key dropped from the file. `controllers`: per controller-only node, the reader
-    of its own listener (`kafka_controller`), or why there is none (it is then not compared)."""
+    of its own listener (`configs.controller`), or why there is none (it is then not compared)."""
     found = {}
     for node in nodes:
         properties = desired.get(node.name)
@@ -163,8 +163,8 @@ class LiveConfigs:
         readers: Mapping[str, ConfigReader] | None = None,
     ) -> None:
         self.reader = reader
-        self.readers = dict(readers or {})  # a controller-only node's own (`kafka_controller`)
-        self.plan = plan  # its values are the desired files' (`rules.config_plan`)
+        self.readers = dict(readers or {})  # a controller-only node's own (`configs.controller`)
+        self.plan = plan  # its values are the desired files' (`configs.plan`)
         self.restarting: set[str] = set()  # restarted anyway (--all, --only, a target...)
         self._cluster_done = not plan.cluster
         self._clock = clock

@@ -1,5 +1,5 @@
 """A broker's configuration as Kafka reports it, and whether Kafka takes a change of it live
-(the Admin API through kafka-python; the comparison itself is `roll.rules.configs`, pure).
+(the Admin API through kafka-python; the comparison itself is `roll.configs.diff`, pure).
 
 - `running(broker)`: DescribeConfigs on the BROKER resource `broker`, every key, with synonyms:
   kafka-python's dict for that resource, key -> {value, read_only, config_source, is_sensitive,

@@ -2,7 +2,7 @@
 start, and how Kafka can take the difference (pure: no network, no Kafka library).
 
 What a broker runs comes from Kafka itself (DescribeConfigs on its BROKER resource, with
-synonyms; read by `rollguard.roller.kafka_configs`): each key's value now and where it comes
+synonyms; read by `rollguard.roller.roll.configs.kafka`): each key's value now and where it comes
 from, in Kafka's order of precedence:
 
     DYNAMIC_BROKER_CONFIG          set live for this broker (kafka-configs --entity-name N)
@@ -33,7 +33,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from rollguard.roller.roll.rules.config_values import (
+from rollguard.roller.roll.configs.values import (
     DERIVED,
     ConfigChange,
     DesiredValue,

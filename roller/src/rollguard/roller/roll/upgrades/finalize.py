@@ -40,17 +40,17 @@ from rollguard.roller.options import (
     OutputOptions,
     PlatformOptions,
 )
-from rollguard.roller.roll.rules.releases import (
+from rollguard.roller.roll.upgrades.releases import (
     KRAFT_VERSION,
     METADATA_VERSION,
     FeatureChange,
     UnknownRelease,
     finalize_plan,
+    kafka_version,
     metadata_name,
     release_levels,
     software_downgrade,
 )
-from rollguard.roller.roll.rules.settings import kafka_version
 from rollguard.shared.cli import ExitCode, report_failure, run_until_signal
 from rollguard.shared.converters import boolean
 from rollguard.shared.errors import ConfigError

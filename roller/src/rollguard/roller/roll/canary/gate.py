@@ -3,7 +3,7 @@
 Before each restart (and each batch), what the roll's own client saw over the last
 `--canary-window` must be within its budget: no send failed, at least one acknowledged (a canary
 that cannot produce is closed, never healthy) and, with `--canary-max-p99`, the sends' p99 at or
-under it (`rules.canary.breach`). Otherwise the roll holds, as at any health gate: said in the
+under it (`canary.figures.breach`). Otherwise the roll holds, as at any health gate: said in the
 events, the metrics and the live view, within --safety-wait (pause and windows unaffected).
 """
 
@@ -11,12 +11,12 @@ from __future__ import annotations
 
 from typing import Protocol
 
+from rollguard.roller.roll.canary.figures import Breach
 from rollguard.roller.roll.gates.keeper import Closed, GateKind
-from rollguard.roller.roll.rules.canary import Breach
 
 
 class CanaryView(Protocol):
-    """The roll's canary as its gate reads it (`roll.canary.RollCanary`)."""
+    """The roll's canary as its gate reads it (`canary.watch.RollCanary`)."""
 
     @property
     def name(self) -> str: ...

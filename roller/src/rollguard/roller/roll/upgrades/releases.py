@@ -25,6 +25,7 @@ __all__ = [
     "FeatureChange",
     "UnknownRelease",
     "finalize_plan",
+    "kafka_version",
     "metadata_name",
     "release_levels",
     "software_downgrade",
@@ -88,6 +89,17 @@ RELEASES: dict[tuple[int, int], dict[str, int]] = {
 }  # fmt: skip
 
 _RELEASE = re.compile(r"([0-9]+)\.([0-9]+)(?:\.[0-9]+)?(?:-[0-9A-Za-z.]+)?")
+
+
+# A Kafka release as Kafka names it (`4.4.0`, `4.1.0-rc2`): what a node's app-info reports.
+KAFKA_RELEASE = re.compile(r"[0-9]{1,3}\.[0-9]{1,3}\.[0-9]{1,3}(-[0-9A-Za-z.]{1,20})?")
+
+
+def kafka_version(text: str) -> str:
+    text = text.strip()
+    if not KAFKA_RELEASE.fullmatch(text):
+        raise ValueError(f"{text!r}: a Kafka version is MAJOR.MINOR.PATCH, such as 4.4.0")
+    return text
 
 
 class UnknownRelease(ValueError):

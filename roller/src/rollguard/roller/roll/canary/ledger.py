@@ -1,4 +1,4 @@
-"""The canary's sends and arrivals as it counts them (`kafka_canary.Canary`): each send recorded
+"""The canary's sends and arrivals as it counts them (`canary.client.Canary`): each send recorded
 when sent, then answered once, acknowledged or failed, or given up as failed when its producer
 is replaced (`abandon`); an answer that comes after that is not counted again. Thread-safe:
 kafka-python answers from its own threads."""

@@ -1,4 +1,4 @@
-"""The canary topic's shape (`kafka_canary`): as rollguard makes it, one partition led by each
+"""The canary topic's shape (`canary.client`): as rollguard makes it, one partition led by each
 broker with the cluster's replication, and how an existing one differs from that."""
 
 from __future__ import annotations

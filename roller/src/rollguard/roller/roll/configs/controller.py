@@ -7,7 +7,7 @@ Metadata, which kafka-python's clients bootstrap with ("no metadata support"). S
 one controller directly: one blocking connection, kafka-python's own protocol classes to encode
 and decode (ApiVersions to choose each request's version, its SASL mechanisms when the listener
 asks for SASL), and kafka-python's own request builders and answer readers for the configs, so
-that a controller's answer reads exactly as a broker's does (`kafka_configs`).
+that a controller's answer reads exactly as a broker's does (`configs.kafka`).
 
 - **Where**: the controller listener of the node's desired file: the first name of
   `controller.listener.names`, its address in `listeners` (a wildcard or empty host: the host of
@@ -32,7 +32,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
 from rollguard.roller.kafka_admin import AdminApiError
-from rollguard.roller.kafka_configs import (
+from rollguard.roller.roll.configs.kafka import (
     DEFAULT_RESOURCE,
     ConfigsAsync,
     incremental_request,
@@ -180,7 +180,7 @@ class ControllerConnection:
 
 class ControllerConfigs(ConfigsAsync):
     """A controller-only node's configuration, read and changed on its own listener, with the
-    interface of `kafka_configs.KafkaConfigs` (one reader per controller)."""
+    interface of `configs.kafka.KafkaConfigs` (one reader per controller)."""
 
     def __init__(
         self,

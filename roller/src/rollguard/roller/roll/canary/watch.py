@@ -1,6 +1,6 @@
 """What each restart costs the roll's own client (`rollguard roll --canary TOPIC`): the canary
-(`rollguard.roller.kafka_canary`) runs for the whole roll, and this module cuts its samples
-into windows by the roll's own events and says each window's figures (`rules.canary`).
+(`rollguard.roller.roll.canary.client`) runs for the whole roll, and this module cuts its samples
+into windows by the roll's own events and says each window's figures (`canary.figures`).
 
 - **The baseline**: the canary runs `--canary-baseline` before the roll's first action, from
   when the first send to every partition is acknowledged (a producer's first send to a broker
@@ -15,7 +15,7 @@ into windows by the roll's own events and says each window's figures (`rules.can
 - **A canary that cannot produce** (nothing acknowledged for its delivery timeout) is said once
   (`canary-failing`, a warning) until it produces again: never taken as healthy.
 - **Its gate** (`gates.canary`): `breach` judges the last `--canary-window` before each
-  restart (`rules.canary.breach`).
+  restart (`canary.figures.breach`).
 - **The journal**: each node's figures in its record (`journaled`), with the next save and
   at the roll's end. An ACL the canary lacks, found at its start, is exit 2 (`CanaryRefused`).
 
@@ -32,11 +32,10 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from rollguard.roller.canary_topic import CanaryTopic
 from rollguard.roller.kafka_admin import AdminApiError
-from rollguard.roller.kafka_canary import CanaryRefused
 from rollguard.roller.model import CanaryArrival, CanarySample
-from rollguard.roller.roll.rules.canary import (
+from rollguard.roller.roll.canary.client import CanaryRefused
+from rollguard.roller.roll.canary.figures import (
     Breach,
     Figures,
     breach,
@@ -46,6 +45,7 @@ from rollguard.roller.roll.rules.canary import (
     settled,
     stalled,
 )
+from rollguard.roller.roll.canary.topic import CanaryTopic
 from rollguard.roller.roll.stores.journal import JournalStore, RollRecord
 from rollguard.roller.roll.voice import EventLog
 from rollguard.shared.converters import format_duration
@@ -62,7 +62,7 @@ WATCH_EVERY = 0.5  # seconds between two looks at the windows waiting for their 
 
 
 class CanarySource(Protocol):
-    """What the roll asks of its canary (`kafka_canary.Canary`)."""
+    """What the roll asks of its canary (`canary.client.Canary`)."""
 
     topic: str
     delivery_timeout: float
@@ -200,7 +200,7 @@ class RollCanary:
         await asyncio.sleep(self.baseline_wait)
 
     def breach(self) -> Breach | None:
-        """The gate's judgement of the last `window` (`rules.canary.breach`); a canary not
+        """The gate's judgement of the last `window` (`canary.figures.breach`); a canary not
         running is closed."""
         if self._task is None:
             return Breach("not running")

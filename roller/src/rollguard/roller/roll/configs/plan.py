@@ -28,7 +28,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
-from rollguard.roller.roll.rules.config_values import (
+from rollguard.roller.roll.configs.values import (
     ConfigChange,
     DesiredValue,
     How,

@@ -24,10 +24,10 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from rollguard.roller.canary_ledger import Ledger
-from rollguard.roller.canary_topic import CanaryTopic, replication, shape_problem, spread
 from rollguard.roller.kafka_admin import AdminApiError, KafkaObserver
 from rollguard.roller.model import CanaryArrival, CanarySample
+from rollguard.roller.roll.canary.ledger import Ledger
+from rollguard.roller.roll.canary.topic import CanaryTopic, replication, shape_problem, spread
 from rollguard.shared.errors import ConfigError
 
 logger = logging.getLogger(__name__)
