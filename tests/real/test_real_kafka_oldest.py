@@ -127,7 +127,7 @@ def test_a_node_whose_upgrade_leaves_it_on_4_0_stops_the_roll_before_the_next(
     record = journal(upgrade_folder)
     assert (record["state"], record["kafkaVersion"]) == ("failed", NEWEST)
     nodes = record["nodes"]
-    assert isinstance(nodes, dict) and nodes[name]["status"] == "failed", nodes
+    assert isinstance(nodes, dict) and nodes[name]["phase"] == "failed", nodes
 
 
 @pytest.mark.timeout(900)

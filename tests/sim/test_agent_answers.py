@@ -10,8 +10,9 @@ import socket
 from rollguard.roller.agent_client import NO_SAMPLE_YET_RETRIES, AgentClient
 from rollguard.roller.kafka_admin import refused_everywhere
 from rollguard.roller.model import AgentUnavailable, Node, PlatformView, Role, describe_answer
-from rollguard.roller.roll.rules.node_state import AwaitUnknown
-from rollguard.roller.roll.rules.node_wait import after_restart, decide
+from rollguard.roller.roll.node.actions import AwaitUnknown
+from rollguard.roller.roll.node.after import after_restart
+from rollguard.roller.roll.node.before import decide
 from rollguard.shared.retry import Retrying, RetryPolicy, RetryStats
 from rollguard.shared.tls import client_context
 

@@ -122,7 +122,7 @@ def roll(
     config_plan: ConfigPlan | None = None,
 ) -> str:
     roller = make_roller(sim, folder, platform=Pods if pods else None)
-    roller.restarts.configs = LiveConfigs(
+    roller.effects.configs = LiveConfigs(
         admin,  # type: ignore[arg-type]
         config_plan or plan(),
         clock=sim.clock,
@@ -142,8 +142,12 @@ def roll(
 
 
 def journal(folder: Path) -> dict[str, str]:
+    """Each node's phase on record, and how it was rolled (`restart` or `live`) once it was."""
     record = json.loads((folder / "roll-sim.json").read_text())
-    return {name: node["status"] for name, node in record["nodes"].items()}
+    return {
+        name: node["phase"] + (f" ({node['how']})" if node.get("how") else "")
+        for name, node in record["nodes"].items()
+    }
 
 
 def events(folder: Path) -> list[dict[str, Any]]:
@@ -157,9 +161,9 @@ def test_live_keys_are_set_one_broker_at_a_time_and_only_a_read_only_change_rest
     assert roll(sim, tmp_path, admin) == ""
     assert [sim.by_id[i].restarts for i in range(3)] == [0, 0, 1]
     assert journal(tmp_path) == {
-        "kafka-0": "configured",
-        "kafka-1": "configured",
-        "kafka-2": "restarted",
+        "kafka-0": "done (live)",
+        "kafka-1": "done (live)",
+        "kafka-2": "done (restart)",
     }
     # The cluster-wide key once, at the default, at the first step (kafka-1's); then its own.
     assert admin.altered == [
@@ -204,7 +208,11 @@ def test_a_change_kafka_refuses_fails_the_roll_saying_what_it_left_and_resumes(
     )
     assert admin.default == {"log.cleaner.threads": "2"} and admin.own[1] == {}
     assert [sim.by_id[i].restarts for i in range(3)] == [0, 0, 0]
-    assert journal(tmp_path) == {"kafka-1": "failed"}
+    assert journal(tmp_path) == {
+        "kafka-0": "pending",
+        "kafka-1": "failed (live)",  # its live step on record, and its failure
+        "kafka-2": "pending",
+    }
     # Resumed once Kafka takes it: kafka-1 is taken again, then kafka-2 restarts and kafka-0 is
     # read back. (The plan here is the test's, the same again: the cluster's key is set again
     # at the first step; `rollguard roll --resume` compares anew and finds it in force.)
@@ -216,9 +224,9 @@ def test_a_change_kafka_refuses_fails_the_roll_saying_what_it_left_and_resumes(
         (1, ("num.io.threads", "ssl.key.password")),
     ]
     assert journal(tmp_path) == {
-        "kafka-0": "configured",
-        "kafka-1": "configured",
-        "kafka-2": "restarted",
+        "kafka-0": "done (live)",
+        "kafka-1": "done (live)",
+        "kafka-2": "done (restart)",
     }
     assert [sim.by_id[i].restarts for i in range(3)] == [0, 0, 1]
 
@@ -237,7 +245,11 @@ def test_a_change_kafka_does_not_take_fails_once_the_read_back_gives_up(tmp_path
     )
     assert sim.clock() - began >= 60
     assert [sim.by_id[i].restarts for i in range(3)] == [0, 0, 0]
-    assert journal(tmp_path) == {"kafka-1": "failed"}
+    assert journal(tmp_path) == {
+        "kafka-0": "pending",
+        "kafka-1": "failed (live)",  # its live step on record, and its failure
+        "kafka-2": "pending",
+    }
 
 
 def test_on_kubernetes_an_up_to_date_pod_is_taken_for_its_configuration_alone(
@@ -255,9 +267,9 @@ def test_on_kubernetes_an_up_to_date_pod_is_taken_for_its_configuration_alone(
     assert roll(sim, tmp_path, admin, pods=True, config_plan=ConfigPlan(nodes)) == ""
     assert [sim.by_id[i].restarts for i in range(3)] == [1, 0, 0]
     assert journal(tmp_path) == {
-        "kafka-0": "restarted",
-        "kafka-1": "configured",
-        "kafka-2": "skipped",
+        "kafka-0": "done (restart)",
+        "kafka-1": "done (live)",
+        "kafka-2": "left-out",
     }
     said = {(e["node"], e["action"]): e["reason"] for e in events(tmp_path)}
     assert said[("kafka-0", "configure")] == "num.io.threads (before its restart)"

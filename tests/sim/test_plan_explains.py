@@ -21,7 +21,7 @@ from rollguard.peers.cluster import ProcessCluster
 from rollguard.peers.commandline import rollguard_args
 from rollguard.peers.sim import SimCluster, SimNode, SimPartition, VirtualClock, make_roller
 from rollguard.roller.model import Node, Role
-from rollguard.roller.roll.planning import PlanEntry, check_names, plan_lines, plan_with
+from rollguard.roller.roll.planning import PlanEntry, check_names, plan_lines
 from rollguard.roller.roll.rules.settings import RollSettings
 from rollguard.roller.roll.stores.journal import FileJournalStore, nothing_to_resume
 from rollguard.shared.errors import ConfigError
@@ -36,13 +36,14 @@ def node(node_id: int, roles: frozenset[Role] = COMBINED) -> SimNode:
     return SimNode(Node(node_id, f"kafka-{node_id}", roles, f"https://kafka-{node_id}:8443"))
 
 
-def five_nodes() -> SimCluster:
+def five_nodes(*, recovering: bool = True) -> SimCluster:
     """kafka-0..2 combined (kafka-0 leads the quorum), kafka-3 and 4 brokers. kafka-1 is in log
-    recovery; orders-0 (replicas 2, 3, 4; min ISR 2) has lost kafka-4 from its ISR, so neither
-    kafka-2 nor kafka-3 may go now."""
+    recovery (`recovering`): while it is, the roll restarts nothing else; orders-0 (replicas 2,
+    3, 4; min ISR 2) has lost kafka-4 from its ISR, so neither kafka-2 nor kafka-3 may go now."""
     nodes = [node(0), node(1), node(2), node(3, BROKER), node(4, BROKER)]
-    nodes[1].down_until, nodes[1].recovery_until = 0.0, 3600.0
-    nodes[1].recovery_segments = 500
+    if recovering:
+        nodes[1].down_until, nodes[1].recovery_until = 0.0, 3600.0
+        nodes[1].recovery_segments = 500
     partitions = [SimPartition("orders", 0, (2, 3, 4), 2), SimPartition("orders", 1, (0, 3, 4), 1)]
     cluster = SimCluster(nodes, partitions, VirtualClock())
     for sim in nodes:
@@ -57,7 +58,7 @@ def plan_of(cluster: SimCluster, folder: Path, settings: RollSettings) -> list[P
 
     async def plan() -> list[PlanEntry]:
         try:
-            return await plan_with(roller.observer, roller.agents, settings)
+            return await roller.plan(check_agents=False)
         finally:
             await roller.agents.aclose()
 
@@ -75,9 +76,9 @@ def test_each_node_says_why_it_is_in_the_plan_where_it_comes_and_what_holds_it(
     assert got == [
         (1, "kafka-1", "wait", "not ready", "recovering"),
         (2, "kafka-2", "defer", "controller", "unsafe"),
-        (3, "kafka-0", "restart", "active controller", None),
+        (3, "kafka-0", "defer", "active controller", "unsafe"),  # held: kafka-1 recovers
         (4, "kafka-3", "defer", "broker", "unsafe"),
-        (5, "kafka-4", "restart", "broker", None),
+        (5, "kafka-4", "defer", "broker", "unsafe"),
     ]
     # an inventory has no revisions: every node is in the plan, and the plan says so
     assert {e.why for e in entries} == {"inventory (no revision to compare)"}
@@ -87,6 +88,24 @@ def test_each_node_says_why_it_is_in_the_plan_where_it_comes_and_what_holds_it(
     assert [(b.subject, b.waiting_on) for b in held.blockers] == [("orders-0", (4,))]
     assert "log recovery" in by_name["kafka-1"].reason
     assert by_name["kafka-0"].order.endswith("so that leadership moves once")
+    # As the roll would: nothing else is restarted while a node is in log recovery.
+    recovery = "kafka-1 is in log recovery: no other node is restarted until it is back"
+    for name in ("kafka-0", "kafka-4"):
+        hold = by_name[name].hold
+        assert hold is not None and hold.reason == recovery and by_name[name].reason == recovery
+        assert [b.subject for b in hold.blockers] == ["recovery"]
+
+
+def test_once_no_node_recovers_the_plan_restarts_what_is_safe(tmp_path: Path) -> None:
+    entries = plan_of(five_nodes(recovering=False), tmp_path, RollSettings())
+    got = [(e.position, e.node.name, e.action, e.hold and e.hold.kind) for e in entries]
+    assert got == [
+        (1, "kafka-1", "restart", None),
+        (2, "kafka-2", "defer", "unsafe"),
+        (3, "kafka-0", "restart", None),
+        (4, "kafka-3", "defer", "unsafe"),
+        (5, "kafka-4", "restart", None),
+    ]
 
 
 def test_a_node_whose_agent_cannot_be_read_is_held_as_unknown(tmp_path: Path) -> None:
@@ -110,7 +129,7 @@ def test_left_out_nodes_say_why_and_have_no_place(tmp_path: Path) -> None:
 
 
 def test_batches_share_a_place_and_say_why_they_were_grouped(tmp_path: Path) -> None:
-    cluster = five_nodes()
+    cluster = five_nodes(recovering=False)
     cluster.nodes["kafka-4"].rejoin[0] = 0.0  # orders-0 back in sync, and with min ISR 1
     cluster.partitions[0] = SimPartition("orders", 0, (2, 3, 4), 1)  # room for two at once
     entries = plan_of(cluster, tmp_path, RollSettings(max_batch_size=2))
@@ -121,7 +140,8 @@ def test_batches_share_a_place_and_say_why_they_were_grouped(tmp_path: Path) -> 
 
 
 def test_the_json_fields_say_the_same(tmp_path: Path) -> None:
-    entries = {e.node.name: e.to_json() for e in plan_of(five_nodes(), tmp_path, RollSettings())}
+    plan = plan_of(five_nodes(recovering=False), tmp_path, RollSettings())
+    entries = {e.node.name: e.to_json() for e in plan}
     deferred = entries["kafka-2"]
     assert deferred["why"] == "inventory (no revision to compare)"
     assert deferred["position"] == 2
@@ -138,16 +158,18 @@ def test_the_json_fields_say_the_same(tmp_path: Path) -> None:
 
 def test_the_text_is_a_table_in_roll_order_with_what_each_place_means(tmp_path: Path) -> None:
     lines = plan_lines(plan_of(five_nodes(), tmp_path, RollSettings()))
-    assert lines[0] == "5 nodes: 2 restart, 2 defer, 1 wait"
+    assert lines[0] == "5 nodes: 4 defer, 1 wait"
     assert lines[1].split() == ["#", "NODE", "ROLE", "ACTION", "IN", "THE", "PLAN", "ORDER", "NOW"]
     assert [line.split()[:4] for line in lines[2:7]] == [
         ["1", "kafka-1", "combined", "wait"],
         ["2", "kafka-2", "combined", "defer"],
-        ["3", "kafka-0", "combined", "restart"],
+        ["3", "kafka-0", "combined", "defer"],
         ["4", "kafka-3", "broker", "defer"],
-        ["5", "kafka-4", "broker", "restart"],
+        ["5", "kafka-4", "broker", "defer"],
     ]
-    assert lines[4].endswith("nothing holds it")
+    assert lines[4].endswith(
+        "kafka-1 is in log recovery: no other node is restarted until it is back"
+    )
     # every column starts at the same place on every row
     assert len({line.index("kafka-") for line in lines[2:7]}) == 1
     assert lines[7] == ""

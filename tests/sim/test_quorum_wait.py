@@ -11,9 +11,10 @@ import pytest
 
 from rollguard.peers.sim import VirtualClock
 from rollguard.roller.model import ClusterView, Node, QuorumInfo, Role, VoterInfo
+from rollguard.roller.roll.node.outcome import Do, Seen
+from rollguard.roller.roll.node.record import CatchUp, NodeRecord, Phase
+from rollguard.roller.roll.node.step import restarted, step
 from rollguard.roller.roll.rules.budgets import Budget
-from rollguard.roller.roll.rules.node_state import Done, NodeWait, Phase
-from rollguard.roller.roll.rules.node_wait import step, wait_restarted
 from rollguard.roller.roll.rules.safety import voter_lag
 from rollguard.roller.roll.rules.settings import RollSettings
 
@@ -61,19 +62,21 @@ class Quorum:
 
 def caught_up(quorum: Any) -> tuple[str | None, float]:
     """The restarted controller's wait from its readiness on, as the roll loop follows it: a
-    look every poll interval (`node_wait.step`) until it is done (None) or fails (why)."""
+    look every poll interval (`node.step.step`) until it is back (None) or fails (why)."""
     clock = quorum.clock
-    ready = wait_restarted(CONTROLLER, SETTINGS, clock.now, "old")
-    wait: NodeWait | None = replace(ready, phase=Phase.QUORUM, budget=Budget.start(clock.now))
+    taken = NodeRecord(CONTROLLER.name, Phase.PENDING)
+    ready = restarted(taken, CONTROLLER, SETTINGS, clock.now, "old")
+    record = replace(ready, catch_up=CatchUp.QUORUM, budget=Budget.start(clock.now))
     while True:
-        assert wait is not None
         cluster = asyncio.run(quorum.cluster())
-        done = step(wait, CONTROLLER, None, None, cluster, clock.now, SETTINGS)
-        if done.failure is not None:
-            return done.failure, clock.now
-        if isinstance(done.action, Done):
+        outcome = step(record, Seen(CONTROLLER, clock.now, "", cluster=cluster), SETTINGS)
+        if outcome.effect.do is Do.FAIL_NODE:
+            return outcome.effect.reason, clock.now
+        if outcome.effect.do is Do.BACK:
+            assert outcome.record.phase is Phase.DONE
             return None, clock.now
-        wait = done.wait
+        assert outcome.record.phase is Phase.CATCHING_UP
+        record = outcome.record
         clock.now += SETTINGS.poll_interval
 
 

@@ -23,15 +23,18 @@ from rollguard.peers.sim import (
 from rollguard.roller.agent_client import AgentClient
 from rollguard.roller.kafka_admin import KafkaObserver
 from rollguard.roller.model import Node
-from rollguard.roller.roll.stores.journal import NodeRecord, NodeStatus, RollRecord
+from rollguard.roller.roll.node.record import How, NodeRecord, Phase
+from rollguard.roller.roll.stores.journal import RollRecord
 
 from helpers import wait_until
 
 
 def test_batch_membership_round_trips_and_a_bad_one_is_refused() -> None:
     record = RollRecord("r1", "2026-01-01T00:00:00Z")
-    record.nodes["kafka-0"] = NodeRecord(NodeStatus.RESTARTING, "t", "i0", "why", 2)
-    record.nodes["kafka-1"] = NodeRecord(NodeStatus.RESTARTED, "t", "i1")
+    record.nodes["kafka-0"] = NodeRecord(
+        "kafka-0", Phase.RESTARTING, "t", reason="why", how=How.RESTART, instance="i0", batch=2
+    )
+    record.nodes["kafka-1"] = NodeRecord("kafka-1", Phase.DONE, "t", how=How.RESTART, instance="i1")
     data = record.to_json()
     assert data["nodes"]["kafka-0"]["batch"] == 2
     assert "batch" not in data["nodes"]["kafka-1"]
@@ -76,7 +79,7 @@ def test_resume_restarts_no_member_twice_and_replans_the_rest(tmp_path: Path) ->
     journal = json.loads((tmp_path / "roll-sim.json").read_text())
     assert journal["state"] == "interrupted"
     cut = {n: r for n, r in journal["nodes"].items() if r.get("batch") == 1}
-    assert len(cut) == 2 and all(r["status"] == "restarting" for r in cut.values())
+    assert len(cut) == 2 and all(r["phase"] == "restarting" for r in cut.values())
     first_member = next(e.name for e in cluster.log)
 
     resumed = make_roller(cluster, tmp_path, options)

@@ -68,7 +68,7 @@ def test_a_healthy_roll_restarts_each_node_once_active_controller_last(
     assert restarts(tmp_path) == ["kafka-1", "kafka-2", "kafka-0"]
     journal = json.loads((tmp_path / "state" / "roll-t1.json").read_text())
     assert journal["state"] == "completed"
-    assert {n["status"] for n in journal["nodes"].values()} == {"restarted"}
+    assert {(n["phase"], n["how"]) for n in journal["nodes"].values()} == {("done", "restart")}
     assert "roll t1 completed: restarted 3, skipped 0" in done.stderr
 
 
@@ -172,7 +172,8 @@ def test_sigint_interrupts_with_exit_3_and_a_resumable_journal(pki: Pki, tmp_pat
         assert "--resume" in err
     journal = json.loads((tmp_path / "state" / "roll-t1.json").read_text())
     assert journal["state"] == "interrupted"
-    assert journal["nodes"]["kafka-1"]["status"] == "restarting"
+    assert journal["nodes"]["kafka-1"]["how"] == "restart"  # on record: waited for, never again
+    assert journal["nodes"]["kafka-1"]["phase"] in ("restarting", "recovering")
 
 
 @pytest.mark.parametrize(

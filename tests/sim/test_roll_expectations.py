@@ -27,8 +27,8 @@ from rollguard.peers.sim import (
 )
 from rollguard.roller.model import Node, Role
 from rollguard.roller.roll.cli import expectations
+from rollguard.roller.roll.node.step import recovery_budget_of
 from rollguard.roller.roll.planning import PlanEntry
-from rollguard.roller.roll.rules.node_wait import recovery_budget_of
 from rollguard.shared.errors import ConfigError
 from rollguard.shared.expectations import node_expectation
 

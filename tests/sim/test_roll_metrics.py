@@ -21,11 +21,12 @@ from rollguard.peers.commandline import rollguard_args
 from rollguard.roller.model import Node, PlatformView, Role
 from rollguard.roller.roll.metrics import RollMetrics, WatchedLease
 from rollguard.roller.roll.metrics_server import MetricsServer
+from rollguard.roller.roll.node.actions import FORCE, Defer, DeferKind, Restart
+from rollguard.roller.roll.node.before import decide
+from rollguard.roller.roll.node.record import How, NodeRecord, Phase
 from rollguard.roller.roll.observer import Observer
-from rollguard.roller.roll.rules.node_state import FORCE, Defer, DeferKind, Restart
-from rollguard.roller.roll.rules.node_wait import decide
 from rollguard.roller.roll.rules.safety import Blocker
-from rollguard.roller.roll.stores.journal import NodeRecord, NodeStatus, RollRecord
+from rollguard.roller.roll.stores.journal import RollRecord
 from rollguard.roller.roll.stores.lease import LeaseLost
 from rollguard.roller.roll.voice import EventLog
 from rollguard.shared.converters import HostPort
@@ -171,7 +172,9 @@ def test_a_recovery_the_agent_no_longer_reports_is_over() -> None:
     metrics, events, clock = fed()
     events.write("kafka-1", Event.RESTART, "restart")
     record = RollRecord("r1", "2026-01-01T00:00:00.000Z")
-    record.nodes["kafka-1"] = NodeRecord(NodeStatus.RESTARTING, "2026-01-01T00:00:00.000Z")
+    record.nodes["kafka-1"] = NodeRecord(
+        "kafka-1", Phase.RESTARTING, "2026-01-01T00:00:00.000Z", how=How.RESTART
+    )
     metrics.saved(record)
     clock.now += 5
     events.write("kafka-1", Event.OBSERVE_AGENT, "RECOVERY", brokerState=2)
@@ -203,10 +206,10 @@ def test_node_states_come_from_the_journal_as_saved_a_resumed_rolls_too() -> Non
     at = "2026-01-01T00:00:00.000Z"
     record.nodes.update(
         {
-            "kafka-0": NodeRecord(NodeStatus.RESTARTED, at),
-            "kafka-1": NodeRecord(NodeStatus.SKIPPED, at),
-            "kafka-2": NodeRecord(NodeStatus.RESTARTING, at),
-            "kafka-3": NodeRecord(NodeStatus.HELD, at),
+            "kafka-0": NodeRecord("kafka-0", Phase.DONE, at, how=How.RESTART),
+            "kafka-1": NodeRecord("kafka-1", Phase.LEFT_OUT, at),
+            "kafka-2": NodeRecord("kafka-2", Phase.RESTARTING, at, how=How.RESTART),
+            "kafka-3": NodeRecord("kafka-3", Phase.HELD, at),
         }
     )
     metrics.saved(record)
@@ -569,7 +572,9 @@ def test_a_live_configuration_step_counts_apart_from_restarts_and_as_done_once_b
     assert value(seen, "rollguard_roll_waiting_nodes", reason="catch-up") == 1
     events.write("kafka-0", Event.CONFIGURED, "configuration applied live: num.io.threads")
     record = RollRecord("r1", "2026-01-01T00:00:00.000Z")
-    record.nodes["kafka-0"] = NodeRecord(NodeStatus.CONFIGURED, "2026-01-01T00:00:05.000Z")
+    record.nodes["kafka-0"] = NodeRecord(
+        "kafka-0", Phase.DONE, "2026-01-01T00:00:05.000Z", how=How.LIVE
+    )
     metrics.saved(record)
     seen = scrape(metrics)
     states = {dict(k)["state"]: v for k, v in named(seen, "rollguard_roll_nodes").items()}

@@ -29,7 +29,7 @@ from rollguard.peers.sim import (
 )
 from rollguard.roller.agent_client import AgentReport, AgentUnavailable
 from rollguard.roller.model import Node, Role
-from rollguard.roller.roll.planning import plan_lines, plan_with
+from rollguard.roller.roll.planning import plan_lines
 from rollguard.roller.roll.rules.settings import RollSettings
 from rollguard.roller.roll.stores.journal import FileJournalStore, RollRecord, resumed_target
 from rollguard.roller.roll.upgrades.finalize import not_ready
@@ -96,8 +96,8 @@ def test_nodes_already_on_the_target_are_left_out_unless_all(tmp_path: Path) -> 
     nodes = journal(tmp_path / "a")["nodes"]
     assert isinstance(nodes, dict)
     for name in done:
-        assert nodes[name]["status"] == "skipped"
-        assert nodes[name]["reason"] == f"already runs Kafka {NEW}"
+        assert nodes[name]["phase"] == "left-out"
+        assert nodes[name]["why"] == f"already runs Kafka {NEW}"
     # --all: every node, those on the target too
     again = cluster_on(NEW, seed=8)
     assert run_roll(again, tmp_path / "b", upgrade(all_nodes=True)) == ("completed", "")
@@ -109,7 +109,7 @@ def test_a_node_back_on_its_old_version_stops_the_roll_before_the_next(tmp_path:
     roller = make_roller(cluster, tmp_path, upgrade())
 
     async def order() -> list[str]:
-        entries = await plan_with(roller.observer, roller.agents, roller.settings)
+        entries = await roller.plan(check_agents=False)
         await roller.agents.aclose()
         return [e.node.name for e in entries if e.action != "skip"]
 
@@ -176,7 +176,7 @@ def test_the_plan_shows_each_nodes_version_and_the_target(tmp_path: Path) -> Non
     roller = make_roller(cluster, tmp_path, upgrade())
 
     async def plan() -> list[dict[str, object]]:
-        entries = await plan_with(roller.observer, roller.agents, roller.settings)
+        entries = await roller.plan(check_agents=False)
         await roller.agents.aclose()
         text = plan_lines(entries)
         assert text[1].split()[:4] == ["#", "NODE", "ROLE", "KAFKA"]

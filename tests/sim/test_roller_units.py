@@ -15,13 +15,8 @@ from rollguard.roller.kafka_admin import (
     read_client_properties,
 )
 from rollguard.roller.kubernetes import parse_selector
-from rollguard.roller.roll.stores.journal import (
-    FileJournalStore,
-    NodeRecord,
-    NodeStatus,
-    RollRecord,
-    RollState,
-)
+from rollguard.roller.roll.node.record import How, NodeRecord, Phase
+from rollguard.roller.roll.stores.journal import FileJournalStore, RollRecord, RollState
 from rollguard.roller.roll.voice import EventLog
 from rollguard.shared.errors import ConfigError
 
@@ -31,14 +26,16 @@ from helpers import wait_until
 def test_the_roll_journal_round_trips_atomically(tmp_path: Path) -> None:
     store = FileJournalStore(tmp_path)
     record = RollRecord("r1", "2026-11-22T00:00:00.000Z")
-    record.nodes["kafka-0"] = NodeRecord(NodeStatus.RESTARTING, "t", "uid-1", "restart")
+    record.nodes["kafka-0"] = NodeRecord(
+        "kafka-0", Phase.RESTARTING, "t", reason="restart", how=How.RESTART, instance="uid-1"
+    )
     store.save(record)
     record.state = RollState.COMPLETED
     store.save(record)
     loaded = store.load("r1")
     assert loaded is not None and loaded.state is RollState.COMPLETED
     assert loaded.nodes["kafka-0"].instance == "uid-1"
-    assert json.loads((tmp_path / "roll-r1.json").read_text())["version"] == 1
+    assert json.loads((tmp_path / "roll-r1.json").read_text())["version"] == 2
     assert [p.name for p in tmp_path.iterdir()] == ["roll-r1.json"]  # no temporary left over
     assert store.load("nope") is None
     (tmp_path / "roll-bad.json").write_text('{"version": 9}')

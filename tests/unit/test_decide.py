@@ -15,7 +15,7 @@ from rollguard.roller.model import (
     PlatformView,
     Role,
 )
-from rollguard.roller.roll.rules.node_state import (
+from rollguard.roller.roll.node.actions import (
     AwaitReady,
     AwaitRecovery,
     AwaitUnknown,
@@ -25,9 +25,10 @@ from rollguard.roller.roll.rules.node_state import (
     Fail,
     Restart,
 )
-from rollguard.roller.roll.rules.node_wait import after_restart, agent_unknown, decide
+from rollguard.roller.roll.node.after import after_restart
+from rollguard.roller.roll.node.before import agent_unknown, decide
+from rollguard.roller.roll.node.taking import held_by_recovery, wanted
 from rollguard.roller.roll.rules.settings import RollSettings
-from rollguard.roller.roll.rules.taking import held_by_recovery, wanted
 from rollguard.shared.states import BrokerState
 from rollguard.shared.wire import BrokerStateReport, KafkaBuild, RecoveryPhase, RecoveryProgress
 

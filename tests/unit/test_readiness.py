@@ -26,17 +26,18 @@ from rollguard.roller.model import (
     PlatformView,
     Role,
 )
-from rollguard.roller.roll.rules.node_state import (
+from rollguard.roller.roll.node.actions import (
     AfterRestart,
     AwaitReady,
     AwaitRecovery,
     AwaitUnknown,
     Back,
     Fail,
-    ReadyWait,
     Restart,
 )
-from rollguard.roller.roll.rules.node_wait import after_restart, decide
+from rollguard.roller.roll.node.after import after_restart
+from rollguard.roller.roll.node.before import decide
+from rollguard.roller.roll.node.budgets import ReadyWait
 from rollguard.shared.states import BrokerState
 from rollguard.shared.wire import BrokerStateReport, RecoveryProgress
 

@@ -9,6 +9,7 @@ import asyncio
 import contextlib
 import json
 import threading
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -21,10 +22,9 @@ from rollguard.roller.roll.canary.gate import CanaryGate
 from rollguard.roller.roll.canary.topic import CanaryTopic
 from rollguard.roller.roll.canary.watch import RollCanary
 from rollguard.roller.roll.gates.keeper import Closed
+from rollguard.roller.roll.node.record import How, NodeRecord, Phase
 from rollguard.roller.roll.stores.journal import (
     FileJournalStore,
-    NodeRecord,
-    NodeStatus,
     RollRecord,
     RollState,
 )
@@ -347,10 +347,10 @@ def test_each_node_s_figures_are_in_its_journal_record_and_read_back(tmp_path: P
     async def rolled() -> None:
         canary.now = 5.0
         await roll.start()
-        record.nodes["kafka-0"] = NodeRecord(NodeStatus.RESTARTING, "t0")
+        record.nodes["kafka-0"] = NodeRecord("kafka-0", Phase.RESTARTING, "t0", how=How.RESTART)
         journal.save(record)
         restarted(canary, events, "kafka-0", 9.0, 13.0)
-        record.nodes["kafka-0"].status = NodeStatus.RESTARTED
+        record.nodes["kafka-0"] = replace(record.nodes["kafka-0"], phase=Phase.DONE)
         record.state = RollState.COMPLETED
         journal.save(record)  # the roll's last save: kafka-0's figures are not said yet
         canary.now = 14.0

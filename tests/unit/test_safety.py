@@ -13,8 +13,8 @@ from rollguard.roller.model import (
     Role,
     VoterInfo,
 )
+from rollguard.roller.roll.node.budgets import RecoveryTracker, Verdict
 from rollguard.roller.roll.rules.budgets import ProgressWait
-from rollguard.roller.roll.rules.node_state import RecoveryTracker, Verdict
 from rollguard.roller.roll.rules.safety import (
     Baseline,
     availability_blockers,

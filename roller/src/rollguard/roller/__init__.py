@@ -41,9 +41,9 @@ if TYPE_CHECKING:
         Role,
     )
     from rollguard.roller.platform import InventoryPlatform, Platform, RestartError
-    from rollguard.roller.roll.planning import PlanEntry, plan
-    from rollguard.roller.roll.roller import Roller, RollResult
-    from rollguard.roller.roll.rules.node_wait import decide
+    from rollguard.roller.roll.node.before import decide
+    from rollguard.roller.roll.planning import PlanEntry
+    from rollguard.roller.roll.roller import Roller, RollResult, plan
     from rollguard.roller.roll.rules.safety import Blocker, restart_blockers, roll_order
     from rollguard.roller.roll.rules.settings import OnAgentUnreachable, RollFailed, RollSettings
     from rollguard.roller.roll.stores.journal import FileJournalStore, JournalStore
@@ -65,13 +65,13 @@ _WHERE = {
     "InventoryPlatform": "rollguard.roller.platform",
     "Platform": "rollguard.roller.platform",
     "RestartError": "rollguard.roller.platform",
-    "decide": "rollguard.roller.roll.rules.node_wait",
+    "decide": "rollguard.roller.roll.node.before",
     "EventLog": "rollguard.roller.roll.voice",
     "FileJournalStore": "rollguard.roller.roll.stores.journal",
     "JournalStore": "rollguard.roller.roll.stores.journal",
     "AdminApiError": "rollguard.roller.kafka_admin",
     "KafkaObserver": "rollguard.roller.kafka_admin",
-    "plan": "rollguard.roller.roll.planning",
+    "plan": "rollguard.roller.roll.roller",
     "PlanEntry": "rollguard.roller.roll.planning",
     "Roller": "rollguard.roller.roll.roller",
     "RollResult": "rollguard.roller.roll.roller",

@@ -29,13 +29,9 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metri
 from prometheus_client.registry import Collector
 
 from rollguard.roller.roll.canary.metrics import CanaryMetrics
-from rollguard.roller.roll.rules.node_state import (
-    AwaitReady,
-    AwaitRecovery,
-    AwaitUnknown,
-    DeferKind,
-)
-from rollguard.roller.roll.stores.journal import JournalStore, NodeStatus, RollRecord
+from rollguard.roller.roll.node.actions import AwaitReady, AwaitRecovery, AwaitUnknown, DeferKind
+from rollguard.roller.roll.node.record import How, NodeRecord, Phase
+from rollguard.roller.roll.stores.journal import JournalStore, RollRecord
 from rollguard.roller.roll.stores.lease import Lease
 from rollguard.roller.roll.voice import EventLog
 from rollguard.roller.roll.watched import WatchedJournal, WatchedLease
@@ -87,7 +83,7 @@ class RollMetrics(Collector):
         self._clock = clock
         self._lock = threading.Lock()  # events may come from a worker thread (journal saves)
         self._nodes: tuple[str, ...] = ()
-        self._status: dict[str, NodeStatus] = {}  # from the journal as last saved
+        self._records: dict[str, NodeRecord] = {}  # each node's, as the journal last saved it
         self._waits: dict[str, _Wait] = {}
         self._restarted: dict[str, float] = {}  # since when, until back
         self._restarts = 0
@@ -120,9 +116,9 @@ class RollMetrics(Collector):
             self._budget = budget
 
     def saved(self, record: RollRecord) -> None:
-        statuses = {name: r.status for name, r in record.nodes.items()}
+        records = dict(record.nodes)
         with self._lock:
-            self._status = statuses
+            self._records = records
 
     def on_event(self, entry: Mapping[str, Any]) -> None:
         with self._lock:
@@ -197,7 +193,8 @@ class RollMetrics(Collector):
             return  # recovering, by its word (RECOVERY counts even without figures)
         if node in self._restarted:
             self._waits[node] = _Wait(RESTARTED, self._restarted[node])  # since its restart
-        elif self._status.get(node) is NodeStatus.RESTARTING:  # restarted before a resume
+        elif (found := self._records.get(node)) is not None and found.on_its_way_back:
+            # restarted before a resume
             self._waits[node] = _Wait(RESTARTED, wait.since)
         else:
             del self._waits[node]
@@ -268,19 +265,13 @@ class RollMetrics(Collector):
         yield from self._canary.collect()
 
     def _node_counts(self) -> Metric:
-        names = set(self._nodes) | set(self._status)
-        statuses = list(self._status.values())
-        restarted, configured, skipped, held, restarting = (
-            statuses.count(s)
-            for s in (
-                NodeStatus.RESTARTED,
-                NodeStatus.CONFIGURED,
-                NodeStatus.SKIPPED,
-                NodeStatus.HELD,
-                NodeStatus.RESTARTING,
-            )
-        )
-        done = restarted + configured
+        names = set(self._nodes) | set(self._records)
+        records = list(self._records.values())
+        done = sum(1 for r in records if r.phase is Phase.DONE)
+        configured = sum(1 for r in records if r.phase is Phase.DONE and r.how is How.LIVE)
+        skipped = sum(1 for r in records if r.phase is Phase.LEFT_OUT)
+        held = sum(1 for r in records if r.phase is Phase.HELD)
+        restarting = sum(1 for r in records if r.on_its_way_back and r.how is How.RESTART)
         counts = {
             "total": len(names),
             "done": done,

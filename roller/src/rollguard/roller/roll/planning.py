@@ -1,45 +1,36 @@
 """A plan as data, for `rollguard plan` and for library users (an operator, a notebook).
 
-`plan()` observes the cluster, the platform and the agents exactly as a roll does (through the
-same `Observer`) and returns what a roll would do now, node by node in roll order, with the
-reasons; it writes nothing (no journal, no events, no lease), so it is safe to call from a
-reconcile loop as often as the cluster can bear the Admin API calls.
+A plan is the roll's own first look and first poll (`Roller.plan`), with their effects noted
+here (`Planned`) instead of applied: the same observations, the same step of each node's record,
+the same gates and batches, so that it says what a roll would do now, refusals included. It
+writes nothing (no journal, no events, no lease), so it is safe to call from a reconcile loop as
+often as the cluster can bear the Admin API calls. Where the roll stops at its first restart, a
+plan goes on: every node's entry, every batch (each assumed back in sync before the next).
 
-Each entry explains itself with the roll's own rules, never a copy of them: why the roll takes
-the node or leaves it out (`taking.wanted`), its place in the order and why (`safety.roll_order`
-and `order_reason`, or the batch it would restart in, `batch.plan_batches`), and what would hold
-it now (`node_wait.decide`, and the `Blocker`s of `safety`).
+Each entry explains itself with the roll's own words: why the roll takes the node or leaves it
+out (`node.taking`), its place in the order and why (`safety.roll_order` and `order_reason`, or
+the batch it would restart in), and what would hold it now (its record's wait, and the
+`Blocker`s of `safety`).
 """
 
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
-from rollguard.roller.agent_client import AgentClient
-from rollguard.roller.model import AgentAnswer, ClusterView, Node, kafka_build
-from rollguard.roller.platform import Platform
+from rollguard.roller.model import ClusterView, Node, PlatformView
 from rollguard.roller.roll.configs.live import NodeConfig
-from rollguard.roller.roll.gates.keeper import Gates
+from rollguard.roller.roll.gates.keeper import Closed
 from rollguard.roller.roll.gates.keeper import describe as describe_gates
-from rollguard.roller.roll.observer import ClusterObserver, Observer
-from rollguard.roller.roll.rules.batch import Held, batchable, plan_batches
-from rollguard.roller.roll.rules.node_state import (
-    Action,
-    AwaitRecovery,
-    AwaitUnknown,
-    Defer,
-    Fail,
-    Restart,
-)
-from rollguard.roller.roll.rules.node_wait import agent_unknown, decide
+from rollguard.roller.roll.node.outcome import Do, Effect
+from rollguard.roller.roll.node.record import NodeRecord, Phase
+from rollguard.roller.roll.node.taking import HELD
+from rollguard.roller.roll.rules.batch import Batch
 from rollguard.roller.roll.rules.safety import Blocker, order_reason, roll_order
-from rollguard.roller.roll.rules.settings import RollFailed, RollSettings
-from rollguard.roller.roll.rules.taking import wanted
-from rollguard.roller.roll.voice import EventLog
+from rollguard.roller.roll.rules.settings import RollSettings
 from rollguard.shared.errors import ConfigError
-from rollguard.shared.retry import RetryPolicy
 from rollguard.shared.suggest import closest
 
 
@@ -138,9 +129,6 @@ class PlanEntry:
 NAMES_SHOWN = 12  # node names listed in a message before "and N more"
 
 
-HELD = "held with --hold: `rollguard roll --resume ID` without it takes it later"
-
-
 def check_names(nodes: list[Node], settings: RollSettings) -> None:
     """ConfigError (exit 2, before anything is done) for a name in `--only`/`--skip`/`--hold`
     that no node has: it suggests the name meant, or lists the nodes there are."""
@@ -171,122 +159,139 @@ def _shape(name: str) -> str:
     return "".join("#" if c.isdigit() else c for c in name.lower())
 
 
-async def plan_with(
-    observer: Observer, agents: AgentClient, settings: RollSettings, gates: Gates | None = None
-) -> list[PlanEntry]:
-    """What a roll would do now, in order, with the reason for each node; no action.
-    RollFailed when the cluster cannot be observed: a plan without it would be a guess.
-    `gates`: asked once; a closed one holds every node the roll would restart now."""
-    nodes = await observer.nodes()
-    check_names(nodes, settings)
-    cluster = await observer.cluster()
-    if cluster is None:
-        raise RollFailed(
-            "the Kafka Admin API cannot be reached: no plan can be made without the cluster"
+class Planned:
+    """A plan's applier: what the roll's first look and poll would do, noted (see the module).
+    The roll loop hands it each effect it would apply; `entries` is the plan."""
+
+    dry = True
+
+    def __init__(self) -> None:
+        self._started: dict[str, tuple[str, str]] = {}  # name -> (action, reason): alone
+        self._batches: list[Batch] = []
+        self._failed: dict[str, str] = {}
+        self._gated: dict[str, Hold] = {}
+        self._candidates: list[str] = []  # brokers for a batch: their entries after the batches
+        self._views: dict[str, PlatformView] = {}
+
+    def saw(self, node: Node, view: PlatformView) -> None:
+        self._views[node.name] = view
+
+    def candidate(self, node: Node) -> None:
+        self._candidates.append(node.name)
+
+    async def leave_out(self, node: Node, why: str, roll: object, *, held: bool) -> None:
+        """The plan shows it (its record says why)."""
+
+    def fail(self, node: Node, reason: str) -> None:
+        self._failed[node.name] = reason
+
+    async def start(
+        self,
+        members: Sequence[Node],
+        views: object,
+        cluster: object,
+        roll: object,
+        effect: Effect,
+        batch: Batch | None = None,
+    ) -> None:
+        """Noted, not begun: the roll goes on looking as if it had not restarted it."""
+        self.started(members, effect, batch)
+
+    def started(self, members: Sequence[Node], effect: Effect, batch: Batch | None) -> None:
+        if batch is not None:
+            self._batches.append(batch)
+            return
+        action = {Do.CONFIGURE: "configure"}.get(effect.do, "restart")
+        if effect.force:
+            action = "force-restart"
+        self._started[members[0].name] = action, effect.reason
+
+    def gated(self, node: Node, effect: Effect, closed: Sequence[Closed]) -> None:
+        blockers = tuple(
+            Blocker(c.reason, f"{c.kind} gate {c.name}", deficit=c.deficit) for c in closed
         )
-    views = await observer.views(nodes, cluster)
-    ready = {n.node_id: views[n.name].ready for n in nodes}
-    # An inventory has no revisions: every node of it is out of date, and the plan says why.
-    revisions = getattr(observer.platform, "revisions", True)
-    entries = []
-    brokers: list[Node] = []
-    reasons: dict[str, tuple[str, str]] = {}  # a batched broker's (why, order)
-    target = settings.kafka_version
-    answers: dict[str, AgentAnswer | None] = {}
-    if target is not None:  # what each node runs, to compare with the target
-        for node in nodes:
-            answers[node.name] = await agents.ask(node)
-    runs = {name: kafka_build(answer) for name, answer in answers.items()}
-    for node in roll_order(nodes, ready, cluster.active_controller):
-        view = views[node.name]
-        running = runs.get(node.name)
-        taken, why = wanted(node, view, settings, revisions=revisions, running=running)
-        if not taken:
-            entries.append(PlanEntry(node, "skip", why, why=why))
-            continue
-        if node.name in settings.hold:
-            entries.append(PlanEntry(node, "hold", HELD, why=why))
-            continue
-        order = order_reason(node, view.ready, cluster.active_controller)
-        if settings.max_batch_size > 1 and batchable(node, view):
-            brokers.append(node)
-            reasons[node.name] = why, order
-            continue
-        if view.ready:
-            answer = None
-        elif node.name in answers:
-            answer = answers[node.name]
-        else:
-            answer = await agents.ask(node)
-        action = decide(node, view, cluster, agent=answer, timeout=settings.operation_timeout)
-        entries.append(replace(_entry(node, action, answer), why=why, order=order))
-    if brokers:
-        entries += _batches(brokers, cluster, settings, reasons)
-    if target is not None:
-        entries = [
-            replace(
-                e,
-                kafka_version=running.version if (running := runs.get(e.node.name)) else None,
-                target_kafka_version=target,
-            )
-            for e in entries
-        ]
-    closed = await gates.closed() if gates else []
-    if closed:
-        blockers = tuple(Blocker(c.reason, f"{c.kind} gate {c.name}", deficit=c.deficit)
-                         for c in closed)  # fmt: skip
-        gated = Hold("gate", describe_gates(closed), blockers)
-        entries = [
-            replace(e, hold=gated) if e.action in ("restart", "force-restart") else e
-            for e in entries
-        ]
-    return numbered(entries)
+        self._gated[node.name] = Hold("gate", describe_gates(closed), blockers)
+        if effect.do is Do.BATCH or node.name in self._candidates:
+            return
+        self.started([node], effect, None)
 
+    def entries(
+        self,
+        nodes: Sequence[Node],
+        records: Mapping[str, NodeRecord],
+        cluster: ClusterView,
+        settings: RollSettings,
+    ) -> list[PlanEntry]:
+        """Each node's entry, in roll order: those the roll restarts alone, waits for, defers,
+        fails on or leaves out, then its batches and the brokers no batch takes now."""
+        ready = {n.node_id: self._ready(n) for n in nodes}
+        entries, later = [], []
+        for node in roll_order(nodes, ready, cluster.active_controller):
+            record = records[node.name]
+            order = order_reason(node, ready[node.node_id], cluster.active_controller)
+            entry = self._entry(node, record)
+            if entry.action not in ("skip", "hold"):
+                entry = replace(entry, order=order)
+            if node.name in self._candidates:
+                later.append(entry)
+            else:
+                entries.append(entry)
+        for number, batch in enumerate(self._batches, 1):
+            rack = f", rack {batch.rack}" if batch.rack is not None else ""
+            order = f"batch {number}{rack}: {batch.reason}"
+            for member in batch.members:
+                why = records[member.name].why
+                entries.append(
+                    PlanEntry(
+                        member,
+                        "restart",
+                        batch.reason,
+                        number,
+                        batch.rack,
+                        why,
+                        order,
+                        hold=self._gated.get(member.name),
+                    )
+                )
+        batched = {m.name for b in self._batches for m in b.members}
+        entries += [e for e in later if e.node.name not in batched]
+        if settings.kafka_version is not None:
+            entries = [
+                replace(
+                    e,
+                    kafka_version=records[e.node.name].kafka_version,
+                    target_kafka_version=settings.kafka_version,
+                )
+                for e in entries
+            ]
+        return numbered(entries)
 
-def _batches(
-    brokers: list[Node],
-    cluster: ClusterView,
-    settings: RollSettings,
-    reasons: dict[str, tuple[str, str]],
-) -> list[PlanEntry]:
-    """The batches the ready brokers would restart in, each assumed back in sync before
-    the next, and the ones held back now (waiting for the cluster), with the reasons."""
-    batches, held = plan_batches(
-        brokers, cluster, max_size=settings.max_batch_size, rack_aware=settings.rack_aware
-    )
-    entries = []
-    for number, batch in enumerate(batches, 1):
-        rack = f", rack {batch.rack}" if batch.rack is not None else ""
-        order = f"batch {number}{rack}: {batch.reason}"
-        for member in batch.members:
-            why = reasons[member.name][0]
-            entries.append(
-                PlanEntry(member, "restart", batch.reason, number, batch.rack, why, order)
-            )
-    entries += [_held(h, *reasons[h.node.name]) for h in held]
-    return entries
+    def _ready(self, node: Node) -> bool:
+        view = self._views.get(node.name)
+        return view is not None and view.ready
 
-
-def _held(held: Held, why: str, order: str) -> PlanEntry:
-    hold = Hold("unsafe", held.reason, held.blockers)
-    return PlanEntry(held.node, "defer", held.reason, why=why, order=order, hold=hold)
-
-
-def _entry(node: Node, action: Action, answer: AgentAnswer | None) -> PlanEntry:
-    if isinstance(action, Restart):
-        return PlanEntry(node, "force-restart" if action.force else "restart", action.reason)
-    if isinstance(action, Defer):
-        hold = Hold("unsafe", action.reason, action.blockers)
-        return PlanEntry(node, "defer", action.reason, hold=hold)
-    if isinstance(action, Fail):
-        return PlanEntry(node, "fail", action.reason, hold=Hold("fatal", action.reason))
-    if isinstance(action, AwaitRecovery):
-        kind = "recovering"
-    elif isinstance(action, AwaitUnknown) or agent_unknown(node, answer):
-        kind = "agent-unknown"
-    else:
-        kind = "not-ready"
-    return PlanEntry(node, "wait", action.reason, hold=Hold(kind, action.reason))
+    def _entry(self, node: Node, record: NodeRecord) -> PlanEntry:
+        why, name = record.why, node.name
+        if record.phase is Phase.LEFT_OUT:
+            return PlanEntry(node, "skip", why, why=why)
+        if record.phase is Phase.HELD:
+            return PlanEntry(node, "hold", HELD, why=why)
+        if name in self._failed:
+            reason = self._failed[name]
+            return PlanEntry(node, "fail", reason, why=why, hold=Hold("fatal", reason))
+        if name in self._started:
+            action, reason = self._started[name]
+            return PlanEntry(node, action, reason, why=why, hold=self._gated.get(name))
+        waiting = record.waiting
+        if waiting is None:  # a broker for a batch that the batch rule did not reach
+            return PlanEntry(node, "restart", "restart", why=why)
+        if waiting.deferral:
+            hold = Hold("unsafe", waiting.reason, waiting.blockers)
+            return PlanEntry(node, "defer", waiting.reason, why=why, hold=hold)
+        kind = {"recovery": "recovering", "agent-unreachable": "agent-unknown"}.get(
+            waiting.kind, "agent-unknown" if waiting.unknown else "not-ready"
+        )
+        return PlanEntry(node, "wait", waiting.reason, why=why, hold=Hold(kind, waiting.reason))
 
 
 def numbered(entries: list[PlanEntry]) -> list[PlanEntry]:
@@ -321,8 +326,18 @@ def plan_lines(entries: list[PlanEntry]) -> list[str]:
     counts = Counter(e.action for e in entries)
     summary = ", ".join(f"{counts[a]} {a}" for a in ACTIONS if counts[a]) or "nothing"
     versions = any(e.target_kafka_version is not None for e in entries)
-    rows = [["#", "NODE", "ROLE", *(["KAFKA"] if versions else []), "ACTION", "IN THE PLAN",
-             "ORDER", "NOW"]]  # fmt: skip
+    rows = [
+        [
+            "#",
+            "NODE",
+            "ROLE",
+            *(["KAFKA"] if versions else []),
+            "ACTION",
+            "IN THE PLAN",
+            "ORDER",
+            "NOW",
+        ]
+    ]
     meanings: dict[str, str] = {}
     for e in entries:
         place, _, meaning = e.order.partition(": ")
@@ -330,8 +345,9 @@ def plan_lines(entries: list[PlanEntry]) -> list[str]:
             meanings.setdefault(place, meaning)
         number = str(e.position) if e.position is not None else "-"
         kafka = [e.versions()] if versions else []
-        rows.append([number, e.node.name, _role(e.node), *kafka, e.action, e.why, place or "-",
-                     _now(e)])  # fmt: skip
+        rows.append(
+            [number, e.node.name, _role(e.node), *kafka, e.action, e.why, place or "-", _now(e)]
+        )
     # Every column as wide as its widest cell, but the last: it may be long, and it wraps.
     widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]) - 1)]
     lines = [f"{len(entries)} node{'s' if len(entries) != 1 else ''}: {summary}"]
@@ -365,22 +381,3 @@ def _now(entry: PlanEntry) -> str:
     if entry.action in ("force-restart", "hold"):
         return entry.reason
     return "nothing holds it"
-
-
-async def plan(
-    platform: Platform,
-    observe_cluster: ClusterObserver,
-    agents: AgentClient,
-    settings: RollSettings | None = None,
-    *,
-    policy: RetryPolicy | None = None,
-) -> list[PlanEntry]:
-    """What a roll with `settings` would do now, node by node in roll order, with reasons.
-
-    `observe_cluster` is a `KafkaObserver(...).observe`; `agents` an `AgentClient` with the
-    roller's client certificate. Raises `RollFailed` when the cluster cannot be observed (a plan
-    without it would be a guess), and `ConfigError` for names in `settings.only`/`skip` that no
-    node has.
-    `policy` retries the Admin API's transient errors (default: `RetryPolicy()`)."""
-    observer = Observer(platform, observe_cluster, EventLog(None, "plan"), policy=policy)
-    return await plan_with(observer, agents, settings or RollSettings())

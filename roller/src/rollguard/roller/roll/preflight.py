@@ -21,7 +21,7 @@ from urllib.parse import urlsplit
 
 from rollguard.roller.agent_client import AgentClient, Probe
 from rollguard.roller.model import AgentUnavailable, Node, Unavailable
-from rollguard.roller.roll.rules.node_wait import agent_unknown
+from rollguard.roller.roll.node.before import agent_unknown
 from rollguard.roller.roll.voice import EventLog
 from rollguard.shared.dataset import Event
 from rollguard.shared.errors import ConfigError

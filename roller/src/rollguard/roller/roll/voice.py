@@ -6,10 +6,10 @@ roll's metrics listen to them (`EventLog`). A wait is said once per change of it
 (`EventLog.say`), and heard by the listeners at every poll. Events feed people and reports; the
 roll journal (`stores/journal.py`) is the record of intent and outcome.
 
-What each look at a node means (`Voice`): the roll loop (`roller.py`) observes, the node's
-`rules.node_wait.step` judges, and the loop hands the outcome here to be said: what its agent
-answered (`observe-agent`), its wait (said once per change of its reason), its recovery at
-every look, with its figures. Nothing here decides or writes the roll journal.
+What each look at a node says (`Voice`): the roll loop (`roller.py`) observes, the node's
+`node.step` judges and says what the look means (`node.speech`), and the loop hands that here
+to be said: events written, waits said once per change of their reason, the live view's
+lines, log lines. Nothing here decides or writes the roll journal.
 """
 
 from __future__ import annotations
@@ -17,25 +17,14 @@ from __future__ import annotations
 import json
 import logging
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from rollguard.roller.model import AgentAnswer, AgentReport, Node, describe_answer
-from rollguard.roller.roll.rules.node_state import (
-    AwaitIsr,
-    AwaitReady,
-    AwaitRecovery,
-    AwaitUnknown,
-    Back,
-    Defer,
-    Done,
-    NodeWait,
-    RecoveryTracker,
-    Step,
-    Verdict,
-)
+from rollguard.roller.model import Node
+from rollguard.roller.roll.node.budgets import RecoveryTracker
+from rollguard.roller.roll.node.outcome import Said, Speak
 from rollguard.shared.dataset import Event
 from rollguard.shared.wire import format_time
 
@@ -61,9 +50,16 @@ class EventLog:
     listener that raises is logged once and never stops the roll."""
 
     def __init__(
-        self, path: Path | None, roll_id: str, *, cluster: str | None = None, wall: Wall = utc_now
+        self,
+        path: Path | None,
+        roll_id: str,
+        *,
+        cluster: str | None = None,
+        wall: Wall = utc_now,
+        quiet: bool = False,
     ) -> None:
         self.path = path
+        self.quiet = quiet  # `plan`'s look: nothing said, not even to the log
         self.wall = wall
         self.roll_id = roll_id
         self.cluster = cluster  # in every event: `rollguard collect` keeps each cluster's own
@@ -105,7 +101,8 @@ class EventLog:
             self.repeat(node, action, reason, **figures)
             return
         self._said[(node or "", kind)] = reason
-        logger.log(level, "%s: %s", node or "cluster", reason)
+        if not self.quiet:
+            logger.log(level, "%s: %s", node or "cluster", reason)
         self.write(node, action, reason, **figures)
 
     def forget_said(self, node: str | None, kind: str) -> None:
@@ -162,88 +159,16 @@ class Voice:
         self.events = events
         self.progress: Progress = on_progress or (lambda node, text, tracker: None)
 
-    def look(
-        self, node: Node, before: NodeWait | None, done: Step, answer: AgentAnswer | None
-    ) -> None:
-        """One look at `node` (`before`: what the last look left), said; `answer`: its agent's,
-        when it was asked (None: not asked, or it has no agent)."""
-        if answer is not None:
-            self.answered(node, answer)
-        action = done.action
-        if isinstance(action, AwaitRecovery):
-            assert done.wait is not None and done.wait.recovery is not None
-            assert done.verdict is not None
-            self.recovery(node, done.wait.recovery, done.verdict)
-        if before is None or not before.restarted:
-            self._pending(node, done, answer)
-        else:
-            self._back(node, before, done, answer)
-
-    def _pending(self, node: Node, done: Step, answer: AgentAnswer | None) -> None:
-        action = done.action
-        if done.failure is not None:
-            return
-        if isinstance(action, Defer):
-            self.events.say(node.name, "defer", Event.DEFER, action.reason, kind=action.kind)
-        elif isinstance(action, AwaitReady | AwaitUnknown):
-            self.events.say(node.name, "wait", Event.WAIT_READY, action.reason, kind=action.kind)
-            self.progress(node, f"waiting for readiness: {describe_answer(answer)}", None)
-
-    def _back(self, node: Node, before: NodeWait, done: Step, answer: AgentAnswer | None) -> None:
-        action = done.action
-        if isinstance(action, Back):
-            if node.is_controller and not before.base.voter_caught_up:
-                logger.info("%s: its voter was not caught up before its restart", node)
-        elif isinstance(action, AwaitIsr | Done) and action.already:
-            self.events.say(node.name, "out-of-sync", Event.OUT_OF_SYNC_BEFORE, action.already)
-        if (
-            done.failure is not None
-            or done.at_once
-            or isinstance(action, Back | Done | AwaitRecovery)
-        ):
-            return
-        if isinstance(action, AwaitIsr):
-            if action.lagging:
-                self.events.say(
-                    node.name, "catch-up", Event.CATCH_UP, action.reason, count=action.lagging
-                )
-                self.progress(node, action.reason, None)
-            return
-        text = action.reason
-        if isinstance(action, AwaitUnknown):
-            text = f"waiting for readiness: {describe_answer(answer)}"
-        self.progress(node, text, None)
-
-    def answered(self, node: Node, answer: AgentAnswer) -> None:
-        """What its agent answered at this look: an `observe-agent` event, with the figures."""
-        figures = {}
-        if isinstance(answer, AgentReport):
-            figures["brokerState"] = int(answer.report.broker_state)
-            if answer.report.recovery is not None:
-                figures["remainingLogsToRecover"] = answer.report.recovery.remaining_logs
-                figures["remainingSegmentsToRecover"] = answer.report.recovery.remaining_segments
-        self.events.write(node.name, Event.OBSERVE_AGENT, describe_answer(answer), **figures)
-
-    def recovery(self, node: Node, tracker: RecoveryTracker, verdict: Verdict) -> None:
-        """One look at a recovering broker, said: the live view, the log, a `wait-recovery`
-        event with its figures."""
-        text = tracker.describe()
-        self.progress(node, "recovering: " + text, tracker)
-        logger.info("%s is performing log recovery: %s", node, text)
-        self.events.write(node.name, Event.WAIT_RECOVERY, verdict.value, **_figures(tracker))
-
-    def defer(self, node: Node, defer: Defer) -> Defer:
-        self.events.say(node.name, "defer", Event.DEFER, defer.reason, kind=defer.kind)
-        return defer
-
-
-def _figures(tracker: RecoveryTracker) -> dict[str, float | int | None]:
-    if not tracker.points:
-        return {}
-    last = tracker.points[-1]
-    return {
-        "remainingLogsToRecover": last.logs,
-        "remainingSegmentsToRecover": last.segments,
-        "rate": tracker.rate(),
-        "eta": tracker.eta(),
-    }
+    def speak(self, node: Node, said: Sequence[Said]) -> None:
+        """What a look at `node` said (`node.outcome.Said`), in order."""
+        for it in said:
+            if it.how is Speak.WRITE:
+                assert it.event is not None
+                self.events.write(node.name, it.event, it.text, **it.figures)
+            elif it.how is Speak.SAY:
+                assert it.event is not None
+                self.events.say(node.name, it.key, it.event, it.text, **it.figures)
+            elif it.how is Speak.PROGRESS:
+                self.progress(node, it.text, it.tracker)
+            else:
+                logger.info("%s", it.text)

@@ -29,7 +29,7 @@ import contextlib
 import logging
 import threading
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Protocol
 
 from rollguard.roller.kafka_admin import AdminApiError
@@ -97,7 +97,7 @@ class CanaryJournal:
     def save(self, record: RollRecord) -> None:
         for name, fields in self._costs().items():
             if name in record.nodes:
-                record.nodes[name].canary = dict(fields)
+                record.nodes[name] = replace(record.nodes[name], canary=dict(fields))
         self.store.save(record)
         self.last = record
 

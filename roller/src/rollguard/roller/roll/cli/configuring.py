@@ -5,10 +5,10 @@ read before Kafka is asked (a bad one is exit 2), compared with what Kafka says 
 runs, and the roll's plan for them (`configs/plan.py`: live where Kafka allows, a restart
 only for a key read at start).
 
-Before a roll's first action (`check_for_roll`): every broker with a desired file must have
-been compared (a broker Kafka cannot describe now fails the roll, exit 1: the roll would not
-know which of its changes need a restart), and a dynamic value that would shadow the file
-across a restart is refused, exit 2, naming it and how to remove it.
+What the roll cannot do with them is its first look's to say (`node.taking.take`), for the
+roll and its plan alike: a broker Kafka cannot describe now fails the roll (exit 1: it would not
+know which of its changes need a restart), and a dynamic value that would shadow the file across
+a restart is refused (exit 2), naming it and how to remove it.
 """
 
 from __future__ import annotations
@@ -36,16 +36,13 @@ from rollguard.roller.roll.configs.live import (
     desired_values,
     node_configs,
 )
-from rollguard.roller.roll.configs.plan import ConfigPlan, plan_configs, refusals
+from rollguard.roller.roll.configs.plan import ConfigPlan, plan_configs, refused_by_node
 from rollguard.roller.roll.configs.values import DesiredValue
-from rollguard.roller.roll.planning import PlanEntry, numbered
-from rollguard.roller.roll.rules.settings import RollFailed
-from rollguard.roller.roll.rules.taking import NO_REVISION, UP_TO_DATE
-from rollguard.shared.errors import ConfigError
+from rollguard.roller.roll.planning import PlanEntry
 from rollguard.shared.javaprops import Property
 from rollguard.shared.logs import PROGRESS
 
-__all__ = ["Configs", "check_for_roll", "compare", "read_desired"]
+__all__ = ["Configs", "compare", "read_desired", "with_configs"]
 
 progress = logging.getLogger(PROGRESS)
 
@@ -60,13 +57,21 @@ class Configs:
 
     def live(
         self,
+        nodes: Sequence[Node] = (),
         *,
         clock: Callable[[], float] = time.monotonic,
         sleep: Callable[[float], Awaitable[object]] = asyncio.sleep,
     ) -> LiveConfigs:
+        """The roll's live steps, and what its first look refuses (`nodes`: their ids name the
+        brokers in the commands a refusal gives)."""
+        ids = {n.name: n.node_id for n in nodes}
+        changes = {name: c.changes for name, c in self.compared.items() if not c.note}
+        refused = {name: "; ".join(found) for name, found in refused_by_node(changes, ids).items()}
+        unknown = {name: c.note for name, c in self.compared.items() if c.note}
         return LiveConfigs(
-            self.reader, self.plan, clock=clock, sleep=sleep, readers=self.controllers
-        )
+            self.reader, self.plan, clock=clock, sleep=sleep, readers=self.controllers,
+            refused=refused, unknown=unknown,
+        )  # fmt: skip
 
 
 @dataclass(frozen=True, slots=True)
@@ -147,46 +152,7 @@ async def compare(
     return Configs(compared, plan_configs(changes, desired, brokers), desired, reader, readers)
 
 
-def check_for_roll(configs: Configs, nodes: Sequence[Node]) -> None:
-    """Before the roll's first action (see the module)."""
-    for node in nodes:
-        found = configs.compared.get(node.name)
-        if node.is_broker and found is not None and found.note:
-            raise RollFailed(
-                f"{node.name}: its desired configuration cannot be compared with what it runs "
-                f"({found.note}); not rolling: which of its changes need a restart is not known"
-            )
-    ids = {n.name: n.node_id for n in nodes}
-    changes = {name: c.changes for name, c in configs.compared.items() if not c.note}
-    refused = refusals(changes, ids)
-    if refused:
-        raise ConfigError(
-            "the desired configuration cannot take effect by a roll: " + "; ".join(refused)
-        )
-
-
-def with_configs(
-    entries: list[PlanEntry], configs: Mapping[str, NodeConfig], plan: ConfigPlan | None = None
-) -> list[PlanEntry]:
-    """The entries with each node's configuration changes (None for a node without any). With
-    the roll's plan for them (`configs.plan`), a node an inventory would restart for want of
-    a revision, or a pod up to date, is taken for its configuration, as the roll takes it:
-    restarted for a key read at start only, changed live (`configure`), or left out when nothing
-    changes."""
-    found = []
-    for e in entries:
-        e = replace(e, configs=configs.get(e.node.name))
-        node = plan.node(e.node.name) if plan is not None else None
-        if node is not None and e.why == UP_TO_DATE and node.changes:
-            # An up-to-date pod whose ConfigMap changed in place: taken for it (what would hold
-            # its restart now is the roll's to find: the plan left it out before)
-            action = "restart" if node.restart else "configure"
-            e = replace(e, action=action, reason=node.why(), why=node.why())
-        elif node is not None and e.why == NO_REVISION:
-            if not node.changes:
-                e = replace(e, action="skip", reason=node.why(), order="", hold=None)
-            elif not node.restart and e.action == "restart":
-                e = replace(e, action="configure")
-            e = replace(e, why=node.why())
-        found.append(e)
-    return numbered([replace(e, position=None) for e in found])
+def with_configs(entries: list[PlanEntry], configs: Mapping[str, NodeConfig]) -> list[PlanEntry]:
+    """The plan's entries with each node's configuration changes, to show (None for a node
+    without any): what the roll does with them is its own first look's."""
+    return [replace(e, configs=configs.get(e.node.name)) for e in entries]

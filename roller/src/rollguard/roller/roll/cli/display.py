@@ -17,7 +17,7 @@ from types import TracebackType
 from typing import TYPE_CHECKING, Any
 
 from rollguard.roller.model import Node
-from rollguard.roller.roll.rules.node_state import RecoveryTracker
+from rollguard.roller.roll.node.budgets import RecoveryTracker
 from rollguard.roller.roll.voice import Progress
 from rollguard.shared.cli import ExitCode, failure_json, report_failure
 from rollguard.shared.converters import format_duration

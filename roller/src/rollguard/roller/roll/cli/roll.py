@@ -38,19 +38,14 @@ from rollguard.roller.options import (
 )
 from rollguard.roller.platform import Platform
 from rollguard.roller.roll.cli import expectations
-from rollguard.roller.roll.cli.configuring import (
-    check_for_roll,
-    compare,
-    read_desired,
-    with_configs,
-)
+from rollguard.roller.roll.cli.configuring import compare, read_desired, with_configs
 from rollguard.roller.roll.cli.display import LiveTable, finish, on_terminal, reporter
 from rollguard.roller.roll.cli.gates import close_gates, gates_from, roll_canary
 from rollguard.roller.roll.cli.options import RollOptions
 from rollguard.roller.roll.gates.pause import PauseGate
+from rollguard.roller.roll.node.step import recovery_budget_of
 from rollguard.roller.roll.planning import plan_lines
 from rollguard.roller.roll.roller import Roller
-from rollguard.roller.roll.rules.node_wait import recovery_budget_of
 from rollguard.roller.roll.stores.journal import (
     ConfigMapJournalStore,
     FileJournalStore,
@@ -293,8 +288,6 @@ async def _run(command: str, options: RollOptions, stats: RetryStats, roll_id: s
             # exit 2), and what Kafka says of it.
             desired = await read_desired(options, platform, nodes)
             configs = await compare(desired, nodes, kafka)
-            if configs is not None and command == "roll":
-                check_for_roll(configs, nodes)
             roller = Roller(
                 platform,
                 observer,
@@ -307,13 +300,13 @@ async def _run(command: str, options: RollOptions, stats: RetryStats, roll_id: s
                 on_progress=reporter(display, options.output),
                 elect_leaders=kafka.elect_preferred,
                 gates=gates,
-                configs=configs.live() if configs is not None and command == "roll" else None,
+                configs=configs.live(nodes) if configs is not None else None,
             )
             if command == "plan":
                 try:
                     entries = await roller.plan()
                     if configs is not None:
-                        entries = with_configs(entries, configs.compared, configs.plan)
+                        entries = with_configs(entries, configs.compared)
                 except ConfigError:
                     raise
                 except RollguardError as exc:

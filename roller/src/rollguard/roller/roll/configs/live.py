@@ -161,22 +161,21 @@ class LiveConfigs:
         sleep: Callable[[float], Awaitable[object]] = asyncio.sleep,
         poll: float = 0.5,
         readers: Mapping[str, ConfigReader] | None = None,
+        refused: Mapping[str, str] | None = None,
+        unknown: Mapping[str, str] | None = None,
     ) -> None:
         self.reader = reader
+        # Why the roll refuses a node's desired configuration (a dynamic value that would
+        # shadow the file across a restart), and why one could not be compared: the roll's
+        # first look stops on them, its plan says them.
+        self.refused = dict(refused or {})
+        self.unknown = dict(unknown or {})
         self.readers = dict(readers or {})  # a controller-only node's own (`configs.controller`)
         self.plan = plan  # its values are the desired files' (`configs.plan`)
-        self.restarting: set[str] = set()  # restarted anyway (--all, --only, a target...)
         self._cluster_done = not plan.cluster
         self._clock = clock
         self._sleep = sleep
         self._poll = poll
-
-    def live_only(self, name: str) -> bool:
-        """A node the roll changes live and does not restart."""
-        node = self.plan.node(name)
-        return (
-            node is not None and node.changes and not node.restart and name not in self.restarting
-        )
 
     def keys(self, name: str) -> tuple[list[str], list[str], list[str]]:
         """The keys a live step of `name` sets at its broker, those it sets at the cluster

@@ -36,7 +36,7 @@ from rollguard.roller.roll.configs.values import (
     Source,
 )
 
-__all__ = ["ConfigPlan", "NodePlan", "plan_configs", "refusals"]
+__all__ = ["ConfigPlan", "NodePlan", "plan_configs", "refusals", "refused_by_node"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -89,8 +89,16 @@ def _live_value(change: ConfigChange, desired: Mapping[str, DesiredValue]) -> st
 def refusals(changes: Mapping[str, tuple[ConfigChange, ...]], ids: Mapping[str, int]) -> list[str]:
     """Why the roll cannot bring these changes about (empty: it can), each naming the node, the
     key, the dynamic value in the way and how to remove it."""
-    found = []
+    return [text for found in refused_by_node(changes, ids).values() for text in found]
+
+
+def refused_by_node(
+    changes: Mapping[str, tuple[ConfigChange, ...]], ids: Mapping[str, int]
+) -> dict[str, list[str]]:
+    """`refusals`, by node: a node's record says why the roll refuses it."""
+    by_node: dict[str, list[str]] = {}
     for name, node_changes in changes.items():
+        found = by_node.setdefault(name, [])
         for change in node_changes:
             shadow = change.shadowed_by
             if shadow is None:
@@ -98,7 +106,7 @@ def refusals(changes: Mapping[str, tuple[ConfigChange, ...]], ids: Mapping[str, 
             if shadow.key == change.key and change.how is not How.RESTART:
                 continue  # set live over it: the value in force is the file's
             found.append(f"{name}: {change.key} {_shadowed(change, shadow, ids.get(name))}")
-    return found
+    return {name: found for name, found in by_node.items() if found}
 
 
 def _shadowed(change: ConfigChange, shadow: Shadow, broker: int | None) -> str:

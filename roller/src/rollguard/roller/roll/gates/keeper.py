@@ -29,10 +29,10 @@ from enum import StrEnum
 from typing import Any, Protocol
 
 from rollguard.roller.model import Node
+from rollguard.roller.roll.node.actions import Defer, DeferKind
 from rollguard.roller.roll.observer import Observer
-from rollguard.roller.roll.rules.node_state import Defer, DeferKind
 from rollguard.roller.roll.rules.safety import Blocker
-from rollguard.roller.roll.voice import Progress
+from rollguard.roller.roll.voice import EventLog, Progress
 from rollguard.shared.dataset import Event
 
 
@@ -104,9 +104,16 @@ class GateKeeper:
     """The roll loop's side of its gates: asked once a poll, at its first restart (or batch);
     what holds the roll said once a change, and once when every gate is open again."""
 
-    def __init__(self, gates: Gates, observer: Observer, on_progress: Progress) -> None:
+    def __init__(
+        self,
+        gates: Gates,
+        observer: Observer,
+        on_progress: Progress,
+        events: EventLog | None = None,
+    ) -> None:
         self.gates = gates
         self.observer = observer
+        self.events = events or observer.events
         self._on_progress = on_progress
         self._closed: list[Closed] = []  # at this poll's first restart
         self._said: set[str] = set()  # the closed gates said, until every one opens
@@ -122,6 +129,11 @@ class GateKeeper:
                 self._opened()
         return bool(self._closed)
 
+    @property
+    def now(self) -> list[Closed]:
+        """The gates closed at this poll's first restart."""
+        return list(self._closed)
+
     def hold(self, gated: Sequence[Node]) -> tuple[dict[Node, Defer], bool]:
         """Hold `gated` at the closed gates, said: at a health gate each is deferred (within
         --safety-wait, its progress the gates' deficit: the deferrals returned); at a window or
@@ -132,13 +144,13 @@ class GateKeeper:
             if gate.opens_at is not None:
                 figures["opensAt"] = gate.opens_at.isoformat()
             key = f"gate:{gate.kind}:{gate.name}"
-            self.observer.events.say(None, key, Event.GATE_CLOSED, gate.describe(), **figures)
+            self.events.say(None, key, Event.GATE_CLOSED, gate.describe(), **figures)
             self._said.add(key)
         budgeted = [g for g in self._closed if g.budgeted]
         reason = describe(self._closed)
         deferred: dict[Node, Defer] = {}
         for node in gated:  # each node held, as any deferral (its wait, in metrics too)
-            self.observer.events.say(node.name, "defer", Event.DEFER, reason, kind=DeferKind.GATE)
+            self.events.say(node.name, "defer", Event.DEFER, reason, kind=DeferKind.GATE)
             if budgeted:
                 blockers = tuple(Blocker(g.describe(), "gate", deficit=g.deficit) for g in budgeted)
                 deferred[node] = Defer(reason, blockers)
@@ -151,7 +163,7 @@ class GateKeeper:
         if not self._said:
             return
         for key in self._said:
-            self.observer.events.forget_said(None, key)
+            self.events.forget_said(None, key)
         self._said = set()
-        self.observer.events.say(None, "gates", Event.GATE_OPEN, "every gate is open")
-        self.observer.events.forget_said(None, "gates")
+        self.events.say(None, "gates", Event.GATE_OPEN, "every gate is open")
+        self.events.forget_said(None, "gates")

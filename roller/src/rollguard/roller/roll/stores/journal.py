@@ -1,24 +1,26 @@
-"""Durable progress of a roll, and the event log.
+"""Durable progress of a roll: its journal.
 
 The roll journal is a versioned JSON record, rewritten atomically (temporary file, fsync,
-rename; or a ConfigMap replace with its resourceVersion) after every decision that matters.
-Before a node is restarted its intent is recorded; a roller killed at any moment and resumed
-with `--resume ROLL_ID` never restarts a node whose intent is on record: at most once.
-
-The event log is JSON lines, appended: every observation and decision, with time, node,
-action, reason and recovery figures. The Spark report reads it later.
+rename; or a ConfigMap replace with its resourceVersion) after every decision that matters: the
+roll's state and each node's record (`node.record`) as the roll moves it. Before a node is
+restarted its intent is recorded; a roller killed at any moment and resumed with `--resume
+ROLL_ID` never restarts a node whose intent is on record: at most once. A journal of the
+previous release (version 1: a status per node) is read as the records it stands for, and
+resumes; one this release cannot read is refused, saying what to do.
 """
 
 from __future__ import annotations
 
 import json
 import logging
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from enum import StrEnum
 from pathlib import Path
 from typing import Any, Protocol
 
 from rollguard.roller.configmap import MANAGED_BY, ConfigMapStore, MissingKey
+from rollguard.roller.roll.node.record import How, NodeRecord, Phase, Waiting
 from rollguard.roller.roll.rules.safety import Baseline
 from rollguard.shared.errors import ConfigError, Fatal
 from rollguard.shared.files import atomic_write
@@ -26,26 +28,11 @@ from rollguard.shared.wire import KafkaBuild
 
 logger = logging.getLogger(__name__)
 
-VERSION = 1
+VERSION = 2  # 2: each node's whole record (`node.record`); 1: a status per node (read, migrated)
 
 
 class JournalError(Fatal):
     """The roll journal cannot be written: the roll must stop, it could not resume safely."""
-
-
-class NodeStatus(StrEnum):
-    RESTARTING = "restarting"  # intent recorded: never restart it again in this roll
-    RESTARTED = "restarted"  # restarted and ready again
-    SKIPPED = "skipped"  # did not need a restart, or opted out
-    HELD = "held"  # kept for later by --hold: `roll --resume` takes it once no longer held
-    FAILED = "failed"
-    CONFIGURING = "configuring"  # its live configuration change on record (issue 41)
-    CONFIGURED = "configured"  # changed live, read back, in sync again: not restarted
-
-    @property
-    def settled(self) -> bool:
-        """Nothing left to do with the node in this roll (a resumed roll passes it by)."""
-        return self in (NodeStatus.RESTARTED, NodeStatus.SKIPPED, NodeStatus.CONFIGURED)
 
 
 class RollState(StrEnum):
@@ -56,51 +43,12 @@ class RollState(StrEnum):
 
 
 @dataclass
-class NodeRecord:
-    status: NodeStatus
-    at: str
-    instance: str | None = None  # pod UID before the restart, to tell if it happened
-    reason: str = ""
-    # The batch it was restarted in (1, 2, ...; `--max-batch-size` above 1), None alone. Every
-    # member's intent is saved before any member restarts, so a resumed roll knows the batch.
-    batch: int | None = None
-    # Its baseline, saved with the intent so that a resumed roll waits for the same thing: the
-    # partitions whose ISR it was already out of, and whether its voter was lagging, before.
-    out_of_sync: tuple[str, ...] = ()
-    voter_lagging: bool = False
-    # With --canary: what its restart (or live step) cost the roll's canary, as its
-    # `canary-cost` event says it (`canary.watch`), written with the journal's next save.
-    canary: dict[str, float | int | None] | None = None
-
-    @classmethod
-    def intent(
-        cls, at: str, instance: str | None, reason: str, batch: int | None, base: Baseline
-    ) -> NodeRecord:
-        """The record saved before a restart (`at`: now): never restart it again in this
-        roll."""
-        return cls(
-            NodeStatus.RESTARTING,
-            at,
-            instance,
-            reason,
-            batch,
-            tuple(sorted(base.out_of_sync)),
-            not base.voter_caught_up,
-        )
-
-    @property
-    def baseline(self) -> Baseline:
-        """Where the node stood before the restart on record."""
-        return Baseline(frozenset(self.out_of_sync), not self.voter_lagging)
-
-
-@dataclass
 class RollRecord:
     roll_id: str
     started_at: str
     state: RollState = RollState.RUNNING
     reason: str = ""
-    nodes: dict[str, NodeRecord] = field(default_factory=dict)
+    nodes: dict[str, NodeRecord] = field(default_factory=dict)  # each node's, as the roll moves it
     # The Kafka version the roll brings every node to (`--kafka-version`): a resumed roll
     # continues the same upgrade (`resumed_target`).
     kafka_version: str | None = None
@@ -117,55 +65,126 @@ class RollRecord:
             "state": self.state.value,
             "reason": self.reason,
             **({"kafkaVersion": self.kafka_version} if self.kafka_version is not None else {}),
-            "nodes": {
-                name: {
-                    "status": r.status.value,
-                    "at": r.at,
-                    "instance": r.instance,
-                    "reason": r.reason,
-                    **({"batch": r.batch} if r.batch is not None else {}),
-                    **({"outOfSyncBefore": list(r.out_of_sync)} if r.out_of_sync else {}),
-                    **({"voterLaggingBefore": True} if r.voter_lagging else {}),
-                    **({"canary": r.canary} if r.canary else {}),
-                }
-                for name, r in self.nodes.items()
-            },
+            "nodes": {name: _node_json(r) for name, r in self.nodes.items()},
         }
 
     @classmethod
     def from_json(cls, data: object) -> RollRecord:
-        """ConfigError naming what is wrong when the record is not of the expected shape."""
+        """ConfigError naming what is wrong when the record is not of the expected shape, or of
+        a version this release cannot read (a journal of the previous release, version 1, is
+        read as its records would have been written now)."""
         if not isinstance(data, dict):
             raise ConfigError(f"roll journal is not a JSON object: {str(data)[:80]!r}")
-        if data.get("version") != VERSION:
-            raise ConfigError(f"roll journal version {data.get('version')!r} is not {VERSION}")
+        version = data.get("version")
+        if version not in (1, VERSION):
+            newer = isinstance(version, int) and not isinstance(version, bool) and version > VERSION
+            what = "a newer rollguard's" if newer else "not one rollguard writes"
+            raise ConfigError(
+                f"roll journal version {version!r} is {what} (this one reads {VERSION} and 1): "
+                "resume it with the rollguard that wrote it, or start a new roll"
+            )
         try:
-            return cls._read(data)
+            return cls._read(data, _node_v1 if version == 1 else _node)
         except (KeyError, TypeError, ValueError, AttributeError) as exc:
             raise ConfigError(f"roll journal is malformed: {type(exc).__name__} {exc}") from None
 
     @classmethod
-    def _read(cls, data: dict[str, Any]) -> RollRecord:
+    def _read(
+        cls, data: dict[str, Any], node: Callable[[str, dict[str, Any]], NodeRecord]
+    ) -> RollRecord:
         return cls(
             roll_id=data["rollId"],
             started_at=data["startedAt"],
             state=RollState(data["state"]),
             reason=data.get("reason", ""),
-            nodes={
-                name: NodeRecord(
-                    NodeStatus(r["status"]),
-                    r["at"],
-                    r.get("instance"),
-                    r.get("reason", ""),
-                    _batch(r.get("batch")),
-                    _names(r.get("outOfSyncBefore", [])),
-                    r.get("voterLaggingBefore", False) is True,
-                    _figures(r.get("canary")),
-                )
-                for name, r in data.get("nodes", {}).items()
-            },
+            nodes={name: node(name, r) for name, r in data.get("nodes", {}).items()},
             kafka_version=_version(data.get("kafkaVersion")),
         )
+
+
+def _node_json(r: NodeRecord) -> dict[str, Any]:
+    """A node's record as the journal keeps it: everything but the budgets of its wait, which
+    live on the roll's clock (`node.record`)."""
+    waiting = {"kind": r.waiting.kind, "reason": r.waiting.reason} if r.waiting else None
+    found = {
+        "phase": r.phase.value,
+        "at": r.at,
+        "why": r.why or None,
+        "reason": r.reason,
+        "how": r.how.value if r.how is not None else None,
+        "instance": r.instance,
+        "batch": r.batch,
+        "outOfSyncBefore": sorted(r.base.out_of_sync) or None,
+        "voterLaggingBefore": (not r.base.voter_caught_up) or None,
+        "kafkaVersion": r.kafka_version,
+        "versionUnknown": r.version_unknown or None,
+        "liveOnly": r.live_only or None,
+        "canary": dict(r.canary) if r.canary else None,
+        "waiting": waiting,
+    }
+    return {k: v for k, v in found.items() if v is not None or k in ("instance",)}
+
+
+def _node(name: str, r: dict[str, Any]) -> NodeRecord:
+    waiting = r.get("waiting")
+    return NodeRecord(
+        name,
+        Phase(r["phase"]),
+        at=_text(r.get("at", "")),
+        why=_text(r.get("why", "")),
+        reason=_text(r.get("reason", "")),
+        how=How(r["how"]) if r.get("how") is not None else None,
+        instance=r.get("instance"),
+        base=Baseline(
+            frozenset(_names(r.get("outOfSyncBefore", []))),
+            r.get("voterLaggingBefore", False) is not True,
+        ),
+        batch=_batch(r.get("batch")),
+        kafka_version=_version(r.get("kafkaVersion")),
+        version_unknown=r.get("versionUnknown", False) is True,
+        live_only=r.get("liveOnly", False) is True,
+        canary=_figures(r.get("canary")),
+        waiting=Waiting(_text(waiting["kind"]), _text(waiting["reason"]), 0.0) if waiting else None,
+    )
+
+
+# A journal of the previous release (version 1): each node's status, read as the record it is.
+_V1 = {
+    "restarting": (Phase.RESTARTING, How.RESTART),  # its restart on record, not its outcome
+    "restarted": (Phase.DONE, How.RESTART),
+    "skipped": (Phase.LEFT_OUT, None),
+    "held": (Phase.HELD, None),
+    "failed": (Phase.FAILED, None),
+    "configuring": (Phase.CONFIGURING, How.LIVE),
+    "configured": (Phase.DONE, How.LIVE),
+}
+
+
+def _node_v1(name: str, r: dict[str, Any]) -> NodeRecord:
+    phase, how = _V1[r["status"]]
+    reason = _text(r.get("reason", ""))
+    left = phase in (Phase.LEFT_OUT, Phase.HELD)
+    return NodeRecord(
+        name,
+        phase,
+        at=_text(r["at"]),
+        why=reason if left else "",
+        reason="" if left else reason,
+        how=how,
+        instance=r.get("instance"),
+        base=Baseline(
+            frozenset(_names(r.get("outOfSyncBefore", []))),
+            r.get("voterLaggingBefore", False) is not True,
+        ),
+        batch=_batch(r.get("batch")),
+        canary=_figures(r.get("canary")),
+    )
+
+
+def _text(value: object) -> str:
+    if not isinstance(value, str):
+        raise ValueError(f"{str(value)[:80]!r} is not a string")
+    return value
 
 
 def _version(value: object) -> str | None:

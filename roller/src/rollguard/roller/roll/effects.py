@@ -1,34 +1,35 @@
-"""What the roll does to the cluster and writes in its journal: a restart (every intent and
-baseline saved before the first restart command), a node back, a node failed, a node left out,
-a restart on record found again on resume, a batch's preferred leaders given back.
+"""What the roll does to the cluster and writes in its journal: the one place that applies a
+step's effects (the loop, `roller.py`, hands each one here): a restart or a live step (every
+intent and baseline saved before the first command), a node back, a node failed, a node left
+out, a restart on record found again on resume, a batch's preferred leaders given back.
 
 The journal is the one record of intent and outcome, and only this module writes it (through
-`Restarts.save`, which waits out an API server that does not answer, as every platform call
-does). The roll loop (`roller.py`) decides when; nothing here waits for a node to come back.
+`Effects.save`, which waits out an API server that does not answer, as every platform call
+does); it holds each node's record as the roll moves it. The roll loop (`roller.py`) decides
+when; nothing here waits for a node to come back.
+
+`plan` applies none of this: its applier (`planning.Planned`) notes what a roll would do.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 
 from rollguard.roller.model import ClusterView, Node, PlatformView
 from rollguard.roller.platform import Platform
 from rollguard.roller.roll.configs.live import LiveConfigs
+from rollguard.roller.roll.gates.keeper import Closed
+from rollguard.roller.roll.node.outcome import Do, Effect
+from rollguard.roller.roll.node.record import How, NodeRecord, Phase
 from rollguard.roller.roll.observer import Observer
 from rollguard.roller.roll.rules.batch import Batch
 from rollguard.roller.roll.rules.budgets import ProgressWait
 from rollguard.roller.roll.rules.safety import Baseline, baseline, unbalanced
 from rollguard.roller.roll.rules.settings import RollFailed, RollSettings
-from rollguard.roller.roll.stores.journal import (
-    JournalStore,
-    NodeRecord,
-    NodeStatus,
-    RollRecord,
-    RollState,
-)
+from rollguard.roller.roll.stores.journal import JournalStore, RollRecord
 from rollguard.roller.roll.voice import Voice, Wall, now_text
 from rollguard.shared.converters import format_duration
 from rollguard.shared.dataset import Event
@@ -41,45 +42,34 @@ LeaderElection = Callable[[Sequence[tuple[str, int]]], Awaitable[None]]
 
 
 @dataclass
-class RollResult:
-    roll_id: str
-    state: RollState
-    reason: str = ""
-    restarted: list[str] = field(default_factory=list)
-    skipped: list[str] = field(default_factory=list)
-    held: list[str] = field(default_factory=list)  # --hold: for a later `roll --resume`
-    configured: list[str] = field(default_factory=list)  # changed live, not restarted
+class Group:
+    """One restart on its way back: one node, or a batch's members together (a live step's one
+    member; on resume, the restarts on record that did happen). Each member's record says the
+    rest (its identity and standing before, its budgets)."""
 
-
-@dataclass
-class Started:
-    """One restart (one node, or a batch's members together) on its way back; on resume, the
-    restarts on record that did happen."""
-
-    members: list[Node]  # restarted: on their way back
-    before: dict[str, str | None]  # each member's identity before its restart
-    bases: dict[str, Baseline]  # where each stood in the cluster
+    members: list[str]  # restarted, in order: looked at one after the other
     number: int | None = None  # the batch's, when a batch
-    names: str = ""
-    failures: list[str] = field(default_factory=list)  # why members failed, in order
-    tried: list[Node] = field(default_factory=list)  # every member, restarted or not
     resumed: bool = False
-    live: bool = False  # its one member's configuration changed live: not restarted
+    failures: list[str] = field(default_factory=list)  # why members failed, in order
+    waiting: list[str] = field(default_factory=list)  # not yet back nor failed
 
-    def add(self, node: Node, before: str | None, base: Baseline) -> None:
-        self.members.append(node)
-        self.tried.append(node)
-        self.before[node.name], self.bases[node.name] = before, base
+    def __post_init__(self) -> None:
+        self.waiting = self.waiting or list(self.members)
 
     def failed(self) -> RollFailed | None:
         if not self.failures:
             return None
         if self.number is None:
             return RollFailed(self.failures[0])
-        return RollFailed(f"batch {self.number} ({self.names}): {'; '.join(self.failures)}")
+        names = ", ".join(self.members)
+        return RollFailed(f"batch {self.number} ({names}): {'; '.join(self.failures)}")
 
 
-class Restarts:
+class Effects:
+    """The roll's applier (`plan`'s is `planning.Planned`): each effect applied, on record."""
+
+    dry = False  # applied: a restart ends the poll
+
     def __init__(
         self,
         platform: Platform,
@@ -108,6 +98,35 @@ class Restarts:
     def now(self) -> str:
         return now_text(self._wall)
 
+    def saw(self, node: Node, view: PlatformView) -> None:
+        """A plan orders its entries by what it saw; a roll has no use for it."""
+
+    def candidate(self, node: Node) -> None:
+        """A broker for a batch: the batch rule decides, here as in a plan."""
+
+    def gated(self, node: Node, effect: Effect, closed: Sequence[Closed]) -> None:
+        """A node that may restart, held at the closed gates (said by the gate keeper)."""
+
+    def fail(self, node: Node, reason: str) -> None:
+        """The roll stops now: `reason` names `node` and the cause."""
+        raise RollFailed(reason)
+
+    async def start(
+        self,
+        members: list[Node],
+        views: Mapping[str, PlatformView],
+        cluster: ClusterView | None,
+        roll: RollRecord,
+        effect: Effect,
+        batch: Batch | None = None,
+    ) -> Group:
+        """A restart (one node, or a batch's members), or a live step (`Do.CONFIGURE`)."""
+        if effect.do is Do.CONFIGURE:
+            return await self.configure(members[0], views[members[0].name], cluster, roll)
+        return await self.restart(
+            members, views, cluster, roll, effect.reason, batch, force=effect.force
+        )
+
     async def save(self, record: RollRecord) -> None:
         # A ConfigMap store makes blocking HTTP calls: keep them off the event loop; an API
         # server that does not answer for a while is waited out as for every platform call.
@@ -116,33 +135,35 @@ class Restarts:
     async def restart(
         self,
         members: list[Node],
-        views: dict[str, PlatformView],
+        views: Mapping[str, PlatformView],
         cluster: ClusterView | None,
-        record: RollRecord,
+        roll: RollRecord,
         reason: str,
         batch: Batch | None = None,
         *,
         force: bool = False,
-    ) -> Started:
+    ) -> Group:
         """Restart `members` (one node, or a batch together). Every intent and baseline is
         saved before the first restart, so a roller killed in between and resumed restarts
         none of them twice (their identities tell which ones did restart). A member whose
-        restart fails is on record as failed; the others are waited for by the loop."""
+        restart fails is on record as failed; the others are the group waited for."""
         if self.configs is not None:
-            live = next((m for m in members if self.configs.live_only(m.name)), None)
-            if live is not None:  # one broker at a time, never in a batch
-                return await self.configure(live, views[live.name], cluster, record)
             for m in members:  # its live keys first: no dynamic value of its own shadows them
                 if any(self.configs.keys(m.name)[:2]):
                     self._configuring(m, views[m.name].instance, "before its restart")
                     await self.configs.apply(m)
-        number = record.next_batch() if batch is not None else None
-        bases = {m.name: baseline(m, cluster) for m in members}
+        number = roll.next_batch() if batch is not None else None
         for m in members:
-            record.nodes[m.name] = NodeRecord.intent(
-                self.now(), views[m.name].instance, reason, number, bases[m.name]
+            roll.nodes[m.name] = _intent(
+                roll.nodes[m.name],
+                self.now(),
+                views[m.name].instance,
+                reason,
+                number,
+                baseline(m, cluster),
+                How.RESTART,
             )
-        await self.save(record)
+        await self.save(roll)
         names = ", ".join(m.name for m in members)
         if batch is None:
             logger.info("%s: restarting (%s)", names, reason)
@@ -163,55 +184,58 @@ class Restarts:
             *(self.platform.restart(m, kafka_version=self.settings.kafka_version) for m in members),
             return_exceptions=True,
         )
-        started = Started([], {}, bases, number, names, tried=list(members))
+        group = Group([], number)
         for m, outcome in zip(members, done, strict=True):
             if isinstance(outcome, RollguardError):
-                record.nodes[m.name] = NodeRecord(
-                    NodeStatus.FAILED, self.now(), views[m.name].instance, str(outcome), number
-                )
-                started.failures.append(f"{m.name}: {outcome}" if batch else str(outcome))
+                # A restart command that failed (or a platform that did not answer it): that
+                # node failed; whatever the others' commands did, they are waited for, and the
+                # roll stops once they are back.
+                failed = replace(roll.nodes[m.name], phase=Phase.FAILED, at=self.now())
+                roll.nodes[m.name] = replace(failed, reason=str(outcome))
+                group.failures.append(f"{m.name}: {outcome}" if batch else str(outcome))
             elif isinstance(outcome, BaseException):
                 raise outcome
             else:
-                started.members.append(m)
-                started.before[m.name] = views[m.name].instance
-        if started.failures:
-            await self.save(record)
-        return started
+                group.members.append(m.name)
+        group.waiting = list(group.members)
+        if group.failures:
+            await self.save(roll)
+        return group
 
     async def configure(
-        self, node: Node, view: PlatformView, cluster: ClusterView | None, record: RollRecord
-    ) -> Started:
+        self, node: Node, view: PlatformView, cluster: ClusterView | None, roll: RollRecord
+    ) -> Group:
         """`node`'s configuration changed live (`LiveConfigs.apply`), its intent saved first;
         then it is waited for as a restarted broker is, back in every ISR it was in before, and
         it must still run the same process, ready: a live change that restarts it, or takes it
         down, fails the roll."""
         assert self.configs is not None
         names = ", ".join(self.configs.keys(node.name)[2])
-        base = baseline(node, cluster)
         reason = f"configuration applied live: {names}"
-        record.nodes[node.name] = replace(
-            NodeRecord.intent(self.now(), view.instance, reason, None, base),
-            status=NodeStatus.CONFIGURING,
+        roll.nodes[node.name] = _intent(
+            roll.nodes[node.name],
+            self.now(),
+            view.instance,
+            reason,
+            None,
+            baseline(node, cluster),
+            How.LIVE,
         )
-        await self.save(record)
+        await self.save(roll)
         self._configuring(node, view.instance)
         self.voice.progress(node, f"configuring live: {names}", None)
         try:
             await self.configs.apply(node)
         except RollFailed as exc:
-            await self._outcome(node, NodeStatus.FAILED, str(exc), record)
+            await self._outcome(node, Phase.FAILED, str(exc), roll)
             raise
         after = await self.observer.platform_view(node)
         if after.instance != view.instance or not after.ready:
             now = "restarted" if after.instance != view.instance else "not ready"
             why = f"{node.name}: {now} after the live change of {names}"
-            await self._outcome(node, NodeStatus.FAILED, why, record)
+            await self._outcome(node, Phase.FAILED, why, roll)
             raise RollFailed(why)
-        started = Started([], {}, {node.name: base}, names=node.name, tried=[node], live=True)
-        started.members.append(node)
-        started.before[node.name] = view.instance
-        return started
+        return Group([node.name])
 
     def _configuring(self, node: Node, instance: str | None, when: str = "") -> None:
         """The `configure` event of a live step: the keys it sets at the broker and at the
@@ -228,7 +252,7 @@ class Restarts:
         """Resume: `node`'s restart is on record (its identity then, `before`) but not its
         outcome. Judged by identity: changed (or a new one on its way) means it restarted
         (True: the loop waits for it); unchanged means the restart never happened (False: the
-        node is pending again, and the safety checks with it)."""
+        node is taken again, and the safety checks with it)."""
         s = self.settings
         waiting = ProgressWait(s.safety_wait, self._clock())
         while await self.platform.restart_pending(node):
@@ -248,47 +272,36 @@ class Restarts:
         logger.info("%s: restart on record; waiting for it, not restarting", node)
         return True
 
-    async def back(self, node: Node, note: str, record: RollRecord, **figures: str) -> None:
-        """`node` is back where it was before its restart (or its live change): on record."""
+    async def back(self, node: Node, note: str, roll: RollRecord, **figures: str) -> None:
+        """`node` is back where it was before its restart (or its live step): on record."""
         said = f" ({note})" if note else ""
-        intent = record.nodes.get(node.name)
-        if intent is not None and intent.status is NodeStatus.CONFIGURING:
-            await self._outcome(node, NodeStatus.CONFIGURED, intent.reason, record)
-            text = f"{intent.reason}; ready and in sync{said}"
+        record = roll.nodes[node.name]
+        await self.save(roll)
+        if record.how is How.LIVE:
+            text = f"{record.reason}; ready and in sync{said}"
             self.observer.events.write(node.name, Event.CONFIGURED, text, **figures)
             logger.info("%s: configured live%s", node, said)
             self.voice.progress(node, "configured live", None)
             return
-        await self._outcome(node, NodeStatus.RESTARTED, "", record)
         self.observer.events.write(
             node.name, Event.READY, f"restarted, ready and in sync{said}", **figures
         )
         logger.info("%s: ready again%s", node, said)
         self.voice.progress(node, "ready", None)
 
-    async def failed(self, node: Node, reason: str, record: RollRecord) -> None:
-        """A restarted node up but not what the roll was for: failed on record (a resumed roll
-        takes it again), no longer RESTARTING (nothing of that restart is left to wait for)."""
-        await self._outcome(node, NodeStatus.FAILED, reason, record)
+    async def failed(self, roll: RollRecord) -> None:
+        """A restarted node up but not what the roll was for, failed on its record: saved."""
+        await self.save(roll)
 
-    async def _outcome(
-        self, node: Node, status: NodeStatus, reason: str, record: RollRecord
-    ) -> None:
-        """The outcome of `node`'s restart on record, beside its intent (its identity and
-        baseline then), saved."""
-        intent = record.nodes.get(node.name) or NodeRecord(NodeStatus.RESTARTING, self.now())
-        record.nodes[node.name] = replace(intent, status=status, at=self.now(), reason=reason)
-        await self.save(record)
+    async def _outcome(self, node: Node, phase: Phase, reason: str, roll: RollRecord) -> None:
+        record = roll.nodes[node.name]
+        roll.nodes[node.name] = replace(record, phase=phase, at=self.now(), reason=reason)
+        await self.save(roll)
 
-    async def leave_out(
-        self, node: Node, why: str, record: RollRecord, result: RollResult, *, held: bool = False
-    ) -> None:
+    async def leave_out(self, node: Node, why: str, roll: RollRecord, *, held: bool) -> None:
         """A node the roll does not take (skipped, or held for later: `why` says), on record."""
-        status, event = (NodeStatus.HELD, Event.HOLD) if held else (NodeStatus.SKIPPED, Event.SKIP)
-        record.nodes[node.name] = NodeRecord(status, self.now(), reason=why)
-        await self.save(record)
-        self.observer.events.write(node.name, event, why)
-        (result.held if held else result.skipped).append(node.name)
+        await self.save(roll)
+        self.observer.events.write(node.name, Event.HOLD if held else Event.SKIP, why)
 
     async def elect_preferred(self, members: Sequence[Node], number: int) -> None:
         """Give the batch's members back the leadership they lost (ElectLeaders, preferred),
@@ -327,3 +340,29 @@ class Restarts:
                 )
                 return
             await self._sleep(s.poll_interval)
+
+
+def _intent(
+    record: NodeRecord,
+    at: str,
+    instance: str | None,
+    reason: str,
+    batch: int | None,
+    base: Baseline,
+    how: How,
+) -> NodeRecord:
+    """The record saved before a restart (or a live step): never restart it again in this
+    roll; its identity and standing before, to tell whether it happened and what it must be
+    back to."""
+    phase = Phase.CONFIGURING if how is How.LIVE else Phase.RESTARTING
+    return replace(
+        record,
+        phase=phase,
+        at=at,
+        how=how,
+        instance=instance,
+        reason=reason,
+        batch=batch,
+        base=base,
+        waiting=None,
+    )

@@ -1,8 +1,6 @@
-"""What the roll knows and decides about one node, as frozen values (the arithmetic of their
-own budgets, no rule): the actions the rules choose (`Restart`, `Defer`, `AwaitRecovery`, ...),
-the record kept between two looks at a node the roll waits for (`NodeWait`, with the readiness
-and log-recovery budgets it carries: `ReadyWait`, `RecoveryTracker`), and the outcome of one
-look (`Step`). The one pure `step` that moves a record on is `node_wait.py`.
+"""The budgets a node's record carries while the roll waits for it (frozen values, with their
+own arithmetic and no rule): its readiness (`ReadyWait`) and its log recovery
+(`RecoveryTracker`). The cluster's budgets (--safety-wait) are `rules/budgets.py`.
 
 **Readiness** (`ReadyWait`): `--operation-timeout` is how long the roller waits for a node's next
 step, not for its whole journey. A broker back from a restart goes through its stages at its own
@@ -28,176 +26,12 @@ thread inside one big log), but never a rate.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from enum import StrEnum
-from typing import ClassVar
 
 from rollguard.roller.model import AgentAnswer, AgentReport, is_recovering
-from rollguard.roller.roll.rules.budgets import Budget
-from rollguard.roller.roll.rules.safety import Baseline, Blocker
 from rollguard.shared.converters import format_duration
 from rollguard.shared.states import BrokerState
-
-FORCE = "force"  # how every forced restart's reason begins: the events tell them by it
-IN_SYNC = Baseline()  # in every ISR, its voter caught up: all a restart can take away
-
-
-@dataclass(frozen=True, slots=True)
-class Restart:
-    reason: str  # a forced one begins with FORCE
-    force: bool = False  # without the availability and quorum checks
-
-
-class DeferKind(StrEnum):
-    """Why a node is deferred, in a word: the `kind` of its `defer` events and a metrics label
-    (a small fixed set, never the free text of the reason; never rename one)."""
-
-    AVAILABILITY = "availability"  # a partition would go below min.insync.replicas or offline,
-    # or is being reassigned
-    QUORUM = "quorum"  # the KRaft quorum would lose its majority, or cannot be described
-    ADMIN_API = "admin-api"  # the cluster cannot be observed through Kafka's Admin API
-    GATE = "gate"  # a health gate of the whole roll is closed
-    # another node of the roll is in log recovery: no node is restarted until it is back
-    RECOVERING_PEER = "recovering-peer"
-    OTHER = "other"  # no blocker said why (a batch holding the node back)
-
-
-_SUBJECT_KINDS = {
-    "quorum": DeferKind.QUORUM,
-    "cluster": DeferKind.ADMIN_API,
-    "gate": DeferKind.GATE,
-    "recovery": DeferKind.RECOVERING_PEER,
-}
-
-
-@dataclass(frozen=True, slots=True)
-class Defer:
-    reason: str  # not safe now; other nodes go first, this one is tried again later
-    blockers: tuple[Blocker, ...] = field(default=())
-
-    @property
-    def kind(self) -> DeferKind:
-        """Its first blocker's kind: a partition's subject is its name (`orders-3`)."""
-        if not self.blockers:
-            return DeferKind.OTHER
-        return _SUBJECT_KINDS.get(self.blockers[0].subject, DeferKind.AVAILABILITY)
-
-
-@dataclass(frozen=True, slots=True)
-class Fail:
-    reason: str  # fatal for the roll
-    # The node is up and well, but not what the roll was for (back on another Kafka version):
-    # on record as failed, so a resumed roll takes it again, once its install is fixed.
-    again: bool = False
-
-
-# A wait's `kind`: its events' figure and a metrics label (never rename one).
-
-
-@dataclass(frozen=True, slots=True)
-class AwaitReady:
-    reason: str  # not ready, within the operation timeout: keep polling
-    # its agent reports it STARTING or RECOVERY (on its way back, fenced): like a recovery, it
-    # holds every other restart of the roll until it is back
-    starting: bool = False
-    kind: ClassVar[str] = "not-ready"
-
-
-@dataclass(frozen=True, slots=True)
-class AwaitRecovery:
-    reason: str  # in log recovery: wait while it progresses, never restart it
-    kind: ClassVar[str] = "recovery"
-
-
-@dataclass(frozen=True, slots=True)
-class AwaitUnknown:
-    reason: str  # its agent cannot be read: wait within the safety budget, never force
-    kind: ClassVar[str] = "agent-unreachable"
-
-
-@dataclass(frozen=True, slots=True)
-class Back:
-    reason: str  # after its restart: a new process, ready
-
-
-Action = Restart | Defer | Fail | AwaitReady | AwaitRecovery | AwaitUnknown
-AfterRestart = Back | Fail | AwaitReady | AwaitRecovery | AwaitUnknown
-
-
-class Phase(StrEnum):
-    FOUND_NOT_READY = "found-not-ready"  # pending: not ready before its restart
-    READY = "ready"  # restarted: until a new process is ready
-    QUORUM = "quorum"  # a controller: until its voter caught up with the leader again
-    ISR = "isr"  # a broker: until it is back in every ISR it was in before
-
-
-@dataclass(frozen=True, slots=True)
-class NodeWait:
-    """What the roller remembers of one node it waits for, between two looks."""
-
-    ready: ReadyWait  # since when, and its last progress: the operation timeout's start
-    phase: Phase = Phase.FOUND_NOT_READY
-    before: str | None = None  # its identity before the restart (None: not known)
-    base: Baseline = IN_SYNC  # where it stood before the restart
-    unknown_since: float | None = None  # its agent unreadable at every look since
-    recovery: RecoveryTracker | None = None  # in log recovery since the tracker's start
-    budget: Budget | None = None  # QUORUM and ISR: the cluster's progress
-    since_ms: int | None = None  # QUORUM: the leader's caught-up time when the node was back
-    note: str = ""  # ISR: what it was already out of before its restart
-
-    @property
-    def restarted(self) -> bool:
-        return self.phase is not Phase.FOUND_NOT_READY
-
-    @property
-    def watching_recovery(self) -> bool:
-        """A restarted node in log recovery: only its agent is asked until it ends."""
-        return self.phase is Phase.READY and self.recovery is not None
-
-    @property
-    def asks_agent(self) -> bool:
-        """Its agent is asked at each look (found not ready, or on its way back)."""
-        return self.phase in (Phase.FOUND_NOT_READY, Phase.READY)
-
-
-@dataclass(frozen=True, slots=True)
-class AwaitQuorum:
-    reason: str  # a restarted controller catching up with the quorum leader
-    lag: int | None  # records behind the leader, when reported
-    kind: ClassVar[str] = "quorum"
-
-
-@dataclass(frozen=True, slots=True)
-class AwaitIsr:
-    reason: str  # a restarted broker not yet back in every ISR it was in before
-    lagging: int  # partitions left (0: the cluster cannot be seen)
-    already: str = ""  # at this look: what it was already out of before its restart
-    kind: ClassVar[str] = "catch-up"
-
-
-@dataclass(frozen=True, slots=True)
-class Done:
-    """Back where it was before its restart."""
-
-    note: str = ""  # what it was already out of before its restart, if anything
-    already: str = ""  # said at this look (the note, when it still holds)
-
-
-@dataclass(frozen=True, slots=True)
-class Step:
-    """The outcome of one look: the action, the record for the next look (None: nothing to
-    remember), and `failure` when the roll cannot go on (why, naming the node: the node is not
-    restarted). `at_once`: look again now, not after a poll interval (a recovery just ended, a
-    phase ended)."""
-
-    action: Action | AfterRestart | AwaitQuorum | AwaitIsr | Done
-    wait: NodeWait | None
-    failure: str | None = None
-    verdict: Verdict | None = None  # the recovery's, with AwaitRecovery
-    at_once: bool = False
-
-
-# The budgets a record carries.
 
 # The order a starting broker goes through; a state outside it is never a step forward.
 FORWARD = (BrokerState.NOT_RUNNING, BrokerState.STARTING, BrokerState.RECOVERY, BrokerState.RUNNING)
