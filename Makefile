@@ -105,7 +105,7 @@ test-security: $(INSTALLED) $(BROKER)
 	$(BIN)/python scripts/test-security
 
 # A real Kubernetes control plane for tests/real/test_real_kube.py: kube-apiserver, -controller-manager
-# and -scheduler (the newest Kubernetes and one minor older), etcd and kwok, built by
+# and -scheduler (the newest Kubernetes and one minor older), etcd and kwok, and Helm, built by
 # scripts/kube-build from the Go module proxy (pins: tests/kube/versions.env) into $(KUBE_CACHE),
 # outside the clone, as Maven keeps its jars (the tests look there too, or in
 # $$ROLLGUARD_KUBE_CACHE). Needs Go only to build: 15-40 minutes of both cores the first time
@@ -116,7 +116,7 @@ kube:
 	@ROLLGUARD_KUBE_CACHE=$(KUBE_CACHE) $(PYTHON) scripts/kube-build
 
 # Only the tests on the real control plane (marked `kube`: every test using the `kube` fixture,
-# and the control plane's own smoke tests); `make test` runs them with everything else.
+# the control plane's own smoke tests and Helm's); `make test` runs them with everything else.
 test-kube: $(INSTALLED) $(BROKER) $(KAFKA) kube
 	ROLLGUARD_KUBE_CACHE=$(KUBE_CACHE) $(BIN)/pytest -n 2 --dist loadfile -m kube
 

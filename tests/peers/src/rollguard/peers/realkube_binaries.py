@@ -2,8 +2,9 @@
 tests/kube/versions.env, and the cache `make kube` (scripts/kube-build) builds them into.
 
 `~/.cache/rollguard/kube/<version>/bin` holds the Kubernetes components (two versions,
-`VERSIONS`), `etcd-<v>/etcd` and `kwok-<v>/kwok` the others;
-`$ROLLGUARD_KUBE_CACHE` moves the cache. `KubeBinariesMissing` says which one is missing.
+`VERSIONS`), `etcd-<v>/etcd` and `kwok-<v>/kwok` the others, and `helm-<v>/helm` Helm
+(`find_helm`); `$ROLLGUARD_KUBE_CACHE` moves the cache. `KubeBinariesMissing` says which one is
+missing.
 """
 
 from __future__ import annotations
@@ -35,6 +36,7 @@ OLDER = _PINS["KUBERNETES_OLDER"]
 VERSIONS = (NEWEST, OLDER)
 ETCD = _PINS["ETCD_VERSION"]
 KWOK = _PINS["KWOK_VERSION"]
+HELM = _PINS["HELM_VERSION"]
 
 
 class KubeBinariesMissing(RuntimeError):
@@ -73,6 +75,25 @@ def build_failure() -> str | None:
     return f"the control plane's build failed (exit {code}; log: {log}): {(lines or ['-'])[-1]}"
 
 
+def cache_root() -> Path:
+    """Where `make kube` builds: `$ROLLGUARD_KUBE_CACHE`, else ~/.cache/rollguard/kube."""
+    return Path(os.environ.get("ROLLGUARD_KUBE_CACHE") or Path.home() / ".cache/rollguard/kube")
+
+
+def find_helm(cache: Path | None = None) -> Path:
+    """The pinned Helm (`HELM`), built beside the control plane; `KubeBinariesMissing` as
+    `Binaries.find` raises it (the background build not ended or failed, or no binary)."""
+    path = (cache or cache_root()) / f"helm-{HELM}" / "helm"
+    failed = build_failure()
+    if failed is not None:
+        raise KubeBinariesMissing(failed)
+    if not os.access(path, os.X_OK):
+        raise KubeBinariesMissing(
+            f"helm {HELM} is not in {path.parent}: `make kube` builds it (Go)"
+        )
+    return path
+
+
 @dataclass(frozen=True)
 class Binaries:
     apiserver: Path
@@ -83,9 +104,7 @@ class Binaries:
 
     @classmethod
     def find(cls, version: str = NEWEST, cache: Path | None = None) -> Binaries:
-        root = cache or Path(
-            os.environ.get("ROLLGUARD_KUBE_CACHE") or Path.home() / ".cache/rollguard/kube"
-        )
+        root = cache or cache_root()
         found = cls(
             apiserver=root / version / "bin" / "kube-apiserver",
             controller_manager=root / version / "bin" / "kube-controller-manager",
