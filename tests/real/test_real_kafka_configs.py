@@ -136,18 +136,19 @@ def test_plan_shows_restart_live_and_the_shadowing_override(
             assert io is None, io
             continue
         assert io is not None and (io["from"], io["to"]) == ("6", "8")
-        assert io["shadowedBy"] == {
+        # The roll sets num.io.threads live over broker 1's own value: the file's is then in
+        # force, and nothing shadows it after a restart (no advice to delete it).
+        assert io["setOver"] == {
             "key": "num.io.threads",
             "source": "DYNAMIC_BROKER_CONFIG",
             "value": "6",
         }
-        assert "stays in force" in io["why"]
+        assert io["shadowedBy"] is None
+        assert "is set over live" in io["why"] and "stays in force" not in io["why"]
     text = plan(cluster, inventory)
     assert text.returncode == 0, text.stdout + text.stderr
     assert SECRET not in text.stdout + text.stderr
-    assert "kafka-1: 4 keys change: 2 restart, 2 live, 1 shadowed by a dynamic value" in (
-        text.stdout
-    ), text.stdout
+    assert "kafka-1: 4 keys change: 2 restart, 2 live\n" in text.stdout, text.stdout
     assert "  num.io.threads: 6 -> 8; live-cluster: " in text.stdout
     assert "ssl.truststore.password: (sensitive: not shown), may have changed" in text.stdout
 
@@ -175,6 +176,47 @@ def test_a_malformed_desired_file_is_exit_2_naming_node_file_and_line(
     assert done.returncode == 2, done.stdout + done.stderr
     assert f"kafka-2: config {bad}:{lines}: malformed \\uxxxx escape" in done.stderr
     assert SECRET not in done.stdout + done.stderr
+
+
+def test_plan_says_what_the_roll_refuses_as_the_roll_refuses_it(
+    cluster: RealCluster, tmp_path: Path
+) -> None:
+    """A dynamic log.retention.ms of broker 0's (set with Kafka's own kafka-configs) shadows
+    log.retention.hours, which only a restart reads: the roll refuses the change (exit 2, nothing
+    restarted), and `plan`, the roll's first look, says so for that node instead of `restart`."""
+    alter = [
+        *("--bootstrap-server", cluster.kafka.bootstrap),
+        *("--entity-type", "brokers", "--entity-name", "0", "--alter"),
+    ]
+    kafka_configs(cluster.kafka.lib, *alter, "--add-config", "log.retention.ms=7200000")
+    try:
+        inventory = desired_files(cluster, tmp_path, log__retention__hours="48")
+        planned = plan(cluster, inventory, "--output", "json")
+        assert planned.returncode == 0, planned.stdout + planned.stderr
+        entries = {e["node"]: e for e in map(json.loads, planned.stdout.splitlines())}
+        refused = entries["kafka-0"]
+        assert refused["action"] == "fail" and refused["hold"]["kind"] == "fatal", refused
+        assert refused["reason"].startswith(
+            "kafka-0: log.retention.hours is shadowed by log.retention.ms=7200000 set "
+            "dynamically for this broker"
+        ), refused["reason"]
+        assert "--delete-config log.retention.ms" in refused["reason"]
+        assert {entries[n]["action"] for n in ("kafka-1", "kafka-2")} == {"restart"}
+        before = [cluster.restarts.of(n) for n in cluster.kafka.nodes]
+        command = rollguard_args(
+            "roll",
+            inventory=inventory,
+            bootstrap=cluster.kafka.bootstrap,
+            tls=cluster.pki,
+            state_dir=tmp_path / "state",
+            roll_id="refused",
+        )
+        done = subprocess.run(command, capture_output=True, text=True, timeout=300)
+        assert done.returncode == 2, done.stdout + done.stderr
+        assert refused["reason"] in done.stderr, done.stderr  # the plan's words, the roll's
+        assert [cluster.restarts.of(n) for n in cluster.kafka.nodes] == before  # none restarted
+    finally:
+        kafka_configs(cluster.kafka.lib, *alter, "--delete-config", "log.retention.ms")
 
 
 def kafka_configs_describe(cluster: RealCluster, broker: int) -> dict[str, str]:
@@ -215,6 +257,11 @@ def test_a_roll_applies_live_what_kafka_takes_live_and_restarts_only_for_the_res
         "kafka-1": "configure",
         "kafka-2": "restart",
     }, planned.stdout
+    # A configured node's reason is its live change, never "restart".
+    assert (
+        entries["kafka-1"]["reason"].startswith("configuration: ")
+        and "live" in (entries["kafka-1"]["reason"])
+    ), entries["kafka-1"]
     hows = {c["key"]: c["how"] for c in entries["kafka-2"]["config"]["changes"]}
     assert hows["queued.max.requests"] == How.RESTART  # the broker's own answer: read-only
     assert hows["log.cleaner.threads"] == How.LIVE_CLUSTER
@@ -247,10 +294,10 @@ def test_a_roll_applies_live_what_kafka_takes_live_and_restarts_only_for_the_res
         assert running["queued.max.requests"] == expected, broker
     # The roll's record says the same, and never the sensitive value.
     journal = json.loads((state / "roll-configs.json").read_text())
-    assert {n: r["status"] for n, r in journal["nodes"].items()} == {
-        "kafka-0": "configured",
-        "kafka-1": "configured",
-        "kafka-2": "restarted",
+    assert {n: (r["phase"], r["how"]) for n, r in journal["nodes"].items()} == {
+        "kafka-0": ("done", "live"),
+        "kafka-1": ("done", "live"),
+        "kafka-2": ("done", "restart"),
     }, journal
     said = [json.loads(line) for line in (state / "events-configs.jsonl").read_text().splitlines()]
     configured = [e for e in said if e["action"] == "configure"]
@@ -262,3 +309,45 @@ def test_a_roll_applies_live_what_kafka_takes_live_and_restarts_only_for_the_res
         assert SECRET not in path.read_text(), path
     assert SECRET not in done.stdout + done.stderr
     print(f"restarts: a plain roll 3, this roll {sum(after) - sum(restarts)}")
+
+
+def test_roll_all_restarts_every_node_whatever_its_desired_file_says(
+    cluster: RealCluster, tmp_path: Path
+) -> None:
+    """With `config:` files that change only a key Kafka takes live, a roll configures each node
+    live without a restart; `--all` restarts every node whatever its file says (as the guide
+    says, and as `--only` does), its live keys set first so that no dynamic value of its own
+    shadows the file after it. Judged by the control server's restart log, an ISR sampler, a
+    canary, and Kafka's own kafka-configs."""
+    inventory = desired_files(cluster, tmp_path, log__cleaner__threads="4")
+    planned = plan(cluster, inventory, "--all", "--output", "json")
+    assert planned.returncode == 0, planned.stdout + planned.stderr
+    entries = map(json.loads, planned.stdout.splitlines())
+    actions = {e["node"]: (e["action"], e["why"]) for e in entries}
+    assert actions == {n: ("restart", "--all") for n in ("kafka-0", "kafka-1", "kafka-2")}, actions
+    before = [cluster.restarts.of(n) for n in cluster.kafka.nodes]
+    state = tmp_path / "state"
+    command = rollguard_args(
+        "roll",
+        inventory=inventory,
+        bootstrap=cluster.kafka.bootstrap,
+        tls=cluster.pki,
+        state_dir=state,
+        roll_id="all",
+        extra=["--all"],
+    )
+    with watched(cluster) as watch:
+        done = subprocess.run(command, capture_output=True, text=True, timeout=900)
+    print(f"\n{done.stderr}\n{watch.summary()}")
+    watch.assert_safe()
+    assert done.returncode == 0, done.stdout + done.stderr
+    after = [cluster.restarts.of(n) for n in cluster.kafka.nodes]
+    assert [a - b for a, b in zip(after, before, strict=True)] == [1, 1, 1]
+    assert "restarted 3" in done.stdout + done.stderr, done.stdout + done.stderr
+    for broker in (0, 1, 2):
+        assert kafka_configs_describe(cluster, broker)["log.cleaner.threads"] == "4", broker
+    said = [json.loads(line) for line in (state / "events-all.jsonl").read_text().splitlines()]
+    steps = [(e["node"], e["action"]) for e in said if e["action"] in ("configure", "restart")]
+    # The cluster-wide key live once, at the default, just before the first restart.
+    assert [a for _, a in steps] == ["configure", "restart", "restart", "restart"], steps
+    assert steps[0][0] == steps[1][0], steps

@@ -9,6 +9,7 @@ import logging
 import re
 import socket
 import subprocess
+from dataclasses import replace
 from pathlib import Path
 
 import httpx
@@ -18,20 +19,26 @@ from test_roll_end_to_end import restarts, roll_command, started
 
 from rollguard.peers.cluster import NodePlan, ProcessCluster
 from rollguard.peers.commandline import rollguard_args
-from rollguard.roller.model import Node, PlatformView, Role
+from rollguard.roller.model import AgentAnswer, AgentReport, Node, PlatformView, Role
 from rollguard.roller.roll.metrics import RollMetrics, WatchedLease
 from rollguard.roller.roll.metrics_server import MetricsServer
 from rollguard.roller.roll.node.actions import FORCE, Defer, DeferKind, Restart
 from rollguard.roller.roll.node.before import decide
-from rollguard.roller.roll.node.record import How, NodeRecord, Phase
+from rollguard.roller.roll.node.budgets import RecoveryTracker
+from rollguard.roller.roll.node.outcome import Seen
+from rollguard.roller.roll.node.record import How, NodeRecord, Phase, Waiting
+from rollguard.roller.roll.node.step import restarted, step
 from rollguard.roller.roll.observer import Observer
 from rollguard.roller.roll.rules.safety import Blocker
+from rollguard.roller.roll.rules.settings import RollSettings
 from rollguard.roller.roll.stores.journal import RollRecord
 from rollguard.roller.roll.stores.lease import LeaseLost
 from rollguard.roller.roll.voice import EventLog
 from rollguard.shared.converters import HostPort
 from rollguard.shared.dataset import Event
 from rollguard.shared.errors import ConfigError
+from rollguard.shared.states import BrokerState
+from rollguard.shared.wire import BrokerStateReport, RecoveryProgress
 
 from helpers import Pki, wait_until
 
@@ -77,16 +84,31 @@ def scrape(metrics: RollMetrics) -> Sample:
 # ---- what each metric says ----------------------------------------------------------------
 
 
-def test_a_nodes_wait_is_its_latest_with_since_when_and_ends_when_it_is_back() -> None:
+def rolled(metrics: RollMetrics, *records: NodeRecord) -> RollRecord:
+    """The roll's record with these nodes', as the roll saves it (the loop keeps its nodes up
+    to date: a test replaces them as the loop does)."""
+    roll = RollRecord("r1", "2026-01-01T00:00:00.000Z")
+    roll.nodes.update({r.name: r for r in records})
+    metrics.saved(roll)
+    return roll
+
+
+def test_a_nodes_wait_is_its_record_s_with_since_when_and_ends_when_it_is_back() -> None:
     metrics, events, clock = fed()
     events.write(None, Event.ROLL_START)
-    events.write("kafka-0", Event.DEFER, "orders-0 at min ISR", kind=DeferKind.AVAILABILITY)
-    events.write("kafka-1", Event.WAIT_READY, "kafka-1 is not ready", kind="not-ready")
+    deferred = Waiting("availability", "orders-0 at min ISR", clock.now, deferral=True)
+    roll = rolled(
+        metrics,
+        NodeRecord("kafka-0", Phase.PENDING, waiting=deferred),
+        NodeRecord("kafka-1", Phase.WAITING, waiting=Waiting("not-ready", "not ready", clock.now)),
+    )
     clock.now += 30
-    # the same deferral said again at the next poll (not written): the wait goes on
-    events.repeat("kafka-0", Event.DEFER, "orders-0 at min ISR", kind=DeferKind.AVAILABILITY)
-    events.write("kafka-1", Event.WAIT_RECOVERY, "progressing", remainingLogsToRecover=40,
-                 remainingSegmentsToRecover=700, eta=120.0)  # fmt: skip
+    tracker = RecoveryTracker(600, 3600, started=clock.now - 10)
+    tracker = tracker.observe(clock.now - 10, 41, 720).observe(clock.now, 40, 700)
+    recovering = Waiting("recovery", "kafka-1 is performing log recovery", clock.now)
+    roll.nodes["kafka-1"] = replace(
+        roll.nodes["kafka-1"], phase=Phase.RECOVERING, waiting=recovering, recovery=tracker
+    )
     clock.now += 10
     seen = scrape(metrics)
     assert named(seen, "rollguard_roll_wait_seconds") == {
@@ -99,16 +121,23 @@ def test_a_nodes_wait_is_its_latest_with_since_when_and_ends_when_it_is_back() -
     assert value(seen, "rollguard_roll_nodes", state="waiting") == 2
     assert value(seen, "rollguard_roll_recovery_remaining_logs", node="kafka-1") == 40
     assert value(seen, "rollguard_roll_recovery_remaining_segments", node="kafka-1") == 700
-    assert value(seen, "rollguard_roll_recovery_eta_seconds", node="kafka-1") == 120
+    eta = tracker.eta()
+    assert eta == 400.0  # a log in 10 s, 40 left
+    assert value(seen, "rollguard_roll_recovery_eta_seconds", node="kafka-1") == eta
     assert value(seen, "rollguard_roll_elapsed_seconds") == 40
     assert value(seen, "rollguard_roll_info", roll_id="r1", cluster="prod") == 1
-    # kafka-0 goes (its deferral ends), and is back: no wait left, no recovery figures
-    events.write("kafka-0", Event.RESTART, "restart", instance="a")
+    # kafka-0 restarted, then back: no wait left; kafka-1 deferred by the quorum
+    restarting = Waiting("restart", "waiting for its new process", clock.now)
+    roll.nodes["kafka-0"] = NodeRecord(
+        "kafka-0", Phase.RESTARTING, how=How.RESTART, waiting=restarting
+    )
     clock.now += 5
-    assert value(scrape(metrics), "rollguard_roll_wait_seconds", node="kafka-0",
-                 reason="restart") == 5  # fmt: skip
-    events.write("kafka-0", Event.READY, "restarted, ready and in sync")
-    events.write("kafka-1", Event.DEFER, "quorum", kind=DeferKind.QUORUM)
+    assert (
+        value(scrape(metrics), "rollguard_roll_wait_seconds", node="kafka-0", reason="restart") == 5
+    )
+    roll.nodes["kafka-0"] = NodeRecord("kafka-0", Phase.DONE, how=How.RESTART)
+    quorum = Waiting("quorum", "the quorum", clock.now, deferral=True)
+    roll.nodes["kafka-1"] = NodeRecord("kafka-1", Phase.PENDING, waiting=quorum)
     seen = scrape(metrics)
     assert named(seen, "rollguard_roll_wait_seconds") == {
         frozenset({("node", "kafka-1"), ("reason", "quorum")}): 0.0
@@ -168,35 +197,39 @@ def test_a_deferrals_kind_is_its_first_blockers(subjects: tuple[str, ...], kind:
     assert Defer("why", tuple(Blocker("why", s) for s in subjects)).kind is kind
 
 
-def test_a_recovery_the_agent_no_longer_reports_is_over() -> None:
-    metrics, events, clock = fed()
-    events.write("kafka-1", Event.RESTART, "restart")
-    record = RollRecord("r1", "2026-01-01T00:00:00.000Z")
-    record.nodes["kafka-1"] = NodeRecord(
-        "kafka-1", Phase.RESTARTING, "2026-01-01T00:00:00.000Z", how=How.RESTART
+def test_a_recovery_after_a_restart_ends_back_in_the_restart_s_own_wait() -> None:
+    """A node's record, moved by the roll's own step: restarted at 1000, in log recovery by its
+    agent's word, then out of it: its wait is the restart's again, since the restart."""
+    metrics, _, clock = fed()
+    node = Node(1, "kafka-1", frozenset({Role.BROKER}), "https://kafka-1:8443")
+    settings = RollSettings()
+    roll = rolled(metrics, NodeRecord("kafka-1", Phase.PENDING))
+    record = restarted(roll.nodes["kafka-1"], node, settings, clock.now, "old")
+    roll.nodes["kafka-1"] = record
+    assert (
+        value(scrape(metrics), "rollguard_roll_wait_seconds", node="kafka-1", reason="restart") == 0
     )
-    metrics.saved(record)
+    new = PlatformView(exists=True, ready=False, up_to_date=True, instance="new")
+
+    def look(answer: AgentAnswer) -> None:
+        outcome = step(roll.nodes["kafka-1"], Seen(node, clock.now, "", new, answer), settings)
+        roll.nodes["kafka-1"] = outcome.record
+
     clock.now += 5
-    events.write("kafka-1", Event.OBSERVE_AGENT, "RECOVERY", brokerState=2)
-    events.write("kafka-1", Event.WAIT_RECOVERY, "progressing", remainingLogsToRecover=3,
-                 remainingSegmentsToRecover=9)  # fmt: skip
-    # still recovering by its word (figures in STARTING), then RUNNING: back to the restart's
-    # own wait, since the restart
-    events.write("kafka-1", Event.OBSERVE_AGENT, "STARTING", brokerState=1,
-                 remainingLogsToRecover=1, remainingSegmentsToRecover=2)  # fmt: skip
-    assert value(scrape(metrics), "rollguard_roll_waiting_nodes", reason="recovery") == 1
+    look(
+        AgentReport(
+            node.agent_url or "", BrokerStateReport(BrokerState.RECOVERY, RecoveryProgress(3, 9))
+        )
+    )
+    seen = scrape(metrics)
+    assert value(seen, "rollguard_roll_waiting_nodes", reason="recovery") == 1
+    assert value(seen, "rollguard_roll_recovery_remaining_logs", node="kafka-1") == 3
     clock.now += 5
-    events.write("kafka-1", Event.OBSERVE_AGENT, "RUNNING", brokerState=3)
+    look(AgentReport(node.agent_url or "", BrokerStateReport(BrokerState.RUNNING, None)))
     seen = scrape(metrics)
     assert named(seen, "rollguard_roll_wait_seconds") == {
         frozenset({("node", "kafka-1"), ("reason", "restart")}): 10.0
     }
-    # a node not restarted in this roll, out of recovery: no longer waited for
-    events.write("kafka-2", Event.WAIT_RECOVERY, "progressing", remainingLogsToRecover=3)
-    events.write("kafka-2", Event.OBSERVE_AGENT, "unreadable")  # no state: nothing is known
-    assert value(scrape(metrics), "rollguard_roll_waiting_nodes", reason="recovery") == 1
-    events.write("kafka-2", Event.OBSERVE_AGENT, "RUNNING", brokerState=3)
-    assert value(scrape(metrics), "rollguard_roll_waiting_nodes", reason="recovery") == 0
 
 
 def test_node_states_come_from_the_journal_as_saved_a_resumed_rolls_too() -> None:
@@ -215,15 +248,24 @@ def test_node_states_come_from_the_journal_as_saved_a_resumed_rolls_too() -> Non
     metrics.saved(record)
     seen = scrape(metrics)
     states = {dict(k)["state"]: v for k, v in named(seen, "rollguard_roll_nodes").items()}
-    assert states == {"total": 5, "done": 1, "configured": 0, "skipped": 1, "held": 1, "pending": 2,
-                      "restarting": 1, "waiting": 0}  # fmt: skip
+    assert states == {
+        "total": 5,
+        "done": 1,
+        "configured": 0,
+        "skipped": 1,
+        "held": 1,
+        "pending": 2,
+        "restarting": 1,
+        "waiting": 0,
+    }
 
 
 def test_the_recovery_budget_and_the_prediction_are_shown() -> None:
-    metrics, events, _ = fed()
+    metrics, events, clock = fed()
     metrics.follow(["kafka-1"], budget=lambda name: 450.0)
     events.write(None, Event.ROLL_PREDICTED, "3 restarts", seconds=420.5, upperSeconds=700.0)
-    events.write("kafka-1", Event.WAIT_RECOVERY, "progressing", remainingLogsToRecover=3)
+    recovering = Waiting("recovery", "kafka-1 is performing log recovery", clock.now)
+    rolled(metrics, NodeRecord("kafka-1", Phase.RECOVERING, waiting=recovering))
     seen = scrape(metrics)
     assert value(seen, "rollguard_roll_recovery_budget_seconds", node="kafka-1") == 450
     assert value(seen, "rollguard_roll_predicted_seconds") == 420.5
@@ -236,22 +278,44 @@ def test_the_canary_s_figures_are_shown_by_window() -> None:
     assert named(scrape(metrics), "rollguard_roll_canary_sends") == {}  # no --canary
     events.write(None, Event.CANARY_TOPIC, "rollguard-canary: created", partitions=3)
     events.write(
-        None, Event.CANARY_BASELINE, "", sent=50, failed=0, p50Ms=2.0, p99Ms=8.0, maxMs=9.0,
-        e2eP50Ms=3.0, e2eP99Ms=9.0, e2eMaxMs=10.0, longestGapS=0.12,
-    )  # fmt: skip
+        None,
+        Event.CANARY_BASELINE,
+        "",
+        sent=50,
+        failed=0,
+        p50Ms=2.0,
+        p99Ms=8.0,
+        maxMs=9.0,
+        e2eP50Ms=3.0,
+        e2eP99Ms=9.0,
+        e2eMaxMs=10.0,
+        longestGapS=0.12,
+    )
     events.write("kafka-0", Event.RESTART, "")
     events.write(
-        "kafka-0", Event.CANARY_COST, "", sent=180, failed=2, p50Ms=6.0, p99Ms=700.0,
-        maxMs=1500.0, e2eP50Ms=7.0, e2eP99Ms=710.0, e2eMaxMs=1510.0, longestGapS=0.9,
-    )  # fmt: skip
+        "kafka-0",
+        Event.CANARY_COST,
+        "",
+        sent=180,
+        failed=2,
+        p50Ms=6.0,
+        p99Ms=700.0,
+        maxMs=1500.0,
+        e2eP50Ms=7.0,
+        e2eP99Ms=710.0,
+        e2eMaxMs=1510.0,
+        longestGapS=0.9,
+    )
     events.write("kafka-1", Event.CANARY_COST, "", sent=10, failed=10, longestGapS=1.0)
     seen = scrape(metrics)
     send = "rollguard_roll_canary_send_seconds"
     assert value(seen, send, window="baseline", quantile="0.99") == 0.008
     assert value(seen, send, window="kafka-0", quantile="0.5") == 0.006
     assert value(seen, send, window="kafka-0", quantile="1") == 1.5
-    assert value(seen, "rollguard_roll_canary_end_to_end_seconds", window="kafka-0",
-                 quantile="0.99") == 0.71  # fmt: skip
+    assert (
+        value(seen, "rollguard_roll_canary_end_to_end_seconds", window="kafka-0", quantile="0.99")
+        == 0.71
+    )
     # Nothing acknowledged: no latency, only its failures.
     assert value(seen, send, window="kafka-1", quantile="0.5") is None
     assert named(seen, "rollguard_roll_canary_failed_sends") == {
@@ -269,7 +333,8 @@ def test_gates_are_closed_until_every_one_is_open_and_the_end_clears_the_waits()
     events.write(None, Event.ROLL_START)
     events.write(None, Event.GATE_CLOSED, "window", gate="window", name="Mon-Fri 22:00-05:00")
     events.write(None, Event.GATE_CLOSED, "paused", gate="pause", name="pause")
-    events.write("kafka-1", Event.WAIT_READY, "not ready", kind="agent-unreachable")
+    unreadable = Waiting("agent-unreachable", "its agent cannot be read", clock.now)
+    rolled(metrics, NodeRecord("kafka-1", Phase.WAITING, waiting=unreadable))
     seen = scrape(metrics)
     assert named(seen, "rollguard_roll_gate_closed") == {
         frozenset({("gate", "window"), ("name", "Mon-Fri 22:00-05:00")}): 1,
@@ -477,11 +542,19 @@ def test_a_roll_whose_metrics_address_is_in_use_exits_2_before_anything_is_done(
         taken.listen()
         port = taken.getsockname()[1]
         done = subprocess.run(
-            rollguard_args("roll", inventory=inventory, bootstrap="127.0.0.1:1", tls=pki,
-                           state_dir=tmp_path / "state",
-                           extra=["--metrics-listen", f"127.0.0.1:{port}"]),
-            capture_output=True, text=True, timeout=60, check=False,
-        )  # fmt: skip
+            rollguard_args(
+                "roll",
+                inventory=inventory,
+                bootstrap="127.0.0.1:1",
+                tls=pki,
+                state_dir=tmp_path / "state",
+                extra=["--metrics-listen", f"127.0.0.1:{port}"],
+            ),
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=False,
+        )
     assert done.returncode == 2, done.stderr
     (line,) = done.stderr.splitlines()
     assert line.startswith(f"rollguard: --metrics-listen 127.0.0.1:{port}: ") and "in use" in line
@@ -565,17 +638,16 @@ def test_a_live_configuration_step_counts_apart_from_restarts_and_as_done_once_b
     metrics.follow(["kafka-0", "kafka-1"])
     events.write("kafka-0", Event.CONFIGURE, "num.io.threads", keys=["num.io.threads"])
     clock.now += 5
-    events.write("kafka-0", Event.CATCH_UP, "catching up: 2 partitions not yet in sync")
+    catching = Waiting("catch-up", "catching up: 2 partitions not yet in sync", clock.now)
+    roll = rolled(metrics, NodeRecord("kafka-0", Phase.CONFIGURING, how=How.LIVE, waiting=catching))
     seen = scrape(metrics)
     assert value(seen, "rollguard_roll_live_configurations_total") == 1
     assert value(seen, "rollguard_roll_restarts_total") == 0
     assert value(seen, "rollguard_roll_waiting_nodes", reason="catch-up") == 1
     events.write("kafka-0", Event.CONFIGURED, "configuration applied live: num.io.threads")
-    record = RollRecord("r1", "2026-01-01T00:00:00.000Z")
-    record.nodes["kafka-0"] = NodeRecord(
+    roll.nodes["kafka-0"] = NodeRecord(
         "kafka-0", Phase.DONE, "2026-01-01T00:00:05.000Z", how=How.LIVE
     )
-    metrics.saved(record)
     seen = scrape(metrics)
     states = {dict(k)["state"]: v for k, v in named(seen, "rollguard_roll_nodes").items()}
     assert (states["done"], states["configured"], states["pending"]) == (1, 1, 1)

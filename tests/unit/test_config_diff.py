@@ -104,7 +104,10 @@ def test_the_running_file_as_desired_shows_only_the_shadowed_and_the_sensitive()
     assert (cleaner.from_, cleaner.to) == ("3", "2")
     assert cleaner.shadowed_by is not None
     assert cleaner.shadowed_by.source is Source.DYNAMIC_DEFAULT
-    assert "cluster-wide default" in cleaner.why and "stays in force" in cleaner.why
+    # Taken live: the roll sets the file's value over it, so it shadows nothing afterwards.
+    assert cleaner.set_over == cleaner.shadowed_by and cleaner.shadowing is None
+    assert "cluster-wide default is set over live, to the file's value" in cleaner.why
+    assert "stays in force" not in cleaner.why
     secret = found["ssl.truststore.password"]
     assert secret.sensitive and not secret.known
     assert secret.values() == "(sensitive: not shown), may have changed"
@@ -149,15 +152,20 @@ def test_an_unlisted_key_restarts_and_is_not_shown() -> None:
     assert SECRET not in change.text() and SECRET not in json.dumps(change.to_json())
 
 
-def test_a_per_broker_dynamic_value_shadows_the_files_and_is_named() -> None:
+def test_a_per_broker_dynamic_value_of_a_live_key_is_set_over_and_named() -> None:
     found = diff(num__io__threads="8")  # the file says 8; kafka-configs set 6 for broker 0
     change = found["num.io.threads"]
     assert (change.from_, change.to, change.source) == ("6", "8", Source.DYNAMIC_BROKER)
     assert change.shadowed_by is not None
     assert (change.shadowed_by.key, change.shadowed_by.value) == ("num.io.threads", "6")
     assert change.shadowed_by.source is Source.DYNAMIC_BROKER
-    assert "num.io.threads=6 set dynamically for this broker" in change.why
-    assert change.to_json()["shadowedBy"] == {
+    # The roll sets num.io.threads live at the broker: the file's value, over its own value,
+    # and nothing stays in force over the file after it: no advice to delete it.
+    assert "num.io.threads=6 set dynamically for this broker is set over live" in change.why
+    assert "stays in force" not in change.why and "delete it" not in change.why
+    carried = change.to_json()
+    assert carried["shadowedBy"] is None
+    assert carried["setOver"] == {
         "key": "num.io.threads",
         "source": "DYNAMIC_BROKER_CONFIG",
         "value": "6",
@@ -263,16 +271,14 @@ def test_the_plan_shows_each_change_and_its_json_carries_the_same() -> None:
     )
     lines = plan_lines([entry])
     at = lines.index("Configuration: the desired file against what Kafka says each node runs")
-    assert (
-        lines[at + 1] == "kafka-0: 4 keys change: 2 restart, 2 live, 2 shadowed by a dynamic value"
-    )
+    assert lines[at + 1] == "kafka-0: 4 keys change: 2 restart, 2 live"  # both set over
     assert lines[at + 2].startswith("  log.cleaner.threads: 3 -> 2; live-cluster: cluster-wide")
     assert (
         lines[at + 3].startswith("  log.dirs: /tmp/")
         and "-> /x; restart: read-only" in lines[at + 3]
     )
     assert lines[at + 4].startswith("  num.io.threads: 6 -> 8; live-cluster: ")
-    assert "num.io.threads=6 set dynamically for this broker outranks the file" in lines[at + 4]
+    assert "num.io.threads=6 set dynamically for this broker is set over live" in lines[at + 4]
     assert lines[at + 5].startswith(
         "  ssl.truststore.password: (sensitive: not shown), may have changed; restart: "
     )
@@ -370,8 +376,8 @@ def test_keys_set_at_the_pods_start_are_listed_as_not_compared_never_as_changes(
     assert "num.network.threads" in before
     assert "node.id" not in reader.asked[0][1] and "listeners" not in reader.asked[0][1]
     assert found.summary() == (
-        "3 keys change: 1 restart, 2 live, 1 shadowed by a dynamic value; not compared (set at the "
-        "pod's start): broker.id, listeners, node.id"
+        "3 keys change: 1 restart, 2 live; not compared (set at the pod's start): broker.id, "
+        "listeners, node.id"
     )
     assert found.to_json()["notCompared"] == ["broker.id", "listeners", "node.id"]
     assert "notCompared" not in compared["kafka-0"].to_json()  # an inventory's: as before

@@ -3,11 +3,13 @@
 Nothing here looks at the cluster a second time: the metrics are what the roll itself says and
 holds, rendered when Prometheus asks, from their own registry (never the process's global one).
 
-- every event of the roll (`EventLog.listeners`), and every wait said again unchanged at a later
-  poll (`EventLog.repeat`): restarts, deferrals by kind, each node's current wait and since when,
-  the recovery figures of the node being waited for, the gates, the prediction;
-- the roll journal as the roll saves it (`WatchedJournal`): which nodes are done, skipped or
-  restarting, a resumed roll's earlier ones included;
+- each node's record (`node.record.NodeRecord`), the very one the roll moves, from the roll
+  journal the roll saves (`WatchedJournal`: the roll's record, whose nodes the loop keeps up to
+  date): which nodes are done, skipped, held or restarting (a resumed roll's earlier ones
+  included), what each waits for and since when (the roll's clock, which the metrics share),
+  the recovery figures of a node in log recovery;
+- every event of the roll (`EventLog.listeners`): restarts and deferrals counted, the gates,
+  the prediction, the roll's start and end;
 - the lease as the roll takes, renews and gives it up (`WatchedLease`).
 
 Both wrappers do what the object they wrap does, no more. Labels stay bounded: reasons are the
@@ -21,7 +23,6 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping
-from dataclasses import dataclass
 from typing import Any
 
 from prometheus_client import CollectorRegistry, generate_latest
@@ -31,20 +32,19 @@ from prometheus_client.registry import Collector
 from rollguard.roller.roll.canary.metrics import CanaryMetrics
 from rollguard.roller.roll.node.actions import AwaitReady, AwaitRecovery, AwaitUnknown, DeferKind
 from rollguard.roller.roll.node.record import How, NodeRecord, Phase
+from rollguard.roller.roll.node.speech import CATCH_UP, RESTARTED
 from rollguard.roller.roll.stores.journal import JournalStore, RollRecord
 from rollguard.roller.roll.stores.lease import Lease
 from rollguard.roller.roll.voice import EventLog
 from rollguard.roller.roll.watched import WatchedJournal, WatchedLease
 from rollguard.shared.dataset import ROLL_OUTCOMES, Event
-from rollguard.shared.states import BrokerState
 
 __all__ = ["RollMetrics", "WatchedJournal", "WatchedLease"]
 
-# What a node waits for, a label: before its restart (its readiness, its agent, its recovery, a
-# safety rule by kind), then after it (`restart`: its new process not yet ready; its recovery;
-# `catch-up`: back into its partitions' ISRs). Never rename one: dashboards and alerts use them.
-RESTARTED = "restart"
-CATCH_UP = "catch-up"
+# What a node waits for, a label (its record's `waiting.kind`): before its restart (its
+# readiness, its agent, its recovery, a safety rule by kind), then after it (`restart`: its new
+# process not yet ready; its recovery; `catch-up`: back into the quorum and its partitions'
+# ISRs). Never rename one: dashboards and alerts use them.
 WAIT_REASONS = (
     AwaitReady.kind,
     AwaitUnknown.kind,
@@ -54,17 +54,7 @@ WAIT_REASONS = (
     CATCH_UP,
 )
 _DEFER_KINDS = frozenset(k.value for k in DeferKind)
-_READY_KINDS = frozenset((AwaitReady.kind, AwaitUnknown.kind))
 NODE_STATES = ("total", "done", "configured", "skipped", "held", "pending", "restarting", "waiting")
-
-
-@dataclass(slots=True)
-class _Wait:
-    reason: str
-    since: float  # on the metrics' clock
-    logs: int | None = None
-    segments: int | None = None
-    eta: float | None = None
 
 
 class RollMetrics(Collector):
@@ -77,15 +67,14 @@ class RollMetrics(Collector):
         *,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
+        """`clock`: the roll's own (its records' waits are on it)."""
         self.roll_id = roll_id
         self.cluster = cluster or ""
         self.registry = CollectorRegistry(auto_describe=True)
         self._clock = clock
         self._lock = threading.Lock()  # events may come from a worker thread (journal saves)
         self._nodes: tuple[str, ...] = ()
-        self._records: dict[str, NodeRecord] = {}  # each node's, as the journal last saved it
-        self._waits: dict[str, _Wait] = {}
-        self._restarted: dict[str, float] = {}  # since when, until back
+        self._roll: RollRecord | None = None  # the roll's record, its nodes' as the loop moves them
         self._restarts = 0
         self._forced = 0
         self._configured = 0  # live configuration steps
@@ -116,17 +105,20 @@ class RollMetrics(Collector):
             self._budget = budget
 
     def saved(self, record: RollRecord) -> None:
-        records = dict(record.nodes)
+        """The roll's record, as saved: the metrics read its nodes' records, kept up to date by
+        the roll loop, at every scrape."""
         with self._lock:
-            self._records = records
+            self._roll = record
+
+    def _records(self) -> list[NodeRecord]:
+        return list(self._roll.nodes.values()) if self._roll is not None else []
 
     def on_event(self, entry: Mapping[str, Any]) -> None:
         with self._lock:
             self._on_event(entry)
 
     def _on_event(self, entry: Mapping[str, Any]) -> None:
-        action, node = entry.get("action"), entry.get("node")
-        repeated = bool(entry.get("repeated"))
+        action = entry.get("action")
         if self._canary.heard(entry):
             return
         if action == Event.ROLL_PREDICTED:
@@ -136,68 +128,25 @@ class RollMetrics(Collector):
         elif action == Event.ROLL_START:
             self._started, self._took = self._clock(), None
         elif action in ROLL_OUTCOMES:
-            self._took = _number(entry.get("seconds"))
-            self._waits.clear()  # nothing waits once the roll is over
+            self._took = _number(entry.get("seconds"))  # nothing waits once the roll is over
         elif action == Event.GATE_CLOSED:
             self._gates.add((str(entry.get("gate", "")), str(entry.get("name", ""))))
         elif action == Event.GATE_OPEN:
             self._gates.clear()  # said once every gate is open again
-        elif not isinstance(node, str):
-            return
-        elif action == Event.DEFER:
+        elif action == Event.DEFER and not entry.get("repeated"):
             kind = str(entry.get("kind", DeferKind.OTHER))
-            kind = kind if kind in _DEFER_KINDS else DeferKind.OTHER
-            self._wait(node, kind)
-            if not repeated:
-                self._deferrals[kind] += 1
-        elif action == Event.WAIT_READY:
-            kind = str(entry.get("kind", AwaitReady.kind))
-            self._wait(node, kind if kind in _READY_KINDS else AwaitReady.kind)
-        elif action == Event.WAIT_RECOVERY:
-            wait = self._wait(node, AwaitRecovery.kind)
-            wait.logs = _whole(entry.get("remainingLogsToRecover"), wait.logs)
-            wait.segments = _whole(entry.get("remainingSegmentsToRecover"), wait.segments)
-            wait.eta = _number(entry.get("eta"))
-        elif action == Event.OBSERVE_AGENT:
-            self._observed(node, entry)
+            self._deferrals[kind if kind in _DEFER_KINDS else DeferKind.OTHER] += 1
         elif action == Event.RESTART:
             self._restarts += 1
             self._forced += entry.get("forced") is True
-            self._waits[node] = _Wait(RESTARTED, self._clock())
-            self._restarted[node] = self._waits[node].since
         elif action == Event.CONFIGURE:
             self._configured += 1
-        elif action == Event.CATCH_UP:
-            self._wait(node, CATCH_UP)
-        elif action in (
-            Event.READY, Event.CONFIGURED, Event.SKIP, Event.HOLD, Event.RESTART_NOT_OBSERVED
-        ):  # fmt: skip
-            self._waits.pop(node, None)
-            self._restarted.pop(node, None)
 
-    def _wait(self, node: str, reason: str) -> _Wait:
-        """The node's current wait: the same one goes on (since when it began), another starts."""
-        wait = self._waits.get(node)
-        if wait is None or wait.reason != reason:
-            wait = self._waits[node] = _Wait(reason, self._clock())
-        return wait
-
-    def _observed(self, node: str, entry: Mapping[str, Any]) -> None:
-        """Its agent's answer at a poll: a recovery it no longer reports is over (the roll says
-        nothing more about it until the node's next wait, or it is back)."""
-        wait = self._waits.get(node)
-        state = entry.get("brokerState")
-        if wait is None or wait.reason != AwaitRecovery.kind or state is None:
-            return
-        if "remainingLogsToRecover" in entry or state == BrokerState.RECOVERY:
-            return  # recovering, by its word (RECOVERY counts even without figures)
-        if node in self._restarted:
-            self._waits[node] = _Wait(RESTARTED, self._restarted[node])  # since its restart
-        elif (found := self._records.get(node)) is not None and found.on_its_way_back:
-            # restarted before a resume
-            self._waits[node] = _Wait(RESTARTED, wait.since)
-        else:
-            del self._waits[node]
+    def _waiting_now(self) -> dict[str, NodeRecord]:
+        """Each node waited for now (none once the roll is over), by name."""
+        if self._took is not None:
+            return {}
+        return {r.name: r for r in self._records() if r.waiting is not None}
 
     # ---- what Prometheus reads ----------------------------------------------------------------
 
@@ -226,8 +175,9 @@ class RollMetrics(Collector):
             "Nodes waited for now, by what they wait for",
             labels=["reason"],
         )
+        waiting = self._waiting_now()
         for reason in WAIT_REASONS:
-            count = sum(1 for w in self._waits.values() if w.reason == reason)
+            count = sum(1 for r in waiting.values() if r.waiting and r.waiting.kind == reason)
             by_reason.add_metric([reason], count)
         yield by_reason
         yield from self._waiting(now)
@@ -265,8 +215,8 @@ class RollMetrics(Collector):
         yield from self._canary.collect()
 
     def _node_counts(self) -> Metric:
-        names = set(self._nodes) | set(self._records)
-        records = list(self._records.values())
+        records = self._records()
+        names = set(self._nodes) | {r.name for r in records}
         done = sum(1 for r in records if r.phase is Phase.DONE)
         configured = sum(1 for r in records if r.phase is Phase.DONE and r.how is How.LIVE)
         skipped = sum(1 for r in records if r.phase is Phase.LEFT_OUT)
@@ -280,7 +230,7 @@ class RollMetrics(Collector):
             "held": held,
             "pending": len(names) - done - skipped - held,
             "restarting": restarting,
-            "waiting": len(self._waits),
+            "waiting": len(self._waiting_now()),
         }
         family = GaugeMetricFamily(
             "rollguard_roll_nodes",
@@ -321,16 +271,17 @@ class RollMetrics(Collector):
                 ),
             )
         )
-        for node, wait in sorted(self._waits.items()):
-            seconds.add_metric([node, wait.reason], max(0.0, now - wait.since))
-            if wait.reason != AwaitRecovery.kind:
+        for node, record in sorted(self._waiting_now().items()):
+            assert record.waiting is not None
+            seconds.add_metric([node, record.waiting.kind], max(0.0, now - record.waiting.since))
+            if record.waiting.kind != AwaitRecovery.kind:
                 continue
-            if wait.logs is not None:
-                logs.add_metric([node], wait.logs)
-            if wait.segments is not None:
-                segments.add_metric([node], wait.segments)
-            if wait.eta is not None:
-                eta.add_metric([node], wait.eta)
+            tracker = record.recovery
+            if tracker is not None and tracker.points:
+                logs.add_metric([node], tracker.points[-1].logs)
+                segments.add_metric([node], tracker.points[-1].segments)
+                if (left := tracker.eta()) is not None:
+                    eta.add_metric([node], left)
             if self._budget is not None:
                 budget.add_metric([node], self._budget(node))
         yield from (seconds, logs, segments, eta, budget)
@@ -364,7 +315,3 @@ class RollMetrics(Collector):
 
 def _number(value: object) -> float | None:
     return float(value) if isinstance(value, int | float) and not isinstance(value, bool) else None
-
-
-def _whole(value: object, before: int | None) -> int | None:
-    return value if isinstance(value, int) and not isinstance(value, bool) else before

@@ -33,22 +33,16 @@ from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 
 from rollguard.roller.agent_client import AgentClient
-from rollguard.roller.model import ClusterView, Node, PlatformView, kafka_build
+from rollguard.roller.model import Node
 from rollguard.roller.platform import Platform
 from rollguard.roller.roll.configs.live import LiveConfigs
-from rollguard.roller.roll.effects import Effects, Group, LeaderElection
+from rollguard.roller.roll.effects import Effects, LeaderElection
 from rollguard.roller.roll.gates.keeper import GateKeeper, Gates
-from rollguard.roller.roll.node.actions import Defer
-from rollguard.roller.roll.node.outcome import Do, Effect, Outcome, Seen
-from rollguard.roller.roll.node.record import How, NodeRecord, Phase, Waiting
-from rollguard.roller.roll.node.speech import deferred, held_at_gates
-from rollguard.roller.roll.node.step import restarted, step
+from rollguard.roller.roll.looks import Looks
+from rollguard.roller.roll.node.record import How, NodeRecord, Phase
 from rollguard.roller.roll.observer import ClusterObserver, Observer
 from rollguard.roller.roll.planning import PlanEntry, Planned, check_names
 from rollguard.roller.roll.preflight import preflight
-from rollguard.roller.roll.rules.batch import Batch, batchable, next_batch
-from rollguard.roller.roll.rules.budgets import SafetyWait
-from rollguard.roller.roll.rules.safety import roll_order
 from rollguard.roller.roll.rules.settings import OnAgentUnreachable, RollFailed, RollSettings
 from rollguard.roller.roll.stores.journal import (
     JournalStore,
@@ -58,7 +52,7 @@ from rollguard.roller.roll.stores.journal import (
     resumed_target,
 )
 from rollguard.roller.roll.stores.lease import Lease, LeaseLost, release, renewing
-from rollguard.roller.roll.voice import EventLog, Progress, Voice, Wall, now_text, utc_now
+from rollguard.roller.roll.voice import EventLog, Progress, Voice, Wall, utc_now
 from rollguard.shared.dataset import Event
 from rollguard.shared.errors import ConfigError, RollguardError
 from rollguard.shared.retry import RetryPolicy
@@ -152,11 +146,21 @@ class Roller:
         self._clock = clock
         self._wall = wall
         self._sleep = sleep
-        self._nodes: dict[str, Node] = {}
-        self._group: Group | None = None  # the restart on its way back
-        self._waiting = SafetyWait()  # --safety-wait, while nothing restarts
-        self._revisions = getattr(platform, "revisions", True)  # an inventory has none
-        self._apply: Effects | Planned = self.effects  # `plan`: the effects noted, not applied
+
+    def _looks(self, voice: Voice, gates: GateKeeper) -> Looks:
+        """The looks of one roll, or of one plan (its own voice and gates: it says nothing)."""
+        return Looks(
+            self.observer,
+            self.agents,
+            voice,
+            gates,
+            self.effects,
+            self.settings,
+            clock=self._clock,
+            wall=self._wall,
+            sleep=self._sleep,
+            revisions=getattr(self.platform, "revisions", True),  # an inventory has none
+        )
 
     @property
     def configs(self) -> LiveConfigs | None:
@@ -176,21 +180,20 @@ class Roller:
         if check_agents:
             await self._preflight(nodes)
         roll, planned = RollRecord("plan", ""), Planned()
-        voice, gates = self.voice, self.gates
-        quiet = EventLog(None, "plan", quiet=True)
-        self._apply, self.voice = planned, Voice(quiet)
-        self.gates = GateKeeper(gates.gates, self.observer, self.voice.progress, quiet)
-        try:
-            for node, outcome in await self._first_look(nodes, roll):
-                await self._apply_first(node, outcome, roll)
-            cluster = await self.observer.cluster()
-            if cluster is None:
-                raise RollFailed(
-                    "the Kafka Admin API cannot be reached: no plan can be made without the cluster"
-                )
-            await self._poll(roll, cluster)
-        finally:
-            self._apply, self.voice, self.gates = self.effects, voice, gates
+        quiet = EventLog(None, "plan", quiet=True)  # a plan says nothing but what it returns
+        voice = Voice(quiet)
+        looks = self._looks(
+            voice, GateKeeper(self.gates.gates, self.observer, voice.progress, quiet)
+        )
+        looks.apply = planned
+        for node, outcome in await looks.first_look(nodes, roll):
+            await looks.apply_first(node, outcome, roll)
+        cluster = await self.observer.cluster()
+        if cluster is None:
+            raise RollFailed(
+                "the Kafka Admin API cannot be reached: no plan can be made without the cluster"
+            )
+        await looks.poll(roll, cluster)
         return planned.entries(nodes, roll.nodes, cluster, self.settings)
 
     async def _preflight(self, nodes: list[Node]) -> None:
@@ -231,7 +234,8 @@ class Roller:
         record.state, record.reason = RollState.RUNNING, ""
         started, save = self._clock(), self.effects.save
         await save(record)
-        self.events.write(None, Event.ROLL_START, "resumed" if resume else "", **self._target())
+        target = {"kafkaVersion": v} if (v := self.settings.kafka_version) is not None else {}
+        self.events.write(None, Event.ROLL_START, "resumed" if resume else "", **target)
         try:
             try:
                 renew, lease = self.settings.lease_renew_interval, self.lease
@@ -263,295 +267,20 @@ class Roller:
         return result
 
     async def _roll(self, record: RollRecord, nodes: list[Node]) -> RollResult:
-        for node, outcome in await self._first_look(nodes, record):
-            await self._apply_first(node, outcome, record)
-        while self._pending(record) or self._group is not None:
-            if self._group is not None:
-                await self._follow(self._group, record)
-            elif await self._poll(record, await self.observer.cluster()):
-                self._waiting.reset()
+        looks = self._looks(self.voice, self.gates)
+        for node, outcome in await looks.first_look(nodes, record):
+            await looks.apply_first(node, outcome, record)
+        while looks.pending(record) or looks.group is not None:
+            if looks.group is not None:
+                await looks.follow(looks.group, record)
+            elif await looks.poll(record, await self.observer.cluster()):
+                looks.waiting.reset()
             else:
                 await self._sleep(self.settings.poll_interval)
         result = RollResult.of(record.roll_id, RollState.COMPLETED, record.nodes)
         if result.held:
             record.reason = f"held for later: {', '.join(result.held)}"
         return result
-
-    # ---- the first look -----------------------------------------------------------------------
-
-    async def _first_look(
-        self, nodes: list[Node], record: RollRecord
-    ) -> list[tuple[Node, Outcome]]:
-        """Each node's first look in this roll: a settled node of a resumed roll passed by, a
-        restart on record judged by identity (None: waited for), every other one taken, left
-        out or held. Nothing is applied yet: what the roll cannot do stops it here."""
-        self._nodes = {n.name: n for n in nodes}
-        resumed = Group([], resumed=True)
-        looks: list[tuple[Node, Outcome]] = []
-        for node in nodes:
-            found = record.nodes.get(node.name)
-            if found is not None and found.phase.settled:
-                continue
-            on_record = found is not None and found.how is How.RESTART
-            if (
-                on_record
-                and found is not None
-                and found.phase is not Phase.FAILED
-                and await self.effects.on_record(node, found.instance)  # it did restart
-            ):
-                resumed.members.append(node.name)
-                continue
-            looks.append((node, await self._take(node)))
-        if resumed.members:  # each waited for from its identity before its restart
-            now = self._clock()
-            for name in resumed.members:
-                found = record.nodes[name]
-                record.nodes[name] = restarted(
-                    found, self._nodes[name], self.settings, now, found.instance, found.base
-                )
-            self._group = Group(resumed.members, resumed=True)
-        refused = [o.effect.reason for _, o in looks if o.effect.do is Do.REFUSE]
-        for node, outcome in looks:
-            if outcome.effect.do is Do.FAIL_ROLL or outcome.effect.do is Do.REFUSE:
-                self._apply.fail(node, outcome.effect.reason)
-        if refused:
-            raise ConfigError(
-                "the desired configuration cannot take effect by a roll: " + "; ".join(refused)
-            )
-        return looks
-
-    async def _take(self, node: Node) -> Outcome:
-        view = await self.observer.platform_view(node)
-        running = None
-        if self.settings.kafka_version is not None:  # what it runs, to compare with the target
-            running = kafka_build(await self.agents.ask(node))
-        plan = self.configs.plan.node(node.name) if self.configs is not None else None
-        self._apply.saw(node, view)
-        refused = self.configs.refused.get(node.name) if self.configs is not None else None
-        seen = Seen(
-            node,
-            self._clock(),
-            now_text(self._wall),
-            view=view,
-            running=running,
-            config=plan,
-            refused=refused,
-            revisions=self._revisions,
-        )
-        return step(NodeRecord(node.name), seen, self.settings)
-
-    async def _apply_first(self, node: Node, outcome: Outcome, record: RollRecord) -> None:
-        record.nodes[node.name] = outcome.record
-        effect = outcome.effect
-        if effect.do in (Do.LEAVE_OUT, Do.HOLD):
-            await self._apply.leave_out(node, effect.reason, record, held=effect.do is Do.HOLD)
-
-    def _pending(self, record: RollRecord) -> list[Node]:
-        """The nodes taken and not yet restarted, in the platform's order."""
-        return [
-            node
-            for name, node in self._nodes.items()
-            if (r := record.nodes.get(name)) is not None
-            and r.taken
-            and not r.restarted
-            and r.phase is not Phase.FAILED
-        ]
-
-    # ---- a restart on its way back ------------------------------------------------------------
-
-    async def _follow(self, group: Group, record: RollRecord) -> None:
-        """One look at the restart on its way back: at its first member not yet back (a batch's
-        in order), what its phase needs. A member that failed stops the roll once the others
-        are back (stopping while they restart would leave their partitions short)."""
-        if group.waiting:
-            name = group.waiting[0]
-            node, found = self._nodes[name], record.nodes[name]
-            view, answer, cluster = None, None, None
-            if not found.watching_recovery:
-                cluster = await self.observer.cluster()
-            if found.catch_up is None and not found.watching_recovery:
-                view = await self.observer.view(node, cluster)
-            if found.asks_agent:
-                answer = await self.agents.ask(node)
-            seen = Seen(node, self._clock(), self.effects.now(), view, answer, cluster)
-            outcome = step(found, seen, self.settings)
-            self.voice.speak(node, outcome.said)
-            record.nodes[name] = outcome.record
-            effect = outcome.effect
-            if effect.do in (Do.LOOK, Do.LOOK_NOW):
-                if effect.do is Do.LOOK:
-                    await self._sleep(self.settings.poll_interval)
-                return
-            group.waiting.remove(name)
-            if effect.do is Do.BACK:
-                await self.effects.back(node, effect.reason, record, **self._target())
-            elif outcome.record.phase is Phase.FAILED:  # up, on another version: on record
-                await self.effects.failed(record)
-                if not group.resumed:
-                    group.failures.append(effect.reason)
-                else:  # on resume: taken again now, as any failed node of a resumed roll
-                    outcome = await self._take(node)
-                    await self._apply_first(node, outcome, record)
-            else:
-                group.failures.append(effect.reason)
-            if group.waiting:
-                return
-        self._group = None
-        self._waiting.reset()
-        if (failed := group.failed()) is not None:
-            raise failed
-        if group.number is not None:
-            members = [self._nodes[m] for m in group.members]
-            await self.effects.elect_preferred(members, group.number)
-
-    # ---- a poll of the pending nodes ----------------------------------------------------------
-
-    async def _poll(self, record: RollRecord, cluster: ClusterView | None) -> bool:
-        """One look at every pending node, in roll order, each step's effect applied: True when
-        a restart (one node, or a batch) began, which ends the poll (the cluster changed: look
-        again). Raises RollFailed when nothing became safe for --safety-wait."""
-        pending = self._pending(record)
-        views = await self.observer.views(pending, cluster)
-        ready = {n.node_id: views[n.name].ready for n in pending}
-        recovering: list[str] = []  # in log recovery: while any is, nothing else restarts
-        starting: list[str] = []  # ... or on its way back (STARTING, RECOVERY), the same
-        candidates: list[Node] = []  # ready brokers, for a batch once the others are handled
-        gated: list[tuple[Node, Effect]] = []  # may restart, but a gate is closed
-        waiting_nodes = False  # a node waited for within a budget of its own
-        s = self.settings
-        deferrals: dict[Node, Waiting] = {}  # held back by a rule, within --safety-wait
-        for node in roll_order(pending, ready, cluster.active_controller if cluster else None):
-            view = views[node.name]
-            self._apply.saw(node, view)
-            answer = None if view.ready else await self.agents.ask(node)
-            found = record.nodes[node.name]
-            running = kafka_build(answer) if answer is not None else None
-            if found.version_unknown and view.ready:  # looked at again before its restart
-                running = kafka_build(await self.agents.ask(node))
-            seen = Seen(
-                node,
-                self._clock(),
-                self.effects.now(),
-                view,
-                answer,
-                cluster,
-                running=running,
-                revisions=self._revisions,
-                recovering=tuple(recovering),
-                starting=tuple(starting),
-                batching=s.max_batch_size > 1 and batchable(node, view),
-            )
-            outcome = step(found, seen, s)
-            self.voice.speak(node, outcome.said)
-            record.nodes[node.name] = outcome.record
-            effect, waiting = outcome.effect, outcome.record.waiting
-            if effect.do is Do.FAIL_ROLL:
-                self._apply.fail(node, effect.reason)
-            elif effect.do is Do.LEAVE_OUT:
-                await self._apply.leave_out(node, effect.reason, record, held=False)
-            elif effect.do is Do.BATCH:
-                candidates.append(node)
-                self._apply.candidate(node)
-            elif effect.do in (Do.RESTART, Do.CONFIGURE):
-                if await self.gates.closed(ask=not gated):
-                    gated.append((node, effect))
-                elif await self._start([node], views, cluster, record, effect):
-                    return True
-            elif outcome.record.phase is Phase.RECOVERING:
-                recovering.append(node.name)
-                waiting_nodes = True
-            elif waiting is not None and waiting.deferral:
-                deferrals[node] = waiting
-            elif waiting is not None:
-                if waiting.starting:
-                    starting.append(node.name)
-                waiting_nodes = True
-        while candidates:  # a `plan` goes on past the first batch: it shows every one
-            batch = next_batch(
-                candidates,
-                cluster,
-                max_size=s.max_batch_size,
-                rack_aware=s.rack_aware,
-                explain=False,
-            )
-            if batch.batch is None:
-                for held in batch.held:
-                    if held.blockers:
-                        deferrals[held.node] = self._defer(
-                            record, held.node, Defer(held.reason, held.blockers)
-                        )
-                break
-            members = list(batch.batch.members)
-            effect = Effect(Do.RESTART, batch.batch.reason)
-            if await self.gates.closed(ask=not gated):
-                gated += [(m, effect) for m in members]
-            elif await self._start(members, views, cluster, record, effect, batch.batch):
-                return True
-            if not self._apply.dry:
-                break
-            candidates = [c for c in candidates if c not in members]
-        if gated:
-            at_gates, asked_for = self.gates.hold([n for n, _ in gated])
-            for node, effect in gated:
-                at = held_at_gates(record.nodes[node.name], self._clock(), at_gates.get(node))
-                record.nodes[node.name] = at
-                self._apply.gated(node, effect, self.gates.now)
-                if at.waiting is not None and at.waiting.blockers:
-                    deferrals[node] = at.waiting
-            waiting_nodes = asked_for or waiting_nodes
-        self._safety_wait(deferrals, waiting_nodes)
-        for node, waiting in deferrals.items():
-            self.voice.progress(node, f"waiting until safe: {waiting.reason}", None)
-        return False
-
-    def _defer(self, record: RollRecord, node: Node, defer: Defer) -> Waiting:
-        """A node the batch rule holds back now, as any deferral."""
-        seen = Seen(node, self._clock(), self.effects.now())
-        outcome = deferred(record.nodes[node.name], seen, defer)
-        self.voice.speak(node, outcome.said)
-        record.nodes[node.name] = outcome.record
-        assert outcome.record.waiting is not None
-        return outcome.record.waiting
-
-    async def _start(
-        self,
-        members: list[Node],
-        views: Mapping[str, PlatformView],
-        cluster: ClusterView | None,
-        record: RollRecord,
-        effect: Effect,
-        batch: Batch | None = None,
-    ) -> bool:
-        """A restart (one node, or a batch), or a live step: True once it began; every member
-        whose command worked is waited for from its identity before it."""
-        group = await self._apply.start(members, views, cluster, record, effect, batch)
-        if group is None:  # a plan: noted, not begun
-            return False
-        how = How.LIVE if effect.do is Do.CONFIGURE else How.RESTART
-        now = self._clock()
-        for name in group.members:
-            found = record.nodes[name]
-            record.nodes[name] = restarted(
-                found, self._nodes[name], self.settings, now, found.instance, found.base, how=how
-            )
-        self._group = group
-        return True
-
-    def _safety_wait(self, deferrals: Mapping[Node, Waiting], waiting_nodes: bool) -> None:
-        """Nothing restarted in this poll: the --safety-wait budget runs (`SafetyWait`)."""
-        if waiting_nodes:
-            self._waiting.reset()
-            return
-        held = [
-            (n.name, w.reason, sum(b.deficit for b in w.blockers)) for n, w in deferrals.items()
-        ]
-        if (why := self._waiting.spent(self._clock(), held, self.settings.safety_wait)) is not None:
-            raise RollFailed(why)
-
-    def _target(self) -> dict[str, str]:
-        """The roll's target version as an event's figure (`kafkaVersion`), when it has one."""
-        version = self.settings.kafka_version
-        return {"kafkaVersion": version} if version is not None else {}
 
 
 async def plan(

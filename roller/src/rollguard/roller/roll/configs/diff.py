@@ -146,7 +146,9 @@ def changes(
             result.append(ConfigChange(found.key, None, None, How.RESTART, why, listed=False))
             continue
         how, why = _how(now, answers.get(found.key))
-        if found.shadow is not None:
+        if found.shadow is not None and found.shadow.key == found.key and how is not How.RESTART:
+            why += f"; {found.shadow.text(now.sensitive)} is set over live, to the file's value"
+        elif found.shadow is not None:
             why += (
                 f"; but {found.shadow.text(now.sensitive)} outranks the file: after a restart "
                 "it stays in force; change it or delete it live"

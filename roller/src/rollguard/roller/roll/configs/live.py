@@ -84,7 +84,7 @@ class NodeConfig:
         if not self.changes:
             return "no change"
         counts = Counter("restart" if c.how is How.RESTART else "live" for c in self.changes)
-        shadowed = sum(1 for c in self.changes if c.shadowed_by is not None)
+        shadowed = sum(1 for c in self.changes if c.shadowing is not None)
         parts = [f"{counts[k]} {k}" for k in ("restart", "live") if counts[k]]
         if shadowed:
             parts.append(f"{shadowed} shadowed by a dynamic value")

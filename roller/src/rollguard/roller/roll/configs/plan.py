@@ -100,11 +100,9 @@ def refused_by_node(
     for name, node_changes in changes.items():
         found = by_node.setdefault(name, [])
         for change in node_changes:
-            shadow = change.shadowed_by
+            shadow = change.shadowing  # one set live over is the file's value once set
             if shadow is None:
                 continue
-            if shadow.key == change.key and change.how is not How.RESTART:
-                continue  # set live over it: the value in force is the file's
             found.append(f"{name}: {change.key} {_shadowed(change, shadow, ids.get(name))}")
     return {name: found for name, found in by_node.items() if found}
 

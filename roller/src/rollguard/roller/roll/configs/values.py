@@ -178,6 +178,21 @@ class ConfigChange:
             to = f"{to} (Kafka's default: dropped from the file)"
         return f"{self.from_ if self.from_ is not None else UNSET} -> {to}"
 
+    @property
+    def shadowing(self) -> Shadow | None:
+        """The dynamic value that stays in force over the file's after the roll: `shadowed_by`,
+        unless it is the key's own and the roll sets the key live over it (`set_over`)."""
+        return None if self.set_over is not None else self.shadowed_by
+
+    @property
+    def set_over(self) -> Shadow | None:
+        """The key's own dynamic value, which the roll sets live over (the file's value is then
+        the one in force)."""
+        shadow = self.shadowed_by
+        if shadow is not None and shadow.key == self.key and self.how is not How.RESTART:
+            return shadow
+        return None
+
     def text(self) -> str:
         return f"{self.key}: {self.values()}; {self.how.value}: {self.why}"
 
@@ -192,8 +207,9 @@ class ConfigChange:
             "how": self.how.value,
             "why": self.why,
             "shadowedBy": (
-                self.shadowed_by.to_json(self.sensitive) if self.shadowed_by is not None else None
+                self.shadowing.to_json(self.sensitive) if self.shadowing is not None else None
             ),
+            "setOver": self.set_over.to_json(self.sensitive) if self.set_over else None,
             "sensitive": self.sensitive,
             "listed": self.listed,
             "known": self.known,

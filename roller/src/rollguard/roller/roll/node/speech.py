@@ -106,8 +106,8 @@ def _may_restart(
     if why is not None:
         left = replace(record, phase=Phase.LEFT_OUT, at=seen.wall, why=why, waiting=None)
         return Outcome(left, Effect(Do.LEAVE_OUT, why), tuple(said))
-    if record.live_only and not action.force:
-        effect = Effect(Do.CONFIGURE, action.reason)
+    if record.live_only and not action.force:  # its configuration, changed live: why says
+        effect = Effect(Do.CONFIGURE, record.why)
     elif seen.batching and not action.force:
         effect = Effect(Do.BATCH, action.reason)
     else:

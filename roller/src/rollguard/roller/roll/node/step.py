@@ -36,8 +36,8 @@ from rollguard.roller.roll.node.after import after_restart, isr, next_phase, quo
 from rollguard.roller.roll.node.before import decide
 from rollguard.roller.roll.node.budgets import ReadyWait, RecoveryTracker, Verdict
 from rollguard.roller.roll.node.outcome import Outcome, Seen
-from rollguard.roller.roll.node.record import IN_SYNC, CatchUp, How, NodeRecord, Phase
-from rollguard.roller.roll.node.speech import outcome
+from rollguard.roller.roll.node.record import IN_SYNC, CatchUp, How, NodeRecord, Phase, Waiting
+from rollguard.roller.roll.node.speech import CATCH_UP, RESTARTED, outcome
 from rollguard.roller.roll.node.taking import take
 from rollguard.roller.roll.rules.budgets import Budget
 from rollguard.roller.roll.rules.safety import Baseline
@@ -82,14 +82,13 @@ def restarted(
     how: How = How.RESTART,
 ) -> NodeRecord:
     """The record of a node just restarted (`before`: its identity until then), or configured
-    live (`how`): straight to its ISRs, its process the same."""
-    ready = ReadyWait.start(now, before, _limit(node, s))
+    live (`how`: straight to its ISRs, its process the same), waited for from now."""
     record = replace(
         record,
         how=how,
         instance=before,
         base=base,
-        ready=ready,
+        ready=ReadyWait.start(now, before, _limit(node, s)),
         recovery=None,
         unknown_since=None,
         catch_up=None,
@@ -98,10 +97,11 @@ def restarted(
         note="",
     )
     if how is How.LIVE:
-        return replace(
-            record, phase=Phase.CONFIGURING, catch_up=CatchUp.ISR, budget=Budget.start(now)
-        )
-    return replace(record, phase=Phase.RESTARTING)
+        waiting = Waiting(CATCH_UP, "back in its ISRs", now)
+        isr = replace(record, catch_up=CatchUp.ISR, budget=Budget.start(now), waiting=waiting)
+        return replace(isr, phase=Phase.CONFIGURING)
+    waiting = Waiting(RESTARTED, "waiting for its new process", now)
+    return replace(record, phase=Phase.RESTARTING, waiting=waiting)
 
 
 def recovery_budget_of(node: str, s: RollSettings) -> float:
