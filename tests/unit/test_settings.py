@@ -31,7 +31,7 @@ from rollguard.shared.converters import (
     servers,
 )
 from rollguard.shared.errors import ConfigError
-from rollguard.shared.retry import RetryOptions
+from rollguard.shared.retry_options import RetryOptions
 from rollguard.shared.settings import Options, option, same
 
 ARABIC_INDIC_60 = "\u0666\u0660"  # "٦٠", which Python's int() and float() read as 60
@@ -527,3 +527,14 @@ def test_the_roll_s_flags_default_to_what_a_library_user_gets() -> None:
     assert [f.name for f in fields(RollChoices)], "no flags declared"
     for f in fields(RollChoices):
         assert getattr(flags, f.name) == getattr(library, f.name), f.name
+
+
+def test_the_retry_flags_default_to_the_policy_s_defaults() -> None:
+    from dataclasses import fields
+
+    from rollguard.shared.retry import RetryPolicy
+
+    flags, policy = RetryOptions().retry_policy(), RetryPolicy()
+    assert [f.name for f in fields(RetryPolicy)], "no settings"
+    for f in fields(RetryPolicy):
+        assert getattr(flags, f.name) == getattr(policy, f.name), f.name

@@ -32,7 +32,8 @@ from rollguard.shared.converters import (
     listen_address,
 )
 from rollguard.shared.errors import ConfigError
-from rollguard.shared.retry import RetryOptions, RetryPolicy
+from rollguard.shared.retry import RetryPolicy
+from rollguard.shared.retry_options import RetryOptions
 from rollguard.shared.settings import Options, option, same
 from rollguard.shared.suggest import did_you_mean
 

@@ -158,15 +158,19 @@ class AgentMetrics(Collector):
         totals), by operation."""
         families = {
             "retries": CounterMetricFamily(
-                "rollguard_operation_retries", "Retries, by operation", labels=["operation"]),
+                "rollguard_operation_retries", "Retries, by operation", labels=["operation"]
+            ),
             "failures": CounterMetricFamily(
                 "rollguard_operation_failures",
                 "Operations that failed after all retries or with an error not worth retrying",
-                labels=["operation"]),
+                labels=["operation"],
+            ),
             "successes": CounterMetricFamily(
-                "rollguard_operation_successes", "Operations that succeeded, by operation",
-                labels=["operation"]),
-        }  # fmt: skip
+                "rollguard_operation_successes",
+                "Operations that succeeded, by operation",
+                labels=["operation"],
+            ),
+        }
         for operation, counts in self._sampler.stats.snapshot().items():
             for field, family in families.items():
                 family.add_metric([operation], getattr(counts, field))

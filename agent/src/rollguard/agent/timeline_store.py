@@ -121,8 +121,11 @@ class TimelineStore:
                 self._cut_torn()
                 if self.unwritten is not None:
                     gap = self.unwritten
-                    self._write(TimelineRecord(node_id, boot_id, self.last_seq + 1, gap.from_ts,
-                                               None, None, None, gap))  # fmt: skip
+                    self._write(
+                        TimelineRecord(
+                            node_id, boot_id, self.last_seq + 1, gap.from_ts, None, None, None, gap
+                        )
+                    )
                     self.unwritten = None
                 record = TimelineRecord(
                     node_id,

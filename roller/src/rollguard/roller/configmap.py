@@ -28,8 +28,8 @@ class MissingKey(ConfigError):
 
 
 class ConfigMapStore:
-    """The keys of ConfigMap `namespace/name`. API failures are `KubernetesError`s naming the
-    call; a missing ConfigMap or key is `MissingKey`."""
+    """The keys of ConfigMap `namespace/name`. API failures are `KubernetesUnavailable` or
+    `KubernetesRefused`, naming the call; a missing ConfigMap or key is `MissingKey`."""
 
     def __init__(
         self, client: Any, namespace: str, name: str, allowed: AllowedCalls | None = None

@@ -14,10 +14,10 @@
   A pod being deleted (deletionTimestamp) is not ready and has no identity yet: a new one comes.
 - Process gone: the Kafka container terminated or crash-looping, or the pod Failed/Succeeded:
   the only proof that lets a node whose agent cannot be read be force-restarted.
-- Errors: every `ApiError` and transport error is translated here into a `KubernetesError`
-  naming the call, the object and the API's own message (a 403 says which permission is
-  missing): a `KubernetesUnavailable` (`RetryLater`) when the API did not answer or answered
-  429 or 5xx, else a `KubernetesRefused` (`Fatal`).
+- Errors: every `ApiError` and transport error is translated here, naming the call, the object
+  and the API's own message (a 403 says which permission is missing): a `KubernetesUnavailable`
+  (`RetryLater`) when the API did not answer or answered 429 or 5xx, else a `KubernetesRefused`
+  (no category: what it was asked cannot be done, and the command stops).
 - Restart: delete the pod; its controller makes a new one with a new UID.
 - Opt-out: the annotation `rollguard.io/skip-restart: "true"`.
 - The roll journal is kept in a ConfigMap `rollguard-roll-<id>`
@@ -40,7 +40,7 @@ from lightkube.resources.core_v1 import Pod
 
 from rollguard.roller.model import DEFAULT_AGENT_URL, STUCK_REASONS, Node, PlatformView, Role
 from rollguard.roller.platform import PlatformUnavailable, RestartError
-from rollguard.shared.errors import ConfigError, Fatal, RollguardError
+from rollguard.shared.errors import ConfigError, RollguardError
 
 SKIP_ANNOTATION = "rollguard.io/skip-restart"
 BROKER_ROLE_LABEL = "strimzi.io/broker-role"
@@ -63,17 +63,11 @@ HTTP_ERRORS = _http_errors()
 API_ERRORS: tuple[type[Exception], ...] = (ApiError, *HTTP_ERRORS)
 
 
-class KubernetesError(RollguardError):
-    """The Kubernetes API refused or failed a call; the message says which and why. An origin
-    group (`except KubernetesError`: any of them): what is raised is one of its two members,
-    each of its category."""
-
-
-class KubernetesRefused(KubernetesError, Fatal):
+class KubernetesRefused(RollguardError):
     """The API answered no (403, 404, 409, 422...): asking again would bring the same."""
 
 
-class KubernetesUnavailable(KubernetesError, PlatformUnavailable):
+class KubernetesUnavailable(PlatformUnavailable):
     """The API server did not answer (stopped, restarting, unreachable) or answered 429 or
     5xx: the call may work shortly."""
 
@@ -108,7 +102,7 @@ def prepare_decoders(*kinds: type[Any]) -> None:
                 decode(data, kind)
 
 
-def api_error(what: str, exc: Exception) -> KubernetesError:
+def api_error(what: str, exc: Exception) -> KubernetesRefused | KubernetesUnavailable:
     if isinstance(exc, ApiError):
         status = exc.status
         kind = KubernetesUnavailable if status.code in UNAVAILABLE_STATUSES else KubernetesRefused
@@ -129,7 +123,9 @@ class AllowedCalls:
     def allowed(self, kind: str) -> None:
         self._kinds.add(kind)
 
-    def error(self, kind: str, what: str, exc: Exception) -> KubernetesError:
+    def error(
+        self, kind: str, what: str, exc: Exception
+    ) -> KubernetesRefused | KubernetesUnavailable:
         error = api_error(what, exc)
         if isinstance(exc, ApiError) and exc.status.code == 403 and kind in self._kinds:
             return KubernetesUnavailable(

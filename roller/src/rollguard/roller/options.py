@@ -21,7 +21,8 @@ from rollguard.roller.platform import InventoryPlatform, Platform, load_inventor
 from rollguard.shared.converters import choice, duration_between, servers
 from rollguard.shared.errors import ConfigError
 from rollguard.shared.logs import LOG_FORMATS
-from rollguard.shared.retry import RetryOptions, RetryStats
+from rollguard.shared.retry import RetryStats
+from rollguard.shared.retry_options import RetryOptions
 from rollguard.shared.settings import Group, Options, option
 from rollguard.shared.tls import client_context
 

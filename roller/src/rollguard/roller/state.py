@@ -32,7 +32,8 @@ from rollguard.roller.options import ENV_PREFIX, AgentOptions, OutputOptions
 from rollguard.shared.cli import ExitCode, report_failure, run_until_signal
 from rollguard.shared.errors import ConfigError
 from rollguard.shared.logs import PROGRESS
-from rollguard.shared.retry import RetryStats, max_retries_option
+from rollguard.shared.retry import RetryStats
+from rollguard.shared.retry_options import max_retries_option
 
 progress = logging.getLogger(PROGRESS)
 

@@ -1,22 +1,24 @@
 """The root of rollguard's exceptions, and their tree, drawn once.
 
-Exceptions are classified by what the caller does next, not by where they came from. Under
-`RollguardError`, five categories:
+Exceptions are classified by what the caller does next, not by where they came from, and only
+by what some caller does branch on. Under `RollguardError`, four categories:
 
 - `ConfigError`: configuration. A setting, or a file or object a setting names, cannot be used:
-  tell the user, exit 2; nothing was started.
+  tell the user, exit 2; nothing was started (the CLI's one reading: `shared.cli.run_command`).
 - `RetryLater`: a peer or an API that may answer shortly (unreachable, restarting, throttled,
   a lease or a lag that cannot be read just now). A caller with a budget asks again within it
-  (the platform's outage rule, the lease's renewal, the Admin API's retry policy, a gate);
-  one without fails with it (exit 1).
+  (the roll's look at Kafka, `Observer.cluster`; the platform's outage rule; the lease's
+  renewal; a gate); one without fails with it (exit 1).
 - `NodeFailed`: fatal for one node (or one connector). Its restart or install failed, its
   command could not run, it did not reach the state waited for: record that one as failed and
-  act on it no more; the others are not at fault.
-- `Fatal`: fatal for the roll (or the command). Asking again will not help and going on would
-  not be safe (the lease lost, the journal unwritable, an API's refusal): stop; a roll's journal
-  says why; exit 1.
+  act on it no more; the others are not at fault (a roll waits for the rest of that restart,
+  then stops; an offsets reset puts the connector back).
 - `WireFormatError`: a peer broke the wire contract. Asking again brings the same answer: the
   answer is unusable (an agent's malformed report is an unreadable agent).
+
+Any other `RollguardError` has no category, because every caller does the same with it: stop.
+Asking again will not help and going on would not be safe (the lease lost, the journal
+unwritable, an API's refusal, the roll's own failure): a roll's journal says why; exit 1.
 
 Library errors (kafka-python, lightkube and httpx, ssl, OSError, json) are translated into one
 of these by the adapter that meets them, the message naming the call and the cause (the original
@@ -25,12 +27,14 @@ chained as `__cause__`, or left out where the message says all of it):
 `rollguard.roller.connect.client`, `rollguard.roller.host_commands`, the lease stores. The
 agents' client answers values, not exceptions: `AgentUnavailable` when an agent cannot be read.
 
-Two origin groups are kept so that `except` of one adapter's errors still works: their members
-belong to different categories, so they have none of their own and rollguard raises only their
-members (a class named `& Group` below is also that group's).
+One origin group is kept, because a caller branches on it (the pause gate reads a lease it may
+not reach: `except LeaseError`); its members belong to different categories, so it has none of
+its own and rollguard raises only its members (a class named `& LeaseError` below is also the
+group's).
 
 Every class, its module (under `rollguard.`) and its category; tests/sim/test_errors.py checks this
-drawing against the classes the installed modules define:
+drawing against the classes the installed modules define, and that a caller branches on each
+category:
 
     RollguardError                           shared.errors
      +-- ConfigError                         shared.errors
@@ -41,7 +45,7 @@ drawing against the classes the installed modules define:
      |    +-- CanaryRefused                  roller.roll.canary.client
      +-- RetryLater                          shared.errors
      |    +-- PlatformUnavailable            roller.platform
-     |    |    +-- KubernetesUnavailable     roller.kubernetes & KubernetesError
+     |    |    +-- KubernetesUnavailable     roller.kubernetes
      |    +-- AdminApiError                  roller.kafka_admin
      |    +-- LagUnknown                     roller.kafka_admin
      |    +-- LeaseUnavailable               roller.roll.stores.lease & LeaseError
@@ -51,18 +55,16 @@ drawing against the classes the installed modules define:
      |    |    +-- CommandTimeout            roller.host_commands
      |    +-- WaitTimeout                    roller.connect.operations
      |    +-- StateNotReached                roller.connect.operations
-     +-- Fatal                               shared.errors
-     |    +-- RollFailed                     roller.roll.rules.settings
-     |    +-- JournalError                   roller.roll.stores.journal
-     |    +-- LeaseHeld                      roller.roll.stores.lease & LeaseError
-     |    +-- LeaseLost                      roller.roll.stores.lease & LeaseError
-     |    +-- NotRunning                     roller.roll.stores.lease & LeaseError
-     |    +-- KubernetesRefused              roller.kubernetes & KubernetesError
-     |    +-- ConnectError                   roller.connect.client
-     |    +-- OffsetsError                   roller.connect.offsets
      +-- WireFormatError                     shared.errors
-     +-- KubernetesError                     roller.kubernetes
+     +-- RollFailed                          roller.roll.rules.settings
+     +-- JournalError                        roller.roll.stores.journal
+     +-- KubernetesRefused                   roller.kubernetes
+     +-- ConnectError                        roller.connect.client
+     +-- OffsetsError                        roller.connect.offsets
      +-- LeaseError                          roller.roll.stores.lease
+          +-- LeaseHeld                      roller.roll.stores.lease
+          +-- LeaseLost                      roller.roll.stores.lease
+          +-- NotRunning                     roller.roll.stores.lease
 
 Not RollguardErrors: signals between a module and its own loop or caller, each turned into a
 value, an exit code or one of the errors above before it goes further:
@@ -106,11 +108,6 @@ class RetryLater(RollguardError):
 class NodeFailed(RollguardError):
     """An action on one node (or one connector) failed: that one is failed, the others are not
     at fault."""
-
-
-class Fatal(RollguardError):
-    """The roll (or the command) cannot go on: asking again will not help and going on would
-    not be safe. A roll stops and its journal says why."""
 
 
 class WireFormatError(RollguardError):

@@ -39,73 +39,27 @@ import threading
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, fields
-from typing import Any, TypeVar
+from typing import TypeVar
 
-from rollguard.shared.converters import MAX_INT, decimal, integer
+from rollguard.shared.converters import MAX_INT
 from rollguard.shared.errors import ConfigError
-from rollguard.shared.settings import Group, Options, option
 
 logger = logging.getLogger(__name__)
 
 T = TypeVar("T")
 Retriable = Callable[[BaseException], bool] | tuple[type[BaseException], ...]
 
-RETRIES = Group(
-    "retries", "a request that failed for a reason that may pass is tried again, with this backoff"
-)
-
-
-def _number(text: str) -> float:
-    # The syntax only (finite, ASCII digits): RetryPolicy checks the ranges, with their names.
-    return decimal(text.strip())
-
-
-def max_retries_option(default: str = "5") -> Any:
-    """`--retry-max-retries`, with another default for a command that looks once (`state`)."""
-    return option(
-        default, integer(0, MAX_INT), "retries after the first attempt", "N", group=RETRIES
-    )
-
-
-@dataclass(frozen=True, kw_only=True)
-class RetryOptions(Options):
-    """The policy's five options, the same in every network client (`--retry-*`), in the
-    reference's units (milliseconds, as their names say): their defaults are the policy's."""
-
-    group = RETRIES
-
-    retry_max_retries: int = max_retries_option()
-    retry_initial_backoff_ms: float = option("300", _number, "delay before the first retry", "N")
-    retry_max_backoff_ms: float = option("10000", _number, "cap of the delay, before jitter", "N")
-    retry_backoff_multiplier: float = option("2.0", _number, "growth of the delay per retry", "N")
-    retry_jitter_factor: float = option("0.25", _number, "random extra delay, as a share of it",
-                                        "N")  # fmt: skip
-
-    def retry_policy(self) -> RetryPolicy:
-        """The policy; ConfigError naming the flag when a value is out of its range."""
-        return RetryPolicy(
-            max_retries=self.retry_max_retries,
-            initial_backoff_ms=self.retry_initial_backoff_ms,
-            max_backoff_ms=self.retry_max_backoff_ms,
-            backoff_multiplier=self.retry_backoff_multiplier,
-            jitter_factor=self.retry_jitter_factor,
-        )
-
-    def check(self) -> None:
-        super().check()
-        self.retry_policy()
-
 
 @dataclass(frozen=True, slots=True)
 class RetryPolicy:
-    """The five settings (their defaults are the options'); invalid combinations are refused
-    when the policy is built."""
+    """The five settings (the flags that set them: `retry_options.RetryOptions`, which a test
+    holds to these defaults); invalid combinations are refused when the policy is built."""
 
-    max_retries: int = RetryOptions.retry_max_retries
-    initial_backoff_ms: float = RetryOptions.retry_initial_backoff_ms
-    max_backoff_ms: float = RetryOptions.retry_max_backoff_ms
-    backoff_multiplier: float = RetryOptions.retry_backoff_multiplier
-    jitter_factor: float = RetryOptions.retry_jitter_factor
+    max_retries: int = 5
+    initial_backoff_ms: float = 300.0
+    max_backoff_ms: float = 10000.0
+    backoff_multiplier: float = 2.0
+    jitter_factor: float = 0.25
 
     def __post_init__(self) -> None:
         for setting in fields(self):
@@ -220,8 +174,15 @@ class RetryStats:
         self._lock = threading.Lock()
         self._counts: dict[str, OperationCounts] = {}
 
-    def record(self, operation: str, *, retries: int = 0, failures: int = 0, successes: int = 0,
-               not_ready: int = 0) -> None:  # fmt: skip
+    def record(
+        self,
+        operation: str,
+        *,
+        retries: int = 0,
+        failures: int = 0,
+        successes: int = 0,
+        not_ready: int = 0,
+    ) -> None:
         with self._lock:
             counts = self._counts.setdefault(operation, OperationCounts())
             counts.retries += retries
@@ -231,8 +192,10 @@ class RetryStats:
 
     def snapshot(self) -> dict[str, OperationCounts]:
         with self._lock:
-            return {name: OperationCounts(c.retries, c.failures, c.successes, c.not_ready)
-                    for name, c in sorted(self._counts.items())}  # fmt: skip
+            return {
+                name: OperationCounts(c.retries, c.failures, c.successes, c.not_ready)
+                for name, c in sorted(self._counts.items())
+            }
 
     def summary(self) -> str:
         """One line for a CLI's closing summary. Answers that said "not ready" (a broker being
@@ -241,15 +204,22 @@ class RetryStats:
         parts = []
         for name, c in self.snapshot().items():
             waiting = f", {c.not_ready} answered not ready" if c.not_ready else ""
-            parts.append(f"{name}: {c.successes} ok{waiting}, {c.retries} retries, "
-                         f"{c.failures} failed")  # fmt: skip
+            parts.append(
+                f"{name}: {c.successes} ok{waiting}, {c.retries} retries, {c.failures} failed"
+            )
         return "; ".join(parts) or "no network operations"
 
     def to_json(self) -> dict[str, dict[str, int]]:
         """The counts by operation, for JSON output (camelCase, as every JSON rollguard writes)."""
-        return {name: {"ok": c.successes, "notReady": c.not_ready, "retries": c.retries,
-                       "failed": c.failures}
-                for name, c in self.snapshot().items()}  # fmt: skip
+        return {
+            name: {
+                "ok": c.successes,
+                "notReady": c.not_ready,
+                "retries": c.retries,
+                "failed": c.failures,
+            }
+            for name, c in self.snapshot().items()
+        }
 
 
 def _is_retriable(retriable: Retriable, error: BaseException) -> bool:
@@ -280,8 +250,9 @@ class _Attempts:
         subject = _subject(self.operation, self.target)
         if not _is_retriable(self.retriable, error) or retry >= self.policy.max_retries:
             if retry >= self.policy.max_retries and retry and not answered:
-                logger.warning("%s: failed after %d attempts: %s",
-                               subject, retry + 1, self.describe(error))  # fmt: skip
+                logger.warning(
+                    "%s: failed after %d attempts: %s", subject, retry + 1, self.describe(error)
+                )
             self._give_up(answered)
             return None
         delay = backoff_ms(self.policy, retry, self.uniform()) / 1000
@@ -289,16 +260,18 @@ class _Attempts:
             delay = min(max(error.retry_after, 0.0), self.policy.max_backoff_ms / 1000)
         if self.deadline is not None and self.clock() + delay >= self.deadline:
             if not answered:
-                logger.warning("%s: failed, and no time is left to retry: %s",
-                               subject, self.describe(error))  # fmt: skip
+                logger.warning(
+                    "%s: failed, and no time is left to retry: %s", subject, self.describe(error)
+                )
             self._give_up(answered)
             return None
         self._record(retries=1)
         reason = self.describe(error)
         self.on_retry(
-            Retrying(self.operation, self.target, retry + 2, self.policy.attempts, delay, reason,
-                     error)
-        )  # fmt: skip
+            Retrying(
+                self.operation, self.target, retry + 2, self.policy.attempts, delay, reason, error
+            )
+        )
         return delay
 
     def _give_up(self, answered: bool) -> None:
@@ -338,8 +311,18 @@ async def retry_async(
     debug line); `target` (what the operation is against) and `describe` (an error's words) go
     into those lines and into the warning after the last attempt.
     """
-    attempts = _Attempts(policy, operation, retriable, stats, uniform, clock, deadline,
-                         target, describe, on_retry or _quiet)  # fmt: skip
+    attempts = _Attempts(
+        policy,
+        operation,
+        retriable,
+        stats,
+        uniform,
+        clock,
+        deadline,
+        target,
+        describe,
+        on_retry or _quiet,
+    )
     retry = 0
     while True:
         try:
@@ -371,8 +354,18 @@ def retry_sync(
     on_retry: Callable[[Retrying], object] | None = None,
 ) -> T:
     """The blocking twin of `retry_async`, for code that is not asynchronous."""
-    attempts = _Attempts(policy, operation, retriable, stats, uniform, clock, deadline,
-                         target, describe, on_retry or _quiet)  # fmt: skip
+    attempts = _Attempts(
+        policy,
+        operation,
+        retriable,
+        stats,
+        uniform,
+        clock,
+        deadline,
+        target,
+        describe,
+        on_retry or _quiet,
+    )
     retry = 0
     while True:
         try:

@@ -105,8 +105,20 @@ def option(
     as in `from_`, dropped; or `--<flag>`), its variable `<PREFIX><FLAG>` (or
     `<PREFIX><variable>`), its default (the field's too, converted), converter, help, metavar,
     section of --help, and the commands it applies to (none given: every command)."""
-    spec = _Option(default, convert, help, metavar, required, switch, deprecated, variable,
-                   group, frozenset(commands), repeat, flag or "")  # fmt: skip
+    spec = _Option(
+        default,
+        convert,
+        help,
+        metavar,
+        required,
+        switch,
+        deprecated,
+        variable,
+        group,
+        frozenset(commands),
+        repeat,
+        flag or "",
+    )
     value = _default(spec)
     if getattr(type(value), "__hash__", None) is None:  # a list or a dict: a fresh one each time
         return dataclasses.field(default_factory=lambda: _default(spec), metadata={_OPTION: spec})
@@ -172,10 +184,16 @@ class Options:
             _add(parser, parser if hidden else containers[flag.group], flag, prefix, hidden)
 
     @classmethod
-    def read(cls, args: argparse.Namespace, environ: Mapping[str, str] = _NO_ENVIRONMENT,
-             prefix: str | None = None, *, legacy_prefix: str | None = None,
-             command: str | None = None, only: Iterable[str] | None = None,
-             ) -> dict[str, Any]:  # fmt: skip
+    def read(
+        cls,
+        args: argparse.Namespace,
+        environ: Mapping[str, str] = _NO_ENVIRONMENT,
+        prefix: str | None = None,
+        *,
+        legacy_prefix: str | None = None,
+        command: str | None = None,
+        only: Iterable[str] | None = None,
+    ) -> dict[str, Any]:
         """Each option's value by field name, converted (`only`: these fields alone), not yet
         checked across options; ConfigError naming the flag or variable of a bad one. An
         option that does not apply to `command` keeps its default, and a warning names it if it
@@ -184,10 +202,17 @@ class Options:
         variables had before it got its own), which counts only when the new one is not set."""
         flags = [f for f in cls.flags() if only is None or f.field in only]
         unused = [flag for flag in flags if not flag.applies_to(command)]
-        values = {f.field: _value(f, args, environ, prefix, legacy_prefix) for f in flags
-                  if f.applies_to(command)}  # fmt: skip
-        given = {f"--{name}": f for f in unused for name in (f.name, *dict(f.deprecated))
-                 if getattr(args, name.replace("-", "_"), None) is not None}  # fmt: skip
+        values = {
+            f.field: _value(f, args, environ, prefix, legacy_prefix)
+            for f in flags
+            if f.applies_to(command)
+        }
+        given = {
+            f"--{name}": f
+            for f in unused
+            for name in (f.name, *dict(f.deprecated))
+            if getattr(args, name.replace("-", "_"), None) is not None
+        }
         if given:
             owners = " and ".join(sorted({c for flag in given.values() for c in flag.commands}))
             its = "it is" if len(given) == 1 else "they are"
@@ -195,8 +220,13 @@ class Options:
         return values | {flag.field: _default(flag) for flag in unused}
 
     @classmethod
-    def load(cls, args: argparse.Namespace, environ: Mapping[str, str] = _NO_ENVIRONMENT,
-             prefix: str | None = None, **kwargs: Any) -> Self:  # fmt: skip
+    def load(
+        cls,
+        args: argparse.Namespace,
+        environ: Mapping[str, str] = _NO_ENVIRONMENT,
+        prefix: str | None = None,
+        **kwargs: Any,
+    ) -> Self:
         """The options, read (`read`, whose keywords it takes) and checked (`check`)."""
         options = cls(**cls.read(args, environ, prefix, **kwargs))
         options.check()
@@ -235,8 +265,10 @@ def _add(parser: Any, container: Any, flag: _Option, prefix: str | None, hidden:
         elif translate is same and hasattr(parser, "add_renamed"):
             parser.add_renamed(f"--{old}", f"--{flag.name}")
         else:
-            raise TypeError(f"--{old}: without variables, a flag is renamed by Parser.add_renamed,"
-                            " which keeps its syntax (give `same`)")  # fmt: skip
+            raise TypeError(
+                f"--{old}: without variables, a flag is renamed by Parser.add_renamed,"
+                " which keeps its syntax (give `same`)"
+            )
 
 
 def _checked(flag: _Option, text: str) -> str:
@@ -248,8 +280,13 @@ def _checked(flag: _Option, text: str) -> str:
     return text
 
 
-def _value(flag: _Option, args: argparse.Namespace, environ: Mapping[str, str],
-           prefix: str | None, legacy_prefix: str | None) -> Any:  # fmt: skip
+def _value(
+    flag: _Option,
+    args: argparse.Namespace,
+    environ: Mapping[str, str],
+    prefix: str | None,
+    legacy_prefix: str | None,
+) -> Any:
     """The converted value of `flag`: from the command line under its name or a deprecated one
     (translated), else its variable (the same), else under `legacy_prefix`, else its default."""
     names = [(flag.name, same), *flag.deprecated]
@@ -257,11 +294,18 @@ def _value(flag: _Option, args: argparse.Namespace, environ: Mapping[str, str],
         [(f"--{name}", getattr(args, name.replace("-", "_"), None), tr) for name, tr in names]
     ]
     if prefix is not None:
-        sources.append([(flag.env(prefix, name), environ.get(flag.env(prefix, name)), tr)
-                        for name, tr in names])  # fmt: skip
+        sources.append(
+            [
+                (flag.env(prefix, name), environ.get(flag.env(prefix, name)), tr)
+                for name, tr in names
+            ]
+        )
     for source in sources:
-        given = [(label, text, tr, i > 0) for i, (label, text, tr) in enumerate(source)
-                 if text is not None]  # fmt: skip
+        given = [
+            (label, text, tr, i > 0)
+            for i, (label, text, tr) in enumerate(source)
+            if text is not None
+        ]
         if len(given) > 1:
             raise ConfigError(f"give {given[0][0]} or {given[1][0]}, not both")
         if given:

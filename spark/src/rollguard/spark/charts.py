@@ -221,8 +221,11 @@ def rates_figure(nodes: Sequence[dict[str, Any]]) -> Any:
     rated = sum(1 for n in nodes if n["medianRate"] is not None)
     figure, axes = _figure(max(2.5, 0.25 * len(shown) + 1))
     colours = ["#d9534f" if n["slow"] else "#4a7ebb" for n in shown]
-    axes.barh([f"{n['cluster']}/{n['node']}" for n in shown], [n["medianRate"] for n in shown],
-              color=colours)  # fmt: skip
+    axes.barh(
+        [f"{n['cluster']}/{n['node']}" for n in shown],
+        [n["medianRate"] for n in shown],
+        color=colours,
+    )
     axes.invert_yaxis()
     axes.set_xlabel("median recovery rate (segments per second)")
     figure.suptitle(rates_title(len(shown), rated))  # within the figure, whatever the names

@@ -28,7 +28,7 @@ import sys
 from collections.abc import Mapping
 from typing import Any
 
-from rollguard.roller.connect import commands
+from rollguard.roller.connect import commands, watcher
 from rollguard.roller.connect.options import (
     ENV_PREFIX,
     LEGACY_PREFIX,
@@ -80,14 +80,16 @@ def add_parsers(sub: Any) -> None:
     )
     actions = connect.add_subparsers(dest="action", required=True, parser_class=Parser)
 
-    status = _described(actions, "status", "every connector and task; exit 1 if any FAILED",
-                        EXAMPLES["status"])  # fmt: skip
+    status = _described(
+        actions, "status", "every connector and task; exit 1 if any FAILED", EXAMPLES["status"]
+    )
     status.add_argument("names", nargs="*", metavar="NAME", help="only these connectors")
     ConnectOptions.add_flags(status, ENV_PREFIX)
     status.set_defaults(run=_command(ConnectOptions, commands.status))
 
-    restart = _described(actions, "restart", "restart a connector (KIP-745), on any version",
-                         EXAMPLES["restart"])  # fmt: skip
+    restart = _described(
+        actions, "restart", "restart a connector (KIP-745), on any version", EXAMPLES["restart"]
+    )
     restart.add_argument("connector_name", metavar="CONNECTOR", nargs="?")
     restart.add_argument("--include-tasks", action="store_true", help="restart its tasks too")
     restart.add_argument("--only-failed", action="store_true", help="only the FAILED ones")
@@ -110,11 +112,12 @@ def add_parsers(sub: Any) -> None:
         WaitOptions.add_flags(parser, ENV_PREFIX)
         parser.set_defaults(run=_command(WaitOptions, getattr(commands, name)))
 
-    watcher = _described(actions, "auto-restart", "restart failed connectors, with backoff",
-                         EXAMPLES["auto-restart"])  # fmt: skip
-    watcher.add_argument("--once", action="store_true", help="one pass, then exit")
-    AutoRestartOptions.add_flags(watcher, ENV_PREFIX)
-    watcher.set_defaults(run=auto_restart)
+    watching = _described(
+        actions, "auto-restart", "restart failed connectors, with backoff", EXAMPLES["auto-restart"]
+    )
+    watching.add_argument("--once", action="store_true", help="one pass, then exit")
+    AutoRestartOptions.add_flags(watching, ENV_PREFIX)
+    watching.set_defaults(run=auto_restart)
 
     _offsets_parsers(actions, "connect", "offsets of any connector (key offsets.json)", "my-sink")
     mm2 = sub.add_parser(
@@ -124,8 +127,12 @@ def add_parsers(sub: Any) -> None:
         + EXAMPLES["list"].format(tool="mm2", name="'east->west.MirrorSourceConnector'"),
     )
     mm2_actions = mm2.add_subparsers(dest="action", required=True, parser_class=Parser)
-    _offsets_parsers(mm2_actions, "mm2", "MirrorMaker 2 offsets (key NAME.json, -> as --)",
-                     "'east->west.MirrorSourceConnector'")  # fmt: skip
+    _offsets_parsers(
+        mm2_actions,
+        "mm2",
+        "MirrorMaker 2 offsets (key NAME.json, -> as --)",
+        "'east->west.MirrorSourceConnector'",
+    )
 
 
 def _wait_flag(parser: argparse.ArgumentParser, until: str) -> None:
@@ -192,9 +199,9 @@ def _say_interrupted(signum: signal.Signals) -> None:
 def auto_restart(args: argparse.Namespace, environ: Mapping[str, str]) -> int:
     """The watcher, a service: SIGTERM is its normal stop (exit 0), SIGINT exit 3."""
     options = load(AutoRestartOptions, args, environ)
-    watch, where = commands.auto_restart(args, options, environ)
+    watch, where = watcher.auto_restart(args, options, environ)
 
     def interrupted(_: Any) -> None:
-        commands.watch_logger.info("stopped; counts are kept in %s", where)
+        watcher.watch_logger.info("stopped; counts are kept in %s", where)
 
     return run_until_signal(watch, on_sigterm=ExitCode.OK, interrupted=interrupted)

@@ -26,7 +26,7 @@ import httpx
 from rollguard.roller.agent_client import TRANSPORT_ERRORS, describe_transport_error
 from rollguard.roller.connect.status import ConnectorStatus, RestartOutcome, TaskState
 from rollguard.roller.connect.versions import parse_version
-from rollguard.shared.errors import Fatal
+from rollguard.shared.errors import RollguardError
 from rollguard.shared.retry import RetryPolicy, RetryStats, retry_async
 from rollguard.shared.tls import client_context, trusting_nothing
 
@@ -39,7 +39,7 @@ STATUS_PENDING = 5.0  # a new connector's status appears within a few hundred ms
 STATUS_PENDING_POLL = 0.1
 
 
-class ConnectError(Fatal):
+class ConnectError(RollguardError):
     def __init__(self, message: str, status: int | None = None, connector: str | None = None):
         super().__init__(message)
         self.status = status

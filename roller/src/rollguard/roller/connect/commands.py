@@ -9,9 +9,7 @@ work, which `cli` runs under `run_until_signal`. Output goes to stdout as text o
 from __future__ import annotations
 
 import argparse
-import asyncio
 import json
-import logging
 import sys
 from collections.abc import Coroutine, Mapping
 from typing import Any
@@ -32,12 +30,10 @@ from rollguard.roller.connect.offsets import (
     reset_partitions,
 )
 from rollguard.roller.connect.options import (
-    AutoRestartOptions,
     ConnectOptions,
     OffsetsOptions,
     WaitOptions,
 )
-from rollguard.roller.connect.policy import load_overrides
 from rollguard.roller.connect.shapes import (
     check_connector_name,
     check_offsets,
@@ -49,7 +45,6 @@ from rollguard.shared.errors import ConfigError, RollguardError
 
 EXIT_NOT_FOUND, EXIT_CONFLICT = 4, 5  # connect's own: no such connector; 409 through every retry
 
-watch_logger = logging.getLogger("rollguard.auto-restart")
 
 Work = Coroutine[Any, Any, int]
 
@@ -149,8 +144,10 @@ def restart(args: argparse.Namespace, options: WaitOptions, environ: Mapping[str
         if name is not None:
             raise ConfigError("give CONNECTOR or --all-failed, not both")
         if args.include_tasks or args.only_failed:
-            raise ConfigError("--all-failed restarts only what is FAILED, tasks included: "
-                              "drop --include-tasks and --only-failed")  # fmt: skip
+            raise ConfigError(
+                "--all-failed restarts only what is FAILED, tasks included: "
+                "drop --include-tasks and --only-failed"
+            )
     elif name is None:
         raise ConfigError("give the CONNECTOR to restart, or --all-failed")
     else:
@@ -214,9 +211,16 @@ def _state_command(verb: str) -> Any:
                 state = await change(client, args.connector_name, wait=wait)
             done = "stopped" if verb == "stop" else "resumed"
             how = f" ({'waited' if wait is not None else 'asked'}): now {state.describe()}"
-            emit(options, [f"connector {args.connector_name} {done}{how}"],
-                 {"connector": args.connector_name, "action": verb, "waited": wait is not None,
-                  "states": state.to_json()})  # fmt: skip
+            emit(
+                options,
+                [f"connector {args.connector_name} {done}{how}"],
+                {
+                    "connector": args.connector_name,
+                    "action": verb,
+                    "waited": wait is not None,
+                    "states": state.to_json(),
+                },
+            )
             return ExitCode.OK
 
         return work()
@@ -253,8 +257,10 @@ def offsets(args: argparse.Namespace, options: OffsetsOptions, environ: Mapping[
     check_connector_name(name)
     key = mm2_key(name) if args.tool == "mm2" else GENERIC_KEY
     kind = mm2_type(name) if args.tool == "mm2" else None
-    given = {"--to": options.to or options.to_configmap,
-             "--from": options.from_ or options.from_configmap}  # fmt: skip
+    given = {
+        "--to": options.to or options.to_configmap,
+        "--from": options.from_ or options.from_configmap,
+    }
     for flag, value in given.items():
         if value is not None and flag != {"list": "--to", "alter": "--from"}.get(verb):
             raise ConfigError(f"{flag} is not for `offsets {verb}`")
@@ -264,8 +270,9 @@ def offsets(args: argparse.Namespace, options: OffsetsOptions, environ: Mapping[
             raise ConfigError("--leave-stopped and --resume go with --stop")
         if args.leave_stopped and args.resume:
             raise ConfigError("give --leave-stopped or --resume, not both")
-        change = Change(args.stop, args.leave_stopped, args.resume, args.dry_run,
-                        options.stop_timeout)  # fmt: skip
+        change = Change(
+            args.stop, args.leave_stopped, args.resume, args.dry_run, options.stop_timeout
+        )
     entries: list[dict[str, Any]] = []
     store = None
     if verb == "list":
@@ -287,98 +294,45 @@ def offsets(args: argparse.Namespace, options: OffsetsOptions, environ: Mapping[
         async with client:
             if store is not None:
                 listing = await list_offsets(client, name, store, key)
-                emit(options, [f"offsets of connector {name} written to {listing.written}",
-                               *(f"partition {partition_key(p)}: offset null: no offset (reset; "
-                                 "Connect lists a partition so for a moment after resetting it)"
-                                 for p in listing.reset)],
-                     {"connector": name, "written": listing.written,
-                      "withOffset": listing.with_offset, "reset": listing.reset})  # fmt: skip
+                emit(
+                    options,
+                    [
+                        f"offsets of connector {name} written to {listing.written}",
+                        *(
+                            f"partition {partition_key(p)}: offset null: no offset (reset; "
+                            "Connect lists a partition so for a moment after resetting it)"
+                            for p in listing.reset
+                        ),
+                    ],
+                    {
+                        "connector": name,
+                        "written": listing.written,
+                        "withOffset": listing.with_offset,
+                        "reset": listing.reset,
+                    },
+                )
                 return ExitCode.OK
             lines: list[str] = []
             if verb == "alter":
                 message = await alter_offsets(client, name, entries, change, say=lines.append)
             else:
                 message = await reset_offsets(client, name, change, say=lines.append)
-        done = [] if change.dry_run else [
-            f"partition {partition_key(p)}: reset (offset null in the file)" for p in resets
-        ]  # fmt: skip
-        emit(options, [*lines, *done, f"connector {name}: {message}"],
-             {"connector": name, "message": message, "dryRun": change.dry_run,
-              **({"changes": lines} if change.dry_run else {}),
-              **({"reset": resets} if verb == "alter" else {})})  # fmt: skip
+        done = (
+            []
+            if change.dry_run
+            else [f"partition {partition_key(p)}: reset (offset null in the file)" for p in resets]
+        )
+        emit(
+            options,
+            [*lines, *done, f"connector {name}: {message}"],
+            {
+                "connector": name,
+                "message": message,
+                "dryRun": change.dry_run,
+                **({"changes": lines} if change.dry_run else {}),
+                **({"reset": resets} if verb == "alter" else {}),
+            },
+        )
         return ExitCode.OK
 
     return work()
-
-
-# ---- auto-restart -------------------------------------------------------------------------
-
-
-class _JsonLines(logging.Formatter):
-    def format(self, record: logging.LogRecord) -> str:
-        return json.dumps({"time": self.formatTime(record), "level": record.levelname,
-                           "message": record.getMessage()})  # fmt: skip
-
-
-def auto_restart(
-    args: argparse.Namespace, options: AutoRestartOptions, environ: Mapping[str, str]
-) -> tuple[Work, str]:
-    """The watcher's coroutine, and where its counts are kept (for the message at exit)."""
-    # The watcher's modules (prometheus_client) only for the watcher: not every command's start.
-    from rollguard.roller.connect.autorestart import (
-        AutoRestarter,
-        ConfigMapStateStore,
-        FileStateStore,
-        Metrics,
-        StateStore,
-    )
-
-    overrides = load_overrides(options.config, options.max_restarts)
-    store: StateStore
-    if options.state_configmap is not None:
-        namespace, name = options.state_configmap
-        store = ConfigMapStateStore(_kube_client(namespace), namespace, name)
-        where = f"ConfigMap {namespace}/{name}"
-    else:
-        store = FileStateStore(options.state_file)
-        where = str(options.state_file)
-    client = options.client(environ)
-    metrics = Metrics()
-    if options.metrics_listen is not None:
-        from prometheus_client import start_http_server
-
-        host, port = options.metrics_listen
-        try:
-            start_http_server(port, host, registry=metrics.registry)
-        except OSError as exc:
-            raise ConfigError(f"--metrics-listen {host}:{port}: {exc.strerror}") from None
-    handler = logging.StreamHandler()
-    handler.setFormatter(
-        _JsonLines() if options.output == "json"
-        else logging.Formatter("%(asctime)s rollguard: %(levelname)s %(message)s")
-    )  # fmt: skip
-    watch_logger.handlers[:] = [handler]
-    watch_logger.setLevel(logging.INFO)
-    watch_logger.propagate = False
-    restarter = AutoRestarter(
-        client, store, overrides, connectors=options.connectors, metrics=metrics
-    )
-
-    async def loop() -> int:
-        async with client:
-            while True:
-                try:
-                    await restarter.check()
-                except ConnectError as exc:
-                    watch_logger.error("%s", exc)
-                    if args.once:
-                        return exit_code(exc)
-                except RollguardError as exc:  # the state store (a ConfigMap) failed
-                    watch_logger.error("%s", exc)
-                    if args.once:
-                        return ExitCode.FAILED
-                if args.once:
-                    return ExitCode.OK
-                await asyncio.sleep(options.interval)
-
-    return loop(), where

@@ -42,7 +42,7 @@ from rollguard.roller.configmap import MissingKey
 from rollguard.roller.connect.client import ConnectClient, ConnectError, ConnectorStatus
 from rollguard.roller.connect.operations import is_stopped, wait_for, wait_resumed
 from rollguard.roller.connect.versions import MODIFY_OFFSETS_SINCE, STOP_SINCE, require
-from rollguard.shared.errors import ConfigError, Fatal, NodeFailed, RollguardError
+from rollguard.shared.errors import ConfigError, NodeFailed, RollguardError
 from rollguard.shared.files import atomic_write
 
 GENERIC_KEY = "offsets.json"
@@ -51,7 +51,7 @@ RESTORE_ON_INTERRUPT = 1.5  # seconds to put a connector back when interrupted (
 logger = logging.getLogger(__name__)
 
 
-class OffsetsError(Fatal):
+class OffsetsError(RollguardError):
     """An offsets operation refused or failed; the message names the connector, the cause and
     the state the connector is left in."""
 
@@ -152,9 +152,10 @@ def diff(current: list[dict[str, Any]], wanted: list[dict[str, Any]] | None) -> 
         key, offset = partition_key(entry["partition"]), entry["offset"]
         if key not in now:
             lines.append(
-                f"+ {key}  (none) -> {partition_key(offset)}" if offset is not None
+                f"+ {key}  (none) -> {partition_key(offset)}"
+                if offset is not None
                 else f"  {key}  (none) -> (none): no offset, nothing to reset"
-            )  # fmt: skip
+            )
         elif offset is None:
             lines.append(f"- {key}  {partition_key(now[key])} -> (none)")
         elif now[key] == offset:
@@ -191,9 +192,14 @@ async def alter_offsets(
     """PATCH the checked `entries` (see the module docstring for the order)."""
     what = "altering offsets (PATCH .../offsets)"
     return await _modify(
-        client, connector, what, change, say,
-        lambda: client.alter_offsets(connector, {"offsets": entries}), entries,
-    )  # fmt: skip
+        client,
+        connector,
+        what,
+        change,
+        say,
+        lambda: client.alter_offsets(connector, {"offsets": entries}),
+        entries,
+    )
 
 
 async def reset_offsets(
@@ -231,8 +237,11 @@ async def _modify(
         current = (await client.offsets(connector))["offsets"]
         for line in diff(current, entries):
             say(line)
-        how = "" if stopped else ("; --stop would stop it first" if change.stop else
-                                  "; it would need --stop")  # fmt: skip
+        how = (
+            ""
+            if stopped
+            else ("; --stop would stop it first" if change.stop else "; it would need --stop")
+        )
         return f"dry run: it is {status.state}{how}; nothing was sent"
     if stopped:
         return await send()  # not stopped by us: nothing to put back

@@ -19,7 +19,8 @@ from rollguard.roller.connect.client import ConnectAuth, ConnectClient
 from rollguard.roller.options import OutputOptions
 from rollguard.shared.converters import HostPort, duration_between, integer, listen_address
 from rollguard.shared.errors import ConfigError
-from rollguard.shared.retry import RetryOptions, RetryStats
+from rollguard.shared.retry import RetryStats
+from rollguard.shared.retry_options import RetryOptions
 from rollguard.shared.settings import option
 from rollguard.shared.tls import client_context
 

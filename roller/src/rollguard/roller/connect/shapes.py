@@ -113,8 +113,10 @@ def _check_mm2(
     wanted = dict(shape.keys)
     if set(partition) != set(wanted):
         keys = ", ".join(k for k, _ in shape.keys)
-        raise bad(f"{at}.partition", f"has keys {', '.join(sorted(partition))}; a {kind} "
-                  f"partition has exactly {keys}")  # fmt: skip
+        raise bad(
+            f"{at}.partition",
+            f"has keys {', '.join(sorted(partition))}; a {kind} partition has exactly {keys}",
+        )
     for name, kind_of in shape.keys:
         value = partition[name]
         if kind_of is int:
@@ -127,8 +129,10 @@ def _check_mm2(
     if set(offset) != {"offset"} or not _whole(offset["offset"]):
         raise bad(f"{at}.offset", 'is not {"offset": N} with N a whole number >= 0')
     if shape.zero_only and offset["offset"] != 0:
-        raise bad(f"{at}.offset.offset", f"is {offset['offset']}; a {kind} takes 0 only "
-                  "(its offsets can be reset, not moved)")  # fmt: skip
+        raise bad(
+            f"{at}.offset.offset",
+            f"is {offset['offset']}; a {kind} takes 0 only (its offsets can be reset, not moved)",
+        )
 
 
 def _whole(value: Any) -> bool:

@@ -101,11 +101,15 @@ class Looks:
                     found, self._nodes[name], self.settings, now, found.instance, found.base
                 )
             self.group = Group(resumed.members, resumed=True)
-        refused = [o.effect.reason for _, o in looks if o.effect.do is Do.REFUSE]
-        for node, outcome in looks:
-            if outcome.effect.do is Do.FAIL_ROLL or outcome.effect.do is Do.REFUSE:
-                self.apply.fail(node, outcome.effect.reason)
-        if refused:
+        stops = [(n, o.effect) for n, o in looks if o.effect.do in (Do.FAIL_ROLL, Do.REFUSE)]
+        if self.apply.dry:  # a plan says each, node by node
+            for node, effect in stops:
+                self.apply.fail(node, effect.reason)
+            return looks
+        for node, effect in stops:  # a broker that cannot be compared: the roll fails (exit 1)
+            if effect.do is Do.FAIL_ROLL:
+                self.apply.fail(node, effect.reason)
+        if refused := [e.reason for _, e in stops if e.do is Do.REFUSE]:  # exit 2, nothing done
             raise ConfigError(
                 "the desired configuration cannot take effect by a roll: " + "; ".join(refused)
             )

@@ -23,7 +23,7 @@ from rollguard.roller.platform import Platform, PlatformUnavailable
 from rollguard.roller.roll.rules.safety import voter_caught_up
 from rollguard.roller.roll.voice import EventLog
 from rollguard.shared.dataset import Event
-from rollguard.shared.errors import RollguardError
+from rollguard.shared.errors import RetryLater
 from rollguard.shared.retry import RetryPolicy, announce, retry_async
 
 logger = logging.getLogger(__name__)
@@ -60,8 +60,10 @@ class Observer:
         return await self.platform.nodes()
 
     async def cluster(self) -> ClusterView | None:
-        """Kafka's view; transient errors retried with the shared policy, then None (nothing
-        can be proven safe without it, so every restart waits)."""
+        """Kafka's view; an Admin API that may answer shortly (`RetryLater`) asked again with
+        the shared policy, then None (nothing can be proven safe without it, so every restart
+        waits). Any other error is not asked again: it stops the roll (a configuration one:
+        exit 2)."""
         if self.observe_cluster is None:
             return None
         try:
@@ -69,12 +71,12 @@ class Observer:
                 self.observe_cluster,
                 self.policy,
                 operation="kafka-admin",
-                retriable=(RollguardError,),
+                retriable=(RetryLater,),  # a setting or a refusal is not asked again
                 sleep=self._sleep,
                 describe=str,  # an AdminApiError names the bootstrap servers and the cause
                 on_retry=announce,  # never silent while Kafka cannot be reached
             )
-        except RollguardError as exc:
+        except RetryLater as exc:
             self.events.say(None, "admin", Event.ADMIN_UNAVAILABLE, str(exc), logging.WARNING)
             return None
 

@@ -280,8 +280,10 @@ class Canary:
         self.renewals += 1
         logger.warning(
             "canary %s: %d sends unanswered for more than %gs: its producer replaced",
-            self.topic, given_up, OVERDUE * self.delivery_timeout,
-        )  # fmt: skip
+            self.topic,
+            given_up,
+            OVERDUE * self.delivery_timeout,
+        )
         while not self._stop.is_set():
             fresh = self._producer()
             if fresh is not None:

@@ -69,9 +69,14 @@ class Configs:
         refused = {name: "; ".join(found) for name, found in refused_by_node(changes, ids).items()}
         unknown = {name: c.note for name, c in self.compared.items() if c.note}
         return LiveConfigs(
-            self.reader, self.plan, clock=clock, sleep=sleep, readers=self.controllers,
-            refused=refused, unknown=unknown,
-        )  # fmt: skip
+            self.reader,
+            self.plan,
+            clock=clock,
+            sleep=sleep,
+            readers=self.controllers,
+            refused=refused,
+            unknown=unknown,
+        )
 
 
 @dataclass(frozen=True, slots=True)

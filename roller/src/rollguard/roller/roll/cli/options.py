@@ -27,7 +27,7 @@ from rollguard.roller.roll.gates.windows import Window, parse_window
 from rollguard.roller.roll.rules.settings import RollSettings
 from rollguard.shared.converters import HostPort, boolean, duration_between, listen_address, names
 from rollguard.shared.errors import ConfigError
-from rollguard.shared.retry import RETRIES
+from rollguard.shared.retry_options import RETRIES
 from rollguard.shared.settings import Group, option, repeated
 
 PREDICTION = Group("prediction", "the roll's duration, predicted from recovery history")

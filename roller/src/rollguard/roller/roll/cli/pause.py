@@ -55,9 +55,12 @@ class PauseOptions(OutputOptions):
         None, str, "Kubernetes namespace of the roll's Lease", "NS", group=WHERE
     )
     state_dir: Path = option(
-        ".rollguard", Path, "folder of the roll's lease file (an inventory's roll)", "DIR",
+        ".rollguard",
+        Path,
+        "folder of the roll's lease file (an inventory's roll)",
+        "DIR",
         group=WHERE,
-    )  # fmt: skip
+    )
 
 
 def parse(argv: Sequence[str]) -> argparse.Namespace | None:
@@ -88,8 +91,9 @@ def pause_command(args: argparse.Namespace, environ: Mapping[str, str]) -> int:
     except ConfigError:
         raise
     except RollguardError as exc:
-        return report_failure(f"{action}: {exc}", ExitCode.FAILED,
-                              json_output=options.output == "json")  # fmt: skip
+        return report_failure(
+            f"{action}: {exc}", ExitCode.FAILED, json_output=options.output == "json"
+        )
     state = "paused" if record.paused else "running"
     if options.output == "json":
         print(json.dumps(_json(record, state)))
@@ -100,8 +104,12 @@ def pause_command(args: argparse.Namespace, environ: Mapping[str, str]) -> int:
 
 
 def _json(record: LeaseRecord, state: str) -> dict[str, Any]:
-    return {"rollId": record.roll_id, "state": state, "paused": record.paused or None,
-            "holder": record.holder}  # fmt: skip
+    return {
+        "rollId": record.roll_id,
+        "state": state,
+        "paused": record.paused or None,
+        "holder": record.holder,
+    }
 
 
 async def _set(options: PauseOptions, note: str) -> LeaseRecord:

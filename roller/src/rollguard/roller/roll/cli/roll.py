@@ -311,8 +311,9 @@ async def _run(command: str, options: RollOptions, stats: RetryStats, roll_id: s
                     raise
                 except RollguardError as exc:
                     json_output = options.output == "json"
-                    return report_failure(f"plan failed: {exc}", ExitCode.FAILED,
-                                          json_output=json_output)  # fmt: skip
+                    return report_failure(
+                        f"plan failed: {exc}", ExitCode.FAILED, json_output=json_output
+                    )
                 if options.output == "json":
                     for entry in entries:
                         print(json.dumps(entry.to_json()))

@@ -40,8 +40,9 @@ class Seen:
     running: KafkaBuild | None = None
     config: NodePlan | None = None  # its desired configuration's plan, when it has one
     # Why the roll cannot bring its desired configuration about (a dynamic value shadowing
-    # the file across a restart), or cannot know what it needs (a broker Kafka cannot
-    # describe now): `refused`, the roll refuses to start (exit 2); `unknown`, it fails (1).
+    # the file across a restart, naming the node), or cannot know what it needs (a broker
+    # Kafka cannot describe now): `refused`, the roll refuses to start (exit 2); `unknown`, it
+    # fails (exit 1).
     refused: str | None = None
     unknown: str | None = None
     revisions: bool = True  # the platform knows which revision a node should run

@@ -60,7 +60,7 @@ def take(record: NodeRecord, seen: Seen, s: RollSettings) -> Outcome:
             replace(record, phase=Phase.FAILED, reason=reason), Effect(Do.FAIL_ROLL, reason)
         )
     if seen.refused is not None:
-        refused = f"{seen.node.name}: {seen.refused}"
+        refused = seen.refused  # naming the node, its key and how to remove what is in the way
         return Outcome(
             replace(record, phase=Phase.FAILED, reason=refused), Effect(Do.REFUSE, refused)
         )

@@ -3,7 +3,7 @@
 `RollSettings` is the one frozen settings object of a roll, plain data: built by the command
 line from its flags and the environment (`roll/cli/choices.py` declares each flag, its variable,
 default, help and section), or by a library user, who gets the same defaults from
-`RollSettings()`. `RollFailed` (a `Fatal` error) is the one error the roll loop raises, its
+`RollSettings()`. `RollFailed` is the one error the roll loop raises, its
 message naming the node and the cause. Every other module of the package may import this one;
 it imports none of them.
 """
@@ -14,10 +14,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
 
-from rollguard.shared.errors import Fatal
+from rollguard.shared.errors import RollguardError
 
 
-class RollFailed(Fatal):
+class RollFailed(RollguardError):
     """The roll stopped; the message names the node and the cause."""
 
 

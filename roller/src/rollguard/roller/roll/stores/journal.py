@@ -22,7 +22,7 @@ from typing import Any, Protocol
 from rollguard.roller.configmap import MANAGED_BY, ConfigMapStore, MissingKey
 from rollguard.roller.roll.node.record import How, NodeRecord, Phase, Waiting
 from rollguard.roller.roll.rules.safety import Baseline
-from rollguard.shared.errors import ConfigError, Fatal
+from rollguard.shared.errors import ConfigError, RollguardError
 from rollguard.shared.files import atomic_write
 from rollguard.shared.wire import KafkaBuild
 
@@ -31,7 +31,7 @@ logger = logging.getLogger(__name__)
 VERSION = 2  # 2: each node's whole record (`node.record`); 1: a status per node (read, migrated)
 
 
-class JournalError(Fatal):
+class JournalError(RollguardError):
     """The roll journal cannot be written: the roll must stop, it could not resume safely."""
 
 

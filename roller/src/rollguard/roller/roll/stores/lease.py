@@ -43,7 +43,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import NoReturn, Protocol
 
-from rollguard.shared.errors import Fatal, RetryLater, RollguardError
+from rollguard.shared.errors import RetryLater, RollguardError
 
 logger = logging.getLogger(__name__)
 
@@ -65,7 +65,7 @@ class LeaseUnavailable(LeaseError, RetryLater):
     its renewal is tried again for as long as the lease cannot have expired (`keep_renewed`)."""
 
 
-class LeaseHeld(LeaseError, Fatal):
+class LeaseHeld(LeaseError):
     """Another process holds a live lease on the cluster."""
 
     def __init__(self, record: LeaseRecord, now: float, wanted_roll: str | None = None) -> None:
@@ -82,7 +82,7 @@ class LeaseHeld(LeaseError, Fatal):
         super().__init__(message)
 
 
-class LeaseLost(LeaseError, Fatal):
+class LeaseLost(LeaseError):
     """The lease we held is gone: another roller may act now, so this one must stop."""
 
 
@@ -177,7 +177,7 @@ def holder_gone(holder: str) -> bool:
     return stat[stat.rfind(")") + 2 :].split()[:1] in (["Z"], ["X"])  # a zombie is gone too
 
 
-class NotRunning(LeaseError, Fatal):
+class NotRunning(LeaseError):
     """`rollguard roll pause|resume`: the roll named is not the one holding the lease now."""
 
 

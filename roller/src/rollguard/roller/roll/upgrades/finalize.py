@@ -255,8 +255,9 @@ async def _finalize(options: FinalizeOptions, stats: RetryStats) -> int:
                 before.finalized, before.supported, version, include=options.include_feature
             )
         except ValueError as exc:
-            return report_failure(f"not finalizing: {exc}", ExitCode.FAILED,
-                                  json_output=json_output)  # fmt: skip
+            return report_failure(
+                f"not finalizing: {exc}", ExitCode.FAILED, json_output=json_output
+            )
         wanted = {c.feature: c.target for c in changes if c.changes}
         verdicts = await observer.update_features(wanted, validate_only=True) if wanted else {}
         refused = {f: said for f, said in verdicts.items() if said != "OK"}
@@ -264,15 +265,17 @@ async def _finalize(options: FinalizeOptions, stats: RetryStats) -> int:
             _show(changes, verdicts, None, before, options)
             if refused:
                 said = "; ".join(f"{f}: {why}" for f, why in refused.items())
-                return report_failure(f"Kafka refuses the finalize: {said}", ExitCode.FAILED,
-                                      json_output=json_output)  # fmt: skip
+                return report_failure(
+                    f"Kafka refuses the finalize: {said}", ExitCode.FAILED, json_output=json_output
+                )
             return ExitCode.OK
         if wanted:
             answers_ = await observer.update_features(wanted)
             if failed := {f: said for f, said in answers_.items() if said != "OK"}:
                 said = "; ".join(f"{f}: {why}" for f, why in failed.items())
-                return report_failure(f"Kafka refused: {said}", ExitCode.FAILED,
-                                      json_output=json_output)  # fmt: skip
+                return report_failure(
+                    f"Kafka refused: {said}", ExitCode.FAILED, json_output=json_output
+                )
         after = await _read_back(observer, wanted)
         _show(changes, verdicts, after, before, options)
         short = {f: lvl for f, lvl in wanted.items() if after.finalized.get(f, 0) < lvl}

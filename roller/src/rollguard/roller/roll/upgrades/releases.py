@@ -71,22 +71,52 @@ METADATA_LEVELS: dict[int, tuple[str, bool]] = {
 # Each release's levels, as `kafka-features.sh version-mapping --release-version 4.N` prints
 # them (Kafka 4.4.0's tool). metadata.version's is the highest its software runs.
 RELEASES: dict[tuple[int, int], dict[str, int]] = {
-    (4, 0): {"metadata.version": 25, "kraft.version": 1, "transaction.version": 2,
-             "group.version": 1, "eligible.leader.replicas.version": 0, "share.version": 0,
-             "streams.version": 0},
-    (4, 1): {"metadata.version": 27, "kraft.version": 1, "transaction.version": 2,
-             "group.version": 1, "eligible.leader.replicas.version": 1, "share.version": 0,
-             "streams.version": 0},
-    (4, 2): {"metadata.version": 29, "kraft.version": 1, "transaction.version": 2,
-             "group.version": 1, "eligible.leader.replicas.version": 1, "share.version": 1,
-             "streams.version": 1},
-    (4, 3): {"metadata.version": 30, "kraft.version": 1, "transaction.version": 2,
-             "group.version": 1, "eligible.leader.replicas.version": 1, "share.version": 1,
-             "streams.version": 1},
-    (4, 4): {"metadata.version": 33, "kraft.version": 1, "transaction.version": 2,
-             "group.version": 1, "eligible.leader.replicas.version": 1, "share.version": 2,
-             "streams.version": 1},
-}  # fmt: skip
+    (4, 0): {
+        "metadata.version": 25,
+        "kraft.version": 1,
+        "transaction.version": 2,
+        "group.version": 1,
+        "eligible.leader.replicas.version": 0,
+        "share.version": 0,
+        "streams.version": 0,
+    },
+    (4, 1): {
+        "metadata.version": 27,
+        "kraft.version": 1,
+        "transaction.version": 2,
+        "group.version": 1,
+        "eligible.leader.replicas.version": 1,
+        "share.version": 0,
+        "streams.version": 0,
+    },
+    (4, 2): {
+        "metadata.version": 29,
+        "kraft.version": 1,
+        "transaction.version": 2,
+        "group.version": 1,
+        "eligible.leader.replicas.version": 1,
+        "share.version": 1,
+        "streams.version": 1,
+    },
+    (4, 3): {
+        "metadata.version": 30,
+        "kraft.version": 1,
+        "transaction.version": 2,
+        "group.version": 1,
+        "eligible.leader.replicas.version": 1,
+        "share.version": 1,
+        "streams.version": 1,
+    },
+    (4, 4): {
+        "metadata.version": 33,
+        "kraft.version": 1,
+        "transaction.version": 2,
+        "group.version": 1,
+        "eligible.leader.replicas.version": 1,
+        "share.version": 2,
+        "streams.version": 1,
+    },
+}
 
 _RELEASE = re.compile(r"([0-9]+)\.([0-9]+)(?:\.[0-9]+)?(?:-[0-9A-Za-z.]+)?")
 
