@@ -17,6 +17,7 @@ import contextlib
 import inspect
 import io
 import os
+import re
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
@@ -43,6 +44,7 @@ class Flag:
     repeat: bool = False
     choices: tuple[str, ...] = ()
     renamed: tuple[str, ...] = ()  # earlier names, still accepted with a warning
+    span: str = ""  # the range its converter takes ("10ms to 7d"), as its refusal says
     positional: bool = False
 
     @property
@@ -245,8 +247,26 @@ def _flag(action: argparse.Action, section: str, options: dict[str, Any]) -> Fla
         switch=spec.switch,
         repeat=spec.repeat,
         choices=_choices(spec.convert),
+        span=_span(spec.convert),
         renamed=tuple(f"--{old}" for old, _ in spec.deprecated),
     )
+
+
+# Values outside any range a number or a duration may have: the converter's refusal names its
+# range ("... from 10ms to 7d").
+_PROBES = ("-1", "99999999999999999999", "9999999d")
+
+
+def _span(convert: Callable[[str], Any]) -> str:
+    """The range a converter takes, in its own words, or "" (no range, or not a number)."""
+    for probe in _PROBES:
+        try:
+            convert(probe)
+        except Exception as exc:  # any refusal: only its words are read
+            found = re.search(r"from (\S+) to (\S+?)[;,)]?$", str(exc))
+            if found:
+                return f"{found[1]} to {found[2]}"
+    return ""
 
 
 def _choices(convert: Callable[[str], Any]) -> tuple[str, ...]:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable
+from dataclasses import replace
 from typing import Any
 
 import api_reference
@@ -92,12 +93,11 @@ def _command(command: Command, *, top: bool) -> list[str]:
     ]
     out += ["```", *usage, "```", ""]
     if command.subcommands:
-        out += [
-            "Sub-commands: "
-            + ", ".join(f"[`{sub}`](#{anchor(command)}-{sub})" for sub in command.subcommands)
-            + ".",
-            "",
+        links = [
+            f"[`{sub}`](#{anchor(replace(command, argv=(*command.argv, sub)))})"
+            for sub in command.subcommands
         ]
+        out += ["Sub-commands: " + ", ".join(links) + ".", ""]
     level = "##" if top else "###"
     with_variables = any(f.variable for f in command.flags)
     for section in command.sections:
@@ -142,6 +142,8 @@ def _default(flag: Flag) -> str:
 
 def _meaning(flag: Flag) -> str:
     parts = [_escape(_sentence(flag.help)) if flag.help else "(no help)"]
+    if flag.span:
+        parts.append(f"From {flag.span}.")
     if flag.choices:
         parts.append("One of " + ", ".join(f"`{c}`" for c in flag.choices) + ".")
     if flag.switch:
