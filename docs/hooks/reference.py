@@ -70,8 +70,9 @@ def cli_page(name: str, commands: list[Command]) -> str:
     title = (
         name.replace("-", " ", 1) if name.startswith("rollguard-") and name not in SCRIPTS else name
     )
+    single = f" {{#{anchor(commands[0])}}}" if len(commands) == 1 else ""
     out = [
-        f"# {title}",
+        f"# {title}{single}",
         "",
         "Written from the command's own parser at each build of this site: every flag, its "
         "variable, default and help as `--help` gives them. How flags, variables and durations "
