@@ -169,7 +169,7 @@ def _pause_parsers(
 def commands() -> list[Command]:
     """Every command line of the four console scripts, in the parsers' order."""
     found: list[Command] = []
-    with _recording() as recorded, _columns(100):
+    with _recording() as recorded, _columns(86):
         for script, build in _builders().items():
             for argv, summary, parser in _walk(build(), (script,), ""):
                 found.append(_command(argv, summary, parser, recorded))

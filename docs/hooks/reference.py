@@ -86,7 +86,8 @@ def cli_page(name: str, commands: list[Command]) -> str:
 
 def _command(command: Command, *, top: bool) -> list[str]:
     out = [] if top else [f"## {command.line} {{#{anchor(command)}}}", ""]
-    if command.summary and not top and not command.description.startswith(command.summary):
+    said = command.description.lower()
+    if command.summary and not top and not said.startswith(command.summary.lower().rstrip(".")):
         out += [_sentence(command.summary), ""]
     out += _prose(command.description)
     usage = [
@@ -117,17 +118,14 @@ def _command(command: Command, *, top: bool) -> list[str]:
 
 
 def _table(command: Command, flags: Iterable[Flag], with_variables: bool) -> list[str]:
-    head = (
-        ["flag", "variable", "default", "meaning"]
-        if with_variables
-        else ["argument", "default", "meaning"]
-    )
+    """One row a flag: the flag (and under it its variable), its default, what it means."""
+    head = ["flag and variable" if with_variables else "argument", "default", "meaning"]
     out = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for flag in flags:
         shown = f"`{flag.name} {flag.metavar}`" if flag.metavar else f"`{flag.name}`"
+        if flag.variable:
+            shown += f"<br>`{flag.variable}`"
         cells = [f'<span id="{anchor(command, flag)}"></span>{shown}']
-        if with_variables:
-            cells.append(f"`{flag.variable}`" if flag.variable else "")
         cells += [_default(flag), _meaning(flag)]
         out.append("| " + " | ".join(cells) + " |")
     return [*out, ""]
