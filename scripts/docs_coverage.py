@@ -42,22 +42,36 @@ OLD_GUIDE = "docs/operations.md"
 
 # Fragments of old pieces removed on purpose, and why.
 REMOVED: dict[str, str] = {
-    "How to deploy and run rollguard's agent, roller, collector and report, what each flag does": "the old guide's summary of itself: the site's home page says what each page is for",
+    "How to deploy and run rollguard's agent, roller, collector and report, what each flag does": (
+        "the old guide's summary of itself: the site's home page says what each page is for"
+    ),
     "From nothing to a rolled cluster:": "the walkthrough's lead-in, now its heading",
-    "All flags are listed in the README;": "a pointer to the README's flag table, which the "
-    "generated reference replaced: the sentence now points there",
-    "The job's flags and outputs are in operations.md": "a pointer to the old guide: the "
-    "sentence now names the page the section moved to",
-    "| `--retry-*` | see README |": "a flag-table row: the five retry flags are in each "
-    "command's reference, the policy in Reference, Retries",
-    "The other flags of `roll` and `plan`:": "a flag table's lead-in: the table is the "
-    "generated reference now",
-    "Every `rollguard connect ...` and `rollguard mm2 ...` command takes:": "a flag table's "
-    "lead-in: the sentence now lists the flags, the table is the generated reference",
-    "operations.md": "a pointer to the old guide, whose sections are pages of the site now: "
-    "each page links where its section went",
-    "docs/architecture.md: components, data flow": "the README's list of the old docs: the "
-    "site's navigation and the README's list of its pages replace it",
+    "All flags are listed in the README;": (
+        "a pointer to the README's flag table, which the generated reference replaced: the "
+        "sentence now points there"
+    ),
+    "The job's flags and outputs are in operations.md": (
+        "a pointer to the old guide: the sentence now names the page the section moved to"
+    ),
+    "| `--retry-*` | see README |": (
+        "a flag-table row: the five retry flags are in each command's reference, the policy in "
+        "Reference, Retries"
+    ),
+    "The other flags of `roll` and `plan`:": (
+        "a flag table's lead-in: the table is the generated reference now"
+    ),
+    "Every `rollguard connect ...` and `rollguard mm2 ...` command takes:": (
+        "a flag table's lead-in: the sentence now lists the flags, the table is the generated "
+        "reference"
+    ),
+    "operations.md": (
+        "a pointer to the old guide, whose sections are pages of the site now: each page links "
+        "where its section went"
+    ),
+    "docs/architecture.md: components, data flow": (
+        "the README's list of the old docs: the site's navigation and the README's list of its "
+        "pages replace it"
+    ),
     "docs/benchmarks.md: measured figures": "the same list",
     "docs/library.md: rollguard.roller as a typed library": "the same list",
 }

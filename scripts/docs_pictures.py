@@ -129,15 +129,15 @@ def node_life_dot(life: Life) -> str:
     ends = {"restarted", "configured", "skipped", "failed", "held"}
     out = [
         "digraph life {",
-        '  graph [rankdir=TB, fontname="DejaVu Sans", fontsize=11, nodesep=0.35, ranksep=0.45,'
+        '  graph [rankdir=TB, fontname="DejaVu Sans", fontsize=12, nodesep=0.25, ranksep=0.5,'
         ' bgcolor="white"];',
-        '  node [shape=box, style="rounded,filled", fontname="DejaVu Sans", fontsize=11,'
-        ' margin="0.15,0.06"];',
-        '  edge [fontname="DejaVu Sans", fontsize=9, color="#555555", fontcolor="#333333"];',
+        '  node [shape=box, style="rounded,filled", fontname="DejaVu Sans", fontsize=14,'
+        ' margin="0.12,0.06"];',
+        '  edge [fontname="DejaVu Sans", fontsize=11, color="#555555", fontcolor="#333333"];',
     ]
     for name, said, where in life.states:
-        note = _wrap(said, 34)
-        small = f"<br/><font point-size='8'>{note}</font>" if note else ""
+        note = _wrap(said, 24)
+        small = f"<br/><font point-size='10'>{note}</font>" if note else ""
         label = f"<<b>{name}</b>{small}>"
         extra = ", peripheries=2" if name in ends else ""
         out.append(f'  "{name}" [label={label}, fillcolor="{colors[where]}"{extra}];')
@@ -147,12 +147,13 @@ def node_life_dot(life: Life) -> str:
         label = html.escape(why).replace("\n", "\\n")
         out.append(f'  "{a}" -> "{b}" [label="{label}"{style}];')
     out += [
-        '  legend [shape=plaintext, style="", label=<<table border="0" cellspacing="4">'
+        '  legend [shape=plaintext, style="", fontsize=12, label=<<table border="0" cellspacing="4">'
         '<tr><td bgcolor="#dbe7f7">  </td>'
         '<td align="left">the roll waits for the node (Phase)</td></tr>'
         '<tr><td bgcolor="#e3f2df">  </td>'
         '<td align="left">on record in the journal (NodeStatus)</td></tr>'
         "</table>>];",
+        "  {rank=sink; legend}",
         "}",
     ]
     return "\n".join(out) + "\n"
