@@ -147,7 +147,8 @@ def node_life_dot(life: Life) -> str:
         label = html.escape(why).replace("\n", "\\n")
         out.append(f'  "{a}" -> "{b}" [label="{label}"{style}];')
     out += [
-        '  legend [shape=plaintext, style="", fontsize=12, label=<<table border="0" cellspacing="4">'
+        '  legend [shape=plaintext, style="", fontsize=12,'
+        ' label=<<table border="0" cellspacing="4">'
         '<tr><td bgcolor="#dbe7f7">  </td>'
         '<td align="left">the roll waits for the node (Phase)</td></tr>'
         '<tr><td bgcolor="#e3f2df">  </td>'
