@@ -213,10 +213,10 @@ def test_every_roll_metric_is_explained_where_a_roll_is_watched(pages: dict[str,
 
 
 def test_the_node_life_picture_has_every_state_of_the_roller() -> None:
-    """scripts/docs_pictures.py draws the node's life from the roller's states (`node_life`,
+    """scripts/docs_diagrams.py draws the node's life from the roller's states (`node_life`,
     which fails on a state it does not place); the committed picture must have them all."""
-    pictures = load("docs_pictures", "scripts/docs_pictures.py")
-    life = pictures.node_life()
+    diagrams = load("docs_diagrams", "scripts/docs_diagrams.py")
+    life = diagrams.node_life()
     svg = html.unescape((ROOT / "docs" / "img" / "node-life.svg").read_text())
     for state, _, _ in life.states:
         assert f">{state}<" in svg, f"{state} is not in docs/img/node-life.svg: make docs-pictures"
