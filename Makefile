@@ -75,6 +75,32 @@ lint: $(INSTALLED)
 	$(BIN)/ruff format --check .
 	$(BIN)/mypy --cache-dir $(MYPY_CACHE)
 	$(BIN)/lint-imports
+	@$(MAKE) --no-print-directory docs
+
+# The documentation site (mkdocs.yml, docs/): MkDocs with the Material theme, built into
+# build/site/ (its pages read from disk: open build/site/index.html), strictly: a broken link or
+# anchor, a page left out of the nav, fails it; `make lint`, so `make test`, builds it so. The
+# reference pages are written from the code at each build (docs/hooks/). `make docs-serve`
+# serves it at http://127.0.0.1:8000 and rebuilds it as you edit. Nothing is fetched from the
+# network to build or to read it. MkDocs 1.x's banner about its successor is kept quiet.
+MKDOCS := NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs
+.PHONY: docs docs-serve docs-pictures graphviz
+docs: $(INSTALLED)
+	$(MKDOCS) build --strict --quiet
+
+docs-serve: $(INSTALLED)
+	$(MKDOCS) serve --strict --dev-addr 127.0.0.1:8000
+
+# The pictures in docs/img/ (scripts/docs_pictures.py): the architecture and the node's life
+# drawn by Graphviz from the code, and from `make demo`'s real roll run on a terminal (about 4
+# minutes) the live view, the report page (headless Chromium) and the canary's chart; committed.
+# `make docs-pictures REUSE=1` draws again from the last run's output (build/docs-pictures/).
+docs-pictures: $(INSTALLED) $(BROKER) build/kafka/$(KAFKA_NEWEST)/.resolved chromium graphviz
+	$(BIN)/python scripts/docs_pictures.py $(if $(REUSE),--reuse)
+
+# Debian's graphviz, for `make docs-pictures` only (scripts/graphviz-install).
+graphviz:
+	@scripts/graphviz-install
 
 bench: $(INSTALLED) $(BROKER) $(KAFKA)
 	$(BIN)/python bench/agent.py
