@@ -27,49 +27,28 @@ class Life:
 
 
 def node_life() -> Life:
-    """The roller's own states of a node, and its transitions: the one place that imports them.
+    """The roller's own states of a node and its transitions: the one place that imports them.
 
-    Today a node's life is kept in two places: its record in the roll's journal
-    (`NodeStatus`, rollguard.roller.roll.stores.journal) and, while the roll waits for it, the
-    phase of its wait (`Phase`, rollguard.roller.roll.rules.node_state). Neither module lists
-    its transitions; they are written here, by the enums' members, from where the roller moves
-    a node (roll/restarts.py, rules/node_wait.py, rules/node_back.py), so that a renamed or
-    removed state fails this script and a new one must be placed (`check_life`)."""
-    from rollguard.roller.roll.rules.node_state import Phase
-    from rollguard.roller.roll.stores.journal import NodeStatus
+    A node's life in a roll is its record's `Phase` (rollguard.roller.roll.node.record), and
+    every move the roll makes it take is that module's `TRANSITIONS` (tests/sim/test_node_life.py
+    holds the roll's own steps to it): a renamed, removed or new phase is drawn as it is."""
+    from rollguard.roller.roll.node.record import TRANSITIONS, Phase
 
-    pending = "pending"
-    states = (
-        (pending, "not on record yet: the safety rules decide when", "the roll"),
-        *((p.value, _comment(Phase, p.name), "wait") for p in Phase),
-        *((s.value, _comment(NodeStatus, s.name), "journal") for s in NodeStatus),
-    )
-    s, p = NodeStatus, Phase
-    transitions = (
-        (pending, p.FOUND_NOT_READY, "found not ready"),
-        (p.FOUND_NOT_READY, pending, "ready again"),
-        (pending, s.RESTARTING, "safe: restart"),
-        (p.FOUND_NOT_READY, s.RESTARTING, "not recovering past\n--operation-timeout: force"),
-        (pending, s.CONFIGURING, "only live keys change"),
-        (pending, s.SKIPPED, "nothing to do, --skip"),
-        (pending, s.HELD, "--hold"),
-        (s.RESTARTING, p.READY, "restarted (a log recovery\nis waited for here)"),
-        (p.READY, p.QUORUM, "a controller"),
-        (p.READY, p.ISR, "a broker"),
-        (p.QUORUM, p.ISR, "also a broker"),
-        (p.QUORUM, s.RESTARTED, "caught up"),
-        (s.CONFIGURING, p.ISR, "set live, read back"),
-        (p.ISR, s.RESTARTED, "back in every ISR"),
-        (p.ISR, s.CONFIGURED, "back in every ISR\n(changed live)"),
-        (p.FOUND_NOT_READY, s.FAILED, "recovery stalled"),
-        (p.READY, s.FAILED, "not ready in time"),
-        (p.ISR, s.FAILED, "no progress for\n--safety-wait"),
-        (s.FAILED, pending, "roll --resume"),
-        (s.HELD, pending, "roll --resume\nwithout --hold"),
-    )
-    life = Life(states, tuple((str(a), str(b), why) for a, b, why in transitions))
+    states = tuple((p.value, _comment(Phase, p.name), _where(p)) for p in Phase)
+    transitions = tuple((str(a), str(b), _lines(why, 22)) for a, b, why in TRANSITIONS)
+    life = Life(states, transitions)
     check_life(life)
     return life
+
+
+def _where(phase: object) -> str:
+    """Each phase's colour: before its restart, on its way back, or at an end."""
+    name = str(phase)
+    if name in ("done", "left-out", "held", "failed"):
+        return "end"
+    if name in ("restarting", "configuring", "catching-up"):
+        return "back"
+    return "before"
 
 
 def _comment(enum: type, member: str) -> str:
@@ -90,13 +69,13 @@ def check_life(life: Life) -> None:
     if names - placed:
         raise SystemExit(
             f"node_life: states with no transition: {', '.join(sorted(names - placed))}"
-            " (place them in scripts/docs_pictures.py's node_life)"
+            " (give them their moves in rollguard.roller.roll.node.record.TRANSITIONS)"
         )
 
 
 def node_life_dot(life: Life) -> str:
-    colors = {"the roll": "#eeeeee", "wait": "#dbe7f7", "journal": "#e3f2df"}
-    ends = {"restarted", "configured", "skipped", "failed", "held"}
+    colors = {"before": "#eeeeee", "back": "#dbe7f7", "end": "#e3f2df"}
+    ends = {"done", "left-out", "failed", "held"}
     out = [
         "digraph life {",
         '  graph [rankdir=TB, fontname="DejaVu Sans", fontsize=12, nodesep=0.25, ranksep=0.5,'
@@ -112,22 +91,37 @@ def node_life_dot(life: Life) -> str:
         extra = ", peripheries=2" if name in ends else ""
         out.append(f'  "{name}" [label={label}, fillcolor="{colors[where]}"{extra}];')
     for a, b, why in life.transitions:
-        back = a in ("failed", "held") or (a, b) == ("found-not-ready", "pending")
+        back = (a, b) in (
+            ("failed", "new"),
+            ("held", "new"),
+            ("recovering", "restarting"),
+            ("waiting", "pending"),
+            ("recovering", "pending"),
+            ("recovering", "waiting"),
+        )
         style = ", style=dashed, constraint=false" if back else ""
         label = html.escape(why).replace("\n", "\\n")
         out.append(f'  "{a}" -> "{b}" [label="{label}"{style}];')
     out += [
         '  legend [shape=plaintext, style="", fontsize=12,'
         ' label=<<table border="0" cellspacing="4">'
+        '<tr><td bgcolor="#eeeeee">  </td>'
+        '<td align="left">before its restart</td></tr>'
         '<tr><td bgcolor="#dbe7f7">  </td>'
-        '<td align="left">the roll waits for the node (Phase)</td></tr>'
+        '<td align="left">restarted (or changed live): never restarted again</td></tr>'
         '<tr><td bgcolor="#e3f2df">  </td>'
-        '<td align="left">on record in the journal (NodeStatus)</td></tr>'
+        '<td align="left">the roll is done with it (a resume takes a failed or held one again)'
+        "</td></tr>"
         "</table>>];",
         "  {rank=sink; legend}",
         "}",
     ]
     return "\n".join(out) + "\n"
+
+
+def _lines(text: str, width: int) -> str:
+    """`text` in lines of about `width` characters (an edge's label)."""
+    return _wrap(text, width).replace("<br/>", "\n")
 
 
 def _wrap(text: str, width: int) -> str:

@@ -5,13 +5,13 @@ the budgets of that wait. The roll loop moves it with one pure step (`step.py`),
 stores it as it is and a resumed roll reads it back as it was (`stores/journal.py`), the metrics
 and the plan show it.
 
-A node's life in a roll, by its `Phase`:
+A node's life in a roll, by its `Phase` (every move, and when: `TRANSITIONS`):
 
     new --take--> left-out | held | pending
     pending <--> waiting | recovering        (before its restart: not ready, or in log recovery)
     pending --restart--> restarting <--> recovering --ready--> catching-up --> done
     pending --configure--> configuring --back in its ISRs--> done
-    any phase --> failed                      (its restart command failed, or it came back wrong)
+    ... --> failed                            (its restart command failed, or it came back wrong)
 
 `how` tells a restarted node from one configured live; a record whose `how` is set has its
 restart (or live step) on record: never restarted again in this roll. The budgets of a wait
@@ -53,6 +53,38 @@ class Phase(StrEnum):
     def settled(self) -> bool:
         """Nothing left to do with the node in this roll: a resumed roll passes it by."""
         return self in (Phase.DONE, Phase.LEFT_OUT)
+
+
+# Every move a node's record makes in a roll, and when: what the roll's own step does (a test
+# holds the simulated rolls to it), and the picture of a node's life in the docs is drawn from.
+TRANSITIONS: tuple[tuple[Phase, Phase, str], ...] = (
+    (Phase.NEW, Phase.PENDING, "taken"),
+    (Phase.NEW, Phase.LEFT_OUT, "nothing to do, --skip, not --only"),
+    (Phase.NEW, Phase.HELD, "--hold"),
+    (Phase.NEW, Phase.FAILED, "its configuration refused"),
+    (Phase.PENDING, Phase.WAITING, "found not ready"),
+    (Phase.PENDING, Phase.RECOVERING, "found in log recovery"),
+    (Phase.WAITING, Phase.PENDING, "ready"),
+    (Phase.WAITING, Phase.RECOVERING, "in log recovery"),
+    (Phase.RECOVERING, Phase.PENDING, "its recovery over, ready"),
+    (Phase.RECOVERING, Phase.WAITING, "its recovery over"),
+    (Phase.PENDING, Phase.LEFT_OUT, "runs the target already"),
+    (Phase.PENDING, Phase.RESTARTING, "safe, or forced: restarted"),
+    (Phase.PENDING, Phase.CONFIGURING, "safe: changed live"),
+    (Phase.PENDING, Phase.FAILED, "its restart failed"),
+    (Phase.WAITING, Phase.FAILED, "stuck, or its agent unreadable too long"),
+    (Phase.RECOVERING, Phase.FAILED, "its recovery stalled or too long"),
+    (Phase.RESTARTING, Phase.RECOVERING, "in log recovery"),
+    (Phase.RECOVERING, Phase.RESTARTING, "its recovery over"),
+    (Phase.RESTARTING, Phase.CATCHING_UP, "its new process ready"),
+    (Phase.RESTARTING, Phase.DONE, "ready again (a controller alone)"),
+    (Phase.RESTARTING, Phase.FAILED, "back on another version"),
+    (Phase.CATCHING_UP, Phase.DONE, "caught up, back in every ISR"),
+    (Phase.CONFIGURING, Phase.DONE, "back in every ISR"),
+    (Phase.CONFIGURING, Phase.FAILED, "Kafka did not take it"),
+    (Phase.HELD, Phase.NEW, "roll --resume without --hold"),
+    (Phase.FAILED, Phase.NEW, "roll --resume"),
+)
 
 
 class How(StrEnum):
