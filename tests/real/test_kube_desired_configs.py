@@ -162,7 +162,7 @@ def test_the_desired_properties_are_the_configmap_the_statefulsets_template_moun
     assert done.returncode == 2, done.stderr
     assert done.stderr.strip().splitlines()[-1] == (
         "rollguard: pod prod-kafka-0: ConfigMap kafka-config-v2 key server.properties, line 7: "
-        "malformed \\uxxxx escape: \\u00zz"
+        "malformed \\uxxxx escape in the value of listeners"
     )
     assert SECRET not in done.stderr + done.stdout and "Traceback" not in done.stderr
     # a file the template does not mount: the pod and what it mounts are named

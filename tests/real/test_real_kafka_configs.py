@@ -174,7 +174,12 @@ def test_a_malformed_desired_file_is_exit_2_naming_node_file_and_line(
     lines = len(bad.read_text().splitlines())
     done = plan(cluster, inventory)
     assert done.returncode == 2, done.stdout + done.stderr
-    assert f"kafka-2: config {bad}:{lines}: malformed \\uxxxx escape" in done.stderr
+    assert f"kafka-2: config {bad}:{lines}: malformed \\uxxxx escape in the value of broken" in (
+        done.stderr
+    )
+    assert "\\u12" not in done.stderr  # never a value's characters: it may be a password
+    # Nothing was asked before the files were read: no "asking Kafka" line before the error.
+    assert "asking Kafka" not in done.stderr, done.stderr
     assert SECRET not in done.stdout + done.stderr
 
 

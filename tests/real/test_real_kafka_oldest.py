@@ -257,6 +257,9 @@ def test_finalize_sets_4_4_s_levels_by_name_and_leaves_the_static_quorum_static(
     assert (planned["metadata.version"]["from"], planned["metadata.version"]["to"]) == (25, 33)
     assert planned["metadata.version"]["kafka"] == "OK"
     assert "KAFKA-21426" in planned["kraft.version"]["leftOut"]
+    # What each feature it raises turns on for clients, said in the dry run.
+    raised = [f for f, e in planned.items() if e["changes"]]
+    assert raised and all(planned[f].get("turnsOn") for f in raised), planned
     assert lines[-1] == {
         "softwareDowngrade": False,
         "changedMetadata": ["4.3-IV0 (30)", "4.4-IV1 (32)", "4.4-IV2 (33)"],

@@ -187,7 +187,8 @@ def test_a_redirected_roll_keeps_its_outcome_on_stdout_and_its_progress_on_stder
     # came then) are answers, counted apart: a normal roll does not end with "N failed".
     (outcome,) = out.read_text().splitlines()
     assert re.fullmatch(
-        r"roll r1 completed: restarted 3, skipped 0; agent-broker-state: \d+ ok, "
+        r"roll r1 completed: restarted 3 \(kafka-\d, kafka-\d, kafka-\d\), skipped 0; "
+        r"agent-broker-state: \d+ ok, "
         r"(\d+ answered not ready, )?\d+ retries, 0 failed.*; journal and events in .+",
         outcome,
     ), outcome
@@ -204,7 +205,10 @@ def test_a_redirected_roll_keeps_its_outcome_on_stdout_and_its_progress_on_stder
     assert all(set(e) == {"time", "level", "logger", "message"} for e in entries)
     assert any(e["message"] == "kafka-2: restarting" for e in entries)
     assert not any("completed" in e["message"] for e in entries)
-    assert result.startswith("roll r2 completed: restarted 1, skipped 2; agent-broker-state: ")
+    assert result.startswith(
+        "roll r2 completed: restarted 1 (kafka-2), skipped 2 (kafka-0, kafka-1: not named by "
+        "--only); agent-broker-state: "
+    ), result
 
 
 # ---- the one place failures are told (in-process) -------------------------------------------

@@ -198,3 +198,22 @@ def test_every_example_uses_the_quick_starts_names() -> None:
         if not re.fullmatch(r"[A-Z_]+|\.\.\.|--.*", m[2]) and m[2] not in EXAMPLES[m[1]]
     ]
     assert not found, "\n".join(found)
+
+
+def test_every_field_of_the_plan_s_json_is_documented() -> None:
+    """`rollguard plan --output json`'s fields, from a full entry, each named in the guide."""
+    from rollguard.roller.model import Node, Role
+    from rollguard.roller.roll.configs.live import NodeConfig
+    from rollguard.roller.roll.planning import Hold, PlanEntry
+    from rollguard.roller.roll.rules.safety import Blocker
+
+    node = Node(1, "kafka-1", frozenset({Role.BROKER}), None)
+    hold = Hold("unsafe", "why", (Blocker("why", "orders-0", (2,)),))
+    entry = PlanEntry(
+        node, "restart", "r", 1, "a", "why", "order", 1, hold, "4.0.0", "4.4.0", NodeConfig()
+    )
+    guide = (ROOT / "docs" / "first-roll.md").read_text()
+    data = entry.to_json()
+    fields = {*data, *data["hold"], *data["hold"]["blockers"][0]}
+    for field in fields:
+        assert f"`{field}`" in guide, f"plan's JSON field {field} is not in docs/first-roll.md"

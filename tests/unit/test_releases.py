@@ -92,7 +92,11 @@ def test_finalize_sets_each_feature_by_name_and_leaves_kraft_version_unless_name
     kraft = changes["kraft.version"]
     assert not kraft.changes and "KAFKA-21426" in kraft.skipped
     assert (
-        changes["metadata.version"].describe() == "metadata.version: 4.0-IV3 (25) -> 4.4-IV2 (33)"
+        changes["metadata.version"]
+        .describe()
+        .startswith(
+            "metadata.version: 4.0-IV3 (25) -> 4.4-IV2 (33): turns on the release's metadata format"
+        )
     )
     assert changes["group.version"].describe() == "group.version: 1, already at 1 or above"
     named = {
@@ -119,3 +123,21 @@ def test_a_level_no_node_supports_is_refused_before_kafka_is_asked() -> None:
     old_nodes = {**SUPPORTED_4_4, "metadata.version": (7, 25)}  # a node still on 4.0
     with pytest.raises(ValueError, match=r"metadata\.version 33 is not supported by every node"):
         finalize_plan(FORMATTED_4_0, old_nodes, "4.4.0")
+
+
+def test_every_feature_a_release_sets_says_what_it_turns_on() -> None:
+    """A finalize (and its dry run) says what each feature it raises turns on for clients."""
+    from rollguard.roller.roll.upgrades.releases import TURNS_ON, release_levels
+
+    features = {f for release in ("4.0.0", "4.4.0") for f in release_levels(release)}
+    assert features - set(TURNS_ON) == set()
+
+
+def test_the_upgrade_guide_says_what_each_feature_turns_on() -> None:
+    from rollguard.roller.roll.upgrades.releases import TURNS_ON
+
+    from helpers import ROOT
+
+    guide = (ROOT / "docs" / "upgrade.md").read_text()
+    for feature, meaning in TURNS_ON.items():
+        assert f"| `{feature}` | {meaning} |" in guide, feature

@@ -93,10 +93,13 @@ def _split(logical: str, line: int) -> tuple[str, str]:
         rest += 1
         while rest < end and logical[rest] in _WHITESPACE:
             rest += 1
-    return _unescape(key, line), _unescape(logical[rest:], line)
+    name = _unescape(key, line, "its key")
+    return name, _unescape(logical[rest:], line, f"the value of {name}")
 
 
-def _unescape(text: str, line: int) -> str:
+def _unescape(text: str, line: int, what: str) -> str:
+    """`text` unescaped; a malformed `\\uXXXX` is refused naming `what` holds it, never quoting
+    it (a value may be a password)."""
     out: list[str] = []
     index = 0
     while index < len(text):
@@ -112,7 +115,7 @@ def _unescape(text: str, line: int) -> str:
         if escaped == "u":
             digits = text[index + 2 : index + 6]
             if len(digits) < 4 or any(d not in "0123456789abcdefABCDEF" for d in digits):
-                raise PropertiesError(line, f"malformed \\uxxxx escape: \\u{digits}")
+                raise PropertiesError(line, f"malformed \\uxxxx escape in {what}")
             out.append(chr(int(digits, 16)))
             index += 6
             continue

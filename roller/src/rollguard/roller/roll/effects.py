@@ -150,8 +150,9 @@ class Effects:
         if self.configs is not None:
             for m in members:  # its live keys first: no dynamic value of its own shadows them
                 if any(self.configs.keys(m.name)[:2]):
-                    self._configuring(m, views[m.name].instance, "before its restart")
+                    keys = self._configuring(m, views[m.name].instance, "before its restart")
                     await self.configs.apply(m)
+                    self.voice.progress(m, f"configured live before its restart: {keys}", None)
         number = roll.next_batch() if batch is not None else None
         for m in members:
             roll.nodes[m.name] = _intent(
@@ -237,9 +238,9 @@ class Effects:
             raise RollFailed(why)
         return Group([node.name])
 
-    def _configuring(self, node: Node, instance: str | None, when: str = "") -> None:
+    def _configuring(self, node: Node, instance: str | None, when: str = "") -> str:
         """The `configure` event of a live step: the keys it sets at the broker and at the
-        cluster default (names only), and every key it reads back."""
+        cluster default (names only), and every key it reads back; their names."""
         assert self.configs is not None
         own, cluster_keys, changed = self.configs.keys(node.name)
         names = ", ".join(changed) + (f" ({when})" if when else "")
@@ -247,6 +248,7 @@ class Effects:
         self.observer.events.write(
             node.name, Event.CONFIGURE, names, keys=own, cluster=cluster_keys, instance=instance
         )
+        return ", ".join(changed)
 
     async def on_record(self, node: Node, before: str | None) -> bool:
         """Resume: `node`'s restart is on record (its identity then, `before`) but not its
@@ -299,9 +301,11 @@ class Effects:
         await self.save(roll)
 
     async def leave_out(self, node: Node, why: str, roll: RollRecord, *, held: bool) -> None:
-        """A node the roll does not take (skipped, or held for later: `why` says), on record."""
+        """A node the roll does not take (skipped, or held for later: `why` says), on record,
+        and said where the roll says what it does."""
         await self.save(roll)
         self.observer.events.write(node.name, Event.HOLD if held else Event.SKIP, why)
+        self.voice.progress(node, f"{'held' if held else 'left out'}: {why}", None)
 
     async def elect_preferred(self, members: Sequence[Node], number: int) -> None:
         """Give the batch's members back the leadership they lost (ElectLeaders, preferred),

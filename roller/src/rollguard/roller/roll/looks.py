@@ -101,6 +101,7 @@ class Looks:
                     found, self._nodes[name], self.settings, now, found.instance, found.base
                 )
             self.group = Group(resumed.members, resumed=True)
+            self.observer.restarting = ", ".join(resumed.members)
         stops = [(n, o.effect) for n, o in looks if o.effect.do in (Do.FAIL_ROLL, Do.REFUSE)]
         if self.apply.dry:  # a plan says each, node by node
             for node, effect in stops:
@@ -195,6 +196,7 @@ class Looks:
             if group.waiting:
                 return
         self.group = None
+        self.observer.restarting = ""
         self.waiting.reset()
         if (failed := group.failed()) is not None:
             raise failed
@@ -333,6 +335,7 @@ class Looks:
                 found, self._nodes[name], self.settings, now, found.instance, found.base, how=how
             )
         self.group = group
+        self.observer.restarting = ", ".join(group.members)
         return True
 
     def _safety_wait(self, deferrals: Mapping[Node, Waiting], waiting_nodes: bool) -> None:

@@ -24,7 +24,7 @@ from rollguard.roller.roll.rules.safety import voter_caught_up
 from rollguard.roller.roll.voice import EventLog
 from rollguard.shared.dataset import Event
 from rollguard.shared.errors import RetryLater
-from rollguard.shared.retry import RetryPolicy, announce, retry_async
+from rollguard.shared.retry import Retrying, RetryPolicy, announce, retry_async
 
 logger = logging.getLogger(__name__)
 
@@ -53,8 +53,19 @@ class Observer:
         self.policy = policy or RetryPolicy()  # transient Admin API errors
         self.outage_limit = outage_limit
         self.outage_retry = outage_retry
+        self.restarting = ""  # the nodes of the restart on its way back, while it is
         self._sleep = sleep
         self._clock = clock
+
+    def _retrying(self, retrying: Retrying) -> None:
+        """A retry of the Admin API, said: a warning, unless a restart is on its way back,
+        which is expected to cost one (its broker refuses connections, Kafka does not know it
+        for a moment): then an INFO line. Kafka that cannot be seen after every retry is said
+        as a warning either way (`admin-unavailable`)."""
+        if not self.restarting:
+            announce(retrying)
+        else:
+            logger.info("%s (expected while %s restarts)", retrying, self.restarting)
 
     async def nodes(self) -> list[Node]:
         return await self.platform.nodes()
@@ -74,7 +85,7 @@ class Observer:
                 retriable=(RetryLater,),  # a setting or a refusal is not asked again
                 sleep=self._sleep,
                 describe=str,  # an AdminApiError names the bootstrap servers and the cause
-                on_retry=announce,  # never silent while Kafka cannot be reached
+                on_retry=self._retrying,  # never silent while Kafka cannot be reached
             )
         except RetryLater as exc:
             self.events.say(None, "admin", Event.ADMIN_UNAVAILABLE, str(exc), logging.WARNING)

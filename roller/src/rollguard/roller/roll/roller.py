@@ -40,6 +40,7 @@ from rollguard.roller.roll.effects import Effects, LeaderElection
 from rollguard.roller.roll.gates.keeper import GateKeeper, Gates
 from rollguard.roller.roll.looks import Looks
 from rollguard.roller.roll.node.record import How, NodeRecord, Phase
+from rollguard.roller.roll.node.step import recovery_budget_of
 from rollguard.roller.roll.observer import ClusterObserver, Observer
 from rollguard.roller.roll.planning import PlanEntry, Planned, check_names
 from rollguard.roller.roll.preflight import preflight
@@ -161,6 +162,11 @@ class Roller:
             sleep=self._sleep,
             revisions=getattr(self.platform, "revisions", True),  # an inventory has none
         )
+
+    def recovery_budget(self, node: str) -> float:
+        """How long `node`'s log recovery is waited for (its budget from history, or
+        --max-recovery-wait)."""
+        return recovery_budget_of(node, self.settings)
 
     @property
     def configs(self) -> LiveConfigs | None:

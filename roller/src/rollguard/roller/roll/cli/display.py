@@ -27,6 +27,8 @@ from rollguard.shared.retry import RetryStats
 if TYPE_CHECKING:
     from rich.table import Table
 
+    from rollguard.roller.roll.roller import RollResult
+
 logger = logging.getLogger(__name__)
 progress = logging.getLogger(PROGRESS)  # the roll's progress lines, on stderr
 
@@ -130,7 +132,13 @@ def reporter(display: LiveTable | None, output: str) -> Progress:
 
 
 def finish(
-    output: str, state_dir: Path, roll_id: str, outcome: str, detail: str, stats: RetryStats
+    output: str,
+    state_dir: Path,
+    roll_id: str,
+    outcome: str,
+    detail: str,
+    stats: RetryStats,
+    result: RollResult | None = None,
 ) -> None:
     """The roll's outcome: its result on stdout (a line, or an object that carries the error
     when it failed), and the same as the last line of stderr's progress (or its failure line),
@@ -138,7 +146,7 @@ def finish(
     are one file (`> roll.log 2>&1`, or one terminal)."""
     line = f"roll {roll_id} {outcome}: {detail}; {stats.summary()}"
     if output == "json":
-        result: dict[str, Any] = {
+        result_json: dict[str, Any] = {
             "rollId": roll_id,
             "outcome": outcome,
             "detail": detail,
@@ -146,9 +154,16 @@ def finish(
             "operations": stats.to_json(),
             "stateDir": str(state_dir),
         }
+        if result is not None:  # the whole roll's nodes, by name
+            result_json.update(
+                restarted=result.restarted,
+                configured=result.configured,
+                skipped=result.left_out,
+                held=result.held,
+            )
         if outcome == "failed":
-            result.update(failure_json(detail, ExitCode.FAILED))
-        print(json.dumps(result), flush=True)
+            result_json.update(failure_json(detail, ExitCode.FAILED))
+        print(json.dumps(result_json), flush=True)
     else:
         print(f"{line}; journal and events in {state_dir}", flush=True)
     if output == "json" or not _one_destination():

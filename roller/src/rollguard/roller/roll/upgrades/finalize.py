@@ -43,6 +43,7 @@ from rollguard.roller.options import (
 from rollguard.roller.roll.upgrades.releases import (
     KRAFT_VERSION,
     METADATA_VERSION,
+    TURNS_ON,
     FeatureChange,
     UnknownRelease,
     finalize_plan,
@@ -138,6 +139,11 @@ def add_parsers(sub: Any) -> None:
         "feature to the release's level, by name (never kraft.version unless named). "
         "Example:\n  rollguard finalize --kafka-version 4.4.0 --inventory nodes.yaml "
         "--bootstrap kafka-0:9092 --cert roller.crt --key roller.key --cacert ca.crt --dry-run",
+        # What it needs, as `roll` says it: the flags argparse would show as optional (each
+        # can come from its variable instead) are required all the same.
+        usage="rollguard finalize --kafka-version VERSION (--inventory FILE | --namespace NS "
+        "--selector SELECTOR)\n"
+        f"{'':24}--bootstrap SERVERS --cert PATH --key PATH --cacert PATH [options]",
     )
     FinalizeOptions.add_flags(finalize, ENV_PREFIX)
     finalize.set_defaults(run=finalize_command)
@@ -326,6 +332,8 @@ def _show(
         }
         if change.skipped:
             entry["leftOut"] = change.skipped
+        if change.changes and change.feature in TURNS_ON:
+            entry["turnsOn"] = TURNS_ON[change.feature]
         if change.feature in verdicts:
             entry["kafka"] = verdicts[change.feature]
         if after is not None:

@@ -22,6 +22,7 @@ from dataclasses import dataclass
 __all__ = [
     "KRAFT_VERSION",
     "METADATA_VERSION",
+    "TURNS_ON",
     "FeatureChange",
     "UnknownRelease",
     "finalize_plan",
@@ -213,6 +214,29 @@ def software_downgrade(before: int, after: int) -> tuple[bool, list[str]]:
     return not changed, changed
 
 
+# What raising each feature turns on (said beside each change a finalize makes, in its dry run
+# too): for clients, what they may then use; for the cluster, how it behaves. From Kafka's own
+# documentation and KIPs.
+TURNS_ON = {
+    METADATA_VERSION: "the release's metadata format: the features below that need it; the "
+    "old software may no longer read the metadata (said below)",
+    KRAFT_VERSION: "a dynamic controller quorum (KIP-853): controllers added and removed "
+    "with kafka-metadata-quorum; a static quorum cannot come back",
+    "group.version": "the consumer rebalance protocol (KIP-848): consumers that set "
+    "group.protocol=consumer rebalance on the brokers, without stopping the whole group",
+    "transaction.version": "transactions version 2 (KIP-890): producers check each "
+    "transaction's epoch on the broker, closing a window for duplicates and hanging "
+    "transactions",
+    "eligible.leader.replicas.version": "eligible leader replicas (KIP-966): a replica out of "
+    "the ISR but with every acknowledged record may be elected leader; min.insync.replicas "
+    "becomes a cluster-level setting as well",
+    "share.version": "share groups (KIP-932, queues for Kafka): consumers of a share group "
+    "take records one by one, acknowledged each, from the same partitions",
+    "streams.version": "the Kafka Streams rebalance protocol (KIP-1071): Streams applications "
+    "that set group.protocol=streams are assigned their tasks by the brokers",
+}
+
+
 @dataclass(frozen=True, slots=True)
 class FeatureChange:
     """One feature of a finalize: its finalized level now (0: not finalized) and the target's."""
@@ -236,7 +260,9 @@ class FeatureChange:
             return (
                 f"{self.feature}: {level(self.current)}, already at {level(self.target)} or above"
             )
-        return f"{self.feature}: {level(self.current)} -> {level(self.target)}"
+        said = f"{self.feature}: {level(self.current)} -> {level(self.target)}"
+        meaning = TURNS_ON.get(self.feature)
+        return f"{said}: turns on {meaning}" if meaning else said
 
 
 def finalize_plan(
