@@ -66,7 +66,7 @@ def main() -> int:
                 inventory=inventory,
                 bootstrap=cluster.bootstrap,
                 tls=tls,
-                state_dir=WORK / "state",
+                state_dir=WORK / "state" if command == "roll" else None,  # a plan writes nothing
                 roll_id=roll_id,
             )
 
