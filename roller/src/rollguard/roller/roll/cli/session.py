@@ -31,7 +31,7 @@ from rollguard.roller.roll.cli import expectations
 from rollguard.roller.roll.cli.configuring import Configs, Desired, compare, read_desired
 from rollguard.roller.roll.cli.gates import close_gates, gates_from, roll_canary
 from rollguard.roller.roll.cli.options import RollOptions
-from rollguard.roller.roll.gates.keeper import Gates
+from rollguard.roller.roll.gates.keeper import Gate, Gates
 from rollguard.roller.roll.gates.pause import PauseGate
 from rollguard.roller.roll.roller import Roller
 from rollguard.roller.roll.stores.journal import (
@@ -83,6 +83,7 @@ class Session:
     events: EventLog
     canary: RollCanary | None
     gates: Gates
+    lease_name: str = KUBERNETES_LEASE  # on Kubernetes (a controller's: one per cluster)
     metrics: RollMetrics | None = None
     server: MetricsServer | None = None
     nodes: list[Node] = field(default_factory=list)
@@ -97,7 +98,9 @@ class Session:
         address = None
         if self.server is not None and self.options.metrics_listen is not None:
             address = await self.server.start(self.options.metrics_listen)
-        await _check_access(self.options, self.platform, self.command, self.roll_id)
+        await _check_access(
+            self.options, self.platform, self.command, self.roll_id, self.lease_name
+        )
         self.nodes = await self.platform.nodes()
         if self.canary is not None:  # which partitions are whose, to lead them again
             self.canary.node_ids = {n.name: n.node_id for n in self.nodes}
@@ -151,14 +154,22 @@ class Session:
 
 @asynccontextmanager
 async def opened(
-    command: str, options: RollOptions, stats: RetryStats, roll_id: str
+    command: str,
+    options: RollOptions,
+    stats: RetryStats,
+    roll_id: str,
+    *,
+    lease_name: str = KUBERNETES_LEASE,
+    gates: tuple[Gate, ...] = (),
 ) -> AsyncIterator[Session]:
-    """A roll's (or a plan's) pieces, built from its options and closed when it ends."""
+    """A roll's (or a plan's) pieces, built from its options and closed when it ends. A
+    controller gives each cluster's roll a Lease of its own (`lease_name`, on Kubernetes) and
+    gates of its own (`gates`: a hold annotation), beside the options' and the pause's."""
     folder = options.state_dir
     with ExitStack() as stack:
         agents = options.agent_client(stats)
         platform, journal, lease = _platform(
-            options, agents, stack, roll_id, plan=command == "plan"
+            options, agents, stack, roll_id, plan=command == "plan", lease_name=lease_name
         )
         kafka = KafkaObserver.from_file(options.bootstrap, options.kafka_properties)
         stack.callback(kafka.close)
@@ -173,8 +184,8 @@ async def opened(
         if canary is not None:  # each node's figures in its journal record too
             journal = canary.journaled(journal)
         # A roll's own lease says when it is paused (`rollguard roll pause`); a plan holds none.
-        paused = () if command == "plan" else (PauseGate(lease, roll_id),)
-        gates = gates_from(options, kafka.consumer_lag, extra=paused, canary=canary)
+        paused = () if command == "plan" else (PauseGate(lease, roll_id), *gates)
+        kept = gates_from(options, kafka.consumer_lag, extra=paused, canary=canary)
         session = Session(
             command,
             roll_id,
@@ -186,7 +197,8 @@ async def opened(
             kafka,
             events,
             canary,
-            gates,
+            kept,
+            lease_name,
         )
         # --metrics-listen (a roll's, never a plan's): fed by its events, journal and lease.
         if command == "roll" and options.metrics_listen is not None:
@@ -204,11 +216,17 @@ async def opened(
                 await session.server.stop()
             await agents.aclose()
             await platform.close()
-            await close_gates(gates)
+            await close_gates(kept)
 
 
 def _platform(
-    options: RollOptions, agents: AgentClient, stack: ExitStack, roll_id: str, *, plan: bool
+    options: RollOptions,
+    agents: AgentClient,
+    stack: ExitStack,
+    roll_id: str,
+    *,
+    plan: bool,
+    lease_name: str = KUBERNETES_LEASE,
 ) -> tuple[Platform, JournalStore, Lease]:
     """The platform, the roll journal's store and the cluster's lease: files in --state-dir for
     an inventory, a ConfigMap and a coordination.k8s.io Lease on Kubernetes."""
@@ -232,7 +250,7 @@ def _platform(
     lease = KubernetesLease(
         platform.client,
         namespace,
-        KUBERNETES_LEASE,
+        lease_name,
         holder=default_holder(),
         roll_id=roll_id,
     )
@@ -240,7 +258,7 @@ def _platform(
 
 
 async def _check_access(
-    options: RollOptions, platform: Platform, command: str, roll_id: str
+    options: RollOptions, platform: Platform, command: str, roll_id: str, lease: str
 ) -> None:
     """On Kubernetes, the roller's RBAC before its first call (`kubernetes_access`): a Role
     without a verb the command needs is exit 2 now, not a 403 half way through a roll."""
@@ -255,7 +273,7 @@ async def _check_access(
         if command == "plan"
         else roll_permissions(
             journal=ConfigMapJournalStore.name(roll_id),
-            lease=KUBERNETES_LEASE,
+            lease=lease,
             resume=options.resume is not None,
             configs=options.compare_config,
         )
