@@ -194,7 +194,7 @@ $(INSTALLED): $(PYPROJECTS) requirements-dev.txt constraints.txt
 		$(BIN)/python -m pip wheel --quiet --no-deps -w $(WHEELS) pyspark==$(PYSPARK)
 	$(BIN)/uv pip install --python $(BIN)/python --quiet --compile-bytecode --find-links $(WHEELS) \
 		-c constraints.txt pip setuptools -r requirements-dev.txt \
-		-e shared -e agent -e 'roller[collect]' -e certs -e spark -e tests/peers
+		-e shared -e agent -e 'roller[collect,controller]' -e certs -e spark -e tests/peers
 	touch $@
 
 $(BROKER): tests/broker/TestBroker.java

@@ -114,7 +114,7 @@ def test_compare_config_is_for_pods_only(tmp_path: Path) -> None:
     [
         (["rollguard", "rol"],
          "rollguard: invalid choice: 'rol' is not a command (choose from state, roll, plan, "
-         "features, finalize, collect, connect, mm2); did you mean roll? (see --help)"),
+         "features, finalize, collect, connect, mm2, controller); did you mean roll? (see --help)"),
         (["rollguard", "connect", "restrat", "c"],
          "rollguard connect: invalid choice: 'restrat' is not a command (choose from status, "
          "restart, stop, resume, auto-restart, offsets); did you mean restart? (see --help)"),
@@ -125,7 +125,7 @@ def test_compare_config_is_for_pods_only(tmp_path: Path) -> None:
         (["rollguard-certs", "issue-clent", "x"], "did you mean issue-client?"),
         (["rollguard", "zzz"], "'zzz' is not a command (choose from state, roll, plan, features, "
                                "finalize, "
-                               "collect, connect, mm2) (see --help)"),
+                               "collect, connect, mm2, controller) (see --help)"),
     ],
 )  # fmt: skip
 def test_a_mistyped_command_at_any_level_is_exit_2_with_a_suggestion(

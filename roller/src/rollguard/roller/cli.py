@@ -5,6 +5,8 @@
                                             (rollguard.roller.roll.upgrades.finalize)
     rollguard collect ...                 the collector     (rollguard.roller.collect.cli)
     rollguard connect ... | mm2 ...       Kafka Connect     (rollguard.roller.connect.cli)
+    rollguard controller ...              rolls StatefulSets by itself
+                                            (rollguard.roller.controller.cli)
 
 Each room registers its commands with `add_parsers(sub)`, each command's function is
 `run(args, environ) -> exit code`. Errors are translated here, once (`shared.cli.run_command`):
@@ -44,6 +46,7 @@ ROOMS = {
     "collect": "rollguard.roller.collect.cli",
     "connect": "rollguard.roller.connect.cli",
     "mm2": "rollguard.roller.connect.cli",
+    "controller": "rollguard.roller.controller.cli",
 }
 
 
