@@ -1,7 +1,8 @@
 """What a controller gives a roll beside its options (`roll.cli.session.opened`): a Lease of the
-cluster's own instead of the namespace's, and gates of its own (a hold annotation), after the
-options' and the pause's. Without them a roll is wired as `rollguard roll` wires it. Nothing
-is asked of the API here: a session is built, not started."""
+cluster's own instead of the namespace's, gates of its own (a hold annotation), after the
+options' and the pause's, and the cluster's name. Without them a roll is wired as `rollguard
+roll` wires it (the name guessed from the options, said once). Nothing is asked of the API
+here: a session is built, not started."""
 
 from __future__ import annotations
 
@@ -66,8 +67,15 @@ def test_a_controller_s_roll_takes_the_cluster_s_lease_and_its_gates(
     async def built() -> None:
         given = options(pki, tmp_path, monkeypatch)
         async with opened(
-            "roll", given, RetryStats(), "r1", lease_name="rollguard-roll-prod", gates=(held,)
+            "roll",
+            given,
+            RetryStats(),
+            "r1",
+            lease_name="rollguard-roll-prod",
+            gates=(held,),
+            cluster="prod",
         ) as session:
+            assert session.cluster == session.events.cluster == "prod"
             assert isinstance(session.lease, KubernetesLease)
             assert session.lease.name == session.lease_name == "rollguard-roll-prod"
             kinds = [type(g) for g in session.gates.gates]
@@ -78,11 +86,14 @@ def test_a_controller_s_roll_takes_the_cluster_s_lease_and_its_gates(
 
 
 def test_without_them_a_roll_takes_the_namespace_s_lease_and_the_pause_alone(
-    pki: Pki, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    pki: Pki, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
 ) -> None:
     async def built() -> None:
         async with opened("roll", options(pki, tmp_path, monkeypatch), RetryStats(), "r1") as s:
             assert isinstance(s.lease, KubernetesLease) and s.lease.name == KUBERNETES_LEASE
             assert [type(g) for g in s.gates.gates] == [PauseGate]
+            assert s.cluster == s.events.cluster == "kafka"  # after the namespace
 
     asyncio.run(built())
+    guessed = [r for r in caplog.records if "the cluster is named 'kafka'" in r.getMessage()]
+    assert len(guessed) == 1

@@ -84,6 +84,7 @@ class Session:
     canary: RollCanary | None
     gates: Gates
     lease_name: str = KUBERNETES_LEASE  # on Kubernetes (a controller's: one per cluster)
+    cluster: str = ""  # its name in events, metrics and expectations ("": none known)
     metrics: RollMetrics | None = None
     server: MetricsServer | None = None
     nodes: list[Node] = field(default_factory=list)
@@ -113,7 +114,7 @@ class Session:
     async def roller(self, on_progress: Progress | None = None) -> Roller:
         """The roll, its settings read from what its rules need (see the module)."""
         options, settings = self.options, self.options.settings()
-        cluster = options.cluster_name() or None
+        cluster = self.cluster or None
         # --expectations: each node's recovery budget from its history, when it has one.
         if options.expectations is not None:
             self.history = expectations.history_for(
@@ -161,10 +162,12 @@ async def opened(
     *,
     lease_name: str = KUBERNETES_LEASE,
     gates: tuple[Gate, ...] = (),
+    cluster: str | None = None,
 ) -> AsyncIterator[Session]:
     """A roll's (or a plan's) pieces, built from its options and closed when it ends. A
-    controller gives each cluster's roll a Lease of its own (`lease_name`, on Kubernetes) and
-    gates of its own (`gates`: a hold annotation), beside the options' and the pause's."""
+    controller gives each cluster's roll a Lease of its own (`lease_name`, on Kubernetes),
+    gates of its own (`gates`: a hold annotation), beside the options' and the pause's, and
+    the cluster's name (`cluster`; by default the options', guessed as they say)."""
     folder = options.state_dir
     with ExitStack() as stack:
         agents = options.agent_client(stats)
@@ -173,7 +176,7 @@ async def opened(
         )
         kafka = KafkaObserver.from_file(options.bootstrap, options.kafka_properties)
         stack.callback(kafka.close)
-        cluster = options.cluster_name()
+        cluster = options.cluster_name() if cluster is None else cluster
         events = EventLog(
             None if command == "plan" else folder / f"events-{roll_id}.jsonl",
             roll_id,
@@ -199,6 +202,7 @@ async def opened(
             canary,
             kept,
             lease_name,
+            cluster,
         )
         # --metrics-listen (a roll's, never a plan's): fed by its events, journal and lease.
         if command == "roll" and options.metrics_listen is not None:
