@@ -59,6 +59,9 @@ def registry(reconciler: Reconciler) -> kopf.OperatorRegistry:
 def settings(identity: str) -> kopf.OperatorSettings:
     found = kopf.OperatorSettings()
     found.peering.standalone = True
+    # The namespaces are given, the resources built in: nothing to discover while running (and
+    # no rights to list namespaces or CRDs needed).
+    found.scanning.disabled = True
     found.posting.reporting_component = COMPONENT
     found.posting.reporting_instance = identity
     found.posting.event_name_prefix = "rollguard-"

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from rollguard.roller.options import OUTPUT, AgentOptions, OutputOptions
-from rollguard.shared.converters import boolean, duration_between
+from rollguard.shared.converters import HostPort, boolean, duration_between, listen_address
 from rollguard.shared.errors import ConfigError
 from rollguard.shared.settings import Group, option, repeated
 
@@ -64,6 +64,14 @@ class ControllerOptions(AgentOptions, OutputOptions):
         "how long a replica that stopped renewing the Lease (killed) keeps it from the other",
         "DURATION",
         group=WATCH,
+    )
+    metrics_listen: HostPort | None = option(
+        None,
+        listen_address,
+        "serve the controller's Prometheus metrics (every running roll's, each cluster's "
+        "phase, whether this replica leads) at http://HOST:PORT/metrics",
+        "HOST:PORT",
+        group=OUTPUT,
     )
     state_dir: Path = option(
         ".rollguard",

@@ -47,6 +47,7 @@ from rollguard.roller.controller.decide import (
     backoff,
     decide,
 )
+from rollguard.roller.controller.metrics import ControllerMetrics
 from rollguard.roller.controller.names import STATUS
 from rollguard.roller.controller.rolls import Announcer, Ending, Poster, RollJob, run_roll
 from rollguard.roller.controller.settings import ClusterSettings, cluster_options, gather
@@ -81,6 +82,7 @@ class Reconciler:
         environ: Mapping[str, str],
         state_dir: Path,
         *,
+        metrics: ControllerMetrics | None = None,
         clock: Callable[[], float] = time.time,
     ) -> None:
         """`client`: a lightkube AsyncClient; `environ`: the controller's, its ROLLGUARD_
@@ -89,6 +91,7 @@ class Reconciler:
         self.poster = poster
         self.environ = dict(environ)
         self.state_dir = state_dir
+        self.metrics = metrics
         self._clock = clock
         self._dirty: dict[Key, asyncio.Event] = {}
         self._workers: dict[Key, asyncio.Task[None]] = {}
@@ -293,7 +296,9 @@ class Reconciler:
                 )
             else:
                 publish = lambda status: self.publish(key, announcer, status)  # noqa: E731
-                ending = await run_roll(job, self.client, self.poster, publish, started)
+                ending = await run_roll(
+                    job, self.client, self.poster, publish, started, self.metrics
+                )
             await self._ended(key, ending, seen, started, announcer)
         finally:
             del self._rolls[key]
@@ -328,6 +333,8 @@ class Reconciler:
     async def publish(self, key: Key, announcer: Announcer, status: Status) -> None:
         """The status annotation on each of the cluster's StatefulSets, where it changed. A
         failure is said, never raised: the roll goes on."""
+        if self.metrics is not None:
+            self.metrics.phase(key, status.phase)
         text = status.to_text()
         for name in announcer.statefulsets:
             if self._written.get(f"{key[0]}/{name}") == text:

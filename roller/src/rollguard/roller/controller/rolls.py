@@ -24,11 +24,13 @@ from typing import Any, Protocol
 
 from rollguard.roller.controller.access import in_chart_words
 from rollguard.roller.controller.hold import HoldGate
+from rollguard.roller.controller.metrics import ControllerMetrics
 from rollguard.roller.controller.status import ControllerPhase, Status, working_on
 from rollguard.roller.controller.telling import CLUSTER, Notice, Teller, ended
 from rollguard.roller.kubernetes import API_ERRORS
 from rollguard.roller.roll.cli.options import RollOptions
 from rollguard.roller.roll.cli.session import opened
+from rollguard.roller.roll.metrics import RollMetrics
 from rollguard.roller.roll.roller import RollResult
 from rollguard.roller.roll.stores.journal import RollRecord
 from rollguard.roller.roll.stores.lease import LeaseHeld
@@ -156,24 +158,45 @@ def _now() -> str:
 
 
 async def run_roll(
-    job: RollJob, client: Any, poster: Poster, publish: Publish, base: Status
+    job: RollJob,
+    client: Any,
+    poster: Poster,
+    publish: Publish,
+    base: Status,
+    metrics: ControllerMetrics | None = None,
 ) -> Ending:
     """The roll of `job`, told as it goes; `publish` gets its status (from `base`) as it
-    changes."""
+    changes; `metrics` serve the roll's own while it runs."""
     announcer = Announcer(client, poster, job.namespace, job.statefulsets)
     gate = HoldGate(client, job.namespace, list(job.statefulsets))
     watch = _Watch(job.roll_id)
     try:
         async with opened(
-            "roll", job.options, RetryStats(), job.roll_id, lease_name=job.lease, gates=(gate,)
+            "roll",
+            job.options,
+            RetryStats(),
+            job.roll_id,
+            lease_name=job.lease,
+            gates=(gate,),
+            cluster=job.cluster,
         ) as session:
             session.journal = WatchedJournal(session.journal, watch.saved)
-            async with _telling(
-                session.events, Teller(job.roll_id, job.why), announcer, watch, publish, base
-            ):
+            own = RollMetrics(job.roll_id, job.cluster)  # as --metrics-listen's, for this roll
+            session.journal, session.lease = own.watch(
+                session.events, session.journal, session.lease
+            )
+            teller = Teller(job.roll_id, job.why)
+            async with _telling(session.events, teller, announcer, watch, publish, base):
                 await session.start()
                 roller = await session.roller()
-                result = await roller.roll(job.roll_id, resume=job.resume)
+                own.follow([n.name for n in session.nodes], roller.recovery_budget)
+                if metrics is not None:
+                    metrics.rolling((job.namespace, job.cluster), own)
+                try:
+                    result = await roller.roll(job.roll_id, resume=job.resume)
+                finally:
+                    if metrics is not None:
+                        metrics.rolling((job.namespace, job.cluster), None)
     except LeaseHeld as exc:
         ending = Ending("waiting", str(exc), retry_in=exc.expires_in + 1.0)
     except ConfigError as exc:

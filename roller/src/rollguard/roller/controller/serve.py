@@ -16,6 +16,7 @@ from collections.abc import Mapping
 
 from rollguard.roller.controller import access
 from rollguard.roller.controller.leadership import lead
+from rollguard.roller.controller.metrics import ControllerMetrics
 from rollguard.roller.controller.options import ControllerOptions
 from rollguard.roller.roll.stores.lease import LeaseLost, default_holder
 from rollguard.shared.cli import ExitCode
@@ -35,6 +36,14 @@ async def serve(options: ControllerOptions, environ: Mapping[str, str]) -> int:
         client = AsyncClient()
     except KubeConfigError as exc:
         raise ConfigError(f"Kubernetes: {exc}") from None
+    metrics = ControllerMetrics()
+    server = None
+    if options.metrics_listen is not None:
+        from rollguard.roller.roll.metrics_server import MetricsServer
+
+        server = MetricsServer(metrics.render)
+        address = await server.start(options.metrics_listen)
+        logger.info("metrics on http://%s/metrics", address)
     try:
         holder = default_holder()
         await access.check(
@@ -49,24 +58,33 @@ async def serve(options: ControllerOptions, environ: Mapping[str, str]) -> int:
                 options.leader_lease,
                 holder,
                 options.leader_lease_duration,
-                lambda: _operate(client, options, environ, holder),
+                lambda: _operate(client, options, environ, holder, metrics),
             )
         except LeaseLost as exc:
             logger.error("no longer the leader, stopping: %s", exc)
             return ExitCode.FAILED
     finally:
+        if server is not None:
+            await server.stop()
         await client.close()
 
 
 async def _operate(
-    client: object, options: ControllerOptions, environ: Mapping[str, str], holder: str
+    client: object,
+    options: ControllerOptions,
+    environ: Mapping[str, str],
+    holder: str,
+    metrics: ControllerMetrics,
 ) -> int:
     import kopf
 
     from rollguard.roller.controller import handlers
     from rollguard.roller.controller.reconciler import Reconciler
 
-    reconciler = Reconciler(client, handlers.kopf_poster, environ, options.state_dir)
+    reconciler = Reconciler(
+        client, handlers.kopf_poster, environ, options.state_dir, metrics=metrics
+    )
+    metrics.leading = True
     watched = options.watch_namespace
     logger.info(
         "watching the StatefulSets labelled rollguard.io/roll=true in %s",
@@ -81,5 +99,6 @@ async def _operate(
             namespaces=watched,
         )
     finally:
+        metrics.leading = False
         await reconciler.stop()
     return ExitCode.OK
