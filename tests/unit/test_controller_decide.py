@@ -32,6 +32,7 @@ from rollguard.roller.controller.decide import (
     Start,
     backoff,
     decide,
+    upgrade_target,
 )
 from rollguard.roller.controller.status import ControllerPhase, Status, working_on
 from rollguard.roller.roll.node.record import NodeRecord, Phase, Waiting
@@ -196,3 +197,12 @@ def test_the_status_reads_back_what_it_wrote_and_names_the_node_worked_on() -> N
     }
     assert working_on(nodes) == ("c", "recovering")
     assert working_on({"a": NodeRecord("a", Phase.DONE)}) == ("", "")
+
+
+def test_a_roll_is_held_to_a_version_only_when_the_templates_name_another_than_last_time() -> None:
+    rolled = Status(ControllerPhase.COMPLETED, rolled="k", kafka_version="4.0.0")
+    assert upgrade_target("4.4.0", rolled, resume=False) == "4.4.0"  # an upgrade
+    assert upgrade_target("4.0.0", rolled, resume=False) is None  # a template or ConfigMap change
+    assert upgrade_target("4.4.0", rolled, resume=True) is None  # the journal keeps its own
+    assert upgrade_target("4.4.0", None, resume=False) is None  # a first look
+    assert upgrade_target(None, rolled, resume=False) is None

@@ -156,6 +156,12 @@ def test_a_roll_s_events_become_notices_a_recovery_told_once_a_minute() -> None:
     held = teller.tell({"action": "gate-closed", "reason": "pause gate: held", "gate": "pause"})
     assert held == [Notice(CLUSTER, "Normal", "Held", "pause gate: held")]
     assert recovery_text("k", {}) == "k: waiting for its log recovery, ETA not known yet"
+    gated = {"action": "defer", "node": "kafka-2", "reason": "pause gate: held", "kind": "gate"}
+    assert teller.tell(gated) == []  # the gate's own notice says it, once for the roll
+    restart = {"action": "restart", "node": "kafka-2", "reason": "restart"}
+    assert teller.tell(restart) == [
+        Notice("kafka-2", "Normal", "Restarting", "kafka-2: restarting")
+    ]
 
 
 def test_the_end_of_a_roll_says_what_it_did() -> None:

@@ -41,6 +41,7 @@ __all__ = [
     "Start",
     "backoff",
     "decide",
+    "upgrade_target",
 ]
 
 COMPLETED = "completed"  # RollState.COMPLETED: the journal of a roll that completed
@@ -141,6 +142,18 @@ def decide(seen: Seen) -> Decision:
     return Start(rid, resume, _why(view, status, seen.trigger, resume))
 
 
+def upgrade_target(version: str | None, status: Status | None, resume: bool) -> str | None:
+    """The `--kafka-version` of the cluster's next roll: the templates' version when it is not
+    the one the last completed roll brought the cluster to (an upgrade, or a rollback: each
+    restarted pod is verified on it). None otherwise: the roll's other changes (a template, a
+    ConfigMap) are not held to a version, and a node already on the target would be left out of
+    its configuration's change; none for a first look either (what the cluster ran before is
+    not known), nor for a resumed roll (its journal keeps its own)."""
+    if resume or version is None or status is None or not status.kafka_version:
+        return None
+    return version if version != status.kafka_version else None
+
+
 def _why(view: ClusterView, status: Status | None, trigger: Trigger, resume: bool) -> str:
     if resume:
         return "resumed from its journal"
@@ -150,5 +163,6 @@ def _why(view: ClusterView, status: Status | None, trigger: Trigger, resume: boo
     if stale:
         return f"template changed: {', '.join(stale)} out of date"
     if trigger.configs:
-        return f"configuration changed ({trigger.describe()})"
+        names = ", ".join(name for name, _ in trigger.configs)
+        return f"the properties in ConfigMap {names} against what each broker runs"
     return f"changed: {trigger.describe()}"

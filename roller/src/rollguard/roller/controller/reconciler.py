@@ -46,6 +46,7 @@ from rollguard.roller.controller.decide import (
     Start,
     backoff,
     decide,
+    upgrade_target,
 )
 from rollguard.roller.controller.metrics import ControllerMetrics
 from rollguard.roller.controller.names import STATUS
@@ -201,7 +202,7 @@ class Reconciler:
                     namespace=namespace,
                     selector=str(pods),
                     state_dir=self.state_dir,
-                    kafka_version=version,
+                    kafka_version=upgrade_target(version, status, resume=journal is not None),
                     compare_config=any(s.configmaps for s in view.statefulsets),
                     roll_id=rid,
                     resume=journal is not None,
@@ -260,7 +261,11 @@ class Reconciler:
                 await self.publish(key, announcer, waiting)
         elif isinstance(decision, Done):
             status = base.moved(
-                ControllerPhase.COMPLETED, now, roll_id=decision.roll_id, rolled=seen.trigger.key
+                ControllerPhase.COMPLETED,
+                now,
+                roll_id=decision.roll_id,
+                rolled=seen.trigger.key,
+                kafka_version=seen.trigger.kafka_version or "",
             )
             await self.publish(key, announcer, status)
         elif isinstance(decision, Start):
@@ -312,6 +317,7 @@ class Reconciler:
             status = started.moved(
                 ControllerPhase.COMPLETED, now, node="", reason=ending.reason,
                 rolled=seen.trigger.key, attempt="", attempts=0,
+                kafka_version=seen.trigger.kafka_version or "",
             )  # fmt: skip
         elif ending.state == "waiting":
             status = started.moved(ControllerPhase.WAITING, now, node="", reason=ending.reason)

@@ -4,9 +4,10 @@ controller does with it now, for `kubectl describe` and `kubectl get -o yaml` (p
 One JSON object: `phase` (below), `rollId`, `node` (the one the roll works on, or waits for),
 `reason` (why, in the roll's own words), `since` (ISO 8601 UTC: when the phase began), and what
 the controller keeps for itself across restarts: `rolled` (the trigger key of the last roll
-that completed: that change is in force) and `attempt` (the fingerprint of a roll that was
-refused or failed, with `attempts`: it is tried again after a backoff, or at once when its
-inputs change).
+that completed: that change is in force), `kafkaVersion` (the Kafka version the templates named
+then: a template naming another one is an upgrade, or a rollback, each pod verified on it) and
+`attempt` (the fingerprint of a roll that was refused or failed, with `attempts`: it is tried
+again after a backoff, or at once when its inputs change).
 
     Idle       nothing to do: the pods run their template and their ConfigMaps' values
     Rolling    a roll runs (`node`, `reason`: what it does or waits for)
@@ -54,6 +55,7 @@ _NAMES = {
     "rolled": "rolled",
     "attempt": "attempt",
     "attempts": "attempts",
+    "kafka_version": "kafkaVersion",
 }
 
 
@@ -67,6 +69,7 @@ class Status:
     rolled: str = ""  # the trigger key of the last completed roll
     attempt: str = ""  # the fingerprint of a refused or failed roll
     attempts: int = 0  # how many times in a row that one was tried
+    kafka_version: str = ""  # what the templates named when their last roll completed
 
     def to_text(self) -> str:
         found = {_NAMES[k]: v for k, v in asdict(self).items() if v not in ("", 0)}

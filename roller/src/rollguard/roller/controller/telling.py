@@ -39,7 +39,7 @@ class Notice:
 
 # An event's action -> (type, Event reason, how its message reads); None: not told.
 _NODE = {
-    Event.RESTART: (NORMAL, "Restarting", "{node}: restarting ({reason})"),
+    Event.RESTART: (NORMAL, "Restarting", "{node}: restarting"),
     Event.READY: (NORMAL, "Restarted", "{node} restarted: {reason}"),
     Event.RESTART_NOT_OBSERVED: (NORMAL, "RestartNotObserved", "{node}: {reason}"),
     Event.DEFER: (NORMAL, "Deferred", "{node}: {reason}"),
@@ -91,6 +91,8 @@ class Teller:
                     CLUSTER, NORMAL, "RollStarted", f"roll {self.roll_id}{resumed}{to}: {self.why}"
                 )
             ]
+        if action == Event.DEFER and entry.get("kind") == "gate":
+            return []  # the gate's own notice (Held, GateClosed) says it for the whole roll
         if action in _NODE and node:
             kind, title, text = _NODE[action]
             return [Notice(node, kind, title, text.format(node=node, reason=reason))]
