@@ -74,7 +74,7 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
         if building and item.get_closest_marker("kube"):
             return 3
         name = _file_name(item)
-        if name.startswith(("test_real_", "test_kube_roll")):
+        if name.startswith(("test_real_", "test_kube_roll", "test_controller_roll")):
             return 0
         return 1 if name.startswith(LONG) else 2
 

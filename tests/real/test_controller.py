@@ -37,6 +37,9 @@ from rollguard.peers.realkube_controller import (
     wait_for_event,
 )
 from rollguard.peers.realkube_objects import may
+from rollguard.roller.cli import build_parser
+from rollguard.roller.controller.options import ControllerOptions
+from rollguard.roller.options import ENV_PREFIX
 
 from helpers import Pki, missing_tier
 
@@ -141,6 +144,11 @@ def test_the_chart_lints_clean_and_installs_the_controller_with_its_least_rbac(
     container = deployment.spec.template.spec.containers[0]  # type: ignore[union-attr]
     assert container.args is not None and container.args[0] == "controller"
     assert f"--watch-namespace={WATCHED}" in container.args
+    # Its flags are the command's own, as the chart's pod gives them (the namespace from the API).
+    parsed = build_parser("controller").parse_args(container.args)
+    options = ControllerOptions.load(parsed, {"ROLLGUARD_LEADER_NAMESPACE": SYSTEM}, ENV_PREFIX)
+    assert options.watch_namespace == (WATCHED,) and options.leader_at == SYSTEM
+    assert options.leader_lease == RELEASE and options.metrics_listen is not None
     client.get(ServiceAccount, RELEASE, namespace=SYSTEM)
     assert client.get(Service, f"{RELEASE}-metrics", namespace=SYSTEM).spec is not None
     role = client.get(Role, RELEASE, namespace=WATCHED)
