@@ -103,6 +103,8 @@ class ProcessCluster:
         self.folder = folder
         self.name = name
         self.plans = plans or {}
+        self.timings = QUICK_TIMINGS
+        self.restart_log: list[int] = []  # node ids, in the order their restarts were asked
         brokers = list(range(size))
         controllers = list(range(size, size + controller_only))
         voters = (brokers if combined else []) + controllers
@@ -170,6 +172,9 @@ class ProcessCluster:
     def restarts_of(self, node_id: int) -> int:
         return self.nodes[node_id].restarts
 
+    def restarted(self) -> list[int]:
+        return list(self.restart_log)
+
     def data_dir(self, node_id: int) -> Path:
         """The agent's --data-dir (its recovery timeline), which outlives agent restarts."""
         return self.folder / "agent-data" / f"kafka-{node_id}"
@@ -179,6 +184,7 @@ class ProcessCluster:
         with self._lock:
             node = self.nodes[node_id]
             node.restarts += 1
+            self.restart_log.append(node_id)
             port = node.broker.port
             node.broker.stop()
             if node.is_broker:
@@ -240,7 +246,7 @@ class ProcessCluster:
             bootstrap=self.bootstrap,
             tls=self.pki,
             state_dir=state_dir,
-            timings=QUICK_TIMINGS,
+            timings=self.timings,
             roll_id=roll_id,
             extra=extra,
         )

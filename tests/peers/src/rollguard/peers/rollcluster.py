@@ -5,7 +5,8 @@ the real KRaft cluster (`realcluster.RealCluster`: Kafka's own jars) both implem
 Each has nodes by id, a real `rollguard-agent` beside each node, a Kafka bootstrap, a control
 server playing the hosts' service manager (`control.ControlServer`), an inventory pointing the
 nodes' commands at it, its own record of the restarts it was asked for, and the `rollguard roll`
-command line an operator would type (`commandline.rollguard_args`). How a node restarts, and
+command line an operator would type (`commandline.rollguard_args`; `harness.InventoryRoll`
+runs it). How a node restarts, and
 what else each records, stays each cluster's own (the real one's phases and installs, the
 simulated one's restart plans).
 """
@@ -27,6 +28,7 @@ class RollCluster(Protocol):
     pki: Pki  # the agents' CA and certificates, and the roller's client pair
     folder: Path  # where its inventory, agents' data and state live
     control: ControlServer
+    timings: tuple[str, ...]  # the roll's timing flags on it (none: the roll's defaults)
 
     @property
     def bootstrap(self) -> str:
@@ -54,6 +56,10 @@ class RollCluster(Protocol):
     def restarts_of(self, node_id: int) -> int:
         """How many restarts the control server was asked for (the test's record, not the
         roller's)."""
+        ...
+
+    def restarted(self) -> list[int]:
+        """The nodes the control server was asked to restart, in order (the test's record)."""
         ...
 
     def inventory(self) -> Path: ...

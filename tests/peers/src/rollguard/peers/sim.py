@@ -671,15 +671,16 @@ def run_roll(
     cluster: SimCluster, folder: Path, settings: RollSettings | None = None
 ) -> tuple[str, str]:
     """Roll the cluster with the production roller: ("completed", "") or ("failed", why)."""
-    roller = make_roller(cluster, folder, settings)
+    failure = asyncio.run(rolled(make_roller(cluster, folder, settings), "sim"))
+    return ("failed", failure) if failure is not None else ("completed", "")
 
-    async def go() -> tuple[str, str]:
-        try:
-            await roller.roll("sim")
-        except RollFailed as exc:
-            return "failed", str(exc)
-        finally:
-            await roller.agents.aclose()
-        return "completed", ""
 
-    return asyncio.run(go())
+async def rolled(roller: Roller, roll_id: str, *, resume: bool = False) -> str | None:
+    """`roller`'s roll to its end: None, or why it failed (its `RollFailed`)."""
+    try:
+        await roller.roll(roll_id, resume=resume)
+    except RollFailed as exc:
+        return str(exc)
+    finally:
+        await roller.agents.aclose()
+    return None
