@@ -345,9 +345,9 @@ class SimRoll:
 
     def entries(self, settings: RollSettings | None = None, **changes: Any) -> list[PlanEntry]:
         """The roll's first look as the roller's own entries (`Roller.plan`: the agents
-        checked first, as `rollguard plan` does); nothing written."""
-        with self._folder() as folder:
-            roller = self.roller(folder, settings, **changes)
+        checked first, as `rollguard plan` does); nothing written in `folder`."""
+        with tempfile.TemporaryDirectory() as folder:
+            roller = self.roller(Path(folder), settings, **changes)
 
             async def planned() -> list[PlanEntry]:
                 try:
