@@ -74,6 +74,16 @@ class Events(tuple[Event, ...]):
         """The nodes of its restart events, in order: what the roll says it restarted."""
         return [str(e["node"]) for e in self.of("restart")]
 
+    def closed(self, gate: str, after: str = "") -> list[tuple[int, Event]]:
+        """The gate-closed events of `gate` (index, event), after the first event whose action
+        is `after` (none: from the start; an `after` not seen yet: none)."""
+        actions = self.actions()
+        if after and after not in actions:
+            return []
+        start = actions.index(after) if after else -1
+        return [(i, e) for i, e in enumerate(self)
+                if i > start and e["action"] == "gate-closed" and e["gate"] == gate]  # fmt: skip
+
 
 def read_events(path: Path) -> Events:
     """The events of a roll's file, each whole line (one still being written is left out)."""
@@ -252,10 +262,18 @@ class Running:
         what = f"a {action} event" + (f" of {node}" if node else "")
         return self.until(lambda seen: (seen.of(action, node) or [{}])[0], timeout, what)
 
+    def until_gate_closed(self, gate: str, timeout: float = 90, *, after: str = "") -> Event:
+        """The first gate-closed event of `gate` (after the first event of `after`, if given),
+        waited for."""
+        what = f"a gate-closed event of {gate}"
+        return self.until(lambda seen: [e for _, e in seen.closed(gate, after)][:1], timeout, what)[
+            0
+        ]
+
     def signal(self, sig: signals.Signals) -> None:
         self.process.send_signal(sig)
 
-    def wait(self, timeout: float = 240) -> Done:
+    def wait(self, timeout: float = 180) -> Done:
         """Its end, as a `Done`; killed, failing the test, if it outlasts `timeout`."""
         try:
             code = self.process.wait(timeout)
@@ -304,6 +322,11 @@ class InventoryRoll(CommandRoll):
 
     def where(self) -> list[str]:
         return ["--state-dir", str(self.state)]
+
+    def lease(self) -> Mapping[str, Any] | None:
+        """The roll's lease file in the state dir, as it is now (None: no roll holds it)."""
+        path = self.state / "lease.json"
+        return json.loads(path.read_text()) if path.exists() else None
 
     def journal(self, roll_id: str | None = None) -> Mapping[str, Any] | None:
         path = self.state / f"roll-{roll_id or self.roll_id}.json"
