@@ -137,11 +137,14 @@ class CommandRoll(ABC):
     folder: Path
     roll_id: str
     timeout: float
-    env: Mapping[str, str] | None
 
     @property
     def state(self) -> Path:
         return self.folder / "state"
+
+    def environment(self) -> Mapping[str, str] | None:
+        """What its commands run with (None: this process's own environment)."""
+        return None
 
     @abstractmethod
     def command(self, command: str = "roll", *extra: str, roll_id: str | None = OWN) -> list[str]:
@@ -190,14 +193,14 @@ class CommandRoll(ABC):
         named = self.roll_id if roll_id == OWN else roll_id
         args = [str(BIN / "rollguard"), "roll", action, "--roll-id", str(named), *self.where()]
         done = subprocess.run([*args, *extra], capture_output=True, text=True, timeout=60,
-                              env=self.env)  # fmt: skip
+                              env=self.environment())  # fmt: skip
         return Done(tuple(args), done.returncode, done.stdout, done.stderr)
 
     def run(self, args: Sequence[str], timeout: float | None = None) -> Done:
         """Any command line (one a test changed), with this target's environment, to its end;
         its events and journal are those of the roll it names."""
-        done = subprocess.run(list(args), capture_output=True, text=True, env=self.env,
-                              timeout=timeout or self.timeout)  # fmt: skip
+        done = subprocess.run(list(args), capture_output=True, text=True,
+                              env=self.environment(), timeout=timeout or self.timeout)  # fmt: skip
         return self.done(args, done.returncode, done.stdout, done.stderr)
 
     def done(self, args: Sequence[str], code: int, out: str, err: str) -> Done:
@@ -225,7 +228,8 @@ class Running:
         self._err = target.folder / f"rollguard-{run}.stderr"
         with self._out.open("wb") as out, self._err.open("wb") as err:
             self.started = time.monotonic()
-            self.process = subprocess.Popen(self.args, stdout=out, stderr=err, env=target.env)
+            env = target.environment()
+            self.process = subprocess.Popen(self.args, stdout=out, stderr=err, env=env)
 
     def events(self) -> Events:
         return self.target.events(self.roll_id)
@@ -305,7 +309,6 @@ class InventoryRoll(CommandRoll):
     roll_id: str = "t1"
     inventory: Path | None = None
     timeout: float = 240
-    env: Mapping[str, str] | None = None
 
     def command(self, command: str = "roll", *extra: str, roll_id: str | None = OWN) -> list[str]:
         cluster = self.cluster
