@@ -246,3 +246,8 @@ class PodRoll(CommandRoll, Generic[K]):
         assert self.bridge is not None and isinstance(self.bridge.containers, PeerNodes)
         self.bridge.containers.not_ready.add(pod)
         self.bridge.wait(lambda: not self.pod_ready(pod), 30, f"{pod} NotReady")
+
+    def clear_not_ready(self, pod: str) -> None:
+        """Its readiness probe passes again (the bridge makes it Ready at its next look)."""
+        assert self.bridge is not None and isinstance(self.bridge.containers, PeerNodes)
+        self.bridge.containers.not_ready.discard(pod)
