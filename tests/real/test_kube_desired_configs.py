@@ -25,7 +25,8 @@ from lightkube.resources.apps_v1 import StatefulSet
 from lightkube.resources.core_v1 import ConfigMap, Pod
 from lightkube.resources.rbac_authorization_v1 import Role
 
-from rollguard.peers.harness_pods import AGENTS, PodRoll, kafka_peer, roller_account
+from rollguard.peers.harness import kafka_peer
+from rollguard.peers.harness_pods import AGENTS, PodRoll, roller_account
 from rollguard.peers.realkube import ControlPlane
 from rollguard.roller.model import Node
 from rollguard.roller.model import Role as NodeRole

@@ -25,7 +25,8 @@ from lightkube.models.meta_v1 import Status
 from lightkube.resources.authorization_v1 import SelfSubjectAccessReview
 from lightkube.resources.rbac_authorization_v1 import Role
 
-from rollguard.peers.harness_pods import LABELS, PodRoll, kafka_peer
+from rollguard.peers.harness import kafka_peer
+from rollguard.peers.harness_pods import LABELS, PodRoll
 from rollguard.peers.realkube import ControlPlane
 from rollguard.peers.realkube_objects import bind
 from rollguard.roller.kubernetes_access import (

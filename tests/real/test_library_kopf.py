@@ -14,7 +14,8 @@ from typing import Any
 import pytest
 from test_library import LIBRARY_DOC
 
-from rollguard.peers.harness_pods import LABELS, PodRoll, kafka_peer, roller_account
+from rollguard.peers.harness import kafka_peer
+from rollguard.peers.harness_pods import LABELS, PodRoll, roller_account
 from rollguard.peers.processes import wait_until
 from rollguard.peers.realkube import ControlPlane
 from rollguard.roller import RollSettings

@@ -25,13 +25,13 @@ from lightkube import ApiError
 from lightkube.resources.core_v1 import Pod
 from lightkube.resources.rbac_authorization_v1 import Role
 
+from rollguard.peers.harness import kafka_peer
 from rollguard.peers.harness_pods import (
     AGENTS,
     LABELS,
     SELECTOR,
     PeerNodes,
     PodRoll,
-    kafka_peer,
     roller_account,
 )
 from rollguard.peers.realkube import READY_ANNOTATION, ControlPlane, pod_ready

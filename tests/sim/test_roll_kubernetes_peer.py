@@ -13,7 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from rollguard.peers.harness_pods import AGENTS, LABELS, PodRoll, kafka_peer
+from rollguard.peers.harness import kafka_peer
+from rollguard.peers.harness_pods import AGENTS, LABELS, PodRoll
 from rollguard.peers.kube import KubeSim
 
 from helpers import HttpsPeer, Pki, running_agent

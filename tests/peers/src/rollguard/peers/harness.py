@@ -39,6 +39,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Self, TypeVar
 
 from rollguard.peers.commandline import rollguard_args
+from rollguard.peers.kafka import KafkaClusterSim, TopicSpec
 from rollguard.peers.processes import BIN, wait_until
 from rollguard.peers.rollcluster import RollCluster
 from rollguard.peers.sim import SimCluster, SimPlatform, default_settings, make_roller, rolled
@@ -51,7 +52,8 @@ if TYPE_CHECKING:
     from rollguard.roller.roll.roller import Roller
 
 __all__ = [
-    "OWN", "CommandRoll", "Done", "Events", "InventoryRoll", "Running", "SimRoll", "read_events",
+    "OWN", "CommandRoll", "Done", "Events", "InventoryRoll", "Running", "SimRoll", "kafka_peer",
+    "read_events",
 ]  # fmt: skip
 
 T = TypeVar("T")
@@ -413,3 +415,19 @@ class SimRoll:
 
     def restarts(self) -> dict[str, int]:
         return {name: sim.restarts for name, sim in self.cluster.nodes.items()}
+
+
+@contextlib.contextmanager
+def kafka_peer(**options: Any) -> Iterator[KafkaClusterSim]:
+    """The Kafka-protocol peer of a small cluster (what pods or an inventory's nodes stand for):
+    nodes 0-2, each a broker and a voter (node 0 leads the quorum), topic `orders` (3
+    partitions, replication 3, min ISR 2); `options`, its others (`broker_configs`...). Started,
+    and stopped at the end."""
+    kafka = KafkaClusterSim(
+        broker_ids=[0, 1, 2], voters=[0, 1, 2], topics={"orders": TopicSpec(3, 3, 2)}, **options
+    )
+    kafka.start()
+    try:
+        yield kafka
+    finally:
+        kafka.stop()

@@ -9,17 +9,15 @@ selector find, on the real control plane (`realkube.ControlPlane`) or on the API
 
 A pod roll's own words: the roll's Lease (`lease`), the namespace's pods (`uids`, `pod_ready`,
 `annotate`, `hold_not_ready`), a StatefulSet's revisions (`revisions`, `until_out_of_date`),
-what a roll wrote there (`journals`, `leases`, `written`). Built alike: the Kafka-protocol peer
-of three combined nodes the pods stand for (`kafka_peer`), the roller's documented Role bound
-to a ServiceAccount (`roller_account`), the peer's nodes as a pod bridge's containers
-(`PeerNodes`).
+what a roll wrote there (`journals`, `leases`, `written`). Built alike: the roller's
+documented Role bound to a ServiceAccount (`roller_account`), the Kafka-protocol peer's nodes
+(`harness.kafka_peer`) as a pod bridge's containers (`PeerNodes`).
 """
 
 from __future__ import annotations
 
-import contextlib
 import json
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Generic, Protocol, TypeVar
@@ -32,7 +30,7 @@ from lightkube.types import PatchType
 
 from rollguard.peers.commandline import POD_TIMINGS, rollguard_args
 from rollguard.peers.harness import OWN, CommandRoll
-from rollguard.peers.kafka import KafkaClusterSim, TopicSpec
+from rollguard.peers.kafka import KafkaClusterSim
 from rollguard.peers.processes import ROOT, Pki, wait_until
 from rollguard.peers.realkube import ControlPlane
 from rollguard.peers.realkube_bridge import PodBridge
@@ -45,7 +43,6 @@ __all__ = [
     "SELECTOR",
     "PeerNodes",
     "PodRoll",
-    "kafka_peer",
     "roller_account",
 ]
 
@@ -73,21 +70,6 @@ class Bootstrapped(Protocol):
 
     @property
     def bootstrap(self) -> str: ...
-
-
-@contextlib.contextmanager
-def kafka_peer(**options: Any) -> Iterator[KafkaClusterSim]:
-    """The Kafka-protocol peer the pods stand for: nodes 0-2, each a broker and a voter (node 0
-    leads the quorum), topic `orders` (3 partitions, replication 3, min ISR 2); `options`, its
-    others (`broker_configs`...). Started, and stopped at the end."""
-    kafka = KafkaClusterSim(
-        broker_ids=[0, 1, 2], voters=[0, 1, 2], topics={"orders": TopicSpec(3, 3, 2)}, **options
-    )
-    kafka.start()
-    try:
-        yield kafka
-    finally:
-        kafka.stop()
 
 
 def roller_account(
