@@ -103,7 +103,7 @@ class ProcessCluster:
         self.folder = folder
         self.name = name
         self.plans = plans or {}
-        self.timings = QUICK_TIMINGS
+        self.timings: tuple[str, ...] = QUICK_TIMINGS
         self.restart_log: list[int] = []  # node ids, in the order their restarts were asked
         brokers = list(range(size))
         controllers = list(range(size, size + controller_only))

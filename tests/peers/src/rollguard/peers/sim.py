@@ -325,10 +325,10 @@ class SimCluster:
             found.offline.append(f"{name}@{t:.0f}: {', '.join(offline)}")
         voters = self.voters
         if sim.node.is_controller and len(voters) > 1:
-            others = sum(1 for v in voters if v is not sim and v.caught_up(t))
+            caught = sum(1 for v in voters if v is not sim and v.caught_up(t))
             needed = len(voters) // 2 + 1 if len(voters) >= 3 else 1
-            if others < needed:
-                found.quorum_lost.append(f"{name}@{t:.0f} {others} of {len(voters)} caught up")
+            if caught < needed:
+                found.quorum_lost.append(f"{name}@{t:.0f} {caught} of {len(voters)} caught up")
         return found
 
     def restartable(self, sim: SimNode, t: float) -> bool:
