@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 from test_cli_flags import COMMANDS, refused, roll_values, run
 
-from rollguard.peers.harness import SimRoll
+from rollguard.peers.harness_sim import SimRoll
 from rollguard.peers.sim import VirtualClock, rack_cluster
 from rollguard.roller.model import Node, Role
 from rollguard.roller.roll.cli.options import RollOptions

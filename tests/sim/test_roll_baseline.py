@@ -12,7 +12,7 @@ from __future__ import annotations
 import math
 from pathlib import Path
 
-from rollguard.peers.harness import SimRoll
+from rollguard.peers.harness_sim import SimRoll
 from rollguard.peers.sim import (
     SimCluster,
     SimNode,

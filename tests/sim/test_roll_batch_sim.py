@@ -14,7 +14,7 @@ import random
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from rollguard.peers.harness import SimRoll
+from rollguard.peers.harness_sim import SimRoll
 from rollguard.peers.sim import SimCluster, VirtualClock, rack_cluster
 
 

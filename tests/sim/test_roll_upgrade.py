@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 from test_cli_flags import COMMANDS, DUMMY_TLS, refused, roll_values, run
 
-from rollguard.peers.harness import SimRoll
+from rollguard.peers.harness_sim import SimRoll
 from rollguard.peers.sim import SimCluster, VirtualClock, random_cluster
 from rollguard.roller.agent_client import AgentReport, AgentUnavailable
 from rollguard.roller.model import Node, Role

@@ -3,7 +3,7 @@ roll` and `rollguard plan` on it and read what they did.
 
     target = InventoryRoll(cluster, tmp_path)  # a ProcessCluster or a RealCluster: its inventory
     target = PodRoll(...)                      # pods (`harness_pods`): a namespace and a selector
-    target = SimRoll(cluster, tmp_path)        # the simulator, in process, on its virtual clock
+    target = SimRoll(cluster, tmp_path)        # the simulator (`harness_sim`), in process
 
     done = target.roll("--only", "kafka-1")    # to its end, as one `Done`
     assert done.returncode == 0, done.stderr
@@ -23,37 +23,26 @@ install record, the simulated cluster's restart plans, the simulator's virtual c
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import itertools
 import json
 import signal as signals
 import subprocess
-import tempfile
 import time
 from abc import ABC, abstractmethod
 from collections import Counter
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Self, TypeVar
+from typing import Any, Self, TypeVar
 
 from rollguard.peers.commandline import rollguard_args
 from rollguard.peers.kafka import KafkaClusterSim, TopicSpec
 from rollguard.peers.processes import BIN, wait_until
 from rollguard.peers.rollcluster import RollCluster
-from rollguard.peers.sim import SimCluster, SimPlatform, default_settings, make_roller, rolled
-from rollguard.roller.agent_client import AgentClient
-from rollguard.roller.roll.planning import plan_lines
-from rollguard.roller.roll.rules.settings import RollSettings
-
-if TYPE_CHECKING:
-    from rollguard.roller.roll.planning import PlanEntry
-    from rollguard.roller.roll.roller import Roller
 
 __all__ = [
-    "OWN", "CommandRoll", "Done", "Events", "InventoryRoll", "Running", "SimRoll", "kafka_peer",
-    "read_events",
+    "OWN", "CommandRoll", "Done", "Events", "InventoryRoll", "Running", "kafka_peer", "read_events",
 ]  # fmt: skip
 
 T = TypeVar("T")
@@ -343,78 +332,6 @@ class InventoryRoll(CommandRoll):
     def restarts(self) -> dict[str, int]:
         cluster = self.cluster
         return {cluster.node_name(n): cluster.restarts_of(n) for n in cluster.node_ids()}
-
-
-@dataclass(frozen=True)
-class SimRoll:
-    """Rolls of the simulator (`sim.SimCluster`) by the production roller in process, on the
-    cluster's virtual clock (`cluster.clock`): a roll of hours takes a second. Its flags are a
-    `RollSettings` (`settings`, the simulator's defaults otherwise), changed per roll by name
-    (`roll(max_batch_size=2)`); its journal and events in `folder` (none: a folder of its own
-    for each roll, gone after it, as a property test over many clusters needs)."""
-
-    cluster: SimCluster
-    folder: Path | None = None
-    settings: RollSettings | None = None
-    platform: Callable[[SimCluster, AgentClient, Path], SimPlatform] | None = None
-    roll_id: str = "sim"
-
-    def roll(
-        self, settings: RollSettings | None = None, *, resume: bool = False, **changes: Any
-    ) -> Done:
-        """The roll to its end: exit code 0, or 1 with why it failed as its stderr."""
-        with self._folder() as folder:
-            roller = self.roller(folder, settings, **changes)
-            failure = asyncio.run(rolled(roller, self.roll_id, resume=resume))
-            journal = folder / f"roll-{self.roll_id}.json"
-            return Done((), 0 if failure is None else 1, "", failure or "",
-                        read_events(folder / "events.jsonl"),
-                        json.loads(journal.read_text()) if journal.exists() else None)  # fmt: skip
-
-    def entries(self, settings: RollSettings | None = None, **changes: Any) -> list[PlanEntry]:
-        """The roll's first look as the roller's own entries (`Roller.plan`: the agents
-        checked first, as `rollguard plan` does); nothing written in `folder`."""
-        with tempfile.TemporaryDirectory() as folder:
-            roller = self.roller(Path(folder), settings, **changes)
-
-            async def planned() -> list[PlanEntry]:
-                try:
-                    return await roller.plan()
-                finally:
-                    await roller.agents.aclose()
-
-            return asyncio.run(planned())
-
-    def plan(
-        self, settings: RollSettings | None = None, *, output: str = "text", **changes: Any
-    ) -> Done:
-        """`entries` as `rollguard plan` prints them (`output` "json": one object a line)."""
-        entries = self.entries(settings, **changes)
-        if output == "json":
-            lines = [json.dumps(entry.to_json()) for entry in entries]
-        else:
-            lines = plan_lines(entries)
-        return Done((), 0, "".join(f"{line}\n" for line in lines), "")
-
-    def roller(self, folder: Path, settings: RollSettings | None = None, **changes: Any) -> Roller:
-        """The production roller on the cluster (`sim.make_roller`), with these settings."""
-        chosen = replace(settings or self.settings or default_settings(), **changes)
-        return make_roller(self.cluster, folder, chosen, platform=self.platform)
-
-    @contextlib.contextmanager
-    def _folder(self) -> Iterator[Path]:
-        if self.folder is not None:
-            yield self.folder
-            return
-        with tempfile.TemporaryDirectory() as folder:
-            yield Path(folder)
-
-    def restarted(self) -> list[str]:
-        """The simulator's own log of restarts (`SimCluster.log`), in order."""
-        return [entry.name for entry in self.cluster.log]
-
-    def restarts(self) -> dict[str, int]:
-        return {name: sim.restarts for name, sim in self.cluster.nodes.items()}
 
 
 @contextlib.contextmanager
