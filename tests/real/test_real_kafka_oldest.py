@@ -25,6 +25,7 @@ from pathlib import Path
 
 import pytest
 
+from rollguard.peers.commandline import rollguard_args
 from rollguard.peers.realcluster import RealCluster, real_cluster
 from rollguard.peers.realkafka import NEWEST, OLDEST, kafka_features
 from rollguard.roller.kafka_admin import KafkaObserver
@@ -208,11 +209,10 @@ def test_the_release_table_is_kafka_s_own_version_mapping() -> None:
 
 
 def finalize(cluster: RealCluster, *extra: str) -> subprocess.CompletedProcess[str]:
-    command = cluster.roll_command(Path("unused"), "unused")
-    at = command.index("--state-dir")
-    del command[at : at + 4]  # no --state-dir, no --roll-id: a finalize keeps no journal
-    command[1] = "finalize"
-    return subprocess.run([*command, *extra], capture_output=True, text=True, timeout=180)
+    """`rollguard finalize` on the cluster's inventory (no state dir: it keeps no journal)."""
+    command = rollguard_args("finalize", inventory=cluster.inventory(), bootstrap=cluster.bootstrap,
+                             tls=cluster.pki, extra=extra)  # fmt: skip
+    return subprocess.run(command, capture_output=True, text=True, timeout=180)
 
 
 @pytest.mark.timeout(600)

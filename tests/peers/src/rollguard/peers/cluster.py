@@ -28,7 +28,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from rollguard.peers.commandline import QUICK_TIMINGS, rollguard_args
+from rollguard.peers.commandline import QUICK_TIMINGS
 from rollguard.peers.control import ControlServer
 from rollguard.peers.kafka import KafkaClusterSim, TopicSpec
 from rollguard.peers.processes import Agent, Broker, Pki
@@ -236,20 +236,6 @@ class ProcessCluster:
 
     def inventory(self) -> Path:
         return write_inventory(self)
-
-    def roll_command(self, state_dir: Path, roll_id: str, *extra: str) -> list[str]:
-        """`rollguard roll` with this cluster's inventory and the quick timings of the tests on
-        it (`QUICK_TIMINGS`: a roll of seconds, where the real cluster keeps the defaults)."""
-        return rollguard_args(
-            "roll",
-            inventory=self.inventory(),
-            bootstrap=self.bootstrap,
-            tls=self.pki,
-            state_dir=state_dir,
-            timings=self.timings,
-            roll_id=roll_id,
-            extra=extra,
-        )
 
     def stop(self) -> None:
         if hasattr(self, "control"):

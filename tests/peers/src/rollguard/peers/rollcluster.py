@@ -4,11 +4,10 @@ the real KRaft cluster (`realcluster.RealCluster`: Kafka's own jars) both implem
 
 Each has nodes by id, a real `rollguard-agent` beside each node, a Kafka bootstrap, a control
 server playing the hosts' service manager (`control.ControlServer`), an inventory pointing the
-nodes' commands at it, its own record of the restarts it was asked for, and the `rollguard roll`
-command line an operator would type (`commandline.rollguard_args`; `harness.InventoryRoll`
-runs it). How a node restarts, and
-what else each records, stays each cluster's own (the real one's phases and installs, the
-simulated one's restart plans).
+nodes' commands at it, its own record of the restarts it was asked for, and the timing flags a
+roll of it takes (`harness.InventoryRoll` runs `rollguard roll` on it as an operator types it).
+How a node restarts, and what else each records, stays each cluster's own (the real one's
+phases and installs, the simulated one's restart plans).
 """
 
 from __future__ import annotations
@@ -63,8 +62,6 @@ class RollCluster(Protocol):
         ...
 
     def inventory(self) -> Path: ...
-
-    def roll_command(self, state_dir: Path, roll_id: str, *extra: str) -> list[str]: ...
 
     def stop(self) -> None: ...
 
