@@ -30,7 +30,6 @@ import signal as signals
 import subprocess
 import time
 from abc import ABC, abstractmethod
-from collections import Counter
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -153,10 +152,6 @@ class CommandRoll(ABC):
     def restarted(self) -> list[str]:
         """The nodes the cluster itself was asked to restart, in order: its own record."""
 
-    def restarts(self) -> dict[str, int]:
-        """How many restarts of each node the cluster's own record holds."""
-        return dict(Counter(self.restarted()))
-
     def using(self, **changes: Any) -> Self:
         """The same target with some of its fields changed (credentials, agents, inventory)."""
         return replace(self, **changes)  # type: ignore[type-var]
@@ -183,7 +178,8 @@ class CommandRoll(ABC):
     def _control(self, action: str, extra: Sequence[str], roll_id: str | None) -> Done:
         named = self.roll_id if roll_id == OWN else roll_id
         args = [str(BIN / "rollguard"), "roll", action, "--roll-id", str(named), *self.where()]
-        done = subprocess.run([*args, *extra], capture_output=True, text=True, timeout=60,
+        args += extra
+        done = subprocess.run(args, capture_output=True, text=True, timeout=60,
                               env=self.environment())  # fmt: skip
         return Done(tuple(args), done.returncode, done.stdout, done.stderr)
 
@@ -328,10 +324,6 @@ class InventoryRoll(CommandRoll):
 
     def restarted(self) -> list[str]:
         return [self.cluster.node_name(n) for n in self.cluster.restarted()]
-
-    def restarts(self) -> dict[str, int]:
-        cluster = self.cluster
-        return {cluster.node_name(n): cluster.restarts_of(n) for n in cluster.node_ids()}
 
 
 @contextlib.contextmanager

@@ -102,6 +102,3 @@ class SimRoll:
     def restarted(self) -> list[str]:
         """The simulator's own log of restarts (`SimCluster.log`), in order."""
         return [entry.name for entry in self.cluster.log]
-
-    def restarts(self) -> dict[str, int]:
-        return {name: sim.restarts for name, sim in self.cluster.nodes.items()}
