@@ -145,7 +145,7 @@ def stack(
         stack = PodRoll(
             kafka, NS, roller_account(kube, NS), folder, pods.pki, kube,
             agent_url=f"https://{{pod}}.{{service}}.{{namespace}}.svc:{pods.port}",
-            timings=(), timeout=600, bridge=bridge, deleted=bridge.deleted,
+            timings=(), timeout=600, bridge=bridge, deleted=bridge.deleted, env=bridge.dns_env(),
         )  # fmt: skip
         # 4 Kafka JVMs and 4 agents at once; 180 s was not enough on a loaded machine (CI,
         # stop 45): Kafka's time, not the roller's

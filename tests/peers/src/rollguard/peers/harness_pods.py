@@ -110,8 +110,8 @@ class PeerNodes:
 @dataclass(frozen=True)
 class PodRoll(CommandRoll, Generic[K]):
     """Rolls of the pods `selector` finds in `namespace`, as the operator types them: the
-    installed `rollguard` with `kubeconfig` (and the pods' names resolved as the cluster's DNS
-    would, with a `bridge`), its Kafka at `kafka`'s bootstrap, its agents at `agent_url` (a
+    installed `rollguard` with `kubeconfig` (and `env`: a bridge's, the pods' names resolved as
+    the cluster's DNS would), its Kafka at `kafka`'s bootstrap, its agents at `agent_url` (a
     template; None: the default one). What the roll wrote is read with the test's own client
     of `kube`; the cluster's record of restarts is `deleted` (the bridge's, or the API
     peer's), when it keeps one."""
@@ -129,6 +129,7 @@ class PodRoll(CommandRoll, Generic[K]):
     timeout: float = 120
     bridge: PodBridge | None = None
     deleted: Callable[[], list[str]] | None = None
+    env: Mapping[str, str] = field(default_factory=dict)  # more (`bridge.dns_env()`: its DNS)
 
     def command(self, command: str = "roll", *extra: str, roll_id: str | None = OWN) -> list[str]:
         return rollguard_args(
@@ -145,8 +146,7 @@ class PodRoll(CommandRoll, Generic[K]):
         )
 
     def environment(self) -> Mapping[str, str]:
-        env = {"KUBECONFIG": str(self.kubeconfig), "PATH": "/usr/bin:/bin"}
-        return {**env, **(self.bridge.dns_env() if self.bridge is not None else {})}
+        return {"KUBECONFIG": str(self.kubeconfig), "PATH": "/usr/bin:/bin", **self.env}
 
     def where(self) -> list[str]:
         return ["--namespace", self.namespace]
