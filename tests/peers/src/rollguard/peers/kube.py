@@ -42,7 +42,6 @@ from pathlib import Path
 from typing import Any
 
 import uvicorn
-import yaml
 from lightkube import Client, KubeConfig
 from starlette.requests import Request
 from starlette.responses import Response
@@ -153,9 +152,9 @@ class KubeSim(Workloads):
 
     def kubeconfig(self, folder: Path, namespace: str) -> Path:
         """A kubeconfig for this server (any token: none is checked), `namespace` its default:
-        `folder/kubeconfig`."""
+        `folder/kubeconfig` (JSON being YAML)."""
         path = folder / "kubeconfig"
-        path.write_text(yaml.safe_dump(self._config(namespace)))
+        path.write_text(json.dumps(self._config(namespace), indent=2))
         return path
 
     def client(self) -> Client:
