@@ -1,22 +1,20 @@
 """What the real-Kafka test modules share: a started cluster with agents, topics and data, the
-agent read through curl, and `rollguard roll` run as operators run it (defaults, no tuning)."""
+agent read through curl, `rollguard roll` run as operators run it (defaults, no tuning: the
+harness's `InventoryRoll`), and the test's own eyes on a roll (`watched`)."""
 
 from __future__ import annotations
 
 import contextlib
-import json
 import re
-import subprocess
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from rollguard.peers.harness import InventoryRoll
 from rollguard.peers.realclients import Canary, IsrSampler
 from rollguard.peers.realcluster import RealCluster
-
-from helpers import wait_until
 
 ROLL_ID = "real-1"
 
@@ -65,86 +63,12 @@ def follow(cluster: RealCluster, node_id: int, until: float, every: float = 0.2)
         time.sleep(every)
 
 
-def roll(cluster: RealCluster, folder: Path, *extra: str, timeout: float = 900) -> Any:
-    """`rollguard roll` with the inventory, as an operator runs it: no timing flag."""
-    command = cluster.roll_command(folder / "state", ROLL_ID, *extra)
-    return subprocess.run(command, capture_output=True, text=True, timeout=timeout)
-
-
-def closed_after(
-    events: list[dict[str, Any]], gate: str, after: str = ""
-) -> list[tuple[int, dict[str, Any]]]:
-    """The gate-closed events of `gate` (index, event), after the first event whose action is
-    `after` (none: from the start; an `after` not seen yet: none)."""
-    actions = [e["action"] for e in events]
-    if after and after not in actions:
-        return []
-    start = actions.index(after) if after else -1
-    return [
-        (i, e)
-        for i, e in enumerate(events)
-        if i > start and e["action"] == "gate-closed" and e["gate"] == gate
-    ]
-
-
-class Roll:
-    """`rollguard roll` in the background, its output in files, its events read as it runs."""
-
-    def __init__(self, cluster: RealCluster, folder: Path, roll_id: str, *flags: str) -> None:
-        self.folder, self.roll_id = folder, roll_id
-        command = cluster.roll_command(folder / "state", roll_id, *flags)
-        with open(folder / "stdout", "wb") as out, open(folder / "stderr", "wb") as err:
-            self.started = time.monotonic()
-            self.process = subprocess.Popen(command, stdout=out, stderr=err)
-
-    def events(self) -> list[dict[str, Any]]:
-        path = self.folder / "state" / f"events-{self.roll_id}.jsonl"
-        lines = path.read_text().splitlines() if path.exists() else []
-        return [json.loads(line) for line in lines if line.endswith("}")]
-
-    def actions(self) -> list[str]:
-        return [e["action"] for e in self.events()]
-
-    def output(self) -> str:
-        return (self.folder / "stdout").read_text() + (self.folder / "stderr").read_text()
-
-    def stderr(self) -> str:
-        return (self.folder / "stderr").read_text()
-
-    def gate_closed(self, gate: str, timeout: float = 90, *, after: str = "") -> dict[str, Any]:
-        """The first gate-closed event of `gate` (with `after`, the first after the roll's first
-        event of that action), waited for while the roll runs."""
-
-        def seen() -> dict[str, Any] | None:
-            if self.process.poll() is not None:
-                raise AssertionError(
-                    f"the roll ended ({self.process.returncode}):\n{self.output()}"
-                )
-            found = closed_after(self.events(), gate, after)
-            return found[0][1] if found else None
-
-        return wait_until(seen, timeout, interval=0.2, what=f"a gate-closed event of {gate}")
-
-    def wait(self, timeout: float = 180) -> int:
-        try:
-            return self.process.wait(timeout)
-        except subprocess.TimeoutExpired:
-            self.process.kill()
-            self.process.wait()
-            raise AssertionError(f"the roll outlasted {timeout} s:\n{self.output()}") from None
-
-    def stop(self) -> None:
-        if self.process.poll() is None:
-            self.process.kill()
-            self.process.wait()
-
-    def __enter__(self) -> Roll:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        """A test that fails mid-roll stops it: a roll left running restarts nodes under the
-        module's next test."""
-        self.stop()
+def as_operator(
+    cluster: RealCluster, folder: Path, roll_id: str = ROLL_ID, **fields: Any
+) -> InventoryRoll:
+    """Rolls of the real cluster as its operator runs them: the roll's own timings, its state
+    in folder/state, each given 15 minutes (`fields`: the target's others, an `inventory`)."""
+    return InventoryRoll(cluster, folder, roll_id, timeout=900, **fields)
 
 
 def until_running_again(
@@ -158,11 +82,6 @@ def until_running_again(
         if answer.state == 3 and answer.body.get("brokerStartedAt") != before:
             return seen
     raise AssertionError(f"node {node_id} not RUNNING again: last answers {seen[-5:]}")
-
-
-def events(folder: Path) -> list[dict[str, Any]]:
-    path = folder / "state" / f"events-{ROLL_ID}.jsonl"
-    return [json.loads(line) for line in path.read_text().splitlines()]
 
 
 def assert_one_stretch_of_recovering(phases: list[str]) -> None:

@@ -13,8 +13,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
-import subprocess
 import threading
 import time
 from collections.abc import Iterator
@@ -36,7 +34,7 @@ from rollguard.roller.kafka_admin import KafkaObserver
 from rollguard.roller.roll.gates.lag import ConsumerLagGate, LagLimit
 
 from helpers import Pki, missing_tier, wait_until
-from real_kafka import Roll
+from real_kafka import as_operator
 
 QUERY = 'ALERTS{alertstate="firing",rollguard="hold"}'
 RULES = """\
@@ -174,13 +172,13 @@ def test_a_firing_alert_holds_the_roll_until_it_resolves(
     before = restarts(cluster)
     firing = FiringWatch(prometheus)  # the test's own eyes on the alert, beside the roller's
     rolls.append(firing)
-    roll = Roll(
-        cluster, tmp_path, "gate-alert", *ROLL_FLAGS, *HELD, "--gate-prometheus", prometheus.url,
+    roll = as_operator(cluster, tmp_path, "gate-alert").start(
+        *ROLL_FLAGS, *HELD, "--gate-prometheus", prometheus.url,
         "--gate-query", QUERY, "--metrics-listen", exporter.roller,
     )  # fmt: skip
     rolls.append(roll)
 
-    closed = roll.gate_closed("prometheus")
+    closed = roll.until_gate_closed("prometheus")
     assert closed["name"] == QUERY and closed["deficit"] == 1 and closed["node"] is None
     assert 'alertname="RollguardHold"' in closed["reason"] and QUERY in closed["reason"]
     said = f"prometheus gate: query {QUERY} returns"
@@ -189,7 +187,7 @@ def test_a_firing_alert_holds_the_roll_until_it_resolves(
     asked = prometheus.queries_answered()
     wait_until(lambda: prometheus.queries_answered() >= asked + 3, 30, what="three more polls")
     held_at = time.monotonic()
-    assert restarts(cluster) == before and "restart" not in roll.actions()
+    assert restarts(cluster) == before and "restart" not in roll.events().actions()
     # The roll's own metrics, scraped by the same real Prometheus: held by that gate, 1 node
     # pending, the lease held.
     closed_now = 'rollguard_roll_gate_closed{gate="prometheus"} == 1'
@@ -201,7 +199,8 @@ def test_a_firing_alert_holds_the_roll_until_it_resolves(
     print(f"the held roll's metrics:\n{scrape}")
 
     exporter.hold.set(0)
-    assert roll.wait() == 0, roll.output()
+    done = roll.wait()
+    assert done.returncode == 0, done.output
     firing.stop()
     assert restarts(cluster) == before + 1
     # By the control server's log and the test's own queries, not the roller's events: the
@@ -210,7 +209,7 @@ def test_a_firing_alert_holds_the_roll_until_it_resolves(
     (restart,) = cluster.restarts.log[before:]
     assert firing.seen and restart.at > max(firing.seen), (restart, firing.seen[-3:])
     assert min(firing.seen) < roll.started and max(firing.seen) >= held_at, firing.seen
-    actions = roll.actions()
+    actions = done.actions()
     assert actions.index("gate-open") < actions.index("restart"), actions
 
 
@@ -238,24 +237,18 @@ def test_a_consumer_group_lagging_more_than_its_max_holds_the_roll_until_it_catc
         # the group has read nothing yet: every message is lag
         consumer.commit({tp: OffsetAndMetadata(0, "", -1) for tp in partitions})
         before = restarts(cluster)
-        roll = Roll(
-            cluster,
-            tmp_path,
-            "gate-lag",
-            *ROLL_FLAGS,
-            *HELD,
-            "--gate-consumer-lag",
-            f"{GROUP}={MAX_LAG}",
+        roll = as_operator(cluster, tmp_path, "gate-lag").start(
+            *ROLL_FLAGS, *HELD, "--gate-consumer-lag", f"{GROUP}={MAX_LAG}"
         )
         rolls.append(roll)
 
-        closed = roll.gate_closed("consumer-lag")
+        closed = roll.until_gate_closed("consumer-lag")
         assert closed["name"] == GROUP and closed["deficit"] == MESSAGES - MAX_LAG
         assert (
             f"consumer group {GROUP} lags {MESSAGES} messages (more than {MAX_LAG})"
             in (closed["reason"])
         )
-        assert restarts(cluster) == before and "restart" not in roll.actions()
+        assert restarts(cluster) == before and "restart" not in roll.events().actions()
         # the test's own reading of the lag while the roll is held: more than its max
         ends = consumer.end_offsets(partitions)
         assert sum(ends.values()) - 0 > MAX_LAG, ends
@@ -272,12 +265,13 @@ def test_a_consumer_group_lagging_more_than_its_max_holds_the_roll_until_it_catc
         consumer.commit()
     finally:
         consumer.close()
-    assert roll.wait() == 0, roll.output()
+    done = roll.wait()
+    assert done.returncode == 0, done.output
     assert restarts(cluster) == before + 1
     # the control server's log: the restart came only once the group had caught up
     (restart,) = cluster.restarts.log[before:]
     assert restart.at > lagging_until, (restart, lagging_until)
-    actions = roll.actions()
+    actions = done.actions()
     assert actions.index("gate-open") < actions.index("restart"), actions
 
 
@@ -340,11 +334,10 @@ def test_an_unreachable_prometheus_holds_the_roll_which_fails_at_the_safety_wait
     before = restarts(cluster)
     prometheus.stop()
     try:
-        command = cluster.roll_command(
-            tmp_path / "state", "gate-down", *ROLL_FLAGS, "--safety-wait", "3s",
-            "--gate-prometheus", prometheus.url, "--gate-query", QUERY,
+        done = as_operator(cluster, tmp_path, "gate-down").roll(
+            *ROLL_FLAGS, "--safety-wait", "3s",
+            "--gate-prometheus", prometheus.url, "--gate-query", QUERY, timeout=120,
         )  # fmt: skip
-        done = subprocess.run(command, capture_output=True, text=True, timeout=120)
     finally:
         prometheus.start()
     assert done.returncode == 1, done.stdout + done.stderr
@@ -354,8 +347,6 @@ def test_an_unreachable_prometheus_holds_the_roll_which_fails_at_the_safety_wait
     assert unreadable in done.stderr and "--safety-wait" in done.stderr, done.stderr
     assert "Traceback" not in done.stderr
     assert restarts(cluster) == before
-    lines = (tmp_path / "state" / "events-gate-down.jsonl").read_text().splitlines()
-    events = [json.loads(line) for line in lines]
-    closed = [e for e in events if e["action"] == "gate-closed"]
+    closed = done.of("gate-closed")
     assert closed and unreadable in closed[0]["reason"]
-    assert "restart" not in [e["action"] for e in events]
+    assert "restart" not in done.actions()

@@ -14,8 +14,6 @@ Kafka-protocol peer (its DescribeConfigs).
 from __future__ import annotations
 
 import asyncio
-import json
-import subprocess
 from pathlib import Path
 
 import pytest
@@ -27,11 +25,9 @@ from lightkube.resources.apps_v1 import StatefulSet
 from lightkube.resources.core_v1 import ConfigMap, Pod
 from lightkube.resources.rbac_authorization_v1 import Role
 
-from rollguard.peers.commandline import rollguard_args
-from rollguard.peers.kafka import KafkaClusterSim, TopicSpec
-from rollguard.peers.processes import ROOT
+from rollguard.peers.harness import kafka_peer
+from rollguard.peers.harness_pods import AGENTS, PodRoll, roller_account
 from rollguard.peers.realkube import ControlPlane
-from rollguard.peers.realkube_objects import load_role
 from rollguard.roller.model import Node
 from rollguard.roller.model import Role as NodeRole
 from rollguard.roller.roll.configs.kubernetes import PodConfig, read_pod_configs
@@ -42,7 +38,6 @@ pytestmark = pytest.mark.kube
 
 STS = "prod-kafka"
 PODS = [f"{STS}-{i}" for i in range(3)]
-ROLE = ROOT / "deploy" / "kubernetes" / "roller" / "role.yaml"
 SECRET = "s3cret-in-the-configmap"
 V1 = f"""# the brokers' file, filled in by the start script
 node.id=${{POD_ORDINAL}}
@@ -84,44 +79,31 @@ def read(kubeconfig: Path, namespace: str, **kwargs: object) -> dict[str, PodCon
     return asyncio.run(reading())
 
 
-def roller_kubeconfig(kube: ControlPlane, namespace: str) -> Path:
-    return kube.role_account(
-        namespace, load_role(ROLE, namespace), "rollguard-roller", can=("get", "configmaps", "")
-    )
+class Nowhere:
+    """A Kafka that answers nothing (127.0.0.1:1): what is refused then is refused before
+    Kafka is asked."""
+
+    bootstrap = "127.0.0.1:1"
 
 
-def plan(
-    kubeconfig: Path,
-    namespace: str,
-    pki: Pki,
-    *extra: str,
-    bootstrap: str = "127.0.0.1:1",
-    agents: str = "https://127.0.0.1:1",
-) -> subprocess.CompletedProcess[str]:
-    """`rollguard plan --compare-config`, by default with a Kafka and agents that answer nothing
-    (127.0.0.1:1): what is refused then is refused before Kafka is asked."""
-    args = rollguard_args(
-        "plan",
-        namespace=namespace,
-        selector=f"app={STS}",
-        bootstrap=bootstrap,
-        agent_url=agents + "/agents/{pod}/v1/broker-state",
-        tls=pki,
-        extra=["--compare-config", *extra],
-    )
-    env = {"KUBECONFIG": str(kubeconfig), "PATH": "/usr/bin:/bin"}
-    return subprocess.run(args, capture_output=True, text=True, env=env, timeout=120)
+def planned(
+    kube: ControlPlane, namespace: str, kubeconfig: Path, folder: Path, pki: Pki
+) -> PodRoll[ControlPlane]:
+    """`rollguard plan --compare-config` of the StatefulSet's pods with `kubeconfig`, its Kafka
+    and agents answering nothing (until a test gives others)."""
+    return PodRoll(Nowhere(), namespace, kubeconfig, folder, pki, kube, selector=f"app={STS}",
+                   agent_url="https://127.0.0.1:1" + AGENTS, timings=())  # fmt: skip
 
 
 def test_the_desired_properties_are_the_configmap_the_statefulsets_template_mounts(
-    kube: ControlPlane, kube_namespace: str, pki: Pki
+    kube: ControlPlane, kube_namespace: str, pki: Pki, tmp_path: Path
 ) -> None:
     namespace = kube_namespace
     put_configmap(kube, namespace, "kafka-config-v1", V1)
     put_configmap(kube, namespace, "kafka-config-v2", V2)
     apply(kube, namespace, "kafka-config-v1")
     kube.wait_pods_ready(namespace, STS, 3)
-    kubeconfig = roller_kubeconfig(kube, namespace)
+    kubeconfig = roller_account(kube, namespace, can=("get", "configmaps", ""))
 
     first = read(kubeconfig, namespace)
     for pod in PODS:
@@ -158,7 +140,8 @@ def test_the_desired_properties_are_the_configmap_the_statefulsets_template_moun
     # plan: a malformed line of the desired ConfigMap is exit 2, naming pod, ConfigMap, key
     # and line, never a value, before Kafka is asked
     put_configmap(kube, namespace, "kafka-config-v2", V2 + "listeners=\\u00zz\n")
-    done = plan(kubeconfig, namespace, pki)
+    pods = planned(kube, namespace, kubeconfig, tmp_path, pki)
+    done = pods.plan("--compare-config")
     assert done.returncode == 2, done.stderr
     assert done.stderr.strip().splitlines()[-1] == (
         "rollguard: pod prod-kafka-0: ConfigMap kafka-config-v2 key server.properties, line 7: "
@@ -166,7 +149,7 @@ def test_the_desired_properties_are_the_configmap_the_statefulsets_template_moun
     )
     assert SECRET not in done.stderr + done.stdout and "Traceback" not in done.stderr
     # a file the template does not mount: the pod and what it mounts are named
-    done = plan(kubeconfig, namespace, pki, "--config-key", "/etc/kafka/server.properties")
+    done = pods.plan("--compare-config", "--config-key", "/etc/kafka/server.properties")
     assert done.returncode == 2, done.stderr
     assert done.stderr.strip().splitlines()[-1] == (
         "rollguard: pod prod-kafka-0 (StatefulSet prod-kafka's template): no ConfigMap volume "
@@ -176,7 +159,7 @@ def test_the_desired_properties_are_the_configmap_the_statefulsets_template_moun
 
 
 def test_plan_compare_config_without_get_configmaps_is_exit_2_naming_it(
-    kube: ControlPlane, kube_namespace: str, pki: Pki
+    kube: ControlPlane, kube_namespace: str, pki: Pki, tmp_path: Path
 ) -> None:
     namespace = kube_namespace
     reads = Role(
@@ -187,7 +170,7 @@ def test_plan_compare_config_without_get_configmaps_is_exit_2_naming_it(
         ],
     )
     kubeconfig = kube.role_account(namespace, reads, "pods-only", can=("list", "pods", ""))
-    done = plan(kubeconfig, namespace, pki)
+    done = planned(kube, namespace, kubeconfig, tmp_path, pki).plan("--compare-config")
     assert done.returncode == 2, done.stderr
     assert done.stderr.strip().splitlines()[-1] == (
         "rollguard: the roller's Kubernetes credentials may not: get configmaps (namespace "
@@ -196,7 +179,7 @@ def test_plan_compare_config_without_get_configmaps_is_exit_2_naming_it(
 
 
 def test_plan_compares_each_pods_configmap_with_what_kafka_says_it_runs(
-    kube: ControlPlane, kube_namespace: str, pki: Pki
+    kube: ControlPlane, kube_namespace: str, pki: Pki, tmp_path: Path
 ) -> None:
     """The whole plan, its Kafka the Kafka-protocol peer (brokers 0-2, the pods' ordinals; its
     DescribeConfigs lists a few keys, `controller.quorum.fetch.timeout.ms` read-only): each pod's
@@ -212,25 +195,16 @@ def test_plan_compares_each_pods_configmap_with_what_kafka_says_it_runs(
     put_configmap(kube, namespace, "kafka-config", desired)
     apply(kube, namespace, "kafka-config")
     kube.wait_pods_ready(namespace, STS, 3)
-    kubeconfig = roller_kubeconfig(kube, namespace)
-    kafka = KafkaClusterSim(
-        broker_ids=[0, 1, 2],
-        voters=[0, 1, 2],
-        topics={"orders": TopicSpec(3, 3, 2)},
-        broker_configs={"transaction.state.log.min.isr": "2"},
-    )
-    kafka.start()
-    try:
-        with HttpsPeer(running_agent, pki) as agents:
-            done = plan(kubeconfig, namespace, pki, "--output", "json", "--all",
-                        bootstrap=kafka.bootstrap, agents=agents.url)  # fmt: skip
-            text = plan(kubeconfig, namespace, pki, "--all", bootstrap=kafka.bootstrap,
-                        agents=agents.url)  # fmt: skip
-    finally:
-        kafka.stop()
+    kubeconfig = roller_account(kube, namespace, can=("get", "configmaps", ""))
+    configs = {"transaction.state.log.min.isr": "2"}
+    with kafka_peer(broker_configs=configs) as kafka, HttpsPeer(running_agent, pki) as agents:
+        pods = planned(kube, namespace, kubeconfig, tmp_path, pki)
+        pods = pods.using(kafka=kafka, agent_url=agents.url + AGENTS)
+        done = pods.plan("--compare-config", "--output", "json", "--all")
+        text = pods.plan("--compare-config", "--all")
     assert done.returncode == 0, done.stderr
     assert SECRET not in done.stdout + done.stderr + text.stdout + text.stderr
-    lines = {e["node"]: e for e in map(json.loads, done.stdout.splitlines())}
+    lines = {e["node"]: e for e in done.entries()}
     assert sorted(lines) == PODS
     for pod in PODS:
         config = lines[pod]["config"]

@@ -13,27 +13,20 @@ client that fails every review.
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
-import subprocess
 from collections.abc import Iterator
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 import pytest
 import yaml
 from lightkube import ApiError, codecs
 from lightkube.models.authorization_v1 import ResourceAttributes, SubjectAccessReviewStatus
 from lightkube.models.meta_v1 import Status
-from lightkube.resources.apps_v1 import StatefulSet
 from lightkube.resources.authorization_v1 import SelfSubjectAccessReview
-from lightkube.resources.coordination_v1 import Lease
-from lightkube.resources.core_v1 import ConfigMap, Pod
 from lightkube.resources.rbac_authorization_v1 import Role
 
-from rollguard.peers.commandline import rollguard_args
-from rollguard.peers.kafka import KafkaClusterSim, TopicSpec
+from rollguard.peers.harness import kafka_peer
+from rollguard.peers.harness_pods import LABELS, PodRoll
 from rollguard.peers.realkube import ControlPlane
 from rollguard.peers.realkube_objects import bind
 from rollguard.roller.kubernetes_access import (
@@ -44,18 +37,13 @@ from rollguard.roller.kubernetes_access import (
 )
 from rollguard.shared.errors import ConfigError
 
-from helpers import ROOT, HttpsPeer, Pki, running_agent, wait_until
+from helpers import ROOT, HttpsPeer, Pki, running_agent
 
 STS = "prod-kafka"
 PODS = ["prod-kafka-0", "prod-kafka-1", "prod-kafka-2"]
-SELECTOR = "strimzi.io/cluster=prod"
 ROLL_ID = "r1"
-QUICK = ["--poll-interval", "0.2", "--operation-timeout", "5s", "--retry-max-retries", "2"]
-POD_LABELS = {
-    "strimzi.io/cluster": "prod",
-    "strimzi.io/broker-role": "true",
-    "strimzi.io/controller-role": "true",
-}
+QUICK = ("--poll-interval", "0.2", "--operation-timeout", "5s", "--retry-max-retries", "2")
+APP = {"app": STS}  # the StatefulSet's pods
 
 
 def documented_role(namespace: str, *, without: tuple[str, str, str] | None = None) -> Role:
@@ -72,122 +60,69 @@ def documented_role(namespace: str, *, without: tuple[str, str, str] | None = No
     return role
 
 
-def uids(pods: list[Pod]) -> dict[str, str]:
-    return {str(p.metadata.name): str(p.metadata.uid) for p in pods if p.metadata}
+def account(cluster: PodRoll[ControlPlane], role: Role) -> PodRoll[ControlPlane]:
+    """The cluster's rolls with a ServiceAccount bound to `role` (applied first), as the roll
+    Job runs."""
+    assert role.metadata is not None and role.metadata.name is not None
+    kube = cluster.kube
+    kube.client().apply(role, force=True)
+    name = role.metadata.name
+    kubeconfig = kube.service_account_kubeconfig(cluster.namespace, "rollguard-roller", role=name)
+    return cluster.using(kubeconfig=kubeconfig)
 
 
-@dataclass
-class Cluster:
-    kube: ControlPlane
-    namespace: str
-    kafka: KafkaClusterSim
-    agents: HttpsPeer
-    pki: Pki
-    folder: Path
-
-    def rollguard(
-        self, kubeconfig: Path, command: str = "roll", *extra: str
-    ) -> subprocess.CompletedProcess[str]:
-        args = rollguard_args(
-            command,
-            namespace=self.namespace,
-            selector=SELECTOR,
-            bootstrap=self.kafka.bootstrap,
-            agent_url=self.agents.url + "/agents/{pod}/v1/broker-state",
-            tls=self.pki,
-            state_dir=self.folder / "state",
-            timings=QUICK,
-            roll_id=None if "--resume" in extra else ROLL_ID,
-            extra=extra,
-        )
-        env = {"KUBECONFIG": str(kubeconfig), "PATH": "/usr/bin:/bin"}
-        return subprocess.run(args, capture_output=True, text=True, timeout=180, env=env)
-
-    def account(self, role: Role) -> Path:
-        """A ServiceAccount bound to `role` (applied first), as the roll Job runs: its
-        kubeconfig."""
-        assert role.metadata is not None and role.metadata.name is not None
-        self.kube.client().apply(role, force=True)
-        return self.kube.service_account_kubeconfig(
-            self.namespace, "rollguard-roller", role=role.metadata.name
-        )
-
-    def anonymous(self, role: Role) -> Path:
-        """A kubeconfig with no credentials at all (the API server's `system:anonymous`),
-        bound to `role` in the namespace."""
-        assert role.metadata is not None and role.metadata.name is not None
-        self.kube.client().apply(role, force=True)
-        name = role.metadata.name
-        bind(self.kube.client(), "system:anonymous", "User", self.namespace, "Role", name)
-        config = {
-            "apiVersion": "v1",
-            "kind": "Config",
-            "clusters": [
-                {
-                    "name": "real",
-                    "cluster": {
-                        "server": self.kube.server,
-                        "certificate-authority": str(self.kube.pki / "ca.crt"),
-                    },
-                }
-            ],
-            "users": [{"name": "anonymous", "user": {}}],
-            "contexts": [{"name": "real", "context": {"cluster": "real", "user": "anonymous"}}],
-            "current-context": "real",
-        }
-        path = self.folder / "anonymous.kubeconfig"
-        path.write_text(yaml.safe_dump(config))
-        return path
-
-    def uids(self) -> dict[str, str]:
-        return uids(self.kube.pods(self.namespace, STS))
-
-    def leases(self) -> list[str]:
-        found = self.kube.client().list(Lease, namespace=self.namespace)
-        return [str(lease.metadata.name) for lease in found if lease.metadata]
-
-    def journals(self) -> list[str]:
-        found = self.kube.client().list(ConfigMap, namespace=self.namespace)
-        names = [cm.metadata.name for cm in found if cm.metadata and cm.metadata.name]
-        return [n for n in names if n.startswith("rollguard-roll-")]
-
-    def journal(self) -> dict[str, Any]:
-        cm = self.kube.client().get(
-            ConfigMap, f"rollguard-roll-{ROLL_ID}", namespace=self.namespace
-        )
-        assert cm.data is not None
-        record: dict[str, Any] = json.loads(cm.data["journal.json"])
-        return record
+def anonymous(cluster: PodRoll[ControlPlane], role: Role) -> PodRoll[ControlPlane]:
+    """The cluster's rolls with no credentials at all (the API server's `system:anonymous`),
+    bound to `role` in the namespace."""
+    assert role.metadata is not None and role.metadata.name is not None
+    kube = cluster.kube
+    kube.client().apply(role, force=True)
+    bind(kube.client(), "system:anonymous", "User", cluster.namespace, "Role", role.metadata.name)
+    config = {
+        "apiVersion": "v1",
+        "kind": "Config",
+        "clusters": [
+            {
+                "name": "real",
+                "cluster": {
+                    "server": kube.server,
+                    "certificate-authority": str(kube.pki / "ca.crt"),
+                },
+            }
+        ],
+        "users": [{"name": "anonymous", "user": {}}],
+        "contexts": [{"name": "real", "context": {"cluster": "real", "user": "anonymous"}}],
+        "current-context": "real",
+    }
+    path = cluster.folder / "anonymous.kubeconfig"
+    path.write_text(yaml.safe_dump(config))
+    return cluster.using(kubeconfig=path)
 
 
 @pytest.fixture
-def cluster(kube: ControlPlane, kube_namespace: str, pki: Pki, tmp_path: Path) -> Iterator[Cluster]:
+def cluster(
+    kube: ControlPlane, kube_namespace: str, pki: Pki, tmp_path: Path
+) -> Iterator[PodRoll[ControlPlane]]:
     """3 Ready pods of `prod-kafka`, all out of date (a new template; OnDelete: the StatefulSet
-    controller restarts none of them), Kafka's peer and RUNNING agents."""
-    kube.apply_statefulset(kube_namespace, STS, 3, pod_labels=POD_LABELS)
+    controller restarts none of them), Kafka's peer and RUNNING agents; rolls with the admin's
+    credentials until a test gives others."""
+    kube.apply_statefulset(kube_namespace, STS, 3, pod_labels=LABELS)
     kube.wait_pods_ready(kube_namespace, STS, 3)
     kube.apply_statefulset(
         kube_namespace,
         STS,
         3,
-        pod_labels=POD_LABELS,
+        pod_labels=LABELS,
         pod_annotations={"example.com/generation": "2"},
     )
-
-    def out_of_date() -> bool:
-        status = kube.client().get(StatefulSet, STS, namespace=kube_namespace).status
-        return status is not None and status.currentRevision != status.updateRevision
-
-    wait_until(out_of_date, 30, what="a new updateRevision")
-    kafka = KafkaClusterSim(
-        broker_ids=[0, 1, 2], voters=[0, 1, 2], topics={"orders": TopicSpec(3, 3, 2)}
-    )
-    kafka.start()
-    try:
-        with HttpsPeer(running_agent, pki) as agents:
-            yield Cluster(kube, kube_namespace, kafka, agents, pki, tmp_path)
-    finally:
-        kafka.stop()
+    with kafka_peer() as kafka, HttpsPeer(running_agent, pki) as agents:
+        cluster = PodRoll(
+            kafka, kube_namespace, kube.admin_kubeconfig, tmp_path, pki, kube,
+            agent_url=agents.url + "/agents/{pod}/v1/broker-state",
+            timings=QUICK, roll_id=ROLL_ID, timeout=180,
+        )  # fmt: skip
+        cluster.until_out_of_date(STS)
+        yield cluster
 
 
 def refusal(namespace: str, *missing: str) -> str:
@@ -201,22 +136,23 @@ def refusal(namespace: str, *missing: str) -> str:
 
 
 def test_the_documented_role_passes_the_check_and_the_roll_restarts_every_pod(
-    cluster: Cluster,
+    cluster: PodRoll[ControlPlane],
 ) -> None:
-    kubeconfig = cluster.account(documented_role(cluster.namespace))
-    before = cluster.uids()
-    done = cluster.rollguard(kubeconfig)
+    roller = account(cluster, documented_role(cluster.namespace))
+    before = cluster.uids(APP)
+    done = roller.roll()
     assert done.returncode == 0, done.stderr[-3000:]
     assert "may not" not in done.stderr and "could not be checked" not in done.stderr
     # Restarted by deletion: the StatefulSet made each pod again (a new UID), through kwok.
-    after = uids(cluster.kube.wait_pods_ready(cluster.namespace, STS, 3))
+    cluster.kube.wait_pods_ready(cluster.namespace, STS, 3)
+    after = cluster.uids(APP)
     assert sorted(after) == PODS
     assert all(after[name] != before[name] for name in PODS)
-    assert cluster.journal()["state"] == "completed"
-    lease = cluster.kube.client().get(Lease, "rollguard-roll", namespace=cluster.namespace)
+    assert done.journal is not None and done.journal["state"] == "completed"
+    lease = cluster.lease()
     assert lease.spec is not None and not lease.spec.holderIdentity  # released
     # `--resume` of a roll with no journal lists the rolls on record: the Role's `list`.
-    resumed = cluster.rollguard(kubeconfig, "roll", "--resume", "nothere")
+    resumed = roller.roll("--resume", "nothere", roll_id=None)
     assert resumed.returncode == 2, resumed.stderr
     assert "--resume nothere: no roll journal" in resumed.stderr
     assert f"the rolls on record there: {ROLL_ID}" in resumed.stderr
@@ -224,45 +160,45 @@ def test_the_documented_role_passes_the_check_and_the_roll_restarts_every_pod(
 
 
 def test_a_role_without_delete_on_pods_stops_the_roll_before_anything_changes(
-    cluster: Cluster,
+    cluster: PodRoll[ControlPlane],
 ) -> None:
-    kubeconfig = cluster.account(documented_role(cluster.namespace, without=("delete", "", "pods")))
-    before = cluster.uids()
-    done = cluster.rollguard(kubeconfig)
+    roller = account(cluster, documented_role(cluster.namespace, without=("delete", "", "pods")))
+    before = cluster.uids(APP)
+    done = roller.roll()
     assert done.returncode == 2, done.stderr[-3000:]
     assert refusal(cluster.namespace, "delete pods") in done.stderr
     assert "Traceback" not in done.stderr
-    assert cluster.uids() == before  # no pod deleted
+    assert cluster.uids(APP) == before  # no pod deleted
     assert cluster.leases() == []  # no lease taken
     assert cluster.journals() == []  # no journal written
-    assert not (cluster.folder / "state" / f"events-{ROLL_ID}.jsonl").exists()
+    assert not (cluster.state / f"events-{ROLL_ID}.jsonl").exists()
     # `plan` only reads: the same Role lets it plan every pod's restart.
-    planned = cluster.rollguard(kubeconfig, "plan", "--output", "json")
+    planned = roller.plan("--output", "json")
     assert planned.returncode == 0, planned.stderr[-3000:]
-    entries = [json.loads(line) for line in planned.stdout.splitlines()]
+    entries = planned.entries()
     assert sorted((e["node"], e["action"]) for e in entries) == [(p, "restart") for p in PODS]
-    assert cluster.uids() == before
+    assert cluster.uids(APP) == before
 
 
-def test_a_role_without_update_on_leases_is_exit_2_naming_only_that(cluster: Cluster) -> None:
+def test_a_role_without_update_on_leases_is_exit_2_naming_only_that(
+    cluster: PodRoll[ControlPlane],
+) -> None:
     role = documented_role(cluster.namespace, without=("update", "coordination.k8s.io", "leases"))
-    before = cluster.uids()
-    done = cluster.rollguard(cluster.account(role))
+    before = cluster.uids(APP)
+    done = account(cluster, role).roll()
     assert done.returncode == 2, done.stderr[-3000:]
     assert refusal(cluster.namespace, "update leases.coordination.k8s.io") in done.stderr
-    assert cluster.uids() == before and cluster.leases() == [] and cluster.journals() == []
+    assert cluster.uids(APP) == before and cluster.leases() == [] and cluster.journals() == []
 
 
 def test_credentials_that_may_not_review_their_access_are_warned_about_and_the_roll_goes_on(
-    cluster: Cluster,
+    cluster: PodRoll[ControlPlane],
 ) -> None:
     # Anonymous: the Role binds it, but only authenticated users may create the reviews. The
     # check says so once and steps aside; the refused delete then fails the roll in one line.
-    kubeconfig = cluster.anonymous(
-        documented_role(cluster.namespace, without=("delete", "", "pods"))
-    )
-    before = cluster.uids()
-    done = cluster.rollguard(kubeconfig)
+    nobody = anonymous(cluster, documented_role(cluster.namespace, without=("delete", "", "pods")))
+    before = cluster.uids(APP)
+    done = nobody.roll()
     assert done.returncode == 1, done.stderr[-3000:]
     warnings = [line for line in done.stderr.splitlines() if "could not be checked" in line]
     assert len(warnings) == 1, done.stderr[-3000:]
@@ -270,9 +206,9 @@ def test_credentials_that_may_not_review_their_access_are_warned_about_and_the_r
     assert "create selfsubjectaccessreview: 403 Forbidden" in warnings[0]
     assert "Traceback" not in done.stderr
     assert "delete pod prod-kafka-" in done.stderr and "403 Forbidden" in done.stderr
-    assert cluster.uids() == before
+    assert cluster.uids(APP) == before
     assert cluster.leases() == ["rollguard-roll"]  # it went on: the lease was taken
-    assert cluster.journal()["state"] == "failed"
+    assert done.journal is not None and done.journal["state"] == "failed"
 
 
 # ---- the module, with a client of our own ---------------------------------------------------

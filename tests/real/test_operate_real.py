@@ -12,22 +12,20 @@ UTC+05:30), so that one opens seconds after the roll starts.
 from __future__ import annotations
 
 import json
-import subprocess
 import time
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from typing import Any
 from zoneinfo import ZoneInfo
 
 import pytest
 
+from rollguard.peers.harness import Done, InventoryRoll, Running
 from rollguard.peers.realcluster import RealCluster, real_cluster
 from rollguard.roller.roll.gates.windows import DAY_NAMES
-from rollguard.shared.wire import parse_time
 
-from helpers import BIN, Pki, wait_until
-from real_kafka import watched
+from helpers import Pki, wait_until
+from real_kafka import as_operator, watched
 
 pytestmark = pytest.mark.timeout(600)
 
@@ -42,48 +40,25 @@ def cluster(pki: Pki, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Real
         yield real
 
 
-def events(state: Path, roll_id: str) -> list[dict[str, Any]]:
-    path = state / f"events-{roll_id}.jsonl"
-    if not path.exists():
-        return []
-    return [json.loads(line) for line in path.read_text().splitlines()]
+JSON = ("--output", "json")
 
 
-def of(state: Path, roll_id: str, action: str) -> list[dict[str, Any]]:
-    return [e for e in events(state, roll_id) if e["action"] == action]
-
-
-def pause(action: str, roll_id: str, state: Path) -> subprocess.CompletedProcess[str]:
-    args = [str(BIN / "rollguard"), "roll", action, "--roll-id", roll_id, "--state-dir", str(state)]
-    args += ["--output", "json"]
-    return subprocess.run(args, capture_output=True, text=True, timeout=60)
-
-
-def lease(state: Path) -> dict[str, Any]:
-    record: dict[str, Any] = json.loads((state / "lease.json").read_text())
-    return record
-
-
-def at(event: dict[str, Any]) -> float:
-    return parse_time(event["ts"]).timestamp()
+def renewed_at(target: InventoryRoll) -> object:
+    lease = target.lease()
+    assert lease is not None, "no roll holds the lease"
+    return lease["renewedAt"]
 
 
 def test_a_paused_roll_starts_no_restart_keeps_its_lease_and_goes_on_when_resumed(
     cluster: RealCluster, tmp_path: Path
 ) -> None:
-    state = tmp_path / "state"
+    target = as_operator(cluster, tmp_path, "p1")
     first = len(cluster.restarts.log)
-    command = cluster.roll_command(state, "p1", "--only", "kafka-0,kafka-1", *QUICK)
-    with watched(cluster) as watch:
-        roll = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-        try:
-            err, paused_at, resumed_at = paused_mid_roll(cluster, roll, state, first)
-        finally:
-            if roll.poll() is None:
-                roll.kill()
-                roll.communicate()
+    with watched(cluster) as watch, target.start("--only", "kafka-0,kafka-1", *QUICK) as roll:
+        done, paused_at, resumed_at = paused_mid_roll(cluster, target, roll, first)
     print(f"\n{watch.summary()}")
-    assert roll.returncode == 0, err
+    err = done.stderr
+    assert done.returncode == 0, err
     # By the control server's own log, not the roller's events: one restart before the pause
     # (the scenario: paused mid-roll), none while paused, the other after the resume.
     ours = cluster.restarts.log[first:]
@@ -93,19 +68,19 @@ def test_a_paused_roll_starts_no_restart_keeps_its_lease_and_goes_on_when_resume
     assert resumed_at - paused_at > 10  # held through two lease renewals, not a blink
     watch.assert_safe()
     assert "paused" in err  # said on stderr while it waited
-    assert not (state / "lease.json").exists()  # released at the end
+    assert target.lease() is None  # released at the end
     # A roll that is not running cannot be resumed.
-    late = pause("resume", "p1", state)
+    late = target.resume(*JSON)
     assert late.returncode == 1 and "roll p1 is not running" in late.stderr
 
 
 def paused_mid_roll(
-    cluster: RealCluster, roll: subprocess.Popen[str], state: Path, first: int
-) -> tuple[str, float, float]:
+    cluster: RealCluster, target: InventoryRoll, roll: Running, first: int
+) -> tuple[Done, float, float]:
     """Pause the roll once the control server saw its first restart, hold it through two lease
-    renewals, resume it; its stderr and the moments (monotonic) of the pause and the resume."""
+    renewals, resume it; how it ended and the moments (monotonic) of the pause and the resume."""
     wait_until(lambda: len(cluster.restarts.log) > first, 120, what="the roll's first restart")
-    paused = pause("pause", "p1", state)
+    paused = target.pause(*JSON)
     paused_at = time.monotonic()
     assert paused.returncode == 0, paused.stderr
     said = json.loads(paused.stdout)
@@ -113,90 +88,82 @@ def paused_mid_roll(
     assert said["paused"].startswith("by ") and "@" in said["paused"]
     # The restart under way is waited for; then the gate holds the roll.
     closed = wait_until(
-        lambda: [e for e in of(state, "p1", "gate-closed") if e.get("gate") == "pause"],
+        lambda: [e for e in roll.events().of("gate-closed") if e.get("gate") == "pause"],
         120,
         what="the roll held by its pause",
     )
     assert "rollguard roll resume --roll-id p1" in closed[0]["reason"]
     # Paused for two renewals of the lease: still held by the roller, still paused.
-    renewed = lease(state)["renewedAt"]
-    wait_until(lambda: lease(state)["renewedAt"] != renewed, 30, what="a lease renewal")
-    renewed = lease(state)["renewedAt"]
-    wait_until(lambda: lease(state)["renewedAt"] != renewed, 30, what="a second renewal")
+    renewed = renewed_at(target)
+    wait_until(lambda: renewed_at(target) != renewed, 30, what="a lease renewal")
+    renewed = renewed_at(target)
+    wait_until(lambda: renewed_at(target) != renewed, 30, what="a second renewal")
     assert roll.poll() is None  # a paused roll does not fail
-    assert lease(state)["paused"] == said["paused"]
+    assert (target.lease() or {})["paused"] == said["paused"]
     assert len(cluster.restarts.log) == first + 1  # the control server's own count
     # Another roll id is not the one running: refused, naming the one that is.
-    other = pause("pause", "p9", state)
+    other = target.pause(*JSON, roll_id="p9")
     assert other.returncode == 1 and "roll p9 is not running" in other.stderr
     assert "(roll p1)" in other.stderr
     resumed_at = time.monotonic()
-    resumed = pause("resume", "p1", state)
+    resumed = target.resume(*JSON)
     assert resumed.returncode == 0, resumed.stderr
     assert json.loads(resumed.stdout)["state"] == "running"
-    _, err = roll.communicate(timeout=240)
-    return err, paused_at, resumed_at
+    return roll.wait(240), paused_at, resumed_at
 
 
 def test_held_nodes_are_left_for_later_and_a_resume_without_hold_takes_them(
     cluster: RealCluster, tmp_path: Path
 ) -> None:
-    state = tmp_path / "state"
+    target = as_operator(cluster, tmp_path, "h1")
     opened = datetime.now(UTC).replace(microsecond=0) - timedelta(minutes=1)
     within = ["--window", window(opened)]  # open: it changes nothing
     seen = len(cluster.restarts.log)
     with watched(cluster) as watch:
-        first = subprocess.run(
-            cluster.roll_command(state, "h1", "--hold", "kafka-1,kafka-2", *within, *QUICK),
-            capture_output=True,
-            text=True,
-            timeout=300,
-        )
+        first = target.roll("--hold", "kafka-1,kafka-2", *within, *QUICK, timeout=300)
     assert first.returncode == 0, first.stderr
     # the control server's own log: kafka-0 alone
     assert [r.node_id for r in cluster.restarts.log[seen:]] == [0]
     watch.assert_safe()
-    assert [e["node"] for e in of(state, "h1", "restart")] == ["kafka-0"]
-    assert sorted(e["node"] for e in of(state, "h1", "hold")) == ["kafka-1", "kafka-2"]
-    assert not of(state, "h1", "gate-closed")
+    assert first.restarted() == ["kafka-0"]
+    assert sorted(e["node"] for e in first.of("hold")) == ["kafka-1", "kafka-2"]
+    assert not first.of("gate-closed")
     assert "held kafka-1, kafka-2" in first.stdout + first.stderr
-    journal = json.loads((state / "roll-h1.json").read_text())
+    journal = first.journal
+    assert journal is not None
     assert journal["state"] == "completed" and "held for later" in journal["reason"]
-    assert journal["nodes"]["kafka-1"]["status"] == "held"
+    assert journal["nodes"]["kafka-1"]["phase"] == "held"
     before = cluster.restarts.of(1), cluster.restarts.of(2)
 
-    without_id = cluster.roll_command(state, "h1")[:-2]  # --roll-id h1 is the resume's
     seen = len(cluster.restarts.log)
-    with watched(cluster) as watch:
-        resumed = subprocess.run(
-            [*without_id, "--resume", "h1", "--hold", "kafka-2", *QUICK],
-            capture_output=True,
-            text=True,
-            timeout=300,
-        )
+    with watched(cluster) as watch:  # --roll-id h1 is the resume's
+        resumed = target.roll("--resume", "h1", "--hold", "kafka-2", *QUICK, roll_id=None,
+                              timeout=300)  # fmt: skip
     assert resumed.returncode == 0, resumed.stderr
     assert [r.node_id for r in cluster.restarts.log[seen:]] == [1]
     watch.assert_safe()
-    assert [e["node"] for e in of(state, "h1", "restart")] == ["kafka-0", "kafka-1"]
+    assert resumed.restarted() == ["kafka-0", "kafka-1"]
     assert (cluster.restarts.of(1), cluster.restarts.of(2)) == (before[0] + 1, before[1])
-    journal = json.loads((state / "roll-h1.json").read_text())
-    assert journal["nodes"]["kafka-1"]["status"] == "restarted"
-    assert journal["nodes"]["kafka-2"]["status"] == "held"
+    journal = resumed.journal
+    assert journal is not None
+    assert (journal["nodes"]["kafka-1"]["phase"], journal["nodes"]["kafka-1"]["how"]) == (
+        "done",
+        "restart",
+    )
+    assert journal["nodes"]["kafka-2"]["phase"] == "held"
+    # The resumed roll's outcome is the whole roll's: kafka-0, restarted by the first run, too.
+    assert "restarted 2 (kafka-0, kafka-1), skipped 0, held kafka-2" in resumed.stdout, (
+        resumed.stdout
+    )
 
 
 def test_a_hold_naming_no_node_is_exit_2_before_anything(
     cluster: RealCluster, tmp_path: Path
 ) -> None:
-    state = tmp_path / "state"
-    done = subprocess.run(
-        cluster.roll_command(state, "h2", "--hold", "kafka-7"),
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
+    done = as_operator(cluster, tmp_path, "h2").roll("--hold", "kafka-7", timeout=120)
     assert done.returncode == 2, done.stderr
     assert "--hold kafka-7: no such node" in done.stderr
-    assert not of(state, "h2", "restart")
+    assert not done.of("restart")
 
 
 def window(opening: datetime, minutes: int = 30) -> str:
@@ -209,27 +176,21 @@ def window(opening: datetime, minutes: int = 30) -> str:
 def test_a_roll_outside_its_window_restarts_nothing_until_it_opens(
     cluster: RealCluster, tmp_path: Path
 ) -> None:
-    state = tmp_path / "state"
+    target = as_operator(cluster, tmp_path, "w1")
     before = cluster.restarts.of(2)
     # far enough for a roll started under load to be held first for longer than --safety-wait
     opening = datetime.now(UTC).replace(microsecond=0) + timedelta(seconds=15)
     given = window(opening)
     # --safety-wait 3s: were the window's wait budgeted as a health gate's, it would fail there
     flags = ["--only", "kafka-2", "--window", given, "--safety-wait", "3s", *QUICK]
-    command = cluster.roll_command(state, "w1", *flags)
-    with watched(cluster) as watch:
-        roll = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-        try:
-            held = wait_until(lambda: of(state, "w1", "gate-closed"), 30, what="held by its window")
-            # the scenario: the roll running, held, before its window opens
-            assert datetime.now(UTC) < opening, "the roll took too long to start for this test"
-            assert roll.poll() is None and cluster.restarts.of(2) == before
-            _, err = roll.communicate(timeout=240)
-        finally:
-            if roll.poll() is None:
-                roll.kill()
-                roll.communicate()
-    assert roll.returncode == 0, err
+    with watched(cluster) as watch, target.start(*flags) as roll:
+        held = wait_until(lambda: roll.events().of("gate-closed"), 30, what="held by its window")
+        # the scenario: the roll running, held, before its window opens
+        assert datetime.now(UTC) < opening, "the roll took too long to start for this test"
+        assert roll.poll() is None and cluster.restarts.of(2) == before
+        done = roll.wait(240)
+    err = done.stderr
+    assert done.returncode == 0, err
     assert cluster.restarts.of(2) == before + 1
     # the control server's own clock: its one restart at or after the opening
     assert cluster.restarts.log[-1].node_id == 2
@@ -239,11 +200,11 @@ def test_a_roll_outside_its_window_restarts_nothing_until_it_opens(
     assert (closed["gate"], closed["name"], closed["opensAt"]) == ("window", given,
                                                                    opening.isoformat())  # fmt: skip
     assert opening - datetime.fromisoformat(closed["ts"]) > timedelta(seconds=3)  # never failed
-    assert len(of(state, "w1", "gate-open")) == 1
+    assert len(done.of("gate-open")) == 1
     local = opening.astimezone(ZONE)
     said = f"the next opens {DAY_NAMES[local.weekday()]} {local:%H:%M:%S} Asia/Kolkata (in "
     assert f"window gate: outside every restart window ({given}); {said}" in err
-    (restart,) = of(state, "w1", "restart")
+    (restart,) = done.of("restart")
     assert datetime.fromisoformat(restart["ts"]) >= opening
 
 
@@ -260,10 +221,9 @@ def test_a_bad_window_is_exit_2_with_one_line_and_nothing_done(
     cluster: RealCluster, tmp_path: Path, given: str, message: str
 ) -> None:
     before = list(cluster.restarts.log)
-    state = tmp_path / "state"
-    command = cluster.roll_command(state, "w2", "--window", given)
-    done = subprocess.run(command, capture_output=True, text=True, timeout=60)
+    target = as_operator(cluster, tmp_path, "w2")
+    done = target.roll("--window", given, timeout=60)
     assert done.returncode == 2, done.stderr
     (line,) = done.stderr.strip().splitlines()
     assert line.startswith("rollguard: --window: ") and message in line, line
-    assert cluster.restarts.log == before and not state.exists()
+    assert cluster.restarts.log == before and not target.state.exists()

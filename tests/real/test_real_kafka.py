@@ -26,12 +26,11 @@ from rollguard.shared.wire import parse_time
 
 from helpers import BIN, Pki, wait_until
 from real_kafka import (
+    as_operator,
     assert_one_stretch_of_recovering,
-    events,
     follow,
     kafka_build_logged,
     look,
-    roll,
     until_running_again,
     watched,
 )
@@ -160,7 +159,7 @@ def test_a_roll_waits_out_a_real_recovery_longer_than_its_operation_timeout(
     name = f"kafka-{recovering}"
     cluster.recover_on_next_restart(recovering, hold=HOLD, registering=REGISTERING)
     with watched(cluster) as watch:
-        done = roll(cluster, tmp_path, "--operation-timeout", f"{OPERATION_TIMEOUT:g}s")
+        done = as_operator(cluster, tmp_path).roll("--operation-timeout", f"{OPERATION_TIMEOUT:g}s")
     print(f"\n{done.stderr}\n{watch.summary()}")
     # The test's own eyes first (its control server's restart log with every node's phase from
     # its own Kafka log, the ISR and quorum sampler, the canary), not the roller's word: no
@@ -190,9 +189,8 @@ def test_a_roll_waits_out_a_real_recovery_longer_than_its_operation_timeout(
     # the recovering broker was waited for, with progress, never restarted again; the others'
     # clean starts loaded their logs for a moment (waited for too: never restart a loading log)
     waits: dict[str, list[float]] = {}
-    for e in events(tmp_path):
-        if e["action"] == "wait-recovery":
-            waits.setdefault(e["node"], []).append(parse_time(e["ts"]).timestamp())
+    for e in done.of("wait-recovery"):
+        waits.setdefault(e["node"], []).append(parse_time(e["ts"]).timestamp())
     assert max(waits[name]) - min(waits[name]) > 10, waits
     assert all(max(t) - min(t) < 10 for node, t in waits.items() if node != name), waits
     assert f"{name}: recovering: " in done.stderr, done.stderr

@@ -35,7 +35,7 @@ from rollguard.roller.roll.canary.client import Canary
 from rollguard.shared.wire import parse_time
 
 from helpers import BIN, Pki, wait_until
-from real_kafka import Roll, closed_after, events, roll, watched
+from real_kafka import as_operator, watched
 
 TOPIC = "rollguard-canary"
 # Kafka's own authorizer, everything allowed but where an ACL says otherwise, and a SASL
@@ -108,13 +108,15 @@ def test_a_roll_with_a_canary_says_what_each_restart_cost(
     cluster: RealCluster, tmp_path: Path
 ) -> None:
     with watched(cluster) as watch:
-        done = roll(cluster, tmp_path, "--canary", TOPIC, "--canary-baseline", f"{BASELINE}s")
+        done = as_operator(cluster, tmp_path).roll(
+            "--canary", TOPIC, "--canary-baseline", f"{BASELINE}s"
+        )
     print(f"\n{done.stderr}\n{watch.summary()}")
     assert done.returncode == 0, done.stdout + done.stderr
     watch.assert_safe()  # never below min ISR, every test canary send acknowledged and read
     # The topic, as Kafka itself has it: a partition led by each broker, replication 3.
     assert preferred_leaders(cluster, TOPIC) == ([0, 1, 2], 3)
-    said = events(tmp_path)
+    said = done.events
     [made] = [e for e in said if e["action"] == "canary-topic"]
     assert (made["created"], made["partitions"], made["replication"]) == (True, 3, 3), made
     [baseline] = [e for e in said if e["action"] == "canary-baseline"]
@@ -348,7 +350,7 @@ def test_a_throttled_canary_holds_the_next_restart_until_it_recovers(
     with (
         watched(cluster) as watch,
         Probe(cluster.kafka.bootstrap, "probe") as probe,
-        Roll(cluster, tmp_path, "canary-held", *flags) as roll,
+        as_operator(cluster, tmp_path, "canary-held").start(*flags) as roll,
     ):
         try:
             # Once the roll has restarted its first node (the control server's log), the cluster
@@ -361,7 +363,7 @@ def test_a_throttled_canary_holds_the_next_restart_until_it_recovers(
             bitten.set()
             # Held by the throttle: closed after the first restart (a loaded machine can close
             # it before, at the baseline: not this test's hold).
-            closed = roll.gate_closed("canary", timeout=120, after="restart")
+            closed = roll.until_gate_closed("canary", timeout=120, after="restart")
             assert len(cluster.restarts.log) == before + 1, cluster.restarts.log[before:]
         finally:
             bitten.set()
@@ -369,8 +371,9 @@ def test_a_throttled_canary_holds_the_next_restart_until_it_recovers(
                 cluster.restarts.recover_next.pop(node_id, None)
             lift_client_quota(cluster)
         released = time.monotonic()
-        assert roll.wait(300) == 0, roll.output()
-    print(f"\n{roll.stderr()}\n{watch.summary()}")
+        done = roll.wait(300)
+        assert done.returncode == 0, done.output
+    print(f"\n{done.stderr}\n{watch.summary()}")
     into, lasted = throttled - roll.started, released - throttled
     print(f"throttled {into:.1f} s into the roll, for {lasted:.1f} s")
     watch.assert_safe()  # the test's own canary (another client id) is never throttled
@@ -385,14 +388,13 @@ def test_a_throttled_canary_holds_the_next_restart_until_it_recovers(
     # The roll's own word, beside the test's: held at the canary's gate, then open again.
     assert closed["name"] == "held-canary" and closed["node"] is None, closed
     assert "canary held-canary: " in closed["reason"], closed
-    found = roll.events()
-    actions = [e["action"] for e in found]
+    actions = done.actions()
     restarts = [i for i, a in enumerate(actions) if a == "restart"]
-    [(held, _), *_] = closed_after(found, "canary", after="restart")
+    [(held, _), *_] = done.events.closed("canary", after="restart")
     opened = actions.index("gate-open", held)
     assert restarts[0] < held < opened < restarts[1], actions
     # The first node's window held the throttle: its figures say so.
-    costs = {e["node"]: e for e in roll.events() if e["action"] == "canary-cost"}
+    costs = {e["node"]: e for e in done.of("canary-cost")}
     held = costs[f"kafka-{first.node_id}"]
     assert held["failed"] > 0 or (held["p99Ms"] or 0) > MAX_P99_MS, held
 
@@ -434,7 +436,7 @@ def test_an_acl_the_canary_lacks_is_exit_2_naming_it_before_the_first_restart(
         f"sasl.password={USERS['roller']}\n"
     )
     sasl = ("--bootstrap", cluster.kafka.sasl_bootstrap, "--kafka-properties", str(properties))
-    done = roll(cluster, tmp_path, *sasl, "--canary", "denied-canary", timeout=120)
+    done = as_operator(cluster, tmp_path).roll(*sasl, "--canary", "denied-canary", timeout=120)
     took = time.monotonic() - started
     print(f"\n{done.stderr}\nexit {done.returncode} after {took:.1f} s")
     assert done.returncode == 2, done.stdout + done.stderr

@@ -12,13 +12,11 @@ from __future__ import annotations
 
 import asyncio
 import json
-import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from rollguard.peers.commandline import rollguard_args
 from rollguard.peers.realcluster import RealCluster, real_cluster
 from rollguard.peers.realkafka import described, kafka_configs
 from rollguard.roller.kafka_admin import KafkaObserver
@@ -26,8 +24,8 @@ from rollguard.roller.roll.configs.kafka import KafkaConfigs
 from rollguard.roller.roll.configs.values import How, Source, running_from_answer
 from rollguard.shared.javaprops import parse_properties
 
-from helpers import BIN, Pki
-from real_kafka import watched
+from helpers import Pki
+from real_kafka import as_operator, watched
 
 SECRET = "truststore-secret-in-the-file"
 EXTRA = {"ssl.truststore.password": SECRET, "log.cleaner.threads": "2"}
@@ -92,20 +90,6 @@ def desired_files(cluster: RealCluster, folder: Path, **changed: str) -> Path:
     return path
 
 
-def plan(cluster: RealCluster, inventory: Path, *extra: str) -> subprocess.CompletedProcess[str]:
-    command = [
-        str(BIN / "rollguard"),
-        "plan",
-        "--inventory",
-        str(inventory),
-        "--bootstrap",
-        cluster.kafka.bootstrap,
-        *cluster.pki.client_flags(),
-        *extra,
-    ]
-    return subprocess.run(command, capture_output=True, text=True, timeout=300)
-
-
 def test_plan_shows_restart_live_and_the_shadowing_override(
     cluster: RealCluster, tmp_path: Path
 ) -> None:
@@ -116,10 +100,11 @@ def test_plan_shows_restart_live_and_the_shadowing_override(
         log__cleaner__threads="3",  # dynamic, cluster-wide: live
         num__io__threads="8",  # broker 1 runs 6 set by kafka-configs: shadowed there
     )
-    done = plan(cluster, inventory, "--output", "json")
+    target = as_operator(cluster, tmp_path, inventory=inventory)
+    done = target.plan("--output", "json", timeout=300)
     assert done.returncode == 0, done.stdout + done.stderr
     assert SECRET not in done.stdout + done.stderr
-    entries = {e["node"]: e for e in map(json.loads, done.stdout.splitlines())}
+    entries = {e["node"]: e for e in done.entries()}
     for name, entry in entries.items():
         found = {c["key"]: c for c in entry["config"]["changes"]}
         assert found["log.dirs"]["how"] == How.RESTART
@@ -145,7 +130,7 @@ def test_plan_shows_restart_live_and_the_shadowing_override(
         }
         assert io["shadowedBy"] is None
         assert "is set over live" in io["why"] and "stays in force" not in io["why"]
-    text = plan(cluster, inventory)
+    text = target.plan(timeout=300)
     assert text.returncode == 0, text.stdout + text.stderr
     assert SECRET not in text.stdout + text.stderr
     assert "kafka-1: 4 keys change: 2 restart, 2 live\n" in text.stdout, text.stdout
@@ -172,7 +157,7 @@ def test_a_malformed_desired_file_is_exit_2_naming_node_file_and_line(
     bad = tmp_path / "kafka-2.properties"
     bad.write_text(bad.read_text() + "broken=\\u12\n")
     lines = len(bad.read_text().splitlines())
-    done = plan(cluster, inventory)
+    done = as_operator(cluster, tmp_path, inventory=inventory).plan(timeout=300)
     assert done.returncode == 2, done.stdout + done.stderr
     assert f"kafka-2: config {bad}:{lines}: malformed \\uxxxx escape in the value of broken" in (
         done.stderr
@@ -196,9 +181,10 @@ def test_plan_says_what_the_roll_refuses_as_the_roll_refuses_it(
     kafka_configs(cluster.kafka.lib, *alter, "--add-config", "log.retention.ms=7200000")
     try:
         inventory = desired_files(cluster, tmp_path, log__retention__hours="48")
-        planned = plan(cluster, inventory, "--output", "json")
+        target = as_operator(cluster, tmp_path, "refused", inventory=inventory)
+        planned = target.plan("--output", "json", timeout=300)
         assert planned.returncode == 0, planned.stdout + planned.stderr
-        entries = {e["node"]: e for e in map(json.loads, planned.stdout.splitlines())}
+        entries = {e["node"]: e for e in planned.entries()}
         refused = entries["kafka-0"]
         assert refused["action"] == "fail" and refused["hold"]["kind"] == "fatal", refused
         assert refused["reason"].startswith(
@@ -208,15 +194,7 @@ def test_plan_says_what_the_roll_refuses_as_the_roll_refuses_it(
         assert "--delete-config log.retention.ms" in refused["reason"]
         assert {entries[n]["action"] for n in ("kafka-1", "kafka-2")} == {"restart"}
         before = [cluster.restarts.of(n) for n in cluster.kafka.nodes]
-        command = rollguard_args(
-            "roll",
-            inventory=inventory,
-            bootstrap=cluster.kafka.bootstrap,
-            tls=cluster.pki,
-            state_dir=tmp_path / "state",
-            roll_id="refused",
-        )
-        done = subprocess.run(command, capture_output=True, text=True, timeout=300)
+        done = target.roll(timeout=300)
         assert done.returncode == 2, done.stdout + done.stderr
         assert refused["reason"] in done.stderr, done.stderr  # the plan's words, the roll's
         assert [cluster.restarts.of(n) for n in cluster.kafka.nodes] == before  # none restarted
@@ -254,9 +232,10 @@ def test_a_roll_applies_live_what_kafka_takes_live_and_restarts_only_for_the_res
         deployed.write_text((tmp_path / node["config"]).read_text())
         node["config"] = str(deployed)
     inventory.write_text(json.dumps(listed))
-    planned = plan(cluster, inventory, "--output", "json")
+    target = as_operator(cluster, tmp_path, "configs", inventory=inventory)
+    planned = target.plan("--output", "json", timeout=300)
     assert planned.returncode == 0, planned.stdout + planned.stderr
-    entries = {e["node"]: e for e in map(json.loads, planned.stdout.splitlines())}
+    entries = {e["node"]: e for e in planned.entries()}
     assert {n: e["action"] for n, e in entries.items()} == {
         "kafka-0": "configure",
         "kafka-1": "configure",
@@ -272,17 +251,8 @@ def test_a_roll_applies_live_what_kafka_takes_live_and_restarts_only_for_the_res
     assert hows["log.cleaner.threads"] == How.LIVE_CLUSTER
     pids = {n: node.process.pid for n, node in cluster.kafka.nodes.items()}
     restarts = [cluster.restarts.of(n) for n in cluster.kafka.nodes]
-    state = tmp_path / "state"
-    command = rollguard_args(
-        "roll",
-        inventory=inventory,
-        bootstrap=cluster.kafka.bootstrap,
-        tls=cluster.pki,
-        state_dir=state,
-        roll_id="configs",
-    )
     with watched(cluster) as watch:
-        done = subprocess.run(command, capture_output=True, text=True, timeout=600)
+        done = target.roll(timeout=600)
     print(f"\n{done.stderr}\n{watch.summary()}")
     watch.assert_safe()  # never below min ISR, every canary send acknowledged and read back
     assert done.returncode == 0, done.stdout + done.stderr
@@ -298,19 +268,19 @@ def test_a_roll_applies_live_what_kafka_takes_live_and_restarts_only_for_the_res
         expected = "600" if broker == 2 else "500"
         assert running["queued.max.requests"] == expected, broker
     # The roll's record says the same, and never the sensitive value.
-    journal = json.loads((state / "roll-configs.json").read_text())
+    journal = done.journal
+    assert journal is not None
     assert {n: (r["phase"], r["how"]) for n, r in journal["nodes"].items()} == {
         "kafka-0": ("done", "live"),
         "kafka-1": ("done", "live"),
         "kafka-2": ("done", "restart"),
     }, journal
-    said = [json.loads(line) for line in (state / "events-configs.jsonl").read_text().splitlines()]
-    configured = [e for e in said if e["action"] == "configure"]
+    configured = done.of("configure")
     # The cluster-wide key once, at the default, at the first step (whichever node's it is).
     assert [e["cluster"] for e in configured if e["cluster"]] == [["log.cleaner.threads"]]
     assert configured[0]["cluster"] == ["log.cleaner.threads"], configured
     assert {e["node"]: e["keys"] for e in configured}["kafka-1"] == ["num.io.threads"]
-    for path in state.iterdir():
+    for path in target.state.iterdir():
         assert SECRET not in path.read_text(), path
     assert SECRET not in done.stdout + done.stderr
     print(f"restarts: a plain roll 3, this roll {sum(after) - sum(restarts)}")
@@ -325,34 +295,25 @@ def test_roll_all_restarts_every_node_whatever_its_desired_file_says(
     shadows the file after it. Judged by the control server's restart log, an ISR sampler, a
     canary, and Kafka's own kafka-configs."""
     inventory = desired_files(cluster, tmp_path, log__cleaner__threads="4")
-    planned = plan(cluster, inventory, "--all", "--output", "json")
+    target = as_operator(cluster, tmp_path, "all", inventory=inventory)
+    planned = target.plan("--all", "--output", "json", timeout=300)
     assert planned.returncode == 0, planned.stdout + planned.stderr
-    entries = map(json.loads, planned.stdout.splitlines())
-    actions = {e["node"]: (e["action"], e["why"]) for e in entries}
+    actions = {e["node"]: (e["action"], e["why"]) for e in planned.entries()}
     assert actions == {n: ("restart", "--all") for n in ("kafka-0", "kafka-1", "kafka-2")}, actions
     before = [cluster.restarts.of(n) for n in cluster.kafka.nodes]
-    state = tmp_path / "state"
-    command = rollguard_args(
-        "roll",
-        inventory=inventory,
-        bootstrap=cluster.kafka.bootstrap,
-        tls=cluster.pki,
-        state_dir=state,
-        roll_id="all",
-        extra=["--all"],
-    )
     with watched(cluster) as watch:
-        done = subprocess.run(command, capture_output=True, text=True, timeout=900)
+        done = target.roll("--all", timeout=900)
     print(f"\n{done.stderr}\n{watch.summary()}")
     watch.assert_safe()
     assert done.returncode == 0, done.stdout + done.stderr
     after = [cluster.restarts.of(n) for n in cluster.kafka.nodes]
     assert [a - b for a, b in zip(after, before, strict=True)] == [1, 1, 1]
-    assert "restarted 3" in done.stdout + done.stderr, done.stdout + done.stderr
+    assert "restarted 3 (kafka-0, kafka-1, kafka-2)" in done.stdout, done.stdout
     for broker in (0, 1, 2):
         assert kafka_configs_describe(cluster, broker)["log.cleaner.threads"] == "4", broker
-    said = [json.loads(line) for line in (state / "events-all.jsonl").read_text().splitlines()]
-    steps = [(e["node"], e["action"]) for e in said if e["action"] in ("configure", "restart")]
+    steps = [
+        (e["node"], e["action"]) for e in done.events if e["action"] in ("configure", "restart")
+    ]
     # The cluster-wide key live once, at the default, just before the first restart.
     assert [a for _, a in steps] == ["configure", "restart", "restart", "restart"], steps
     assert steps[0][0] == steps[1][0], steps

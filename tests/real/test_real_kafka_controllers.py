@@ -13,7 +13,6 @@ after it is judged by its own log.
 from __future__ import annotations
 
 import json
-import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -23,8 +22,8 @@ from rollguard.peers.realcluster import RealCluster, real_cluster
 from rollguard.peers.realkafka import NEWEST, OLDEST, described, kafka_configs, kafka_lib
 from rollguard.shared.javaprops import parse_properties
 
-from helpers import BIN, Pki
-from real_kafka import events, kafka_build_logged, look, roll, watched
+from helpers import Pki
+from real_kafka import as_operator, kafka_build_logged, look, watched
 
 # Three racks: with replication 3 each partition has one replica in each, so both brokers of a
 # rack may restart together (in two racks a partition would have two replicas in one of them).
@@ -65,7 +64,9 @@ def test_controllers_one_at_a_time_then_brokers_two_by_two_a_rack_at_a_time(
 ) -> None:
     kafka = cluster.kafka
     with watched(cluster, quorum=True) as watch:
-        done = roll(cluster, tmp_path, "--max-batch-size", "2", "--kafka-version", NEWEST)
+        done = as_operator(cluster, tmp_path).roll(
+            "--max-batch-size", "2", "--kafka-version", NEWEST
+        )
     print(f"\n{watch.summary()}")
     assert done.returncode == 0, done.stdout + done.stderr
     # By the control server's own log: each node once; batches of two brokers together
@@ -74,7 +75,7 @@ def test_controllers_one_at_a_time_then_brokers_two_by_two_a_rack_at_a_time(
     assert {r.node_id for r in log[:3]} == {6, 7, 8}, log
     pairs = [log[i : i + 2] for i in range(3, 9, 2)]
     assert all(RACKS[a.node_id] == RACKS[b.node_id] for a, b in pairs), log
-    restarts = [e for e in events(tmp_path) if e["action"] == "restart"]
+    restarts = done.of("restart")
     order = [e["node"] for e in restarts]
     # the controller-only nodes first, one at a time
     assert set(order[:3]) == {"kafka-6", "kafka-7", "kafka-8"}
@@ -133,14 +134,10 @@ def test_a_controllers_own_configuration_is_applied_live_where_it_takes_it(
     path.write_text(json.dumps(inventory))
     # The brokers left out (`--only` would restart the controllers whatever their files say).
     only = ("--skip", ",".join(f"kafka-{n}" for n in range(6)))
-    common = (*cluster.pki.client_flags(), "--bootstrap", cluster.kafka.bootstrap)
-    planned = subprocess.run(
-        [str(BIN / "rollguard"), "plan", "--inventory", str(path), *common, *only,
-         "--output", "json"],
-        capture_output=True, text=True, timeout=300,
-    )  # fmt: skip
+    target = as_operator(cluster, tmp_path, inventory=path)
+    planned = target.plan(*only, "--output", "json", timeout=300)
     assert planned.returncode == 0, planned.stdout + planned.stderr
-    entries = {e["node"]: e for e in map(json.loads, planned.stdout.splitlines())}
+    entries = {e["node"]: e for e in planned.entries()}
     actions = {n: entries[n]["action"] for n in controllers}
     wanted = {"kafka-6": "configure", "kafka-7": "skip", "kafka-8": "restart"}
     assert actions == wanted, planned.stdout
@@ -151,7 +148,7 @@ def test_a_controllers_own_configuration_is_applied_live_where_it_takes_it(
     pids = {n: cluster.kafka.nodes[n].process.pid for n in (6, 7, 8)}  # type: ignore[union-attr]
     before = [cluster.restarts.of(n) for n in (6, 7, 8)]
     with watched(cluster, quorum=True) as watch:
-        done = roll(cluster, tmp_path, "--inventory", str(path), *only)
+        done = target.roll(*only)
     print(f"\n{done.stderr}\n{watch.summary()}")
     assert done.returncode == 0, done.stdout + done.stderr
     watch.assert_safe()

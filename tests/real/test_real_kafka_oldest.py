@@ -25,6 +25,7 @@ from pathlib import Path
 
 import pytest
 
+from rollguard.peers.commandline import rollguard_args
 from rollguard.peers.realcluster import RealCluster, real_cluster
 from rollguard.peers.realkafka import NEWEST, OLDEST, kafka_features
 from rollguard.roller.kafka_admin import KafkaObserver
@@ -33,10 +34,10 @@ from rollguard.roller.roll.upgrades.releases import METADATA_LEVELS, RELEASES
 from helpers import BIN, Pki
 from real_kafka import (
     ROLL_ID,
+    as_operator,
     assert_one_stretch_of_recovering,
     kafka_build_logged,
     look,
-    roll,
     until_running_again,
     watched,
 )
@@ -96,10 +97,6 @@ def logged(cluster: RealCluster) -> dict[int, str]:
     return {n: kafka_build_logged(node.log_text())[0] for n, node in cluster.kafka.nodes.items()}
 
 
-def journal(folder: Path) -> dict[str, object]:
-    return json.loads((folder / "state" / f"roll-{ROLL_ID}.json").read_text())
-
-
 @pytest.mark.timeout(600)
 def test_a_node_whose_upgrade_leaves_it_on_4_0_stops_the_roll_before_the_next(
     cluster: RealCluster, upgrade_folder: Path
@@ -109,7 +106,7 @@ def test_a_node_whose_upgrade_leaves_it_on_4_0_stops_the_roll_before_the_next(
     cluster.broken_installs.update(cluster.kafka.nodes)  # each "succeeds" and changes nothing
     try:
         with watched(cluster, quorum=True) as watch:
-            done = roll(cluster, upgrade_folder, "--kafka-version", NEWEST)
+            done = as_operator(cluster, upgrade_folder).roll("--kafka-version", NEWEST)
     finally:
         cluster.broken_installs.clear()
     print(f"\n{done.stderr}\n{watch.summary()}")
@@ -124,8 +121,8 @@ def test_a_node_whose_upgrade_leaves_it_on_4_0_stops_the_roll_before_the_next(
         "were not switched; the roll stops before the next node"
     ) in done.stderr
     assert logged(cluster) == dict.fromkeys(cluster.kafka.nodes, OLDEST)  # by their own logs
-    record = journal(upgrade_folder)
-    assert (record["state"], record["kafkaVersion"]) == ("failed", NEWEST)
+    record = done.journal
+    assert record is not None and (record["state"], record["kafkaVersion"]) == ("failed", NEWEST)
     nodes = record["nodes"]
     assert isinstance(nodes, dict) and nodes[name]["phase"] == "failed", nodes
 
@@ -135,18 +132,16 @@ def test_the_resumed_upgrade_takes_every_node_to_4_4_through_a_real_recovery(
     cluster: RealCluster, upgrade_folder: Path
 ) -> None:
     kafka = cluster.kafka
-    if not (upgrade_folder / "state" / f"roll-{ROLL_ID}.json").exists():
+    target = as_operator(cluster, upgrade_folder)
+    if target.journal() is None:
         pytest.fail("the failed upgrade before it left no journal to resume")
     # A node other than the active controller (rolled last) comes back into a real log
     # recovery, on the new version: waited for, the others after it.
     recovering = min(n for n in kafka.nodes if n != kafka.quorum_leader())
     cluster.recover_on_next_restart(recovering, hold=15)
     first = len(cluster.restarts.log)
-    command = cluster.roll_command(upgrade_folder / "state", ROLL_ID)
-    at = command.index("--roll-id")
-    command[at : at + 2] = ["--resume", ROLL_ID]  # no --kafka-version: the journal's
-    with watched(cluster, quorum=True) as watch:
-        done = subprocess.run(command, capture_output=True, text=True, timeout=840)
+    with watched(cluster, quorum=True) as watch:  # no --kafka-version: the journal's
+        done = target.roll("--resume", ROLL_ID, roll_id=None, timeout=840)
     print(f"\n{done.stderr}\n{watch.summary()}")
     watch.assert_safe()
     assert done.returncode == 0, done.stdout + done.stderr
@@ -158,7 +153,8 @@ def test_the_resumed_upgrade_takes_every_node_to_4_4_through_a_real_recovery(
     for r in restarts:  # each one's install asked before its restart
         assert any(i[:2] == (r.node_id, NEWEST) and i[2] <= r.at for i in cluster.restarts.installs)
     assert logged(cluster) == dict.fromkeys(kafka.nodes, NEWEST)  # by their own logs
-    record = journal(upgrade_folder)
+    record = done.journal
+    assert record is not None
     assert (record["state"], record["kafkaVersion"]) == ("completed", NEWEST)
     # the agents say it too
     assert {look(cluster, n).body.get("kafkaVersion") for n in kafka.nodes} == {NEWEST}
@@ -175,20 +171,18 @@ def test_a_rollback_before_finalize_is_a_roll_like_any_other(
     name = f"kafka-{back}"
     first = len(cluster.restarts.log)
     with watched(cluster, quorum=True) as watch:
-        down = roll(cluster, tmp_path / "down", "--only", name, "--kafka-version", OLDEST)
+        down = as_operator(cluster, tmp_path / "down").roll(
+            "--only", name, "--kafka-version", OLDEST
+        )
         # Back up: the nodes already on the newest are left out, only the one on 4.0.0 goes.
-        up = roll(cluster, tmp_path / "up", "--kafka-version", NEWEST)
+        up = as_operator(cluster, tmp_path / "up").roll("--kafka-version", NEWEST)
     print(f"\n{down.stderr}\n{up.stderr}\n{watch.summary()}")
     watch.assert_safe()
     assert down.returncode == 0, down.stdout + down.stderr
     assert up.returncode == 0, up.stdout + up.stderr
     assert [r.node_id for r in cluster.restarts.log[first:]] == [back, back]
     assert logged(cluster) == dict.fromkeys(kafka.nodes, NEWEST)
-    skipped = [
-        json.loads(line)
-        for line in (tmp_path / "up" / "state" / f"events-{ROLL_ID}.jsonl").read_text().splitlines()
-    ]
-    left_out = {e["node"]: e["reason"] for e in skipped if e["action"] == "skip"}
+    left_out = {e["node"]: e["reason"] for e in up.of("skip")}
     others = {f"kafka-{n}" for n in kafka.nodes if n != back}
     assert left_out == dict.fromkeys(others, f"already runs Kafka {NEWEST}"), left_out
 
@@ -215,11 +209,10 @@ def test_the_release_table_is_kafka_s_own_version_mapping() -> None:
 
 
 def finalize(cluster: RealCluster, *extra: str) -> subprocess.CompletedProcess[str]:
-    command = cluster.roll_command(Path("unused"), "unused")
-    at = command.index("--state-dir")
-    del command[at : at + 4]  # no --state-dir, no --roll-id: a finalize keeps no journal
-    command[1] = "finalize"
-    return subprocess.run([*command, *extra], capture_output=True, text=True, timeout=180)
+    """`rollguard finalize` on the cluster's inventory (no state dir: it keeps no journal)."""
+    command = rollguard_args("finalize", inventory=cluster.inventory(), bootstrap=cluster.bootstrap,
+                             tls=cluster.pki, extra=extra)  # fmt: skip
+    return subprocess.run(command, capture_output=True, text=True, timeout=180)
 
 
 @pytest.mark.timeout(600)
@@ -277,7 +270,7 @@ def test_finalize_sets_4_4_s_levels_by_name_and_leaves_the_static_quorum_static(
     # ... and after it, a roll back to 4.0.0 is refused before anything: its software cannot
     # run this metadata.version.
     first = len(cluster.restarts.log), len(cluster.restarts.installs)
-    back = roll(cluster, tmp_path, "--kafka-version", OLDEST)
+    back = as_operator(cluster, tmp_path).roll("--kafka-version", OLDEST)
     assert back.returncode == 2, back.stdout + back.stderr
     assert (
         f"--kafka-version {OLDEST}: the cluster's finalized metadata.version is 4.4-IV2 (33), "

@@ -15,142 +15,37 @@ from __future__ import annotations
 
 import json
 import re
-import subprocess
 import threading
-from collections.abc import Iterator, Mapping
-from dataclasses import dataclass, field
+from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from typing import Any
 
 import pytest
 from lightkube import ApiError
-from lightkube.resources.apps_v1 import StatefulSet
-from lightkube.resources.coordination_v1 import Lease
-from lightkube.resources.core_v1 import ConfigMap, Pod
+from lightkube.resources.core_v1 import Pod
 from lightkube.resources.rbac_authorization_v1 import Role
-from lightkube.types import PatchType
 
-from rollguard.peers.commandline import POD_TIMINGS, rollguard_args
-from rollguard.peers.kafka import KafkaClusterSim, TopicSpec
-from rollguard.peers.processes import ROOT
+from rollguard.peers.harness import kafka_peer
+from rollguard.peers.harness_pods import (
+    AGENTS,
+    LABELS,
+    SELECTOR,
+    PeerNodes,
+    PodRoll,
+    roller_account,
+)
 from rollguard.peers.realkube import READY_ANNOTATION, ControlPlane, pod_ready
 from rollguard.peers.realkube_bridge import BRIDGED, CONTAINERS, PodBridge
-from rollguard.peers.realkube_objects import load_role, may
+from rollguard.peers.realkube_objects import may
 
-from helpers import BIN, HttpsPeer, Pki, wait_until
+from helpers import HttpsPeer, Pki, wait_until
 
 STS = "prod-kafka"
 PODS = ["prod-kafka-0", "prod-kafka-1", "prod-kafka-2"]
-SELECTOR = "strimzi.io/cluster=prod"
-ROLE = ROOT / "deploy" / "kubernetes" / "roller" / "role.yaml"
-POD_LABELS = {
-    "strimzi.io/cluster": "prod",
-    "strimzi.io/broker-role": "true",
-    "strimzi.io/controller-role": "true",
-    BRIDGED: "true",
-}
 
 
 def ordinal(pod: str) -> int:
     return int(pod.rsplit("-", 1)[1])
-
-
-@dataclass
-class SimNodes:
-    """`PodBridge`'s containers: each pod is the peer's node of its ordinal. `not_ready` holds
-    pods NotReady (their readiness probe failing) until they are replaced."""
-
-    kafka: KafkaClusterSim
-    not_ready: set[str] = field(default_factory=set)
-
-    def start(self, pod: str, address: str, uid: str, image: str = "") -> None:
-        self.not_ready.discard(pod)  # a new pod: its probe passes
-        self.kafka.start_node(ordinal(pod))
-
-    def stop(self, pod: str) -> None:
-        self.kafka.stop_node(ordinal(pod))
-
-    def ready(self, pod: str) -> bool:
-        return pod not in self.not_ready
-
-    def seen(self, pod: str) -> Mapping[str, Any]:
-        return {}
-
-
-@dataclass
-class Cluster:
-    kube: ControlPlane
-    namespace: str
-    kafka: KafkaClusterSim
-    nodes: SimNodes
-    bridge: PodBridge
-    agents: HttpsPeer
-    kubeconfig: Path
-    pki: Pki
-    folder: Path
-
-    def roll(
-        self, *extra: str, command: str = "roll", agent_url: str | None = None
-    ) -> subprocess.CompletedProcess[str]:
-        """The installed roller; its agents are `self.agents` unless `agent_url` says (""
-        gives no --agent-url at all: the default template)."""
-        process = self.start(*extra, command=command, agent_url=agent_url)
-        out, err = process.communicate(timeout=120)
-        return subprocess.CompletedProcess(process.args, process.returncode, out, err)
-
-    def start(
-        self, *extra: str, command: str = "roll", agent_url: str | None = None
-    ) -> subprocess.Popen[str]:
-        if agent_url is None:
-            agent_url = self.agents.url + "/agents/{pod}/v1/broker-state"
-        args = rollguard_args(
-            command,
-            namespace=self.namespace,
-            selector=SELECTOR,
-            bootstrap=self.kafka.bootstrap,
-            agent_url=agent_url,
-            tls=self.pki,
-            state_dir=self.folder / "state",
-            timings=POD_TIMINGS,
-            roll_id="k1",
-            extra=extra,
-        )
-        env = {"KUBECONFIG": str(self.kubeconfig), "PATH": "/usr/bin:/bin"}
-        return subprocess.Popen(
-            args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env
-        )
-
-    def deleted(self) -> list[str]:
-        return self.bridge.deleted()
-
-    def events(self, roll_id: str = "k1") -> list[dict[str, Any]]:
-        path = self.folder / "state" / f"events-{roll_id}.jsonl"
-        if not path.exists():
-            return []
-        return [json.loads(line) for line in path.read_text().splitlines()]
-
-    def journal(self, roll_id: str = "k1") -> dict[str, Any]:
-        name = f"rollguard-roll-{roll_id}"
-        found = self.kube.client().get(ConfigMap, name, namespace=self.namespace)
-        assert found.data is not None
-        record: dict[str, Any] = json.loads(found.data["journal.json"])
-        return record
-
-    def lease(self) -> Lease:
-        return self.kube.client().get(Lease, "rollguard-roll", namespace=self.namespace)
-
-    def pod_is_ready(self, pod: str) -> bool:
-        return pod_ready(self.kube.client().get(Pod, pod, namespace=self.namespace))
-
-    def hold_not_ready(self, pod: str) -> None:
-        self.nodes.not_ready.add(pod)
-        self.bridge.wait(lambda: not self.pod_is_ready(pod), 30, f"{pod} NotReady")
-
-    def annotate(self, pod: str, key: str, value: str) -> None:
-        patch = {"metadata": {"annotations": {key: value}}}
-        client = self.kube.client()
-        client.patch(Pod, pod, patch, namespace=self.namespace, patch_type=PatchType.MERGE)
 
 
 def apply(kube: ControlPlane, namespace: str, generation: str) -> None:
@@ -159,45 +54,8 @@ def apply(kube: ControlPlane, namespace: str, generation: str) -> None:
         CONTAINERS: "running",
         "example.com/generation": generation,
     }
-    kube.apply_statefulset(namespace, STS, 3, pod_labels=POD_LABELS, pod_annotations=annotations)
-
-
-@pytest.fixture
-def cluster(kube: ControlPlane, kube_namespace: str, pki: Pki, tmp_path: Path) -> Iterator[Cluster]:
-    """3 Ready pods of `prod-kafka`, all out of date; the peer's nodes 0-2 behind them (node 0
-    leads the quorum), RUNNING agents, the roller's documented Role."""
-    kafka = KafkaClusterSim(
-        broker_ids=[0, 1, 2], voters=[0, 1, 2], topics={"orders": TopicSpec(3, 3, 2)}
-    )
-    kafka.start()
-    nodes = SimNodes(kafka)
-    client, namespace = kube.client(), kube_namespace
-    try:
-        with (
-            PodBridge(client, namespace, nodes, tmp_path, interval=0.1) as bridge,
-            HttpsPeer(RunningAgents(), pki) as agents,
-        ):
-            role = load_role(ROLE, namespace)
-            kubeconfig = kube.role_account(
-                namespace, role, "rollguard-roller", can=("delete", "pods", "")
-            )
-            apply(kube, namespace, "1")
-
-            def ready() -> bool:
-                found = list(client.list(Pod, namespace=namespace, labels={BRIDGED: "true"}))
-                return len(found) == 3 and all(pod_ready(p) for p in found)
-
-            bridge.wait(ready, 60, "3 Ready pods")
-            apply(kube, namespace, "2")
-
-            def out_of_date() -> bool:
-                status = client.get(StatefulSet, STS, namespace=namespace).status
-                return status is not None and status.currentRevision != status.updateRevision
-
-            wait_until(out_of_date, 30, what="a new updateRevision")
-            yield Cluster(kube, namespace, kafka, nodes, bridge, agents, kubeconfig, pki, tmp_path)
-    finally:
-        kafka.stop()
+    pod_labels = {**LABELS, BRIDGED: "true"}
+    kube.apply_statefulset(namespace, STS, 3, pod_labels=pod_labels, pod_annotations=annotations)
 
 
 class RunningAgents:
@@ -216,55 +74,86 @@ class RunningAgents:
         await send({"type": "http.response.body", "body": json.dumps(body).encode()})
 
 
+@pytest.fixture
+def agents() -> RunningAgents:
+    return RunningAgents()
+
+
+@pytest.fixture
+def cluster(
+    kube: ControlPlane, kube_namespace: str, pki: Pki, tmp_path: Path, agents: RunningAgents
+) -> Iterator[PodRoll[ControlPlane]]:
+    """3 Ready pods of `prod-kafka`, all out of date; the peer's nodes 0-2 behind them (node 0
+    leads the quorum), RUNNING agents (`agents`), the roller's documented Role."""
+    client, namespace = kube.client(), kube_namespace
+    with (
+        kafka_peer() as kafka,
+        PodBridge(client, namespace, PeerNodes(kafka), tmp_path, interval=0.1) as bridge,
+        HttpsPeer(agents, pki) as peer,
+    ):
+        kubeconfig = roller_account(kube, namespace)
+        apply(kube, namespace, "1")
+
+        def ready() -> bool:
+            found = list(client.list(Pod, namespace=namespace, labels={BRIDGED: "true"}))
+            return len(found) == 3 and all(pod_ready(p) for p in found)
+
+        bridge.wait(ready, 60, "3 Ready pods")
+        apply(kube, namespace, "2")
+        cluster = PodRoll(kafka, namespace, kubeconfig, tmp_path, pki, kube,
+                          agent_url=peer.url + AGENTS, bridge=bridge,
+                          deleted=bridge.deleted)  # fmt: skip
+        cluster.until_out_of_date(STS)
+        yield cluster
+
+
 def test_only_out_of_date_pods_are_rolled_and_the_journal_is_a_configmap(
-    cluster: Cluster,
+    cluster: PodRoll[ControlPlane],
 ) -> None:
     done = cluster.roll()
     assert done.returncode == 0, done.stderr
     # kafka-0 leads the quorum: the active controller goes last
-    assert cluster.deleted() == ["prod-kafka-1", "prod-kafka-2", "prod-kafka-0"]
+    assert cluster.restarted() == ["prod-kafka-1", "prod-kafka-2", "prod-kafka-0"]
     assert cluster.journal()["state"] == "completed"
     # a second roll finds every pod on the new revision and restarts nothing
     again = cluster.roll("--roll-id", "k2")
     assert again.returncode == 0, again.stderr
-    assert len(cluster.deleted()) == 3 and "skipped 3" in again.stderr
+    assert len(cluster.restarted()) == 3 and "skipped 3" in again.stderr
 
 
-def test_the_skip_annotation_and_skip_flag_are_honoured(cluster: Cluster) -> None:
+def test_the_skip_annotation_and_skip_flag_are_honoured(cluster: PodRoll[ControlPlane]) -> None:
     cluster.annotate("prod-kafka-1", "rollguard.io/skip-restart", "true")
     done = cluster.roll("--skip", "prod-kafka-2")
     assert done.returncode == 0, done.stderr
-    assert cluster.deleted() == ["prod-kafka-0"]
+    assert cluster.restarted() == ["prod-kafka-0"]
 
 
-def test_plan_prints_decisions_and_restarts_nothing(cluster: Cluster) -> None:
-    done = cluster.roll(command="plan")
+def test_plan_prints_decisions_and_restarts_nothing(cluster: PodRoll[ControlPlane]) -> None:
+    done = cluster.plan()
     assert done.returncode == 0, done.stderr
     rows = [line.split() for line in done.stdout.splitlines()[2:5]]  # summary, header, rows
     assert [row[1] for row in rows] == ["prod-kafka-1", "prod-kafka-2", "prod-kafka-0"]
     assert all(row[3] == "restart" for row in rows)
-    assert not (cluster.folder / "state").exists()  # a plan writes nothing
-    as_json = cluster.roll("--output", "json", command="plan")
-    entries = [json.loads(line) for line in as_json.stdout.splitlines()]
-    assert [(e["node"], e["action"]) for e in entries] == [
+    assert not cluster.state.exists()  # a plan writes nothing
+    as_json = cluster.plan("--output", "json")
+    assert [(e["node"], e["action"]) for e in as_json.entries()] == [
         ("prod-kafka-1", "restart"),
         ("prod-kafka-2", "restart"),
         ("prod-kafka-0", "restart"),
     ]
-    assert cluster.deleted() == []
+    assert cluster.restarted() == []
 
 
 def test_plan_shows_the_gates_that_would_hold_the_roll_and_the_held_nodes(
-    cluster: Cluster,
+    cluster: PodRoll[ControlPlane],
 ) -> None:
     """A consumer group the Admin API cannot give offsets for is a closed gate (unknown is
     closed): every node the roll would restart now shows it; a --hold node shows as held."""
-    done = cluster.roll(
-        "--output", "json", "--gate-consumer-lag", "payments=100", "--hold", "prod-kafka-2",
-        command="plan",
-    )  # fmt: skip
+    done = cluster.plan(
+        "--output", "json", "--gate-consumer-lag", "payments=100", "--hold", "prod-kafka-2"
+    )
     assert done.returncode == 0, done.stderr
-    entries = {e["node"]: e for e in map(json.loads, done.stdout.splitlines())}
+    entries = {e["node"]: e for e in done.entries()}
     assert entries["prod-kafka-2"]["action"] == "hold"
     assert "--resume" in entries["prod-kafka-2"]["reason"]
     for pod in ("prod-kafka-0", "prod-kafka-1"):
@@ -272,44 +161,44 @@ def test_plan_shows_the_gates_that_would_hold_the_roll_and_the_held_nodes(
         hold = entries[pod]["hold"]
         assert hold["kind"] == "gate" and "consumer group payments" in hold["reason"], hold
         assert hold["blockers"][0]["subject"] == "consumer-lag gate payments"
-    text = cluster.roll("--gate-consumer-lag", "payments=100", command="plan")
+    text = cluster.plan("--gate-consumer-lag", "payments=100")
     assert text.returncode == 0, text.stderr
     assert "consumer-lag gate: " in text.stdout and "3 restart" in text.stdout, text.stdout
     # A window that opens in two hours: the plan says when.
     start = datetime.now(UTC) + timedelta(hours=2)
     window = f"* {start:%H:%M}-{start + timedelta(minutes=30):%H:%M} UTC"
-    later = cluster.roll("--output", "json", "--window", window, command="plan")
+    later = cluster.plan("--output", "json", "--window", window)
     assert later.returncode == 0, later.stderr
-    for entry in map(json.loads, later.stdout.splitlines()):
+    for entry in later.entries():
         assert entry["hold"]["kind"] == "gate", entry
         assert f"the next opens {start:%a %H:%M} UTC" in entry["hold"]["reason"], entry
-    assert cluster.deleted() == []
+    assert cluster.restarted() == []
 
 
 def test_a_not_ready_pod_whose_agent_is_unreachable_is_unknown_never_forced(
-    cluster: Cluster,
+    cluster: PodRoll[ControlPlane], agents: RunningAgents
 ) -> None:
     cluster.hold_not_ready("prod-kafka-1")
-    cluster.agents.app.unreadable.add("prod-kafka-1")
+    agents.unreadable.add("prod-kafka-1")
     done = cluster.roll("--safety-wait", "3s")
     assert done.returncode == 1
     assert "prod-kafka-1 is not ready and its agent cannot be read" in done.stderr
     assert "--on-agent-unreachable force" in done.stderr
     # Unknown is not "not recovering": never restarted. The others were, as the availability
     # check allowed (Kafka still counts prod-kafka-1 in its ISRs).
-    assert "prod-kafka-1" not in cluster.deleted()
-    assert cluster.journal()["state"] == "failed"
+    assert "prod-kafka-1" not in cluster.restarted()
+    assert done.journal is not None and done.journal["state"] == "failed"
 
 
-def test_an_unreachable_agents_node_is_forced_on_explicit_request(cluster: Cluster) -> None:
+def test_an_unreachable_agents_node_is_forced_on_explicit_request(
+    cluster: PodRoll[ControlPlane], agents: RunningAgents
+) -> None:
     cluster.hold_not_ready("prod-kafka-1")
-    cluster.agents.app.unreadable.add("prod-kafka-1")
+    agents.unreadable.add("prod-kafka-1")
     done = cluster.roll("--on-agent-unreachable", "force")
     assert done.returncode == 0, done.stderr
-    assert "prod-kafka-1" in cluster.deleted()
-    forced = next(
-        e for e in cluster.events() if e["action"] == "restart" and e["node"] == "prod-kafka-1"
-    )
+    assert "prod-kafka-1" in cluster.restarted()
+    forced = done.of("restart", "prod-kafka-1")[0]
     assert "--on-agent-unreachable force" in str(forced["reason"]) and forced["forced"] is True
 
 
@@ -318,7 +207,7 @@ class RecoveringAgents:
     every ISR and the quorum, its pod NotReady, as a recovering broker is) until `done` is set,
     then it rejoins them. The others are RUNNING."""
 
-    def __init__(self, cluster: Cluster, pod: str) -> None:
+    def __init__(self, cluster: PodRoll[ControlPlane], pod: str) -> None:
         self.cluster, self.pod = cluster, pod
         self.done = threading.Event()
         self.left = 3000
@@ -327,7 +216,7 @@ class RecoveringAgents:
 
     def finish(self) -> None:
         self.cluster.kafka.start_node(ordinal(self.pod))
-        self.cluster.nodes.not_ready.discard(self.pod)
+        self.cluster.clear_not_ready(self.pod)
         self.done.set()
 
     async def __call__(self, scope, receive, send) -> None:  # type: ignore[no-untyped-def]
@@ -344,68 +233,62 @@ class RecoveringAgents:
         await send({"type": "http.response.body", "body": json.dumps(body).encode()})
 
 
-def wait_for_event(cluster: Cluster, action: str, timeout: float = 60) -> None:
-    wait_until(
-        lambda: any(e["action"] == action for e in cluster.events()),
-        timeout,
-        what=f"a {action} event",
-    )
-
-
 def test_a_not_ready_pod_in_log_recovery_is_waited_for_not_force_restarted(
-    cluster: Cluster, pki: Pki
+    cluster: PodRoll[ControlPlane], pki: Pki
 ) -> None:
     agents = RecoveringAgents(cluster, "prod-kafka-1")
-    with HttpsPeer(agents, pki) as peer:
-        # A 5-minute operation timeout: its agent is asked at once, not after it, so the
-        # recovery shows (and is waited for) from the first poll.
-        roll = cluster.start(
-            "--operation-timeout", "5m", agent_url=peer.url + "/agents/{pod}/v1/broker-state"
-        )
+    # A 5-minute operation timeout: its agent is asked at once, not after it, so the recovery
+    # shows (and is waited for) from the first poll.
+    quick = ("--operation-timeout", "5m")
+    with (
+        HttpsPeer(agents, pki) as peer,
+        cluster.using(agent_url=peer.url + AGENTS).start(*quick) as roll,
+    ):
         try:
-            wait_for_event(cluster, "wait-recovery")
-            assert cluster.deleted() == []  # nothing restarted while it recovers
+            roll.until_event("wait-recovery")
+            assert cluster.restarted() == []  # nothing restarted while it recovers
         finally:
             agents.finish()
-            _, err = roll.communicate(timeout=120)
-    assert roll.returncode == 0, err
-    waits = [e for e in cluster.events() if e["action"] == "wait-recovery"]
+            done = roll.wait(120)
+    assert done.returncode == 0, done.stderr
+    waits = done.of("wait-recovery")
     assert waits and {e["node"] for e in waits} == {"prod-kafka-1"}
     # Out of the ISRs while recovering, it held the others back (availability, quorum); then
     # rolled like them: one deletion each, none while it recovered.
-    assert sorted(cluster.deleted()) == PODS
-    first_restart = next(i for i, e in enumerate(cluster.events()) if e["action"] == "restart")
-    last_wait = max(i for i, e in enumerate(cluster.events()) if e["action"] == "wait-recovery")
+    assert sorted(cluster.restarted()) == PODS
+    first_restart = done.actions().index("restart")
+    last_wait = max(i for i, a in enumerate(done.actions()) if a == "wait-recovery")
     assert last_wait < first_restart
 
 
 def test_a_role_losing_delete_during_the_roll_fails_it_in_one_line_with_the_journal_failed(
-    cluster: Cluster, pki: Pki
+    cluster: PodRoll[ControlPlane], pki: Pki
 ) -> None:
     """The preflight passed (the Role had every verb); an administrator takes `delete` on
     pods away while the roller waits for a recovery: its first deletion is refused (403), a
     verb never allowed in this roll, so no authorizer catching up: the roll fails at once."""
     agents = RecoveringAgents(cluster, "prod-kafka-1")
-    with HttpsPeer(agents, pki) as peer:
-        roll = cluster.start(agent_url=peer.url + "/agents/{pod}/v1/broker-state")
+    with HttpsPeer(agents, pki) as peer, cluster.using(agent_url=peer.url + AGENTS).start() as roll:
         try:
-            wait_for_event(cluster, "wait-recovery")
+            roll.until_event("wait-recovery")
             revoke(cluster, "delete", "pods")
         finally:
             agents.finish()
-            _, err = roll.communicate(timeout=120)
-    assert roll.returncode == 1, err
+            done = roll.wait(120)
+    err = done.stderr
+    assert done.returncode == 1, err
     assert "Traceback" not in err
     refused = re.search(r"delete pod (prod-kafka-\d): 403 Forbidden", err)
     assert refused, err
     assert "cannot delete resource" in err
-    journal = cluster.journal()
+    journal = done.journal
+    assert journal is not None
     assert journal["state"] == "failed" and "403 Forbidden" in journal["reason"]
     assert journal["nodes"][refused.group(1)]["phase"] == "failed"
-    assert cluster.deleted() == []
+    assert cluster.restarted() == []
 
 
-def revoke(cluster: Cluster, verb: str, resource: str) -> None:
+def revoke(cluster: PodRoll[ControlPlane], verb: str, resource: str) -> None:
     """Take `verb` on `resource` out of the roller's Role, once RBAC refuses it."""
     client = cluster.kube.client()
     role = client.get(Role, "rollguard-roller", namespace=cluster.namespace)
@@ -421,37 +304,33 @@ def revoke(cluster: Cluster, verb: str, resource: str) -> None:
 
 
 def test_a_lease_taken_over_during_a_recovery_wait_stops_the_roll_and_the_journal_says_why(
-    cluster: Cluster, pki: Pki
+    cluster: PodRoll[ControlPlane], pki: Pki
 ) -> None:
     """The first pod the roll deletes comes back in log recovery; while the roller waits for
     it, another holder takes the Lease (a write of its own on the API server): the roller's
     next renewal is refused (409, the Lease changed) and it reads who holds it."""
     agents = RecoveringAfterItsRestart(cluster.bridge)
-    with HttpsPeer(agents, pki) as peer:
-        roll = cluster.start(agent_url=peer.url + "/agents/{pod}/v1/broker-state")
-        try:
-            wait_for_event(cluster, "wait-recovery")
-            take_lease(cluster, "other-roller:7", "r9")
-            _, err = roll.communicate(timeout=60)
-        finally:
-            if roll.poll() is None:
-                roll.kill()
-                roll.communicate()
-    assert roll.returncode == 1, err
+    with HttpsPeer(agents, pki) as peer, cluster.using(agent_url=peer.url + AGENTS).start() as roll:
+        roll.until_event("wait-recovery")
+        take_lease(cluster, "other-roller:7", "r9")
+        done = roll.wait(60)
+    err = done.stderr
+    assert done.returncode == 1, err
     assert "Traceback" not in err
     assert "lost the roll lease, stopping" in err
     assert "held by other-roller:7 (roll r9)" in err
-    assert len(cluster.deleted()) == 1  # nothing more was done under a lease that is not ours
-    journal = cluster.journal()
+    assert len(cluster.restarted()) == 1  # nothing more was done under a lease that is not ours
+    journal = done.journal
+    assert journal is not None
     assert journal["state"] == "failed" and "lost the roll lease" in journal["reason"]
-    first = cluster.deleted()[0]
+    first = cluster.restarted()[0]
     assert journal["nodes"][first]["how"] == "restart"  # on record: --resume waits for it
     assert journal["nodes"][first]["phase"] not in ("done", "failed")
     lease = cluster.lease()
     assert lease.spec is not None and lease.spec.holderIdentity == "other-roller:7"
 
 
-def take_lease(cluster: Cluster, holder: str, roll_id: str) -> None:
+def take_lease(cluster: PodRoll[ControlPlane], holder: str, roll_id: str) -> None:
     """Write the Lease as another holder would: read, change, replace (asked again when the
     roller renewed it in between: 409)."""
 
@@ -495,66 +374,54 @@ class RecoveringAfterItsRestart:
 
 
 def test_a_roll_paused_on_its_lease_restarts_nothing_until_resumed(
-    cluster: Cluster, pki: Pki
+    cluster: PodRoll[ControlPlane], pki: Pki
 ) -> None:
     """`rollguard roll pause` writes the pause on the Lease (the roller's own Role may update
     leases); the roller reads it before its next restart and starts none until `resume`."""
+    assert cluster.bridge is not None
     agents = RecoveringAfterItsRestart(cluster.bridge)  # until `done`: the pause comes then
-    env = {"KUBECONFIG": str(cluster.kubeconfig), "PATH": "/usr/bin:/bin"}
-
-    def pause(action: str) -> subprocess.CompletedProcess[str]:
-        args = [str(BIN / "rollguard"), "roll", action, "--roll-id", "k1"]
-        args += ["--namespace", cluster.namespace]
-        return subprocess.run(args, capture_output=True, text=True, timeout=60, env=env)
-
-    with HttpsPeer(agents, pki) as peer:
-        roll = cluster.start(agent_url=peer.url + "/agents/{pod}/v1/broker-state")
-        try:
-            wait_for_event(cluster, "wait-recovery")  # the first restarted pod, recovering
-            paused = pause("pause")
-            assert paused.returncode == 0, paused.stderr
-            assert "roll k1: paused (by " in paused.stdout
-            annotations = cluster.lease().metadata.annotations or {}  # type: ignore[union-attr]
-            assert annotations["rollguard.io/paused"].startswith("by ")
-            agents.done.set()  # its recovery ends: the roll would restart the next pod now
-            wait_for_event(cluster, "gate-closed")
-            held = len(cluster.deleted())
-            renewed = lease_renewed(cluster)
-            wait_until(lambda: lease_renewed(cluster) != renewed, 30, what="a lease renewal")
-            assert roll.poll() is None and len(cluster.deleted()) == held
-            resumed = pause("resume")
-            assert resumed.returncode == 0, resumed.stderr
-            _, err = roll.communicate(timeout=120)
-        finally:
-            if roll.poll() is None:
-                roll.kill()
-                roll.communicate()
-    assert roll.returncode == 0, err
-    assert sorted(cluster.deleted()) == PODS
+    with HttpsPeer(agents, pki) as peer, cluster.using(agent_url=peer.url + AGENTS).start() as roll:
+        roll.until_event("wait-recovery")  # the first restarted pod, recovering
+        paused = cluster.pause()
+        assert paused.returncode == 0, paused.stderr
+        assert "roll k1: paused (by " in paused.stdout
+        annotations = cluster.lease().metadata.annotations or {}  # type: ignore[union-attr]
+        assert annotations["rollguard.io/paused"].startswith("by ")
+        agents.done.set()  # its recovery ends: the roll would restart the next pod now
+        roll.until_event("gate-closed")
+        held = len(cluster.restarted())
+        renewed = lease_renewed(cluster)
+        wait_until(lambda: lease_renewed(cluster) != renewed, 30, what="a lease renewal")
+        assert roll.poll() is None and len(cluster.restarted()) == held
+        resumed = cluster.resume()
+        assert resumed.returncode == 0, resumed.stderr
+        done = roll.wait(120)
+    assert done.returncode == 0, done.stderr
+    assert sorted(cluster.restarted()) == PODS
     assert held == 1  # the pause came between the first restart and the second
     annotations = cluster.lease().metadata.annotations or {}  # type: ignore[union-attr]
     assert "rollguard.io/paused" not in annotations
 
 
-def lease_renewed(cluster: Cluster) -> object:
+def lease_renewed(cluster: PodRoll[ControlPlane]) -> object:
     spec = cluster.lease().spec
     return spec.renewTime if spec is not None else None
 
 
 def test_agent_urls_that_resolve_nowhere_stop_the_roll_before_any_restart(
-    cluster: Cluster,
+    cluster: PodRoll[ControlPlane],
 ) -> None:
     # `plan --help`'s own example: no --agent-url, no --service. The headless service comes
     # from the pods' spec.subdomain (the StatefulSet's serviceName, set by its controller);
     # these names exist in no DNS here, so nothing may start.
-    done = cluster.roll(agent_url="")
+    done = cluster.using(agent_url=None).roll()
     assert done.returncode == 2, done.stderr
     assert "Traceback" not in done.stderr
     for pod in PODS:
         url = f"https://{pod}.{STS}.{cluster.namespace}.svc:8443"
         assert f"{pod} ({url}): its host" in done.stderr
     assert "does not resolve" in done.stderr and "--on-agent-unreachable force" in done.stderr
-    assert cluster.deleted() == []
+    assert cluster.restarted() == []
 
 
 def test_a_service_template_without_a_service_to_fill_it_is_a_usage_error() -> None:

@@ -2,15 +2,14 @@
 
 from __future__ import annotations
 
-import asyncio
 import random
-from dataclasses import replace
 from pathlib import Path
 
 import pytest
 from test_cli_flags import COMMANDS, refused, roll_values, run
 
-from rollguard.peers.sim import VirtualClock, default_settings, make_roller, rack_cluster
+from rollguard.peers.harness_sim import SimRoll
+from rollguard.peers.sim import VirtualClock, rack_cluster
 from rollguard.roller.model import Node, Role
 from rollguard.roller.roll.cli.options import RollOptions
 from rollguard.roller.roll.planning import PlanEntry
@@ -76,17 +75,7 @@ def test_plan_lists_the_batches_with_rack_and_reason_and_the_held_back(tmp_path:
     lagging = next(i for i, p in enumerate(cluster.partitions) if p.replicas[-1] not in (1, 4)
                    and {1, 4} & set(p.replicas[:-1]))  # fmt: skip
     cluster.by_id[cluster.partitions[lagging].replicas[-1]].rejoin[lagging] = 1e9
-    roller = make_roller(
-        cluster, tmp_path, replace(default_settings(), max_batch_size=2, rack_aware=True)
-    )
-
-    async def plan() -> list[PlanEntry]:
-        try:
-            return await roller.plan()
-        finally:
-            await roller.agents.aclose()
-
-    entries = asyncio.run(plan())
+    entries = SimRoll(cluster, tmp_path).entries(max_batch_size=2, rack_aware=True)
     texts = {e.node.name: e.text() for e in entries}
     assert texts["controller-6"].startswith("restart")  # controllers: alone, as before
     batched = [e for e in entries if e.batch is not None]

@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from rollguard.peers.cluster import ProcessCluster
+from rollguard.peers.harness import InventoryRoll
 
 from helpers import BIN, Agent, Pki, free_port, wait_until
 
@@ -160,26 +161,21 @@ def test_every_command_that_logs_takes_log_format() -> None:
 # ---- a roll, redirected ----------------------------------------------------------------------
 
 
-def roll(cluster: ProcessCluster, pki: Pki, folder: Path, roll_id: str, *extra: str) -> list[str]:
-    assert pki == cluster.pki  # the roller presents the cluster's own client certificate
-    return cluster.roll_command(folder / "state", roll_id, *extra)
-
-
 def test_a_redirected_roll_keeps_its_outcome_on_stdout_and_its_progress_on_stderr(
     pki: Pki, tmp_path: Path
 ) -> None:
     out, err, both = tmp_path / "roll.out", tmp_path / "progress.log", tmp_path / "roll.log"
     with ProcessCluster(pki, tmp_path) as cluster:
+        target = InventoryRoll(cluster, tmp_path)
         # rollguard roll > roll.out 2> progress.log
         with out.open("w") as stdout, err.open("w") as stderr:
-            first = subprocess.run(roll(cluster, pki, tmp_path, "r1"), stdout=stdout,
-                                   stderr=stderr, timeout=240)  # fmt: skip
+            first = subprocess.run(target.command(roll_id="r1"), stdout=stdout, stderr=stderr,
+                                   timeout=240)  # fmt: skip
         assert first.returncode == 0, err.read_text()
         # rollguard roll --log-format json > roll.log 2>&1 (one node is enough to see it)
         with both.open("w") as stdout:
-            command = roll(
-                cluster, pki, tmp_path, "r2", "--log-format", "json", "--only", "kafka-2"
-            )
+            command = target.command("roll", "--log-format", "json", "--only", "kafka-2",
+                                     roll_id="r2")  # fmt: skip
             second = subprocess.run(command, stdout=stdout, stderr=subprocess.STDOUT, timeout=240)
         assert second.returncode == 0, both.read_text()
 

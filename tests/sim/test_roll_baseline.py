@@ -9,18 +9,15 @@ before its restart is still waited for, as ever.
 
 from __future__ import annotations
 
-import json
 import math
-from dataclasses import replace
 from pathlib import Path
 
+from rollguard.peers.harness_sim import SimRoll
 from rollguard.peers.sim import (
     SimCluster,
     SimNode,
     SimPartition,
     VirtualClock,
-    default_settings,
-    run_roll,
     spread_rejoins,
 )
 from rollguard.roller.model import Node, Role
@@ -48,26 +45,22 @@ def cluster(*, lagging: bool) -> SimCluster:
     return sim
 
 
-def events(folder: Path) -> list[dict[str, object]]:
-    return [json.loads(line) for line in (folder / "events.jsonl").read_text().splitlines()]
-
-
 def test_a_partition_already_out_of_sync_before_the_restart_is_not_waited_for(
     tmp_path: Path,
 ) -> None:
     sim = cluster(lagging=True)
     assert 2 not in sim.cluster_view().partitions[0].isr  # out of sync before the roll
-    settings = replace(default_settings(), safety_wait=600)
-    outcome = run_roll(sim, tmp_path, settings)
-    assert outcome == ("completed", "")
+    done = SimRoll(sim, tmp_path).roll(safety_wait=600)
+    assert (done.returncode, done.stderr) == (0, "")
     assert sorted(e.name for e in sim.log) == ["kafka-0", "kafka-1", "kafka-2"]
-    said = [e for e in events(tmp_path) if e["action"] == "out-of-sync-before"]
+    said = done.of("out-of-sync-before")
     assert [(e["node"], e["reason"]) for e in said] == [
         ("kafka-2", "already out of sync before its restart: payments-0")
     ]
-    ready = next(e for e in events(tmp_path) if e["action"] == "ready" and e["node"] == "kafka-2")
+    ready = done.of("ready", "kafka-2")[0]
     assert "already out of sync before its restart: payments-0" in str(ready["reason"])
-    journal = json.loads((tmp_path / "roll-sim.json").read_text())
+    journal = done.journal
+    assert journal is not None
     assert journal["nodes"]["kafka-2"]["outOfSyncBefore"] == ["payments-0"]
     assert "outOfSyncBefore" not in journal["nodes"]["kafka-0"]
     v = sim.violations
@@ -78,10 +71,11 @@ def test_a_partition_the_broker_was_in_before_is_waited_for_until_it_rejoins(
     tmp_path: Path,
 ) -> None:
     sim = cluster(lagging=False)
-    assert run_roll(sim, tmp_path, default_settings()) == ("completed", "")
+    done = SimRoll(sim, tmp_path).roll()
+    assert (done.returncode, done.stderr) == (0, "")
     # Each restart came only once the previous broker was back in every ISR it had left.
     for earlier, later in zip(sim.log, sim.log[1:], strict=False):
         assert later.at >= earlier.synced_at, (earlier, later)
-    catch_ups = {e["node"] for e in events(tmp_path) if e["action"] == "catch-up"}
+    catch_ups = {e["node"] for e in done.of("catch-up")}
     assert catch_ups  # the waits for ISRs the restarts took away were there
-    assert not [e for e in events(tmp_path) if e["action"] == "out-of-sync-before"]
+    assert not done.of("out-of-sync-before")

@@ -9,12 +9,10 @@ and started.
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
-from test_roll_end_to_end import events, roll_command, run
-
 from rollguard.peers.cluster import NodePlan, ProcessCluster
+from rollguard.peers.harness import InventoryRoll
 from rollguard.peers.kafka import TopicSpec
 
 from helpers import Pki
@@ -48,20 +46,17 @@ def six_in_three_racks(pki: Pki, folder: Path) -> ProcessCluster:
 def test_six_brokers_in_three_racks_roll_in_three_batches_of_two(pki: Pki, tmp_path: Path) -> None:
     with six_in_three_racks(pki, tmp_path) as cluster:
         # The controller is left out: this test is about the brokers' batches.
-        command = roll_command(cluster, pki, tmp_path, "--skip", "kafka-6")
-        plan = run(
-            [*command[:1], "plan", *command[2:], "--max-batch-size", "2", "--output", "json"]
-        )
+        target = InventoryRoll(cluster, tmp_path)
+        plan = target.plan("--skip", "kafka-6", "--max-batch-size", "2", "--output", "json")
         assert plan.returncode == 0, plan.stderr
-        planned = [json.loads(line) for line in plan.stdout.splitlines()]
-        batches = {(e["batch"], e["rack"]) for e in planned if "batch" in e}
+        batches = {(e["batch"], e["rack"]) for e in plan.entries() if "batch" in e}
         assert batches == {(1, "a"), (2, "b"), (3, "c")}
 
-        done = run([*command, "--max-batch-size", "2"], timeout=180)
+        done = target.roll("--skip", "kafka-6", "--max-batch-size", "2", timeout=180)
         assert done.returncode == 0, done.stderr
         assert [n.restarts for n in cluster.nodes.values()] == [1, 1, 1, 1, 1, 1, 0]
 
-        restarts = [e for e in events(tmp_path) if e["action"] == "restart"]
+        restarts = done.of("restart")
         groups: dict[object, list[str]] = {}
         for e in restarts:
             groups.setdefault(e["batch"], []).append(str(e["node"]))
@@ -89,13 +84,10 @@ def test_six_brokers_in_three_racks_roll_in_three_batches_of_two(pki: Pki, tmp_p
         back = min(t for t, b, phase in phases if b == RECOVERING and phase == "fenced")
         second = [t for t, b, phase in phases if b in (1, 4) and phase == "stopped"]
         assert second and min(second) >= back
-        assert any(
-            e["action"] == "wait-recovery" and e["node"] == f"kafka-{RECOVERING}"
-            for e in events(tmp_path)
-        )
+        assert done.of("wait-recovery", f"kafka-{RECOVERING}")
 
         # Leadership is back on the preferred replicas (ElectLeaders after each batch).
-        assert sum(e["action"] == "elect-leaders" for e in events(tmp_path)) == 3
+        assert len(done.of("elect-leaders")) == 3
         for topic, spec in cluster.kafka.topics().items():
             for index in range(spec.partitions):
                 state = cluster.kafka.partition_state(topic, index)
@@ -115,9 +107,10 @@ def test_without_elections_leadership_stays_where_the_batches_left_it(
         catch_up=dict.fromkeys(range(3), 0.5),
         kafka={"internal_topics": 0, "controller_id_from": "random_alive_broker"},
     ) as cluster:
-        command = roll_command(cluster, pki, tmp_path, "--skip", "kafka-3")
-        done = run([*command, "--max-batch-size", "3", "--elect-preferred-leaders", "false"])
+        done = InventoryRoll(cluster, tmp_path).roll(
+            "--skip", "kafka-3", "--max-batch-size", "3", "--elect-preferred-leaders", "false"
+        )
         assert done.returncode == 0, done.stderr
-        assert not any(e["action"] == "elect-leaders" for e in events(tmp_path))
+        assert not done.of("elect-leaders")
         leaders = [cluster.kafka.partition_state("orders", i) for i in range(3)]
         assert any(state.leader != state.replicas[0] for state in leaders)

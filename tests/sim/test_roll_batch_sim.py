@@ -9,24 +9,13 @@ batches really run together; and `--max-batch-size 1` rolls exactly as before, o
 
 from __future__ import annotations
 
-import json
 import random
-import tempfile
-from dataclasses import replace
-from pathlib import Path
 
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from rollguard.peers.sim import SimCluster, VirtualClock, default_settings, rack_cluster, run_roll
-
-
-def roll(cluster: SimCluster, max_batch_size: int, rack_aware: bool | None = None) -> tuple:
-    options = replace(default_settings(), max_batch_size=max_batch_size, rack_aware=rack_aware)
-    with tempfile.TemporaryDirectory() as folder:
-        outcome = run_roll(cluster, Path(folder), options)
-        journal = json.loads((Path(folder) / "roll-sim.json").read_text())
-    return outcome, journal
+from rollguard.peers.harness_sim import SimRoll
+from rollguard.peers.sim import SimCluster, VirtualClock, rack_cluster
 
 
 def batches(cluster: SimCluster) -> list[list[str]]:
@@ -66,8 +55,8 @@ def test_batch_rolls_are_safe_on_random_clusters(
         lagging=0.1,
         catch_up=(5.0, 120.0),
     )
-    (outcome, reason), journal = roll(cluster, max_size)
-    assert (outcome, reason) == ("completed", "")
+    done = SimRoll(cluster).roll(max_batch_size=max_size)
+    assert (done.returncode, done.stderr) == (0, "")
     assert_safe(cluster)
     assert all(n.restarts == 1 for n in cluster.nodes.values())
     for group in batches(cluster):
@@ -78,7 +67,8 @@ def test_batch_rolls_are_safe_on_random_clusters(
     for moment in sorted({e.at for e in cluster.log}):
         assert moment >= synced
         synced = max(e.synced_at for e in cluster.log if e.at == moment)
-    numbered = {name: r.get("batch") for name, r in journal["nodes"].items()}
+    assert done.journal is not None
+    numbered = {name: r.get("batch") for name, r in done.journal["nodes"].items()}
     for group in batches(cluster):
         if len(group) > 1:
             assert len({numbered[name] for name in group}) == 1
@@ -86,8 +76,8 @@ def test_batch_rolls_are_safe_on_random_clusters(
 
 def test_six_brokers_in_three_racks_roll_in_three_batches_one_rack_each() -> None:
     cluster = rack_cluster(random.Random(7), VirtualClock(), 6, racks=3, min_isr=(2, 2))
-    (outcome, _), journal = roll(cluster, 2)
-    assert outcome == "completed"
+    done = SimRoll(cluster).roll(max_batch_size=2)
+    assert done.returncode == 0 and done.journal is not None
     assert_safe(cluster)
     brokers = [g for g in batches(cluster) if g[0].startswith("kafka")]
     assert [sorted(g) for g in brokers] == [
@@ -95,15 +85,15 @@ def test_six_brokers_in_three_racks_roll_in_three_batches_one_rack_each() -> Non
         ["kafka-1", "kafka-4"],
         ["kafka-2", "kafka-5"],
     ]
-    assert journal["nodes"]["kafka-0"]["batch"] == journal["nodes"]["kafka-3"]["batch"]
+    assert done.journal["nodes"]["kafka-0"]["batch"] == done.journal["nodes"]["kafka-3"]["batch"]
 
 
 def test_a_batch_of_one_is_todays_serial_roll() -> None:
     serial = rack_cluster(random.Random(3), VirtualClock(), 6, racks=3)
-    (outcome, _), journal = roll(serial, 1)
-    assert outcome == "completed"
+    done = SimRoll(serial).roll(max_batch_size=1)
+    assert done.returncode == 0 and done.journal is not None
     assert all(len(g) == 1 for g in batches(serial))
-    assert all("batch" not in r for r in journal["nodes"].values())
+    assert all("batch" not in r for r in done.journal["nodes"].values())
 
 
 def test_batches_shorten_the_roll() -> None:
@@ -112,8 +102,7 @@ def test_batches_shorten_the_roll() -> None:
     times, counts = [], []
     for size in (1, 3):
         cluster = rack_cluster(random.Random(5), VirtualClock(), 9, racks=3, min_isr=(2, 2))
-        (outcome, _), _ = roll(cluster, size)
-        assert outcome == "completed"
+        assert SimRoll(cluster).roll(max_batch_size=size).returncode == 0
         assert_safe(cluster)
         times.append(cluster.clock.now)
         counts.append(len(batches(cluster)))

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from rollguard.peers.commandline import rollguard_args
-from rollguard.peers.kafka import KafkaClusterSim, TopicSpec
+from rollguard.peers.harness import kafka_peer
 from rollguard.peers.sim import (
     SimCluster,
     SimNode,
@@ -138,12 +138,7 @@ def test_the_clusters_entries_are_chosen_or_the_file_is_refused(tmp_path: Path) 
 def test_plan_with_expectations_prints_the_prediction_and_writes_nothing(
     tmp_path: Path, pki: Pki
 ) -> None:
-    kafka = KafkaClusterSim(
-        broker_ids=[0, 1, 2], voters=[0, 1, 2], topics={"orders": TopicSpec(3, 3, 2)}
-    )
-    kafka.start()
-    agent = HttpsPeer(running_agent, pki)
-    try:
+    with kafka_peer() as kafka, HttpsPeer(running_agent, pki) as agent:
         # The inventory's `cluster:` picks this cluster's entries, whatever its file is called.
         inventory = tmp_path / "inventory.yaml"
         inventory.write_text(
@@ -165,9 +160,6 @@ def test_plan_with_expectations_prints_the_prediction_and_writes_nothing(
                                   "--output", "json", "--retry-max-retries", "0"]),
             capture_output=True, text=True, timeout=120, check=False,
         )  # fmt: skip
-    finally:
-        agent.stop()
-        kafka.stop()
     assert done.returncode == 0, done.stderr
     lines = [json.loads(line) for line in done.stdout.splitlines()]
     (prediction,) = [line["prediction"] for line in lines if "prediction" in line]

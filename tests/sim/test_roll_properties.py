@@ -11,13 +11,11 @@ as long as it progresses; and a broker that does not rejoin its ISRs fails the r
 from __future__ import annotations
 
 import random
-import tempfile
-from dataclasses import replace
-from pathlib import Path
 
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from rollguard.peers.harness_sim import SimRoll
 from rollguard.peers.sim import (
     SimCluster,
     SimNode,
@@ -26,20 +24,11 @@ from rollguard.peers.sim import (
     default_settings,
     internal_topics,
     random_cluster,
-    run_roll,
     spread_rejoins,
 )
 from rollguard.roller.model import Node, Role
 
 POLL = default_settings().poll_interval
-
-
-def roll(cluster: SimCluster, safety_wait: float | None = None) -> tuple[str, str]:
-    settings = default_settings()
-    if safety_wait is not None:
-        settings = replace(settings, safety_wait=safety_wait)
-    with tempfile.TemporaryDirectory() as folder:
-        return run_roll(cluster, Path(folder), settings)
 
 
 def assert_safe(cluster: SimCluster) -> None:
@@ -64,9 +53,9 @@ def test_the_roll_never_restarts_a_recovering_broker_nor_breaks_min_isr_nor_the_
     seed: int, size: int, dedicated: bool
 ) -> None:
     cluster = random_cluster(random.Random(seed), VirtualClock(), size, controller_only=dedicated)
-    outcome, reason = roll(cluster)
+    done = SimRoll(cluster).roll()
     assert_safe(cluster)
-    assert (outcome, reason) == ("completed", "")
+    assert (done.returncode, done.stderr) == (0, "")
     assert all(n.restarts == 1 for n in cluster.nodes.values())
     assert_each_waited_for_the_previous(cluster)
 
@@ -85,8 +74,8 @@ def test_a_healthy_clusters_roll_completes_through_catch_ups_of_minutes(
         catch_up=(120.0, 600.0),
         controller_only=dedicated,
     )
-    outcome, reason = roll(cluster)
-    assert (outcome, reason) == ("completed", "")
+    done = SimRoll(cluster).roll()
+    assert (done.returncode, done.stderr) == (0, "")
     assert_safe(cluster)
     assert cluster.violations.offline == []
     assert all(n.restarts == 1 for n in cluster.nodes.values())
@@ -123,8 +112,9 @@ def test_a_broker_that_does_not_rejoin_its_isrs_fails_the_roll_naming_the_partit
     # Back in its ISRs only 22 hours after its restart (and in none of them before).
     cluster = three_brokers(80_000, gradual=False)
     budget = default_settings().safety_wait
-    outcome, reason = roll(cluster)
-    assert outcome == "failed"
+    done = SimRoll(cluster).roll()
+    assert done.returncode == 1
+    reason = done.stderr
     # Only the first broker was restarted: the others stayed unsafe while it lagged.
     [first] = cluster.log
     hosted = cluster.hosted[cluster.nodes[first.name].node.node_id]
@@ -141,8 +131,8 @@ def test_a_broker_that_does_not_rejoin_its_isrs_fails_the_roll_naming_the_partit
 
 def test_a_catch_up_longer_than_the_safety_budget_completes_while_it_progresses() -> None:
     cluster = three_brokers(600)  # 110 partitions rejoining over 600 s: one every ~5.5 s
-    outcome, reason = roll(cluster, safety_wait=120)
-    assert (outcome, reason) == ("completed", "")
+    done = SimRoll(cluster).roll(safety_wait=120)
+    assert (done.returncode, done.stderr) == (0, "")
     assert [n.restarts for n in cluster.nodes.values()] == [1, 1, 1]
     assert_each_waited_for_the_previous(cluster)
     assert cluster.clock.now >= 3 * (60 + 600)
@@ -152,10 +142,10 @@ def test_a_catch_up_longer_than_the_safety_budget_completes_while_it_progresses(
 def test_a_catch_up_that_shows_no_progress_for_the_safety_budget_fails_the_roll() -> None:
     # The same catch-up, every ISR rejoined at its end: nothing moves for 600 s > 120 s.
     cluster = three_brokers(600, gradual=False)
-    outcome, reason = roll(cluster, safety_wait=120)
-    assert outcome == "failed"
-    assert "has not rejoined the ISR of 110 partitions" in reason
-    assert "no progress for 2m" in reason
+    done = SimRoll(cluster).roll(safety_wait=120)
+    assert done.returncode == 1
+    assert "has not rejoined the ISR of 110 partitions" in done.stderr
+    assert "no progress for 2m" in done.stderr
     assert len(cluster.log) == 1
     assert_safe(cluster)
 
@@ -180,7 +170,6 @@ def test_a_restart_never_takes_a_partition_offline_while_its_other_replica_catch
     partitions = internal_topics(random.Random(0), [0, 1])
     cluster = SimCluster(nodes, partitions, VirtualClock())
     spread_rejoins(cluster)
-    outcome, _ = roll(cluster)
-    assert outcome == "completed"
+    assert SimRoll(cluster).roll().returncode == 0
     assert_safe(cluster)
     assert cluster.violations.offline == []

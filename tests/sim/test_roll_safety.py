@@ -17,13 +17,13 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from test_roll_end_to_end import events, restarts, roll_command, run, started
 
 from rollguard.peers.cluster import DEFAULT_TOPICS, ProcessCluster
 from rollguard.peers.commandline import rollguard_args
+from rollguard.peers.harness import InventoryRoll
 from rollguard.peers.kafka import TopicSpec
 
-from helpers import Pki, wait_until
+from helpers import Pki
 
 
 class IsrWatch:
@@ -72,45 +72,39 @@ def cluster(pki: Pki, tmp_path: Path, request: pytest.FixtureRequest) -> Iterato
         yield made
 
 
-def roll(cluster: ProcessCluster, pki: Pki, folder: Path, *extra: str) -> list[str]:
-    return roll_command(cluster, pki, folder, "--safety-wait", "2m", *extra)
+@pytest.fixture
+def target(cluster: ProcessCluster, tmp_path: Path) -> InventoryRoll:
+    """Rolls of `cluster`, roll id t1, their state in tmp_path/state."""
+    return InventoryRoll(cluster, tmp_path)
+
+
+SAFETY_WAIT = ("--safety-wait", "2m")
 
 
 @pytest.mark.parametrize("cluster", [{"catch_up": {1: 30.0}}], indirect=True)
 def test_a_catch_up_of_30_s_is_waited_for_and_a_second_roller_is_refused(
-    cluster: ProcessCluster, pki: Pki, tmp_path: Path
+    cluster: ProcessCluster, target: InventoryRoll
 ) -> None:
-    output = tmp_path / "first.log"
-    with (
-        IsrWatch(cluster) as watch,
-        output.open("w") as sink,
-        started(roll(cluster, pki, tmp_path), stdout=sink, stderr=sink) as first,
-    ):
-        wait_until(
-            lambda: any(
-                e["action"] == "catch-up" and e["node"] == "kafka-1" for e in events(tmp_path)
-            ),
-            timeout=90,
-            what="kafka-1 catching up after its restart",
-        )
+    with IsrWatch(cluster) as watch, target.start(*SAFETY_WAIT) as first:
+        first.until_event("catch-up", "kafka-1", timeout=90)
         # One roll per cluster: a second roller, and a resume of the running roll, are refused
         # within seconds, naming the holder, its roll and since when.
         began = time.monotonic()
-        second = run(roll_command(cluster, pki, tmp_path, "--roll-id", "t2"))
-        resumed = run(roll_command(cluster, pki, tmp_path, "--resume", "t1"))
+        second = target.roll(roll_id="t2")
+        resumed = target.roll("--resume", "t1")
         assert time.monotonic() - began < 20
         for refused in (second, resumed):
             assert refused.returncode == 1, refused.stderr
             assert "cluster is being rolled by" in refused.stderr
             assert "(roll t1) since" in refused.stderr
         assert "still running this roll" in resumed.stderr
-        first.wait(240)
-        err = output.read_text()
-        assert first.returncode == 0, err
+        done = first.wait(240)
+        err = done.output
+        assert done.returncode == 0, err
     assert watch.samples > 50 and watch.violations == []
     assert [n.restarts for n in cluster.nodes.values()] == [1, 1, 1]
-    log = events(tmp_path)
-    order = restarts(tmp_path)
+    log = done.events
+    order = done.restarted()
     assert order[0] == "kafka-1"
     # Nobody else was restarted while kafka-1 was still rejoining its ISRs: it took its time.
     restarted_at = [i for i, e in enumerate(log) if e["action"] == "restart"]
@@ -124,7 +118,7 @@ def test_a_catch_up_of_30_s_is_waited_for_and_a_second_roller_is_refused(
 
 
 def test_an_internal_topic_at_min_isr_defers_its_brokers(
-    cluster: ProcessCluster, pki: Pki, tmp_path: Path
+    cluster: ProcessCluster, target: InventoryRoll
 ) -> None:
     kafka = cluster.kafka
     # __transaction_state-0 has min.insync.replicas 2 (Kafka creates it so): at ISR 2 its
@@ -133,20 +127,15 @@ def test_an_internal_topic_at_min_isr_defers_its_brokers(
     held, out = list(replicas[:2]), replicas[2]
     kafka.set_isr("__transaction_state", 0, held)
     with IsrWatch(cluster) as watch:
-        done = run(roll(cluster, pki, tmp_path))
+        done = target.roll(*SAFETY_WAIT)
     assert done.returncode == 0, done.stderr
     assert watch.violations == []
-    log = events(tmp_path)
-    deferred = {
-        e["node"]
-        for e in log
-        if e["action"] == "defer" and "__transaction_state-0" in str(e["reason"])
-    }
+    deferred = {e["node"] for e in done.of("defer") if "__transaction_state-0" in str(e["reason"])}
     # Those of its in-sync brokers tried before the one out of the ISR waited; that one went
     # first, and once it was back in the ISR the others were safe.
     assert deferred and deferred <= {f"kafka-{b}" for b in held}
-    assert restarts(tmp_path)[0] == f"kafka-{out}"
-    assert sorted(restarts(tmp_path)) == ["kafka-0", "kafka-1", "kafka-2"]
+    assert done.restarted()[0] == f"kafka-{out}"
+    assert sorted(done.restarted()) == ["kafka-0", "kafka-1", "kafka-2"]
 
 
 MOVING = {"topics": {**DEFAULT_TOPICS, "moving": TopicSpec(1, 2, 1)}}
@@ -154,81 +143,66 @@ MOVING = {"topics": {**DEFAULT_TOPICS, "moving": TopicSpec(1, 2, 1)}}
 
 @pytest.mark.parametrize("cluster", [MOVING], indirect=True)
 def test_a_reassignment_in_flight_holds_every_broker_of_the_partition(
-    cluster: ProcessCluster, pki: Pki, tmp_path: Path
+    cluster: ProcessCluster, target: InventoryRoll
 ) -> None:
     kafka = cluster.kafka
     assert kafka.partition_state("moving", 0).replicas == (0, 1)
     kafka.start_reassignment("moving", 0, [1, 2])  # adds 2 (not in sync until finished)
     state = kafka.partition_state("moving", 0)
     assert state.adding_replicas == (2,) and state.removing_replicas == (0,), state
-    with started(
-        roll(cluster, pki, tmp_path), stdout=subprocess.PIPE, stderr=subprocess.PIPE
-    ) as process:
-        wait_until(
-            lambda: (
-                len(
-                    {
-                        e["node"]
-                        for e in events(tmp_path)
-                        if e["action"] == "defer"
-                        and "moving-0 is being reassigned" in str(e["reason"])
-                    }
-                )
-                == 3
-            ),
-            timeout=60,
+    with target.start(*SAFETY_WAIT) as running:
+        running.until(
+            lambda seen: len({e["node"] for e in seen.of("defer")
+                              if "moving-0 is being reassigned" in str(e["reason"])}) == 3,
             what="a deferral of each broker for the reassignment",
-        )
-        assert restarts(tmp_path) == []  # its current and target replicas: all three held
+        )  # fmt: skip
+        assert running.events().restarted() == []  # its current and target replicas: all held
         kafka.finish_reassignment("moving", 0)
-        _, err = process.communicate(timeout=180)
-    assert process.returncode == 0, err
-    assert sorted(restarts(tmp_path)) == ["kafka-0", "kafka-1", "kafka-2"]
+        done = running.wait(180)
+    assert done.returncode == 0, done.stderr
+    assert sorted(done.restarted()) == ["kafka-0", "kafka-1", "kafka-2"]
 
 
 def test_the_safety_budget_spent_without_progress_fails_naming_what_never_became_safe(
-    cluster: ProcessCluster, pki: Pki, tmp_path: Path
+    cluster: ProcessCluster, target: InventoryRoll
 ) -> None:
     cluster.kafka.set_isr("orders", 0, [0, 1])  # broker 2 out until it restarts; it will not
-    done = run(
-        roll_command(cluster, pki, tmp_path, "--only", "kafka-0,kafka-1", "--safety-wait", "4s")
-    )
+    done = target.roll("--only", "kafka-0,kafka-1", "--safety-wait", "4s")
     assert done.returncode == 1
     assert "no restart became safe: 4s without progress (--safety-wait)" in done.stderr
     assert "orders-0 has ISR [0, 1] = min.insync.replicas 2 with this node" in done.stderr
     assert "waiting on node 2" in done.stderr
     assert [n.restarts for n in cluster.nodes.values()] == [0, 0, 0]
-    journal = json.loads((tmp_path / "state" / "roll-t1.json").read_text())
-    assert journal["state"] == "failed" and "orders-0" in journal["reason"]
+    journal = done.journal
+    assert journal is not None and journal["state"] == "failed" and "orders-0" in journal["reason"]
 
 
 @pytest.mark.parametrize("cluster", [{"controller_only": 1}], indirect=True)
 def test_a_controller_only_node_rolls_on_an_inventory(
-    cluster: ProcessCluster, pki: Pki, tmp_path: Path
+    cluster: ProcessCluster, target: InventoryRoll
 ) -> None:
     assert cluster.nodes[3].roles == ["controller"]
     assert cluster.nodes[3].agent.state().status == 503  # no BrokerState: broker-state-missing
     with IsrWatch(cluster) as watch:
-        done = run(roll(cluster, pki, tmp_path))
+        done = target.roll(*SAFETY_WAIT)
     assert done.returncode == 0, done.stderr
     assert watch.violations == []
     assert [n.restarts for n in cluster.nodes.values()] == [1, 1, 1, 1]
-    order = restarts(tmp_path)
+    order = done.restarted()
     assert order == ["kafka-1", "kafka-2", "kafka-3", "kafka-0"]  # the active controller last
-    ready = [e for e in events(tmp_path) if e["action"] == "ready"]
+    ready = done.of("ready")
     assert {e["node"] for e in ready} == {"kafka-0", "kafka-1", "kafka-2", "kafka-3"}
 
 
 def test_resume_restarts_a_node_whose_recorded_restart_never_happened(
-    cluster: ProcessCluster, pki: Pki, tmp_path: Path
+    cluster: ProcessCluster, target: InventoryRoll
 ) -> None:
     # A roller that recorded its intent for kafka-1 and died before the command ran: the
     # journal says RESTARTING with kafka-1's current identity (its JVM's start time).
     report = cluster.nodes[1].agent.state().json()
     assert isinstance(report, dict) and "brokerStartedAt" in report
-    state = tmp_path / "state"
-    state.mkdir()
-    (state / "roll-t1.json").write_text(
+    target.state.mkdir()
+    (target.state / "roll-t1.json").write_text(
         json.dumps(
             {
                 "version": 1,
@@ -247,12 +221,10 @@ def test_resume_restarts_a_node_whose_recorded_restart_never_happened(
             }
         )
     )
-    done = run(roll(cluster, pki, tmp_path, "--resume", "t1"))
+    done = target.roll(*SAFETY_WAIT, "--resume", "t1")
     assert done.returncode == 0, done.stderr
     assert [n.restarts for n in cluster.nodes.values()] == [1, 1, 1]  # kafka-1 once, not zero
-    assert any(
-        e["action"] == "restart-not-observed" and e["node"] == "kafka-1" for e in events(tmp_path)
-    )
+    assert done.of("restart-not-observed", "kafka-1")
 
 
 def test_a_misfiring_inventory_is_exit_2_naming_the_line(pki: Pki, tmp_path: Path) -> None:
@@ -265,15 +237,10 @@ def test_a_misfiring_inventory_is_exit_2_naming_the_line(pki: Pki, tmp_path: Pat
         "    agent: https://127.0.0.1:8443\n"
         "    restart: 'true'\n"
     )
-    done = run(
-        rollguard_args(
-            "roll",
-            inventory=inventory,
-            bootstrap="127.0.0.1:9",
-            tls=pki,
-            state_dir=tmp_path / "state",
-        )
+    command = rollguard_args(
+        "roll", inventory=inventory, bootstrap="127.0.0.1:9", tls=pki, state_dir=tmp_path / "state"
     )
+    done = subprocess.run(command, capture_output=True, text=True, timeout=240)
     assert done.returncode == 2
     assert (
         "line 4" in done.stderr
@@ -284,24 +251,22 @@ def test_a_misfiring_inventory_is_exit_2_naming_the_line(pki: Pki, tmp_path: Pat
 
 
 def test_plan_honours_json_writes_nothing_and_fails_clearly(
-    cluster: ProcessCluster, pki: Pki, tmp_path: Path
+    cluster: ProcessCluster, target: InventoryRoll
 ) -> None:
-    command = roll_command(cluster, pki, tmp_path)
-    command[1] = "plan"
-    done = run([*command, "--output", "json"])
+    done = target.plan("--output", "json")
     assert done.returncode == 0, done.stderr
-    entries = [json.loads(line) for line in done.stdout.splitlines()]
-    assert [(e["node"], e["action"]) for e in entries] == [
+    assert [(e["node"], e["action"]) for e in done.entries()] == [
         ("kafka-1", "restart"),
         ("kafka-2", "restart"),
         ("kafka-0", "restart"),
     ]
-    assert not (tmp_path / "state").exists()  # no journal, no events, no lease
-    unknown = run([*command, "--only", "kafka-1,kafka-9"])
+    assert not target.state.exists()  # no journal, no events, no lease
+    unknown = target.plan("--only", "kafka-1,kafka-9")
     assert unknown.returncode == 2 and "--only kafka-9: no such node" in unknown.stderr
+    command = target.command("plan")
     bootstrap = command.index("--bootstrap") + 1
     blind = [*command[:bootstrap], "127.0.0.1:9", *command[bootstrap + 1 :]]
-    unreachable = run([*blind, "--retry-max-retries", "0"])
+    unreachable = target.run([*blind, "--retry-max-retries", "0"])
     assert unreachable.returncode == 1
     assert "the Kafka Admin API cannot be reached" in unreachable.stderr
     assert "Traceback" not in unreachable.stderr
@@ -309,14 +274,14 @@ def test_plan_honours_json_writes_nothing_and_fails_clearly(
 
 
 def test_a_roller_whose_certificate_the_agents_refuse_restarts_nothing(
-    cluster: ProcessCluster, pki: Pki, other_pki: Pki, tmp_path: Path
+    cluster: ProcessCluster, target: InventoryRoll, other_pki: Pki
 ) -> None:
     """A CA rotation gone wrong: every agent refuses the roller's client certificate (a TLS
     alert), which is a configuration error before anything happens, not "unreachable"."""
-    command = roll_command(cluster, pki, tmp_path)
+    command = target.command()
     command[command.index("--cert") + 1] = str(other_pki.client_cert)
     command[command.index("--key") + 1] = str(other_pki.client_key)
-    done = run(command)
+    done = target.run(command)
     assert done.returncode == 2, done.stderr
     assert "nothing was restarted" in done.stderr
     for node in ("kafka-0", "kafka-1", "kafka-2"):

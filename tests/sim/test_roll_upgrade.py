@@ -10,27 +10,16 @@ jars, is in tests/real/test_real_kafka_oldest.py.
 
 from __future__ import annotations
 
-import asyncio
-import json
 import random
-from dataclasses import replace
 from pathlib import Path
 
 import pytest
 from test_cli_flags import COMMANDS, DUMMY_TLS, refused, roll_values, run
 
-from rollguard.peers.sim import (
-    SimCluster,
-    VirtualClock,
-    default_settings,
-    make_roller,
-    random_cluster,
-    run_roll,
-)
+from rollguard.peers.harness_sim import SimRoll
+from rollguard.peers.sim import SimCluster, VirtualClock, random_cluster
 from rollguard.roller.agent_client import AgentReport, AgentUnavailable
 from rollguard.roller.model import Node, Role
-from rollguard.roller.roll.planning import plan_lines
-from rollguard.roller.roll.rules.settings import RollSettings
 from rollguard.roller.roll.stores.journal import FileJournalStore, RollRecord, resumed_target
 from rollguard.roller.roll.upgrades.finalize import not_ready
 from rollguard.shared.errors import ConfigError
@@ -59,28 +48,20 @@ def cluster_on(version: str, seed: int = 7, size: int = 5, **kwargs: object) -> 
     return cluster
 
 
-def upgrade(target: str = NEW, **changes: object) -> RollSettings:
-    return replace(default_settings(), kafka_version=target, **changes)  # type: ignore[arg-type]
-
-
-def journal(folder: Path, roll_id: str = "sim") -> dict[str, object]:
-    return json.loads((folder / f"roll-{roll_id}.json").read_text())
-
-
 @pytest.mark.parametrize("controller_only", [False, True])
 def test_every_node_ends_on_the_target_each_restarted_once_and_safely(
     tmp_path: Path, controller_only: bool
 ) -> None:
     cluster = cluster_on(OLD, controller_only=controller_only)
-    assert run_roll(cluster, tmp_path, upgrade()) == ("completed", "")
+    done = SimRoll(cluster, tmp_path).roll(kafka_version=NEW)
+    assert (done.returncode, done.stderr) == (0, "")
     assert {n.kafka_version for n in cluster.nodes.values()} == {NEW}
     assert sorted(e.name for e in cluster.log) == sorted(cluster.nodes)
     assert cluster.violations.count() == 0, cluster.violations
-    assert journal(tmp_path)["kafkaVersion"] == NEW
-    said = [json.loads(line) for line in (tmp_path / "events.jsonl").read_text().splitlines()]
-    (start,) = [e for e in said if e["action"] == "roll-start"]
+    assert done.journal is not None and done.journal["kafkaVersion"] == NEW
+    (start,) = done.of("roll-start")
     assert start["kafkaVersion"] == NEW
-    ready = [e for e in said if e["action"] == "ready"]
+    ready = done.of("ready")
     assert sorted(e["node"] for e in ready) == sorted(cluster.nodes)
     assert {e["kafkaVersion"] for e in ready} == {NEW}
 
@@ -90,35 +71,33 @@ def test_nodes_already_on_the_target_are_left_out_unless_all(tmp_path: Path) -> 
     done = ("kafka-1", "kafka-3")
     for name in done:
         cluster.nodes[name].kafka_version = NEW
-    assert run_roll(cluster, tmp_path / "a", upgrade()) == ("completed", "")
+    rolled = SimRoll(cluster, tmp_path).roll(kafka_version=NEW)
+    assert (rolled.returncode, rolled.stderr) == (0, "")
     restarted = [e.name for e in cluster.log]
     assert sorted(restarted) == sorted(set(cluster.nodes) - set(done))
-    nodes = journal(tmp_path / "a")["nodes"]
+    assert rolled.journal is not None
+    nodes = rolled.journal["nodes"]
     assert isinstance(nodes, dict)
     for name in done:
         assert nodes[name]["phase"] == "left-out"
         assert nodes[name]["why"] == f"already runs Kafka {NEW}"
     # --all: every node, those on the target too
     again = cluster_on(NEW, seed=8)
-    assert run_roll(again, tmp_path / "b", upgrade(all_nodes=True)) == ("completed", "")
+    everything = SimRoll(again).roll(kafka_version=NEW, all_nodes=True)
+    assert (everything.returncode, everything.stderr) == (0, "")
     assert sorted(e.name for e in again.log) == sorted(again.nodes)
 
 
 def test_a_node_back_on_its_old_version_stops_the_roll_before_the_next(tmp_path: Path) -> None:
     cluster = cluster_on(OLD, recovering_at_start=0.0)
-    roller = make_roller(cluster, tmp_path, upgrade())
-
-    async def order() -> list[str]:
-        entries = await roller.plan(check_agents=False)
-        await roller.agents.aclose()
-        return [e.node.name for e in entries if e.action != "skip"]
-
-    names = asyncio.run(order())
+    target = SimRoll(cluster, tmp_path)
+    entries = target.entries(kafka_version=NEW)
+    names = [e.node.name for e in entries if e.action != "skip"]
     broken = names[1]  # the second in the roll's order: one node is restarted before it
     cluster.nodes[broken].install_fails = True
-    outcome, why = run_roll(cluster, tmp_path, upgrade())
-    assert outcome == "failed"
-    assert why == (
+    done = target.roll(kafka_version=NEW)
+    assert done.returncode == 1
+    assert done.stderr == (
         f"{broken} came back on Kafka {OLD}, not on the target {NEW}: its binaries or image "
         "were not switched; the roll stops before the next node"
     )
@@ -132,8 +111,8 @@ def test_a_resumed_upgrade_keeps_its_target_and_refuses_another(tmp_path: Path) 
     first = sorted(cluster.nodes)[0]
     for sim in cluster.nodes.values():
         sim.install_fails = sim.node.name != first  # only the first one's install works
-    outcome, _ = run_roll(cluster, tmp_path, upgrade())
-    assert outcome == "failed"
+    target = SimRoll(cluster, tmp_path)
+    assert target.roll(kafka_version=NEW).returncode == 1
     record = FileJournalStore(tmp_path).load("sim")
     assert record is not None and record.kafka_version == NEW
     # The CLI's --resume without --kafka-version takes the journal's; another one is refused.
@@ -143,22 +122,14 @@ def test_a_resumed_upgrade_keeps_its_target_and_refuses_another(tmp_path: Path) 
         resumed_target(record, "4.5.0")
     # The roller itself refuses to resume it as another roll (nothing restarted).
     restarts = len(cluster.log)
-    roller = make_roller(cluster, tmp_path, upgrade("4.5.0"))
     with pytest.raises(ConfigError, match="resume it without --kafka-version"):
-        asyncio.run(roller.roll("sim", resume=True))
+        target.roll(kafka_version="4.5.0", resume=True)
     assert len(cluster.log) == restarts
     # Installs fixed: the resumed roll takes the rest onto the journal's target.
     for sim in cluster.nodes.values():
         sim.install_fails = False
-    roller = make_roller(cluster, tmp_path, upgrade())
-
-    async def resume() -> None:
-        try:
-            await roller.roll("sim", resume=True)
-        finally:
-            await roller.agents.aclose()
-
-    asyncio.run(resume())
+    resumed = target.roll(kafka_version=NEW, resume=True)
+    assert resumed.returncode == 0, resumed.stderr
     assert {n.kafka_version for n in cluster.nodes.values()} == {NEW}
     assert cluster.violations.count() == 0
 
@@ -173,17 +144,11 @@ def test_a_roll_without_a_target_cannot_be_resumed_as_an_upgrade(tmp_path: Path)
 def test_the_plan_shows_each_nodes_version_and_the_target(tmp_path: Path) -> None:
     cluster = cluster_on(OLD, recovering_at_start=0.0)
     cluster.nodes["kafka-2"].kafka_version = NEW
-    roller = make_roller(cluster, tmp_path, upgrade())
-
-    async def plan() -> list[dict[str, object]]:
-        entries = await roller.plan(check_agents=False)
-        await roller.agents.aclose()
-        text = plan_lines(entries)
-        assert text[1].split()[:4] == ["#", "NODE", "ROLE", "KAFKA"]
-        assert any("4.0.0 -> 4.4.0" in line for line in text)
-        return [e.to_json() for e in entries]
-
-    entries = {e["node"]: e for e in asyncio.run(plan())}
+    target = SimRoll(cluster, tmp_path)
+    text = target.plan(kafka_version=NEW).stdout.splitlines()
+    assert text[1].split()[:4] == ["#", "NODE", "ROLE", "KAFKA"]
+    assert any("4.0.0 -> 4.4.0" in line for line in text)
+    entries = {e["node"]: e for e in target.plan(kafka_version=NEW, output="json").entries()}
     assert entries["kafka-2"]["action"] == "skip"
     assert entries["kafka-2"]["why"] == f"already runs Kafka {NEW}"
     for name, entry in entries.items():

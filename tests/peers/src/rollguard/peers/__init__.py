@@ -27,6 +27,10 @@ benchmarks and the demo run the product's own code paths.
 - `rollguard.peers.control`: the one control server playing the hosts' service manager (restart,
   health, install); `rollguard.peers.rollcluster`: the protocol of the cluster a roll test drives;
   `rollguard.peers.commandline`: the one builder of `rollguard roll`/`plan` command lines.
+- `rollguard.peers.harness` (+ `harness_pods`): the one roll harness: whatever cluster a test
+  rolls (the simulator in process, a cluster of processes on hosts, pods on Kubernetes), the same
+  `roll`/`plan`/`start` and one `Done` (exit code, output, events, journal), and the cluster's own
+  record of its restarts.
 - `rollguard.peers.cluster`: a simulated cluster of real processes (the end-to-end tests');
   `rollguard.peers.sim`: the roll on a virtual clock; `rollguard.peers.herd`: many clients
   against one server.

@@ -28,7 +28,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from rollguard.peers.commandline import QUICK_TIMINGS, rollguard_args
+from rollguard.peers.commandline import QUICK_TIMINGS
 from rollguard.peers.control import ControlServer
 from rollguard.peers.kafka import KafkaClusterSim, TopicSpec
 from rollguard.peers.processes import Agent, Broker, Pki
@@ -103,6 +103,8 @@ class ProcessCluster:
         self.folder = folder
         self.name = name
         self.plans = plans or {}
+        self.timings: tuple[str, ...] = QUICK_TIMINGS
+        self.restart_log: list[int] = []  # node ids, in the order their restarts were asked
         brokers = list(range(size))
         controllers = list(range(size, size + controller_only))
         voters = (brokers if combined else []) + controllers
@@ -170,6 +172,9 @@ class ProcessCluster:
     def restarts_of(self, node_id: int) -> int:
         return self.nodes[node_id].restarts
 
+    def restarted(self) -> list[int]:
+        return list(self.restart_log)
+
     def data_dir(self, node_id: int) -> Path:
         """The agent's --data-dir (its recovery timeline), which outlives agent restarts."""
         return self.folder / "agent-data" / f"kafka-{node_id}"
@@ -179,6 +184,7 @@ class ProcessCluster:
         with self._lock:
             node = self.nodes[node_id]
             node.restarts += 1
+            self.restart_log.append(node_id)
             port = node.broker.port
             node.broker.stop()
             if node.is_broker:
@@ -230,20 +236,6 @@ class ProcessCluster:
 
     def inventory(self) -> Path:
         return write_inventory(self)
-
-    def roll_command(self, state_dir: Path, roll_id: str, *extra: str) -> list[str]:
-        """`rollguard roll` with this cluster's inventory and the quick timings of the tests on
-        it (`QUICK_TIMINGS`: a roll of seconds, where the real cluster keeps the defaults)."""
-        return rollguard_args(
-            "roll",
-            inventory=self.inventory(),
-            bootstrap=self.bootstrap,
-            tls=self.pki,
-            state_dir=state_dir,
-            timings=QUICK_TIMINGS,
-            roll_id=roll_id,
-            extra=extra,
-        )
 
     def stop(self) -> None:
         if hasattr(self, "control"):

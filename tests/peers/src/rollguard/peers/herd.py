@@ -109,7 +109,7 @@ async def _herd(pki: Pki, jitter: float, clients: int, url: str) -> HerdResult:
         arrivals = await control._http.get(url + "/arrivals")
     finally:
         await asyncio.gather(*(r.aclose() for r in [*rollers, control]))
-    waves = retry_waves([tuple(a) for a in arrivals.json()])  # type: ignore[misc]
+    waves = retry_waves([tuple(a) for a in arrivals.json()])
     retries = [moment for wave in waves for moment in wave]
     return HerdResult(
         jitter=jitter,

@@ -38,9 +38,11 @@ import re
 import socket
 import threading
 from collections.abc import Callable, Mapping
+from pathlib import Path
 from typing import Any
 
 import uvicorn
+from lightkube import Client, KubeConfig
 from starlette.requests import Request
 from starlette.responses import Response
 
@@ -99,6 +101,7 @@ class KubeSim(Workloads):
         self._server: uvicorn.Server | None = None
         self._sock: socket.socket | None = None
         self._threads: list[threading.Thread] = []
+        self._client: Client | None = None
 
     # --- running ---------------------------------------------------------------------------------
 
@@ -137,6 +140,8 @@ class KubeSim(Workloads):
         return self
 
     def stop(self) -> None:
+        if self._client is not None:
+            self._client.close()
         self._lifecycle.stop()
         if self._server is not None:
             self._server.should_exit = True
@@ -144,6 +149,31 @@ class KubeSim(Workloads):
             thread.join(10)
         if self._sock is not None:
             self._sock.close()
+
+    def kubeconfig(self, folder: Path, namespace: str) -> Path:
+        """A kubeconfig for this server (any token: none is checked), `namespace` its default:
+        `folder/kubeconfig` (JSON being YAML)."""
+        path = folder / "kubeconfig"
+        path.write_text(json.dumps(self._config(namespace), indent=2))
+        return path
+
+    def client(self) -> Client:
+        """A lightkube client of this server (the test's own eyes on what the roll wrote), made
+        once, closed by `stop`."""
+        if self._client is None:
+            self._client = Client(KubeConfig.from_dict(self._config("default")))
+        return self._client
+
+    def _config(self, namespace: str) -> Json:
+        context = {"cluster": "sim", "user": "sim", "namespace": namespace}
+        return {
+            "apiVersion": "v1",
+            "kind": "Config",
+            "current-context": "sim",
+            "clusters": [{"name": "sim", "cluster": {"server": self.url}}],
+            "users": [{"name": "sim", "user": {"token": "test"}}],
+            "contexts": [{"name": "sim", "context": context}],
+        }
 
     def __enter__(self) -> KubeSim:
         return self if self._server is not None else self.start()

@@ -502,7 +502,12 @@ def _serve(config: dict[str, Any]) -> int:
     _flush(sampler, cursor, emit)
     emit({"k": "ready", "began": sampler.began})
     closed = threading.Event()
-    threading.Thread(target=lambda: (sys.stdin.read(), closed.set()), daemon=True).start()
+
+    def until_stdin_closes() -> None:
+        sys.stdin.read()
+        closed.set()
+
+    threading.Thread(target=until_stdin_closes, daemon=True).start()
     while not closed.wait(0.2):
         _flush(sampler, cursor, emit)
     sampler.__exit__()

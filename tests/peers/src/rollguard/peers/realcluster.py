@@ -105,6 +105,7 @@ class RealCluster:
         self.pki = pki
         self.folder = folder
         self.name = name
+        self.timings: tuple[str, ...] = ()  # the roll's defaults, as an operator's
         self.restarts = Restarts()
         self.agents: dict[int, Agent] = {}
         self._lock = threading.Lock()
@@ -165,6 +166,9 @@ class RealCluster:
 
     def restarts_of(self, node_id: int) -> int:
         return self.restarts.of(node_id)
+
+    def restarted(self) -> list[int]:
+        return [r.node_id for r in self.restarts.log]
 
     def _agent(self, node: KafkaNode) -> Agent:
         return Agent(

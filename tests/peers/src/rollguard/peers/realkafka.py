@@ -772,7 +772,7 @@ class KafkaCluster:
         def registered() -> bool:
             try:
                 with self.admin() as admin:
-                    described = admin.describe_cluster()
+                    described = admin.describe_cluster()  # type: ignore[attr-defined]
             except Exception:
                 return False
             return {b.get("broker_id", b.get("node_id")) for b in described["brokers"]} >= wanted

@@ -362,6 +362,7 @@ class ControlPlane:
         rule = next((r for r in found.rules or () if r.resources and r.verbs), None)
         if rule is None:
             return  # nothing to ask the authorizer about
+        assert rule.resources  # the rule found has some
         verb, resource = rule.verbs[0], rule.resources[0]
         group = (rule.apiGroups or [""])[0]
         self._wait(

@@ -4,10 +4,10 @@ the real KRaft cluster (`realcluster.RealCluster`: Kafka's own jars) both implem
 
 Each has nodes by id, a real `rollguard-agent` beside each node, a Kafka bootstrap, a control
 server playing the hosts' service manager (`control.ControlServer`), an inventory pointing the
-nodes' commands at it, its own record of the restarts it was asked for, and the `rollguard roll`
-command line an operator would type (`commandline.rollguard_args`). How a node restarts, and
-what else each records, stays each cluster's own (the real one's phases and installs, the
-simulated one's restart plans).
+nodes' commands at it, its own record of the restarts it was asked for, and the timing flags a
+roll of it takes (`harness.InventoryRoll` runs `rollguard roll` on it as an operator types it).
+How a node restarts, and what else each records, stays each cluster's own (the real one's
+phases and installs, the simulated one's restart plans).
 """
 
 from __future__ import annotations
@@ -27,6 +27,7 @@ class RollCluster(Protocol):
     pki: Pki  # the agents' CA and certificates, and the roller's client pair
     folder: Path  # where its inventory, agents' data and state live
     control: ControlServer
+    timings: tuple[str, ...]  # the roll's timing flags on it (none: the roll's defaults)
 
     @property
     def bootstrap(self) -> str:
@@ -56,9 +57,11 @@ class RollCluster(Protocol):
         roller's)."""
         ...
 
-    def inventory(self) -> Path: ...
+    def restarted(self) -> list[int]:
+        """The nodes the control server was asked to restart, in order (the test's record)."""
+        ...
 
-    def roll_command(self, state_dir: Path, roll_id: str, *extra: str) -> list[str]: ...
+    def inventory(self) -> Path: ...
 
     def stop(self) -> None: ...
 

@@ -325,10 +325,10 @@ class SimCluster:
             found.offline.append(f"{name}@{t:.0f}: {', '.join(offline)}")
         voters = self.voters
         if sim.node.is_controller and len(voters) > 1:
-            others = sum(1 for v in voters if v is not sim and v.caught_up(t))
+            caught = sum(1 for v in voters if v is not sim and v.caught_up(t))
             needed = len(voters) // 2 + 1 if len(voters) >= 3 else 1
-            if others < needed:
-                found.quorum_lost.append(f"{name}@{t:.0f} {others} of {len(voters)} caught up")
+            if caught < needed:
+                found.quorum_lost.append(f"{name}@{t:.0f} {caught} of {len(voters)} caught up")
         return found
 
     def restartable(self, sim: SimNode, t: float) -> bool:
@@ -671,15 +671,16 @@ def run_roll(
     cluster: SimCluster, folder: Path, settings: RollSettings | None = None
 ) -> tuple[str, str]:
     """Roll the cluster with the production roller: ("completed", "") or ("failed", why)."""
-    roller = make_roller(cluster, folder, settings)
+    failure = asyncio.run(rolled(make_roller(cluster, folder, settings), "sim"))
+    return ("failed", failure) if failure is not None else ("completed", "")
 
-    async def go() -> tuple[str, str]:
-        try:
-            await roller.roll("sim")
-        except RollFailed as exc:
-            return "failed", str(exc)
-        finally:
-            await roller.agents.aclose()
-        return "completed", ""
 
-    return asyncio.run(go())
+async def rolled(roller: Roller, roll_id: str, *, resume: bool = False) -> str | None:
+    """`roller`'s roll to its end: None, or why it failed (its `RollFailed`)."""
+    try:
+        await roller.roll(roll_id, resume=resume)
+    except RollFailed as exc:
+        return str(exc)
+    finally:
+        await roller.agents.aclose()
+    return None
