@@ -3,8 +3,9 @@ linted and installed with `helm install`, its replicas run as the chart's Servic
 chart's RBAC, and what it does with StatefulSets that cannot or must not be rolled, judged by the
 API's own record (the pods' UIDs, the Lease, the Events): a bad setting is a Warning naming the
 annotation and its value, a StatefulSet with updateStrategy RollingUpdate gets its warning and
-nothing is deleted, a Role without a verb the roll needs is a refused roll naming the verb, and of
-two replicas one acts and the other takes over when it is killed (SIGKILL).
+nothing is deleted, a Role without a verb the roll needs, agents that resolve to nothing and a
+ConfigMap that does not parse are each a refused roll naming it, and of two replicas one acts and
+the other takes over when it is killed (SIGKILL).
 
 No Kafka runs here: the StatefulSets' pods are kwok's, run nothing, and nothing reaches a broker
 (a refused roll stops before the agents and Kafka are asked). Real Kafka behind the pods, and the
@@ -18,9 +19,11 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
+from lightkube.models.core_v1 import ConfigMapVolumeSource, Volume, VolumeMount
+from lightkube.models.meta_v1 import ObjectMeta
 from lightkube.models.rbac_v1 import PolicyRule
 from lightkube.resources.apps_v1 import Deployment, StatefulSet
-from lightkube.resources.core_v1 import Pod, Service, ServiceAccount
+from lightkube.resources.core_v1 import ConfigMap, Pod, Service, ServiceAccount
 from lightkube.resources.rbac_authorization_v1 import Role, RoleBinding
 from lightkube.types import PatchType
 
@@ -110,11 +113,22 @@ def replicas(
 
 
 def statefulset(
-    kube: ControlPlane, name: str, *, annotations: dict[str, str], strategy: str = "OnDelete"
+    kube: ControlPlane,
+    name: str,
+    *,
+    annotations: dict[str, str],
+    strategy: str = "OnDelete",
+    configmap: str | None = None,
 ) -> dict[str, str]:
-    """A StatefulSet of 2 kwok pods in WATCHED, opted in with `annotations`, once its pods are
-    Ready: their UIDs."""
-    kube.apply_statefulset(WATCHED, name, 2, pod_labels={"kafka": name})
+    """A StatefulSet of 2 kwok pods in WATCHED (mounting `configmap` at /opt/kafka/config),
+    opted in with `annotations`, once its pods are Ready: their UIDs."""
+    volumes, mounts = [], []
+    if configmap is not None:
+        volumes = [Volume(name="config", configMap=ConfigMapVolumeSource(name=configmap))]
+        mounts = [VolumeMount(name="config", mountPath="/opt/kafka/config")]
+    kube.apply_statefulset(
+        WATCHED, name, 2, pod_labels={"kafka": name}, volumes=volumes, mounts=mounts
+    )
     patch = {
         "metadata": {"labels": {"rollguard.io/roll": "true"}, "annotations": annotations},
         "spec": {"updateStrategy": {"type": strategy}},
@@ -259,6 +273,39 @@ def test_a_role_without_a_verb_the_roll_needs_is_a_refused_roll_naming_it(
     finally:
         client.patch(Role, RELEASE, {"rules": [r.to_dict() for r in role.rules or ()]},
                      namespace=WATCHED, patch_type=PatchType.MERGE)  # fmt: skip
+
+
+def test_a_statefulset_whose_agents_resolve_to_nothing_is_a_refused_roll_naming_them(
+    kube: ControlPlane, replicas: dict[str, Controller]
+) -> None:
+    """No agent beside these brokers: the agents' URLs (the default template, the pods' headless
+    service) resolve to nothing, and the roll says so before anything is done."""
+    before = statefulset(kube, "no-agents", annotations={"rollguard.io/bootstrap": "127.0.0.1:9"})
+    said = wait_for_event(kube.client(), WATCHED, "no-agents", "RollRefused", 90)
+    assert "agent URLs that do not resolve" in said.message, said.message
+    assert "no-agents-0 (https://no-agents-0.no-agents." in said.message
+    assert status(kube.client(), WATCHED, "no-agents")["phase"] == "Refused"
+    assert uids(kube, "no-agents") == before
+
+
+def test_a_configmap_that_does_not_parse_is_a_refused_roll_naming_its_line(
+    kube: ControlPlane, replicas: dict[str, Controller]
+) -> None:
+    text = "num.io.threads=8\nlog.dirs=/var/lib/kafka/data\nssl.key.password=\\u12\n"
+    meta = ObjectMeta(name="bad-config", namespace=WATCHED)
+    kube.client().create(ConfigMap(metadata=meta, data={"server.properties": text}))
+    before = statefulset(
+        kube,
+        "bad-config",
+        annotations={"rollguard.io/bootstrap": "127.0.0.1:9"},
+        configmap="bad-config",
+    )
+    said = wait_for_event(kube.client(), WATCHED, "bad-config", "RollRefused", 90)
+    assert (
+        "pod bad-config-0: ConfigMap bad-config key server.properties, line 3: malformed \\uxxxx "
+        "escape" in said.message
+    ), said.message
+    assert uids(kube, "bad-config") == before
 
 
 def test_of_two_replicas_one_acts_and_the_other_takes_over_when_it_is_killed(
