@@ -45,6 +45,8 @@ __all__ = ["Announcer", "Ending", "Poster", "RollJob", "run_roll"]
 logger = logging.getLogger(__name__)
 
 STATUS_EVERY = 5.0  # seconds between status annotations while nothing is said
+LAST_WORDS = 30.0  # seconds the roll's last notices may take to post, once it has ended
+_END = None  # what ends the telling task, after every event before it
 
 
 class Poster(Protocol):
@@ -231,17 +233,26 @@ def _last(ending: Ending) -> Notice:
 async def _telling(
     events: Any, teller: Teller, announcer: Announcer, watch: _Watch, publish: Publish, base: Status
 ) -> AsyncIterator[None]:
-    """The roll's events (heard in any thread) told as notices by one task, which publishes
-    the status at each and every `STATUS_EVERY` seconds between."""
+    """The roll's events (heard in any thread) told as notices by one task, in order, which
+    publishes the status at each and every `STATUS_EVERY` seconds between. At the roll's end
+    the task tells what is left and ends by itself (`_END`): a cancelled wait that loses its
+    cancellation (asyncio.wait_for's race before 3.12) can never keep it alive."""
     loop = asyncio.get_running_loop()
-    heard: asyncio.Queue[Mapping[str, Any]] = asyncio.Queue()
+    heard: asyncio.Queue[Mapping[str, Any] | None] = asyncio.Queue()
     events.listeners.append(lambda entry: loop.call_soon_threadsafe(heard.put_nowait, dict(entry)))
 
     async def tell() -> None:
         last: Status | None = None
         while True:
-            with contextlib.suppress(TimeoutError):
-                entry = await asyncio.wait_for(heard.get(), STATUS_EVERY)
+            entry: Mapping[str, Any] | None = {}
+            try:
+                async with asyncio.timeout(STATUS_EVERY):
+                    entry = await heard.get()
+            except TimeoutError:
+                pass  # nothing said: the status at least, its waits' figures move
+            if entry is _END:
+                return
+            if entry:
                 watch.heard(entry)
                 for notice in teller.tell(entry):
                     await announcer.post(notice)
@@ -254,10 +265,9 @@ async def _telling(
     try:
         yield
     finally:
-        await asyncio.sleep(0)  # the roll's last words reach the queue
-        while not heard.empty():
-            entry = heard.get_nowait()
-            for notice in teller.tell(entry):
-                await announcer.post(notice)
-        task.cancel()
-        await asyncio.gather(task, return_exceptions=True)
+        await asyncio.sleep(0)  # the roll's last words, from its threads, reach the queue
+        heard.put_nowait(_END)
+        done, _ = await asyncio.wait({task}, timeout=LAST_WORDS)
+        if not done:  # the API does not answer: the journal and the log have it all
+            task.cancel()
+            await asyncio.gather(task, return_exceptions=True)
