@@ -42,9 +42,14 @@ def registry(reconciler: Reconciler) -> kopf.OperatorRegistry:
         if namespace:
             reconciler.changed(namespace, cluster_of(name, labels.get(CLUSTER)))
 
-    managed = next(iter(MANAGED_BY))
+    ((key, ours),) = MANAGED_BY.items()
 
-    @kopf.on.event("v1", "configmaps", labels={managed: kopf.ABSENT}, registry=found)
+    def theirs(labels: Mapping[str, str], **_: Any) -> bool:
+        """Not one of rollguard's own (a roll's journal, written at every step); a chart's
+        (managed-by Helm) is."""
+        return labels.get(key) != ours
+
+    @kopf.on.event("v1", "configmaps", when=theirs, registry=found)
     async def configmap_changed(*, name: str, namespace: str | None, **_: Any) -> None:
         if namespace:
             reconciler.configmap_changed(namespace, name)
