@@ -19,6 +19,7 @@ from rollguard.roller.controller.clusters import (
     selector,
     target_version,
     trigger,
+    unselectable,
     versions_disagree,
 )
 from rollguard.roller.controller.decide import (
@@ -81,6 +82,9 @@ def test_the_pods_selector_is_what_every_template_shares_or_the_annotation() -> 
     assert selector(one) == "app=prod-broker,kafka=prod,role=broker"
     apart = replace(CONTROLLERS, template_labels={"app": "x"})
     assert selector(ClusterView("kafka", "prod", (BROKERS, apart))) is None
+    said = unselectable(ClusterView("kafka", "prod", (BROKERS, apart)))
+    assert said is not None and "give the selector as the annotation rollguard.io/selector" in said
+    assert unselectable(VIEW) is None
     given = replace(BROKERS, annotations={"rollguard.io/selector": "tier=kafka"})
     assert selector(ClusterView("kafka", "prod", (given, apart))) == "tier=kafka"
 

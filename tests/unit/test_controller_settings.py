@@ -116,7 +116,7 @@ def test_unknown_conflicting_or_controller_s_own_settings_are_refused_naming_the
     assert flag_of("rollguard.io/window") == "window"
 
 
-def test_a_roll_s_events_become_notices_a_recovery_told_once_a_minute() -> None:
+def test_a_roll_s_events_become_notices_a_recovery_told_with_its_eta_once_a_minute() -> None:
     now = [0.0]
     teller = Teller("prod-1", "template changed", clock=lambda: now[0])
     assert teller.tell({"action": "roll-start", "reason": "", "kafkaVersion": "4.4.0"}) == [
@@ -135,6 +135,9 @@ def test_a_roll_s_events_become_notices_a_recovery_told_once_a_minute() -> None:
         "remainingSegmentsToRecover": 1204,
         "eta": 360.0,
     }
+    unknown = {**recovery, "eta": None}
+    assert teller.tell(unknown) == []  # its ETA not known yet: told when it is
+    now[0] = 5.0
     told = teller.tell(recovery)
     assert told == [
         Notice("kafka-1", "Normal", "WaitingForRecovery",
@@ -142,8 +145,12 @@ def test_a_roll_s_events_become_notices_a_recovery_told_once_a_minute() -> None:
     ]  # fmt: skip
     now[0] = 30.0
     assert teller.tell(recovery) == []
-    now[0] = 61.0
+    now[0] = 66.0
     assert len(teller.tell(recovery)) == 1
+    other = {**unknown, "node": "kafka-3"}
+    assert teller.tell(other) == []
+    now[0] = 81.0  # 15 s on and still no ETA: told without one
+    assert teller.tell(other)[0].message.endswith("ETA not known yet")
     assert teller.tell(
         {"action": "ready", "node": "kafka-2", "reason": "restarted, ready and in sync"}
     ) == [

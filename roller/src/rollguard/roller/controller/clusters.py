@@ -37,6 +37,7 @@ __all__ = [
     "selector",
     "target_version",
     "trigger",
+    "unselectable",
     "versions_disagree",
 ]
 
@@ -174,6 +175,18 @@ def selector(view: ClusterView) -> str | None:
     if not shared:
         return None
     return ",".join(f"{k}={v}" for k, v in sorted(shared.items()))
+
+
+def unselectable(view: ClusterView) -> str | None:
+    """Why the cluster's pods cannot be selected (their templates share no label, and no
+    `rollguard.io/selector` is given), or None."""
+    if selector(view) is not None:
+        return None
+    names = ", ".join(s.name for s in view.statefulsets)
+    return (
+        f"the pod templates of {names} share no label to select their pods by: give the "
+        f"selector as the annotation {SELECTOR}"
+    )
 
 
 def _digest(*parts: str, size: int = 8) -> str:

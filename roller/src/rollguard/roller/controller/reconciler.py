@@ -33,6 +33,7 @@ from rollguard.roller.controller.clusters import (
     selector,
     target_version,
     trigger,
+    unselectable,
     versions_disagree,
 )
 from rollguard.roller.controller.decide import (
@@ -156,37 +157,19 @@ class Reconciler:
     async def reconcile(self, key: Key) -> None:
         namespace, cluster = key
         found = await observe.statefulsets(self.client, namespace)
-        members = found.members(cluster)
-        if not members:
+        if not found.members(cluster):
             return  # opted out, or gone
-        annotations = {name: dict(a) for name, a in found.annotations(cluster).items()}
-        refused: str | None = None
-        settings = ClusterSettings({}, {})
-        try:
-            name, data = await observe.settings_configmap(self.client, namespace, annotations)
-            if name:
-                self._configmaps.setdefault((namespace, name), set()).add(key)
-            settings = gather(annotations, data, name)
-        except ConfigError as exc:
-            refused = str(exc)
+        settings, refused = await self._settings(key, found)
         config_key = settings.values.get("config-key", CONFIG_KEY).strip() or CONFIG_KEY
         view = await observe.observe(self.client, namespace, cluster, found, config_key)
-        for statefulset in view.statefulsets:
+        for statefulset in view.statefulsets:  # a change of one of them is the cluster's
             for configmap, _ in statefulset.configmaps:
                 self._configmaps.setdefault((namespace, configmap), set()).add(key)
-        version = target_version(view)
-        pods = selector(view)
-        refused = refused or versions_disagree(view)
-        if refused is None and pods is None:
-            refused = (
-                f"the pod templates of {', '.join(members)} share no label to select their "
-                "pods by: give the selector as the annotation rollguard.io/selector"
-            )
+        version, pods = target_version(view), selector(view)
+        refused = refused or versions_disagree(view) or unselectable(view)
         found_trigger = trigger(view, version)
         status = found.status(cluster)
-        fingerprint = hashlib.sha256(
-            f"{found_trigger.key}\n{settings.fingerprint()}".encode()
-        ).hexdigest()[:12]
+        digest = hashlib.sha256(f"{found_trigger.key}\n{settings.fingerprint()}".encode())
         rid = roll_id(cluster, found_trigger.key)
         journal = None
         try:
@@ -213,7 +196,7 @@ class Reconciler:
             view,
             found_trigger,
             status,
-            fingerprint,
+            digest.hexdigest()[:12],
             journal,
             running=key in self._rolls,
             refused=refused,
@@ -223,8 +206,21 @@ class Reconciler:
         decision = decide(seen)
         logger.debug("cluster %s/%s: %s", namespace, cluster, decision)
         announcer = Announcer(self.client, self.poster, namespace, found.uids(cluster))
-        base = status or Status()
-        await self._act(key, decision, seen, base, announcer, options)
+        await self._act(key, decision, seen, status or Status(), announcer, options)
+
+    async def _settings(
+        self, key: Key, found: observe.Observed
+    ) -> tuple[ClusterSettings, str | None]:
+        """The cluster's settings (its annotations over its settings ConfigMap, followed), or
+        why they cannot be read."""
+        annotations = found.annotations(key[1])
+        try:
+            name, data = await observe.settings_configmap(self.client, key[0], annotations)
+            if name:
+                self._configmaps.setdefault((key[0], name), set()).add(key)
+            return gather(annotations, data, name), None
+        except ConfigError as exc:
+            return ClusterSettings({}, {}), str(exc)
 
     async def _act(
         self,

@@ -5,7 +5,8 @@ the roll's own events, `voice.EventLog`'s entries, into `Notice`s; `rolls.py` po
 recovery, 14 logs (1,204 segments) left, ETA 6m", "prod-broker-2 restarted", "roll completed:
 3 restarted, 0 skipped". A node's Event goes to its pod too, when it has one. Waits are said
 once per change of their reason by the roll itself; a recovery, which the roll reports at every
-poll, is told once, then at most once a `every` (a minute) with its new figures: an Event is an
+poll, is told once its ETA is known (or 15 s after it began), then at most once a `every` (a
+minute) with its new figures: an Event is an
 object in etcd, not a log line. The roll's end is told by whoever ran it (`ended`), with what the
 roll did (its nodes' records).
 """
@@ -65,13 +66,16 @@ class Teller:
         why: str,
         *,
         every: float = 60.0,
+        eta_wait: float = 15.0,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self.roll_id = roll_id
         self.why = why  # what the roll is for: its first Event says it
         self.every = every
+        self.eta_wait = eta_wait
         self._clock = clock
         self._recovery: dict[str, float] = {}  # node -> when its recovery was last told
+        self._first: dict[str, float] = {}  # node -> its recovery's first report
 
     def tell(self, entry: Mapping[str, Any]) -> list[Notice]:
         action, node = entry.get("action"), entry.get("node") or ""
@@ -82,6 +86,7 @@ class Teller:
             return []  # said before, unchanged
         if action in (Event.RESTART, Event.READY):  # a recovery after it is a new one
             self._recovery.pop(node, None)
+            self._first.pop(node, None)
         if action == Event.ROLL_START:
             resumed = " (resumed)" if reason == "resumed" else ""
             target = entry.get("kafkaVersion")
@@ -104,8 +109,12 @@ class Teller:
         return []
 
     def _recovering(self, node: str, entry: Mapping[str, Any]) -> list[Notice]:
-        """A recovery, told at its first report and then once a minute at most."""
+        """A recovery, told once its ETA is known (its rate needs two reports) or `eta_wait`
+        after its first report, whichever comes first; then once a `every` at most."""
         now = self._clock()
+        first = self._first.setdefault(node, now)
+        if entry.get("eta") is None and now - first < self.eta_wait:
+            return []
         last = self._recovery.get(node)
         if last is not None and now - last < self.every:
             return []
