@@ -17,9 +17,9 @@ makes, and what happens during that roll: a hold annotation set after the first 
 further deletion until it is removed), the acting replica killed with SIGKILL just after the
 third deletion and started again (another process resumes the roll from its journal), broker 0's
 restart into a log recovery held longer than the operation timeout. Judged by observers that
-are not the product: the pods' UIDs and the bridge's record of each deletion (every node's
-phase by its own log at that moment), an ISR and quorum sampler, an acks=all canary, Kafka's own
-describe and each node's log.
+are not the product: the API server's audit log (who asked each pod to go), the pods' UIDs and
+the bridge's record of each deletion (every node's phase by its own log at that moment), an ISR
+and quorum sampler, an acks=all canary, Kafka's own describe and each node's log.
 """
 
 from __future__ import annotations
@@ -61,6 +61,7 @@ from rollguard.peers.realkube_controller import (
     describe,
     events,
     holder,
+    pod_deletions,
     status,
     wait_for_event,
 )
@@ -74,6 +75,7 @@ from real_kafka import kafka_build_logged
 pytestmark = [pytest.mark.kube, pytest.mark.timeout(1200)]
 
 SYSTEM, NS, RELEASE = "ctl-r-system", "ctl-r-kafka", "rollguard"
+ACCOUNT = f"system:serviceaccount:{SYSTEM}:{RELEASE}"  # the chart's, the replicas' identity
 BROKERS, CONTROLLERS = "prod-broker", "prod-controller"
 PODS = [f"{BROKERS}-{i}" for i in range(3)] + [f"{CONTROLLERS}-{i}" for i in range(3, 6)]
 CONFIGMAP = "prod-broker-config"
@@ -257,6 +259,7 @@ def test_a_cluster_seen_for_the_first_time_is_looked_at_and_nothing_is_restarted
     assert found["phase"] == "Completed" and found["rolled"]
     assert status(stack.kube.client(), NS, CONTROLLERS) == found  # one cluster, one status
     assert stack.bridge.deletions == [] and stack.uids() == before
+    assert pod_deletions(stack.kube.folder, NS) == []  # by the API server's audit log
 
 
 def test_a_configmap_change_of_a_key_kafka_takes_live_deletes_no_pod_and_is_in_force(
@@ -272,6 +275,7 @@ def test_a_configmap_change_of_a_key_kafka_takes_live_deletes_no_pod_and_is_in_f
     said = completed(stack, since, 240)
     assert said == "roll completed: 0 restarted, 3 skipped, 3 configured live", said
     assert stack.bridge.deletions == [] and stack.uids() == before
+    assert pod_deletions(stack.kube.folder, NS) == []  # by the API server's audit log
     assert len(stack.said("Configured", since=since)) == 3
     for broker in stack.kafka.brokers:  # by Kafka's own describe, each broker
         out = kafka_configs(kafka_lib(NEWEST), "--bootstrap-server", stack.kafka.bootstrap,
@@ -344,6 +348,14 @@ def test_the_roll_replaced_every_pod_exactly_once_onto_the_new_revision_and_kafk
 ) -> None:
     assert rolled.outcome["completed"] == "roll completed: 6 restarted, 0 skipped"
     assert sorted(rolled.bridge.deleted()) == sorted(PODS)  # each once, by the pods' record
+    # By the API server's audit log: the controller (the chart's ServiceAccount) asked each pod
+    # to go exactly once in the whole file, and each was answered (the rest are kwok's removals
+    # of pods that had ended, as a kubelet's).
+    deletions = pod_deletions(rolled.kube.folder, NS)
+    ours = [d for d in deletions if d.user == ACCOUNT]
+    assert sorted(d.pod for d in ours) == sorted(PODS), ours
+    assert {d.code for d in ours} == {200}, ours
+    assert {d.user for d in deletions} <= {ACCOUNT, "kwok"}, deletions
     wait_until(rolled.ready, 120, what="every pod Ready after the roll")
     client = rolled.kube.client()
     for name in (BROKERS, CONTROLLERS):

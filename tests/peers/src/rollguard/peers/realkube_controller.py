@@ -30,7 +30,16 @@ from lightkube.resources.core_v1 import Event
 
 from rollguard.peers.processes import ROOT, wait_until
 
-__all__ = ["CHART", "Controller", "Helm", "describe", "events", "holder", "status"]
+__all__ = [
+    "CHART",
+    "Controller",
+    "Helm",
+    "describe",
+    "events",
+    "holder",
+    "pod_deletions",
+    "status",
+]
 
 CHART = ROOT / "deploy" / "helm" / "rollguard"
 STATUS = "rollguard.io/status"
@@ -126,6 +135,40 @@ class Controller:
 
     def log(self) -> str:
         return self.log_path.read_text(errors="replace") if self.log_path.exists() else ""
+
+
+@dataclass(frozen=True)
+class Deleted:
+    """A pod's deletion as the API server received it (its audit log): who asked, its answer."""
+
+    user: str
+    pod: str
+    code: int
+    at: str  # when it was answered, ISO 8601
+
+
+def pod_deletions(control_plane: Path, namespace: str) -> list[Deleted]:
+    """Every deletion of a pod of `namespace` the API server answered, in order, from the audit
+    log the control plane keeps in its folder (tests/kube/audit-policy.yaml): the roller's own
+    and everyone else's (kwok's, as the kubelet removes a pod that has ended), each named."""
+    found = []
+    path = control_plane / "audit.log"
+    for line in path.read_text().splitlines() if path.exists() else []:
+        event = json.loads(line)
+        ref = event.get("objectRef") or {}
+        if (
+            event.get("verb") == "delete"
+            and event.get("stage") == "ResponseComplete"
+            and ref.get("resource") == "pods"
+            and not ref.get("subresource")
+            and ref.get("namespace") == namespace
+        ):
+            code = int((event.get("responseStatus") or {}).get("code", 0))
+            user = str((event.get("user") or {}).get("username", ""))
+            found.append(
+                Deleted(user, str(ref.get("name", "")), code, event.get("stageTimestamp", ""))
+            )
+    return found
 
 
 def holder(client: Client, namespace: str, name: str) -> str:

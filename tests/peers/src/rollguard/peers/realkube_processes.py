@@ -3,7 +3,9 @@ of its own, its output in a log, ended by its PID) and the command line of each
 (`build_components`).
 
 Every port is on 127.0.0.1. Processes a control plane started and has not seen end are killed
-at interpreter exit, so an interrupted run leaves nothing behind.
+at interpreter exit, so an interrupted run leaves nothing behind. The API server keeps an audit
+log of every pod deletion it answers (`audit.log` in the control plane's folder,
+tests/kube/audit-policy.yaml): who asked a pod to go, as a test's judge of a roll.
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ from rollguard.peers.realkube_binaries import KUBE, Binaries
 
 # kwok's stages: how a pod of its node becomes Ready, NotReady and goes.
 STAGES = KUBE / "kwok-stages.yaml"
+AUDIT_POLICY = KUBE / "audit-policy.yaml"  # who deleted each pod: the log's only records
 # A cluster's control plane runs on machines of its own; here it shares two cores with a dozen
 # Kafka JVMs, and an API server started again under that load took over 10 s to answer and to
 # authorize: more than a real one's restart. So it runs ahead of them (every thread: `nice`
@@ -163,6 +166,7 @@ def build_components(
             # default it waits up to the request timeout (60 s) for every client's watch.
             "--shutdown-send-retry-after=true",
             "--profiling=false",
+            f"--audit-policy-file={AUDIT_POLICY}", f"--audit-log-path={f / 'audit.log'}",
         ], f / "kube-apiserver.log"),
         Component("kube-controller-manager", [
             str(b.controller_manager), *client_of("controller-manager"),
