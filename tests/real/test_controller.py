@@ -14,6 +14,7 @@ rolls: tests/real/test_controller_roll.py.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterator
 from datetime import UTC, datetime
 from pathlib import Path
@@ -308,12 +309,13 @@ def test_a_configmap_that_does_not_parse_is_a_refused_roll_naming_its_line(
     assert uids(kube, "bad-config") == before
 
 
-def test_of_two_replicas_one_acts_and_the_other_takes_over_when_it_is_killed(
+def test_of_two_replicas_one_acts_and_the_other_takes_over_when_it_is_killed_or_stopped(
     kube: ControlPlane, replicas: dict[str, Controller]
 ) -> None:
     """Replica a has led from the start: every Event of the controller so far is a's (its
     reportingInstance), none b's. Killed (SIGKILL: no release), b takes the Lease once it has
-    expired and acts: the next StatefulSet's warning is b's."""
+    expired and acts: the next StatefulSet's warning is b's. Stopped cleanly (SIGTERM), b
+    releases it, and a, started again meanwhile, takes over at once."""
     a, b = replicas["a"], replicas["b"]
     client = kube.client()
     ours = [e for e in events(client, WATCHED) if e.source == "rollguard"]
@@ -333,3 +335,10 @@ def test_of_two_replicas_one_acts_and_the_other_takes_over_when_it_is_killed(
     a.start()  # started again, as Kubernetes restarts its container: a standby now
     wait_until(lambda: "standby:" in a.log(), 60, what="replica a to stand by")
     assert holder(client, SYSTEM, RELEASE) == b.identity()
+    # Stopped cleanly (SIGTERM, as a Deployment's update stops a pod): b releases the Lease
+    # and exits 0, and a takes over at once, not a Lease's duration later.
+    stopped = time.monotonic()
+    assert b.stop() == 0
+    wait_until(lambda: holder(client, SYSTEM, RELEASE) == a.identity(), 30,
+               what="replica a to take the released Lease")  # fmt: skip
+    assert time.monotonic() - stopped < 15  # the Lease's duration: it was released, not expired
