@@ -9,16 +9,17 @@ import logging
 import re
 import socket
 import subprocess
+from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
 
 import httpx
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
-from test_roll_end_to_end import restarts, roll_command, started
 
 from rollguard.peers.cluster import NodePlan, ProcessCluster
 from rollguard.peers.commandline import rollguard_args
+from rollguard.peers.harness import InventoryRoll
 from rollguard.roller.model import AgentAnswer, AgentReport, Node, PlatformView, Role
 from rollguard.roller.roll.metrics import RollMetrics, WatchedLease
 from rollguard.roller.roll.metrics_server import MetricsServer
@@ -572,26 +573,18 @@ def test_a_roll_serves_its_metrics_while_it_waits_for_a_recovering_node(
     pki: Pki, tmp_path: Path
 ) -> None:
     plans = {1: NodePlan(recovery_ms=8000)}
-    log = tmp_path / "roll.log"
     with (
         ProcessCluster(pki, tmp_path, plans=plans) as cluster,
-        log.open("w") as sink,
-        started(
-            roll_command(cluster, pki, tmp_path, "--metrics-listen", "127.0.0.1:0"),
-            stdout=sink,
-            stderr=sink,
-        ) as process,
+        InventoryRoll(cluster, tmp_path).start("--metrics-listen", "127.0.0.1:0") as running,
         httpx.Client(timeout=5) as http,  # one client: each new one loads a CA bundle (60 ms)
     ):
-        wait_until(lambda: LISTENING.search(log.read_text()), timeout=60, what="the address")
-        found = LISTENING.search(log.read_text())
-        assert found is not None
+        found = wait_until(lambda: LISTENING.search(running.output()), 60, what="the address")
         url = f"http://{found.group(1)}/metrics"
         scrapes: list[str] = []
 
-        def scraped(check) -> bool:  # type: ignore[no-untyped-def]
-            if process.poll() is not None:
-                raise AssertionError(f"the roll ended first:\n{log.read_text()}")
+        def scraped(check: Callable[[Sample], object]) -> bool:
+            if running.poll() is not None:
+                raise AssertionError(f"the roll ended first:\n{running.output()}")
             text = http.get(url).text
             scrapes.append(text)
             return bool(check(parse(text)))
@@ -625,9 +618,10 @@ def test_a_roll_serves_its_metrics_while_it_waits_for_a_recovering_node(
             timeout=120,
             what="the third restart",
         )
-        assert process.wait(120) == 0, log.read_text()
+        done = running.wait(120)
+        assert done.returncode == 0, done.output
     counted = max(value(parse(t), "rollguard_roll_restarts_total") or 0 for t in scrapes)
-    assert counted == len(restarts(tmp_path)) == 3
+    assert counted == len(done.restarted()) == 3
     assert [n.restarts for n in cluster.nodes.values()] == [1, 1, 1]
     with pytest.raises(httpx.ConnectError):  # the server went with the roll
         httpx.get(url, timeout=5)

@@ -61,15 +61,18 @@ class SimRoll:
                         read_events(folder / "events.jsonl"),
                         json.loads(journal.read_text()) if journal.exists() else None)  # fmt: skip
 
-    def entries(self, settings: RollSettings | None = None, **changes: Any) -> list[PlanEntry]:
+    def entries(
+        self, settings: RollSettings | None = None, *, check_agents: bool = True, **changes: Any
+    ) -> list[PlanEntry]:
         """The roll's first look as the roller's own entries (`Roller.plan`: the agents
-        checked first, as `rollguard plan` does); nothing written in `folder`."""
+        checked first, as `rollguard plan` does, unless `check_agents` is false: a node whose
+        agent does not answer is then in the plan, held); nothing written in `folder`."""
         with tempfile.TemporaryDirectory() as folder:
             roller = self.roller(Path(folder), settings, **changes)
 
             async def planned() -> list[PlanEntry]:
                 try:
-                    return await roller.plan()
+                    return await roller.plan(check_agents=check_agents)
                 finally:
                     await roller.agents.aclose()
 
