@@ -16,13 +16,13 @@ import pytest
 
 from rollguard.peers.commandline import rollguard_args
 from rollguard.peers.harness import kafka_peer
+from rollguard.peers.harness_sim import SimRoll
 from rollguard.peers.sim import (
     SimCluster,
     SimNode,
     VirtualClock,
     default_settings,
     internal_topics,
-    run_roll,
     spread_rejoins,
 )
 from rollguard.roller.model import Node, Role
@@ -65,21 +65,17 @@ def recovering_cluster(seconds: float) -> SimCluster:
     return cluster
 
 
-def test_a_recovery_past_its_budget_from_history_fails_the_roll_without_a_restart(
-    tmp_path: Path,
-) -> None:
-    from dataclasses import replace
-
+def test_a_recovery_past_its_budget_from_history_fails_the_roll_without_a_restart() -> None:
     cluster = recovering_cluster(3600)  # an hour: far beyond kafka-1's history
     budgets = {"kafka-1": 600.0}  # p99 360 s * 1.5 + 60 s
-    settings = replace(default_settings(), recovery_budgets=budgets)
-    outcome, why = run_roll(cluster, tmp_path, settings)
-    assert outcome == "failed"
-    assert "kafka-1 is still performing log recovery after 10m00s (its budget from history)" in why
+    done = SimRoll(cluster).roll(recovery_budgets=budgets)
+    assert done.returncode == 1
+    said = "kafka-1 is still performing log recovery after 10m00s (its budget from history)"
+    assert said in done.stderr
     assert cluster.nodes["kafka-1"].restarts == 1  # restarted once, never again while recovering
     # without the file, the same recovery is waited for (the 6 h default)
-    cluster = recovering_cluster(3600)
-    assert run_roll(cluster, tmp_path / "without")[0] == "completed"
+    without = SimRoll(recovering_cluster(3600)).roll()
+    assert without.returncode == 0, without.stderr
 
 
 def test_a_budget_never_exceeds_the_maximum_wait() -> None:

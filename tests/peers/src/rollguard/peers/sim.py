@@ -53,6 +53,7 @@ from rollguard.roller.model import (
     VoterInfo,
 )
 from rollguard.roller.platform import InventoryNode, InventoryPlatform
+from rollguard.roller.roll.configs.live import LiveConfigs
 from rollguard.roller.roll.roller import Roller
 from rollguard.roller.roll.rules.settings import RollFailed, RollSettings
 from rollguard.roller.roll.stores.journal import FileJournalStore
@@ -641,8 +642,10 @@ def make_roller(
     settings: RollSettings | None = None,
     *,
     platform: Callable[[SimCluster, AgentClient, Path], SimPlatform] | None = None,
+    configs: LiveConfigs | None = None,
 ) -> Roller:
-    """The production roller on `cluster` (`platform`: a SimPlatform of the test's own)."""
+    """The production roller on `cluster` (`platform`: a SimPlatform of the test's own;
+    `configs`: the desired configurations' live steps)."""
     clock = cluster.clock
     agents = AgentClient(
         trusting_nothing(),  # never used (a mock transport): no CA bundle loaded for nothing
@@ -664,6 +667,7 @@ def make_roller(
         policy=RetryPolicy(max_retries=30, initial_backoff_ms=5000, max_backoff_ms=60000),
         clock=clock,
         sleep=clock.sleep,
+        configs=configs,
     )
 
 
