@@ -21,9 +21,10 @@ benchmarks and the demo run the product's own code paths.
   Kafka's own jars), Kafka Connect and Prometheus as local processes; `rollguard.peers.realcluster`:
   a real cluster with an agent beside each node; `rollguard.peers.realclients`: the tests' own
   ISR sampler and canary.
-- `rollguard.peers.processes`: the one registry of the processes the tests start (killed at
-  exit), the one port helper (`free_port`), the start-up slots, the Java test broker (Kafka's
-  MBeans over remote JMX), the agent as a process, a PKI.
+- `rollguard.peers.spawn`: the one registry of the processes the tests start (killed at exit),
+  their start with their output in a log, their stop; `rollguard.peers.processes`: the one port
+  helper (`free_port`), the start-up slots, the Java test broker (Kafka's MBeans over remote
+  JMX), the agent as a process, a PKI.
 - `rollguard.peers.control`: the one control server playing the hosts' service manager (restart,
   health, install); `rollguard.peers.rollcluster`: the protocol of the cluster a roll test drives;
   `rollguard.peers.commandline`: the one builder of `rollguard roll`/`plan` command lines.
