@@ -1,13 +1,18 @@
-"""Test-only helpers (curl as people run it, silent ports, an HTTPS peer, a real tier that is
-missing) and, re-exported, the real processes of `rollguard.peers.processes` that tests,
-benchmarks and the demo share."""
+"""Test-only helpers (the installed commands run as people type them, and sent a signal; curl
+as people run it, silent ports, an HTTPS peer, a real tier that is missing) and, re-exported,
+the real processes of `rollguard.peers.processes` that tests, benchmarks and the demo share."""
 
 from __future__ import annotations
 
 import os
 import re
 import socket
+import subprocess
 import threading
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
 from typing import NoReturn
 
 import pytest
@@ -42,6 +47,7 @@ __all__ = [
     "HttpsPeer",
     "LineReader",
     "Pki",
+    "Signalled",
     "SilentJmxPort",
     "build_broker",
     "curl",
@@ -49,6 +55,9 @@ __all__ = [
     "make_pki",
     "missing_tier",
     "require_all_tiers",
+    "rollguard",
+    "run",
+    "signalled",
     "state_of",
     "until_running",
     "wait_until",
@@ -91,6 +100,68 @@ def missing_tier(reason: str) -> NoReturn:
         said = f"{reason} ({REQUIRE_ALL_TIERS} is set: every real tier must run)"
         raise pytest.fail.Exception(said, pytrace=False) from None  # the reason says it all
     pytest.skip(reason)
+
+
+def run(
+    argv: Sequence[str],
+    cwd: Path | None = None,
+    env: Mapping[str, str] | None = None,
+    *,
+    timeout: float = 60,
+) -> subprocess.CompletedProcess[str]:
+    """One of the installed commands (`argv[0]`: rollguard, rollguard-agent, rollguard-certs,
+    rollguard-report) as people type it, to its end, its output captured; in this process's
+    environment without its ROLLGUARD_ variables (a developer's own would change what the
+    command reads), with `env` over it."""
+    clean = {k: v for k, v in os.environ.items() if not k.startswith("ROLLGUARD_")}
+    return subprocess.run([str(BIN / argv[0]), *argv[1:]], capture_output=True, text=True,
+                          timeout=timeout, cwd=cwd, env={**clean, **(env or {})})  # fmt: skip
+
+
+def rollguard(
+    *args: str, env: Mapping[str, str] | None = None, timeout: float = 60
+) -> subprocess.CompletedProcess[str]:
+    """`rollguard ARGS` (`run`)."""
+    return run(["rollguard", *args], env=env, timeout=timeout)
+
+
+@dataclass(frozen=True)
+class Signalled:
+    """How a command ended after a signal: its exit code, its output, and how long it took."""
+
+    returncode: int
+    stdout: str
+    stderr: str
+    seconds: float  # from the signal to its end
+
+
+def signalled(
+    argv: Sequence[str],
+    signum: int,
+    ready: Callable[[], object],
+    *,
+    what: str,
+    timeout: float = 30,
+    ends_within: float = 30,
+    env: Mapping[str, str] | None = None,
+) -> Signalled:
+    """`argv` started, sent `signum` once `ready()` says it is where the test wants it (within
+    `timeout`; the command still running then), then waited for up to `ends_within` seconds.
+    Killed if the test fails before it ends."""
+    process = subprocess.Popen(
+        list(argv), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env
+    )
+    try:
+        wait_until(lambda: ready() or process.poll() is not None, timeout, 0.1, what)
+        assert process.poll() is None, process.communicate()
+        sent = time.monotonic()
+        process.send_signal(signum)
+        out, err = process.communicate(timeout=ends_within)
+        return Signalled(process.returncode, out, err, time.monotonic() - sent)
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.communicate()
 
 
 def state_of(agent: Agent) -> dict[str, object] | None:

@@ -9,7 +9,6 @@ among them as it happens. See docs/operations.md, "Output: which stream carries 
 from __future__ import annotations
 
 import json
-import os
 import re
 import subprocess
 import time
@@ -20,17 +19,9 @@ from typing import Any
 from rollguard.peers.cluster import ProcessCluster
 from rollguard.peers.harness import InventoryRoll
 
-from helpers import BIN, Agent, Pki, free_port, wait_until
+from helpers import Agent, Pki, free_port, rollguard, wait_until
 
 STAMP = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z (INFO|WARNING|ERROR) ")
-
-
-def rollguard(
-    *args: str, env: dict[str, str] | None = None, timeout: float = 60
-) -> subprocess.CompletedProcess[str]:
-    clean = {k: v for k, v in os.environ.items() if not k.startswith("ROLLGUARD_")}
-    return subprocess.run([str(BIN / "rollguard"), *args], capture_output=True, text=True,
-                          timeout=timeout, env={**clean, **(env or {})})  # fmt: skip
 
 
 def objects(text: str) -> list[dict[str, Any]]:

@@ -11,14 +11,12 @@ the agent's are in test_agent_cli.py.
 from __future__ import annotations
 
 import signal
-import subprocess
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from helpers import BIN, Pki, SilentJmxPort, wait_until
+from helpers import BIN, Pki, SilentJmxPort, signalled
 
 LIMIT = 2.0  # seconds from the signal to the exit
 
@@ -72,21 +70,10 @@ def test_a_signal_ends_the_command_within_two_seconds(
     command: str, signum: signal.Signals, tmp_path: Path, pki: Pki, silent: SilentJmxPort
 ) -> None:
     argv = [str(BIN / "rollguard"), *commands(tmp_path, pki, silent.port)[command]]
-    process = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    try:
-        # blocked on the silent peer: it has connected, and is still running
-        wait_until(lambda: silent.accepted, timeout=30, what=f"{command} to connect")
-        assert process.poll() is None, process.communicate()
-        sent = time.monotonic()
-        process.send_signal(signum)
-        _, err = process.communicate(timeout=30)
-        elapsed = time.monotonic() - sent
-    finally:
-        if process.poll() is None:
-            process.kill()
-            process.wait()
-    assert process.returncode == 3, err
-    assert elapsed < LIMIT, f"{command} took {elapsed:.1f}s to end after {signum.name}"
-    assert "Traceback" not in err, err
+    # blocked on the silent peer: it has connected, and is still running
+    done = signalled(argv, signum, lambda: silent.accepted, what=f"{command} to connect")
+    assert done.returncode == 3, done.stderr
+    assert done.seconds < LIMIT, f"{command} took {done.seconds:.1f}s to end after {signum.name}"
+    assert "Traceback" not in done.stderr, done.stderr
     if command == "roll":
-        assert f"interrupted by {signum.name}; resume with --resume s1" in err
+        assert f"interrupted by {signum.name}; resume with --resume s1" in done.stderr
