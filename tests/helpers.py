@@ -1,6 +1,7 @@
-"""Test-only helpers (the installed commands run as people type them, and sent a signal; curl
-as people run it, silent ports, an HTTPS peer, a real tier that is missing) and, re-exported,
-the real processes of `rollguard.peers.processes` that tests, benchmarks and the demo share."""
+"""Test-only helpers (the installed commands run as people type them, and sent a signal; a clock
+the test moves; curl as people run it, silent ports, an HTTPS peer, a real tier that is
+missing) and, re-exported, the real processes of `rollguard.peers.processes` that tests,
+benchmarks and the demo share."""
 
 from __future__ import annotations
 
@@ -43,6 +44,7 @@ __all__ = [
     "ROOT",
     "Agent",
     "Broker",
+    "Clock",
     "Curl",
     "HttpsPeer",
     "LineReader",
@@ -162,6 +164,23 @@ def signalled(
         if process.poll() is None:
             process.kill()
             process.communicate()
+
+
+class Clock:
+    """An injected clock (seconds, from `now`): the test moves it, nothing sleeps; an injected
+    `sleep` moves it too."""
+
+    def __init__(self, now: float = 0.0) -> None:
+        self.now = now
+
+    def __call__(self) -> float:
+        return self.now
+
+    def advance(self, seconds: float) -> None:
+        self.now += seconds
+
+    async def sleep(self, seconds: float) -> None:
+        self.now += seconds
 
 
 def state_of(agent: Agent) -> dict[str, object] | None:

@@ -31,7 +31,7 @@ from rollguard.roller.connect.policy import (
 from rollguard.shared.errors import ConfigError
 from rollguard.shared.retry import RetryPolicy
 
-from helpers import BIN, Pki, free_port, rollguard, signalled
+from helpers import BIN, Clock, Pki, free_port, rollguard, signalled
 
 MM2 = "east->west.MirrorSourceConnector"
 FAST = RetryPolicy(max_retries=2, initial_backoff_ms=10, max_backoff_ms=20)
@@ -111,14 +111,6 @@ def test_per_connector_overrides(tmp_path: Path) -> None:
 # ---- the watcher against the Connect peer -------------------------------------------------
 
 
-class Clock:
-    def __init__(self) -> None:
-        self.now = 1_000_000.0
-
-    def __call__(self) -> float:
-        return self.now
-
-
 @pytest.fixture
 def connect() -> Iterator[ConnectSim]:
     with ConnectSim(restart_delay=0.0, restart_lag=0.0) as sim:
@@ -150,7 +142,7 @@ def test_the_watcher_restarts_on_schedule_and_a_restarted_watcher_keeps_its_coun
     connect.add_connector("healthy", tasks=1)
     connect.fail_task("sink", 1)
     connect.fail_after_restart("sink", task=1, times=None)  # it keeps failing
-    clock, state, metrics = Clock(), tmp_path / "state.json", Metrics()
+    clock, state, metrics = Clock(1_000_000.0), tmp_path / "state.json", Metrics()
 
     async def scenario() -> None:
         first = watcher(connect, state, clock, metrics)
@@ -184,7 +176,7 @@ def test_the_watcher_restarts_on_schedule_and_a_restarted_watcher_keeps_its_coun
 def test_a_recovered_connector_has_its_count_reset(connect: ConnectSim, tmp_path: Path) -> None:
     connect.add_connector("sink", tasks=1)
     connect.fail_connector("sink")  # a restart brings it back (the peer's RESTARTING -> RUNNING)
-    clock = Clock()
+    clock = Clock(1_000_000.0)
 
     async def scenario() -> list[RestartAction]:
         w = watcher(connect, tmp_path / "s.json", clock)
@@ -210,7 +202,7 @@ def test_workers_older_than_kip_745_get_one_restart_per_failed_part(
     connect.fail_task("sink", 2)
 
     async def scenario() -> None:
-        w = watcher(connect, tmp_path / "s.json", Clock())
+        w = watcher(connect, tmp_path / "s.json", Clock(1_000_000.0))
         events = await w.check()
         assert "one by one" in events[0].detail
         await w.client.aclose()

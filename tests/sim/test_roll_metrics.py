@@ -41,17 +41,9 @@ from rollguard.shared.errors import ConfigError
 from rollguard.shared.states import BrokerState
 from rollguard.shared.wire import BrokerStateReport, RecoveryProgress
 
-from helpers import Pki, wait_until
+from helpers import Clock, Pki, wait_until
 
 Sample = dict[tuple[str, frozenset[tuple[str, str]]], float]
-
-
-class Clock:
-    def __init__(self) -> None:
-        self.now = 1000.0
-
-    def __call__(self) -> float:
-        return self.now
 
 
 def parse(text: str) -> Sample:
@@ -71,7 +63,7 @@ def named(sample: Sample, name: str) -> dict[frozenset[tuple[str, str]], float]:
 
 
 def fed() -> tuple[RollMetrics, EventLog, Clock]:
-    clock = Clock()
+    clock = Clock(1000.0)
     metrics = RollMetrics("r1", "prod", clock=clock)
     events = EventLog(None, "r1", cluster="prod")  # no file: the listeners hear every event
     events.listeners.append(metrics.on_event)
@@ -378,7 +370,7 @@ class FakeLease:
 
 
 def test_the_lease_is_held_from_its_taking_while_renewed_until_lost_or_given_up() -> None:
-    clock, inner = Clock(), FakeLease()
+    clock, inner = Clock(1000.0), FakeLease()
     lease = WatchedLease(inner, clock=clock)
 
     async def life() -> list[bool]:
