@@ -5,6 +5,7 @@ benchmarks and the demo share."""
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import socket
@@ -51,6 +52,7 @@ __all__ = [
     "Pki",
     "Signalled",
     "SilentJmxPort",
+    "answer",
     "build_broker",
     "curl",
     "free_port",
@@ -234,11 +236,20 @@ class SilentJmxPort:
             conn.close()
 
 
+async def answer(  # type: ignore[no-untyped-def]
+    send, status: int, body: object, headers: Sequence[tuple[bytes, bytes]] = ()
+) -> None:
+    """An ASGI app's whole answer: `status`, `headers`, `body` (bytes as they are, anything else
+    as JSON)."""
+    data = body if isinstance(body, bytes) else json.dumps(body).encode()
+    await send({"type": "http.response.start", "status": status, "headers": list(headers)})
+    await send({"type": "http.response.body", "body": data})
+
+
 async def running_agent(scope, receive, send) -> None:  # type: ignore[no-untyped-def]
     """An agent-shaped ASGI app whose broker is always RUNNING: for tests about something else
     than what the agents say (a roll does not start when not one agent answers)."""
-    await send({"type": "http.response.start", "status": 200, "headers": []})
-    await send({"type": "http.response.body", "body": b'{"brokerState": 3}'})
+    await answer(send, 200, b'{"brokerState": 3}')
 
 
 class HttpsPeer:

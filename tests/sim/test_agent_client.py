@@ -13,7 +13,7 @@ from rollguard.shared.retry import RetryPolicy, RetryStats
 from rollguard.shared.states import BrokerState
 from rollguard.shared.tls import client_context
 
-from helpers import BIN, Agent, Broker, HttpsPeer, Pki, free_port, rollguard, wait_until
+from helpers import BIN, Agent, Broker, HttpsPeer, Pki, answer, free_port, rollguard, wait_until
 
 FAST = RetryPolicy(initial_backoff_ms=10, max_backoff_ms=50)
 
@@ -28,14 +28,7 @@ class Scripted:
     async def __call__(self, scope, receive, send) -> None:  # type: ignore[no-untyped-def]
         status, body = self.answers[min(self.requests, len(self.answers) - 1)]
         self.requests += 1
-        await send(
-            {
-                "type": "http.response.start",
-                "status": status,
-                "headers": [(b"content-type", b"application/json")],
-            }
-        )
-        await send({"type": "http.response.body", "body": body})
+        await answer(send, status, body, [(b"content-type", b"application/json")])
 
 
 NO_SAMPLE = (503, b'{"error": "no-sample-yet", "message": "starting"}')

@@ -17,7 +17,7 @@ from rollguard.roller.collect.events import FileCursor, read_events
 from rollguard.roller.roll.voice import EventLog
 from rollguard.shared.dataset import Event
 
-from helpers import BIN, HttpsPeer, Pki
+from helpers import BIN, HttpsPeer, Pki, answer
 
 
 def event(roll: str, cluster: str | None) -> str:
@@ -51,8 +51,7 @@ def test_events_of_another_cluster_are_left_out_and_counted(tmp_path: Path) -> N
 async def empty_timeline(scope, receive, send) -> None:  # type: ignore[no-untyped-def]
     """An agent whose recovery timeline has nothing yet."""
     body = {"records": [], "next": 0, "earliest": None, "latest": 0}
-    await send({"type": "http.response.start", "status": 200, "headers": []})
-    await send({"type": "http.response.body", "body": json.dumps(body).encode()})
+    await answer(send, 200, body)
 
 
 @pytest.fixture(scope="module")

@@ -23,7 +23,7 @@ from rollguard.shared.states import BrokerState
 from rollguard.shared.tls import client_context
 from rollguard.shared.wire import BrokerStateReport
 
-from helpers import HttpsPeer, Pki
+from helpers import HttpsPeer, Pki, answer
 
 URL = "https://kafka-0:8443/v1/broker-state"
 OK = AgentReport(URL, BrokerStateReport(BrokerState.RUNNING))
@@ -66,8 +66,7 @@ def dated_agent(skew: float):  # type: ignore[no-untyped-def]
             (b"content-type", b"application/json"),
             (b"date", formatdate(time() + skew, usegmt=True).encode()),
         ]
-        await send({"type": "http.response.start", "status": 200, "headers": headers})
-        await send({"type": "http.response.body", "body": b'{"brokerState":3}'})
+        await answer(send, 200, b'{"brokerState":3}', headers)
 
     return app
 
