@@ -35,6 +35,7 @@ from rollguard.peers.processes import (
     make_pki,
     wait_until,
 )
+from rollguard.peers.served import Served
 
 __all__ = [
     "BIN",
@@ -252,50 +253,16 @@ async def running_agent(scope, receive, send) -> None:  # type: ignore[no-untype
     await answer(send, 200, b'{"brokerState": 3}')
 
 
-class HttpsPeer:
-    """An ASGI app served by uvicorn on 127.0.0.1 over mutual TLS, in a background thread.
+class HttpsPeer(Served):
+    """An ASGI app served on 127.0.0.1 over mutual TLS, in a background thread (`Served`).
 
     For test peers that speak HTTP (a flaky agent, a server under a thundering herd); the
     clients under test connect to it exactly as they connect to a real agent.
     """
 
     def __init__(self, app, pki: Pki, **config: object) -> None:  # type: ignore[no-untyped-def]
-        import asyncio
-
-        import uvicorn
-
         from rollguard.shared.tls import server_context
 
         self.app = app
         tls = server_context(pki.server_cert, pki.server_key, pki.ca)
-        self.sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM, socket.IPPROTO_TCP)
-        self.sock.bind(("127.0.0.1", 0))
-        self.port = self.sock.getsockname()[1]
-        self.url = f"https://127.0.0.1:{self.port}"
-        settings = uvicorn.Config(
-            app,
-            log_config=None,
-            access_log=False,
-            lifespan="off",
-            loop="asyncio",
-            ssl_certfile="unused",
-            ssl_context_factory=lambda config, default: tls,
-            **config,
-        )
-        self.server = uvicorn.Server(settings)
-        self._thread = threading.Thread(
-            target=lambda: asyncio.run(self.server.serve(sockets=[self.sock])), daemon=True
-        )
-        self._thread.start()
-        wait_until(lambda: self.server.started, timeout=10, what="the HTTPS peer to start")
-
-    def stop(self) -> None:
-        self.server.should_exit = True
-        self._thread.join(10)
-        self.sock.close()
-
-    def __enter__(self) -> HttpsPeer:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.stop()
+        super().__init__(app, "https-peer", tls=tls, **config)

@@ -17,6 +17,8 @@ benchmarks and the demo run the product's own code paths.
   StatefulSets get, ConfigMaps and Leases get/create/update with resourceVersion conflicts);
   anything else is answered 404/405/415/400 as an API server would.
 - `rollguard.peers.connect`: Kafka Connect's REST API with its versions' semantics.
+- `rollguard.peers.served`: an ASGI app served by uvicorn in a thread (the Connect and Kubernetes
+  API peers, a test's HTTPS peer).
 - `rollguard.peers.realkafka`, `.realconnect`, `.realprometheus`: a real Kafka (KRaft nodes from
   Kafka's own jars), Kafka Connect and Prometheus as local processes; `rollguard.peers.realcluster`:
   a real cluster with an agent beside each node; `rollguard.peers.realclients`: the tests' own
