@@ -57,6 +57,7 @@ __all__ = [
     "build_broker",
     "curl",
     "free_port",
+    "inventory",
     "make_pki",
     "missing_tier",
     "require_all_tiers",
@@ -115,9 +116,9 @@ def run(
     timeout: float = 60,
 ) -> subprocess.CompletedProcess[str]:
     """One of the installed commands (`argv[0]`: rollguard, rollguard-agent, rollguard-certs,
-    rollguard-report) as people type it, to its end, its output captured; in this process's
-    environment without its ROLLGUARD_ variables (a developer's own would change what the
-    command reads), with `env` over it."""
+    rollguard-report, or its path) as people type it, to its end, its output captured; in this
+    process's environment without its ROLLGUARD_ variables (a developer's own would change what
+    the command reads), with `env` over it."""
     clean = {k: v for k, v in os.environ.items() if not k.startswith("ROLLGUARD_")}
     return subprocess.run([str(BIN / argv[0]), *argv[1:]], capture_output=True, text=True,
                           timeout=timeout, cwd=cwd, env={**clean, **(env or {})})  # fmt: skip
@@ -128,6 +129,21 @@ def rollguard(
 ) -> subprocess.CompletedProcess[str]:
     """`rollguard ARGS` (`run`)."""
     return run(["rollguard", *args], env=env, timeout=timeout)
+
+
+def inventory(
+    path: Path, agents: Sequence[str], *, cluster: str | None = None, restart: str = "true"
+) -> Path:
+    """An inventory at `path` (JSON being YAML): node i named kafka-i, its agent `agents[i]`, its
+    restart command `restart` (`{i}` in it: its id), the `cluster` if given."""
+    nodes = [
+        {"id": i, "name": f"kafka-{i}", "agent": url, "restart": restart.replace("{i}", str(i))}
+        for i, url in enumerate(agents)
+    ]
+    path.write_text(
+        json.dumps({"cluster": cluster, "nodes": nodes} if cluster else {"nodes": nodes})
+    )
+    return path
 
 
 @dataclass(frozen=True)

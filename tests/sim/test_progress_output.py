@@ -19,7 +19,7 @@ from typing import Any
 from rollguard.peers.cluster import ProcessCluster
 from rollguard.peers.harness import InventoryRoll
 
-from helpers import Agent, Pki, free_port, rollguard, wait_until
+from helpers import Agent, Pki, free_port, inventory, rollguard, wait_until
 
 STAMP = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z (INFO|WARNING|ERROR) ")
 
@@ -107,13 +107,10 @@ def test_a_failure_under_output_json_is_one_error_object_on_stdout_and_a_line_on
 def test_plan_with_nothing_at_bootstrap_says_so_at_once_and_fails_as_a_json_error(
     pki: Pki, tmp_path: Path
 ) -> None:
-    inventory = tmp_path / "inventory.yaml"
-    inventory.write_text(f"cluster: c\nnodes:\n  - id: 0\n    name: kafka-0\n"
-                         f"    agent: https://127.0.0.1:{free_port()}\n"
-                         "    restart: 'true'\n")  # fmt: skip
+    path = inventory(tmp_path / "inventory.yaml", [f"https://127.0.0.1:{free_port()}"], cluster="c")
     bootstrap = f"127.0.0.1:{free_port()}"
     started = time.monotonic()
-    done = rollguard("plan", "--inventory", str(inventory), "--bootstrap", bootstrap,
+    done = rollguard("plan", "--inventory", str(path), "--bootstrap", bootstrap,
                      *pki.client_flags(), "--on-agent-unreachable", "force", "--output", "json",
                      "--retry-max-retries", "1", "--retry-initial-backoff-ms", "10")  # fmt: skip
     took = time.monotonic() - started

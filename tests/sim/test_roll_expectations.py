@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import json
 import random
-import subprocess
 from pathlib import Path
 
 import pytest
@@ -32,7 +31,7 @@ from rollguard.roller.roll.planning import PlanEntry
 from rollguard.shared.errors import ConfigError
 from rollguard.shared.expectations import node_expectation
 
-from helpers import HttpsPeer, Pki, running_agent
+from helpers import HttpsPeer, Pki, inventory, run, running_agent
 
 COMBINED = frozenset({Role.BROKER, Role.CONTROLLER})
 
@@ -136,25 +135,18 @@ def test_plan_with_expectations_prints_the_prediction_and_writes_nothing(
 ) -> None:
     with kafka_peer() as kafka, HttpsPeer(running_agent, pki) as agent:
         # The inventory's `cluster:` picks this cluster's entries, whatever its file is called.
-        inventory = tmp_path / "inventory.yaml"
-        inventory.write_text(
-            "cluster: prod\nnodes:\n"
-            + "".join(
-                f"  - {{id: {i}, name: kafka-{i}, agent: '{agent.url}', restart: 'true'}}\n"
-                for i in range(3)
-            )
-        )
-        path = write(
+        path = inventory(tmp_path / "inventory.yaml", [agent.url] * 3, cluster="prod")
+        expected = write(
             tmp_path / "e.json",
             history("prod", "kafka-0", 30, 90),
             history("inventory", "kafka-1", 600, 900),
         )
-        done = subprocess.run(
-            rollguard_args("plan", inventory=inventory, bootstrap=kafka.bootstrap, tls=pki,
+        done = run(
+            rollguard_args("plan", inventory=path, bootstrap=kafka.bootstrap, tls=pki,
                            state_dir=tmp_path / "state",
-                           extra=["--expectations", str(path), "--restart-estimate", "1m",
+                           extra=["--expectations", str(expected), "--restart-estimate", "1m",
                                   "--output", "json", "--retry-max-retries", "0"]),
-            capture_output=True, text=True, timeout=120, check=False,
+            timeout=120,
         )  # fmt: skip
     assert done.returncode == 0, done.stderr
     lines = [json.loads(line) for line in done.stdout.splitlines()]

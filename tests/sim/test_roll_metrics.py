@@ -8,7 +8,6 @@ import asyncio
 import logging
 import re
 import socket
-import subprocess
 from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
@@ -41,7 +40,7 @@ from rollguard.shared.errors import ConfigError
 from rollguard.shared.states import BrokerState
 from rollguard.shared.wire import BrokerStateReport, RecoveryProgress
 
-from helpers import Clock, Pki, wait_until
+from helpers import Clock, Pki, inventory, run, wait_until
 
 Sample = dict[tuple[str, frozenset[tuple[str, str]]], float]
 
@@ -524,30 +523,16 @@ def test_an_address_in_use_is_a_config_error_naming_it() -> None:
 def test_a_roll_whose_metrics_address_is_in_use_exits_2_before_anything_is_done(
     pki: Pki, tmp_path: Path
 ) -> None:
-    inventory = tmp_path / "inventory.yaml"
     restart = f"touch {tmp_path}/restarted"
-    inventory.write_text(
-        "cluster: prod\nnodes:\n"
-        f"  - {{id: 0, name: kafka-0, agent: 'https://127.0.0.1:1', restart: '{restart}'}}\n"
-    )
+    path = inventory(tmp_path / "inventory.yaml", ["https://127.0.0.1:1"], cluster="prod",
+                     restart=restart)  # fmt: skip
     with socket.socket() as taken:
         taken.bind(("127.0.0.1", 0))
         taken.listen()
         port = taken.getsockname()[1]
-        done = subprocess.run(
-            rollguard_args(
-                "roll",
-                inventory=inventory,
-                bootstrap="127.0.0.1:1",
-                tls=pki,
-                state_dir=tmp_path / "state",
-                extra=["--metrics-listen", f"127.0.0.1:{port}"],
-            ),
-            capture_output=True,
-            text=True,
-            timeout=60,
-            check=False,
-        )
+        done = run(rollguard_args("roll", inventory=path, bootstrap="127.0.0.1:1", tls=pki,
+                                  state_dir=tmp_path / "state",
+                                  extra=["--metrics-listen", f"127.0.0.1:{port}"]))  # fmt: skip
     assert done.returncode == 2, done.stderr
     (line,) = done.stderr.splitlines()
     assert line.startswith(f"rollguard: --metrics-listen 127.0.0.1:{port}: ") and "in use" in line

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from helpers import BIN, Pki, SilentJmxPort, signalled
+from helpers import BIN, Pki, SilentJmxPort, inventory, signalled
 
 LIMIT = 2.0  # seconds from the signal to the exit
 
@@ -30,21 +30,12 @@ def silent() -> Iterator[SilentJmxPort]:
         port.close()
 
 
-def inventory(tmp_path: Path, port: int) -> Path:
-    path = tmp_path / "inventory.yaml"
-    path.write_text(
-        "nodes:\n"
-        "  - id: 0\n"
-        "    name: kafka-0\n"
-        f"    agent: https://127.0.0.1:{port}\n"
-        "    restart: 'true'\n"
-    )
-    return path
-
-
 def commands(tmp_path: Path, pki: Pki, port: int) -> dict[str, list[str]]:
     slow = ["--timeout", "10m", "--retry-max-retries", "0"]
-    where = ["--inventory", str(inventory(tmp_path, port))]
+    where = [
+        "--inventory",
+        str(inventory(tmp_path / "inventory.yaml", [f"https://127.0.0.1:{port}"])),
+    ]
     roll = [
         *where,
         *pki.client_flags(),
