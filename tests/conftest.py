@@ -20,7 +20,15 @@ from kafka.net.inet import KafkaNetSocket
 from rollguard.peers.realkube import NEWEST, Binaries, ControlPlane, KubeBinariesMissing
 from rollguard.peers.realkube_binaries import BUILD_STATUS, wait_for_build
 
-from helpers import ENVIRONMENT_ONLY, Pki, build_broker, make_pki, missing_tier, require_all_tiers
+from helpers import (
+    ENVIRONMENT_ONLY,
+    Broker,
+    Pki,
+    build_broker,
+    make_pki,
+    missing_tier,
+    require_all_tiers,
+)
 
 # The tests live in one folder per tier, by what they run (docs/architecture.md, "Tests"):
 #   unit/  pure: one process, no server, no simulated cluster;
@@ -160,6 +168,13 @@ def trustme_pki(tmp_path_factory: pytest.TempPathFactory) -> Pki:
 @pytest.fixture(scope="session", autouse=True)
 def _broker_classes() -> None:
     build_broker()
+
+
+@pytest.fixture(scope="module")
+def broker() -> Iterator[Broker]:
+    """The test broker, RUNNING (state 3), for a test file's agents to read."""
+    with Broker("--state", "3") as running:
+        yield running
 
 
 @pytest.fixture(scope="session", autouse=True)

@@ -11,7 +11,6 @@ import shutil
 import socket
 import ssl
 import subprocess
-import urllib.request
 from collections.abc import Iterator, Sequence
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -24,6 +23,7 @@ from test_agent_cli import start
 from rollguard.agent.refusals import Refusals
 from rollguard.agent.tls_gate import REASONS, classify
 from rollguard.certs.pki import Issued, issue, load_ca, write_pair
+from rollguard.peers.flood import metric
 
 from helpers import Agent, Broker, Pki, wait_until
 
@@ -74,21 +74,8 @@ def s_client(agent: Agent, ca: Path, *flags: str) -> str:
     return done.stdout + done.stderr
 
 
-def metric(agent: Agent, name: str) -> float:
-    text = urllib.request.urlopen(agent.probe + "/metrics", timeout=10).read().decode()
-    found = re.search(rf"^{re.escape(name)} (\S+)$", text, re.MULTILINE)
-    assert found, f"{name} not in /metrics"
-    return float(found.group(1))
-
-
 def failures(reason: str) -> str:
     return f'rollguard_tls_handshake_failures_total{{reason="{reason}"}}'
-
-
-@pytest.fixture(scope="module")
-def broker() -> Iterator[Broker]:
-    with Broker("--state", "3") as running:
-        yield running
 
 
 @pytest.fixture(scope="module", params=["uvloop", "asyncio"])

@@ -91,12 +91,6 @@ def assert_complete(found: list[dict[str, Any]], node: str, latest: int) -> None
     assert seqs == list(range(1, latest + 1)), f"{node}: duplicates or gaps"
 
 
-@pytest.fixture
-def broker():  # type: ignore[no-untyped-def]
-    with Broker("--state", "3") as running:
-        yield running
-
-
 def test_collects_every_agent_in_pages_and_partitions_by_cluster_and_date(
     pki: Pki, tmp_path: Path, broker: Broker
 ) -> None:
