@@ -61,11 +61,6 @@ def client(sim: ConnectSim) -> Iterator[httpx.Client]:
         yield client
 
 
-@pytest.fixture
-def clock() -> Clock:
-    return Clock(1000.0)
-
-
 # The fake clock's delays: binary fractions, so that every due time the simulator computes is
 # exact whatever the order of its additions.
 RESTART_LAG, RESTART_DELAY, TASK_RESTART_AFTER = 0.5, 5.0, 8.0

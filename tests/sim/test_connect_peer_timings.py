@@ -241,11 +241,6 @@ JUST = 1e-6  # a moment before a due time
 
 
 @pytest.fixture
-def clock() -> Clock:
-    return Clock(1000.0)
-
-
-@pytest.fixture
 def timed(clock: Clock) -> Iterator[tuple[ConnectSim, httpx.Client]]:
     sim = ConnectSim(
         restart_lag=LAG,

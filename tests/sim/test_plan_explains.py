@@ -222,11 +222,6 @@ def cluster(tmp_path_factory: pytest.TempPathFactory, pki: Pki) -> Iterator[Proc
         yield cluster
 
 
-@pytest.fixture
-def target(cluster: ProcessCluster, tmp_path: Path) -> InventoryRoll:
-    return InventoryRoll(cluster, tmp_path)
-
-
 def test_plan_prints_the_table_and_json_with_the_reasons(
     target: InventoryRoll, tmp_path: Path
 ) -> None:
