@@ -37,7 +37,7 @@ from urllib.parse import quote
 
 from rollguard.peers.processes import ROOT, free_port, startup_slot, wait_until
 from rollguard.peers.realkafka import KafkaCluster, kill_jvm, stop_jvm
-from rollguard.peers.spawn import alive, read_log, start_logged
+from rollguard.peers.spawn import Starts, alive, read_log, start_logged
 
 CONNECT_VERSION = "4.3.1"  # connect-file/connect-mirror 4.4.0 are not on Maven Central here
 CONNECT_BUILD = ROOT / "build" / "kafka-connect"
@@ -200,7 +200,7 @@ class Generation:
     leader: ConnectWorker
 
 
-class ConnectCluster:
+class ConnectCluster(Starts):
     """Distributed workers of one group against `bootstrap`: `add_worker()` starts one more."""
 
     def __init__(
@@ -324,16 +324,9 @@ class ConnectCluster:
             lasts = [f"{w.worker_id}: {_last_join(w)}" for w in self.workers if w.running()]
             raise AssertionError(f"{exc}\n" + "\n".join(lasts)) from None
 
-    def __enter__(self) -> ConnectCluster:
-        try:
-            self.add_worker()
-        except BaseException:
-            self.stop()
-            raise
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.stop()
+    def start(self) -> None:
+        """Its first worker, ready (`with` the cluster starts it so)."""
+        self.add_worker()
 
 
 def _last_join(worker: ConnectWorker) -> str:
