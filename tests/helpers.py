@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import shutil
 import socket
 import subprocess
 import threading
@@ -60,6 +61,7 @@ __all__ = [
     "inventory",
     "make_pki",
     "missing_tier",
+    "mounted",
     "require_all_tiers",
     "rollguard",
     "run",
@@ -200,6 +202,16 @@ class Clock:
 
     async def sleep(self, seconds: float) -> None:
         self.now += seconds
+
+
+def mounted(pki: Pki, folder: Path) -> Pki:
+    """`pki` with the agent's CA, certificate and key copied into `folder`, as a mounted
+    Secret: a test rotates them there (the roller's pair stays `pki`'s)."""
+    folder.mkdir()
+    for name in ("ca.crt", "agent.crt", "agent.key"):
+        shutil.copy(pki.ca.parent / name, folder / name)
+    return Pki(folder / "ca.crt", folder / "agent.crt", folder / "agent.key",
+               pki.client_cert, pki.client_key)  # fmt: skip
 
 
 def state_of(agent: Agent) -> dict[str, object] | None:

@@ -25,7 +25,7 @@ from rollguard.agent.tls_gate import REASONS, classify
 from rollguard.certs.pki import Issued, issue, load_ca, write_pair
 from rollguard.peers.flood import metric
 
-from helpers import Agent, Broker, Pki, wait_until
+from helpers import Agent, Broker, Pki, mounted, wait_until
 
 TLS13, TLS12 = ssl.TLSVersion.TLSv1_3, ssl.TLSVersion.TLSv1_2
 
@@ -242,15 +242,10 @@ def test_no_session_outlives_a_rotation_of_the_client_ca(
     pki: Pki, other_pki: Pki, broker: Broker, tmp_path: Path
 ) -> None:
     live = tmp_path / "live"
-    live.mkdir()
-    for name in ("ca.crt", "agent.crt", "agent.key"):
-        shutil.copy(pki.ca.parent / name, live / name)
-    mounted = Pki(
-        live / "ca.crt", live / "agent.crt", live / "agent.key", pki.client_cert, pki.client_key
-    )
+    secret = mounted(pki, live)
     certificate = ("-cert", str(pki.client_cert), "-key", str(pki.client_key))
     tls13, tls12 = tmp_path / "tls13.session", tmp_path / "tls12.session"
-    with Agent(mounted, broker.address, "--cert-reload-interval", "0.2s") as agent:
+    with Agent(secret, broker.address, "--cert-reload-interval", "0.2s") as agent:
         wait_until(lambda: agent.state().status == 200, timeout=20, what="a first 200")
         # TLS 1.3: no ticket is issued, so there is nothing to resume
         first = s_client(agent, pki.ca, "-tls1_3", *certificate, "-sess_out", str(tls13), "-msg")
