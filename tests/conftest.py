@@ -17,10 +17,22 @@ import pytest
 import trustme
 from kafka.net.inet import KafkaNetSocket
 
+from rollguard.agent.jvm import reader_classpath
+from rollguard.peers.harness import InventoryRoll
 from rollguard.peers.realkube import NEWEST, Binaries, ControlPlane, KubeBinariesMissing
 from rollguard.peers.realkube_binaries import BUILD_STATUS, wait_for_build
+from rollguard.peers.rollcluster import RollCluster
 
-from helpers import ENVIRONMENT_ONLY, Pki, build_broker, make_pki, missing_tier, require_all_tiers
+from helpers import (
+    ENVIRONMENT_ONLY,
+    Broker,
+    Clock,
+    Pki,
+    build_broker,
+    make_pki,
+    missing_tier,
+    require_all_tiers,
+)
 
 # The tests live in one folder per tier, by what they run (docs/architecture.md, "Tests"):
 #   unit/  pure: one process, no server, no simulated cluster;
@@ -160,6 +172,32 @@ def trustme_pki(tmp_path_factory: pytest.TempPathFactory) -> Pki:
 @pytest.fixture(scope="session", autouse=True)
 def _broker_classes() -> None:
     build_broker()
+
+
+@pytest.fixture(scope="module")
+def broker() -> Iterator[Broker]:
+    """The test broker, RUNNING (state 3), for a test file's agents to read."""
+    with Broker("--state", "3") as running:
+        yield running
+
+
+@pytest.fixture(scope="session")
+def classpath(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The agent's JMX reader, compiled once (`rollguard.agent.jvm.reader_classpath`)."""
+    return reader_classpath("java", tmp_path_factory.mktemp("jmx-reader"))
+
+
+@pytest.fixture
+def clock() -> Clock:
+    """A clock the test moves (`helpers.Clock`), from 1000 s."""
+    return Clock(1000.0)
+
+
+@pytest.fixture
+def target(cluster: RollCluster, tmp_path: Path) -> InventoryRoll:
+    """Rolls of the test file's own `cluster` (on hosts: its inventory), roll id t1, their state
+    in tmp_path/state."""
+    return InventoryRoll(cluster, tmp_path)
 
 
 @pytest.fixture(scope="session", autouse=True)

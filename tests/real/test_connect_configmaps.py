@@ -12,13 +12,13 @@ from pathlib import Path
 import pytest
 from lightkube.models.meta_v1 import ObjectMeta
 from lightkube.resources.core_v1 import ConfigMap
-from test_connect import MM2, rollguard
+from test_connect import MM2
 
 from rollguard.peers.connect import ConnectSim
 from rollguard.peers.realkube import ControlPlane
 from rollguard.peers.realkube_objects import load_role
 
-from helpers import ROOT
+from helpers import ROOT, rollguard
 
 
 @pytest.fixture

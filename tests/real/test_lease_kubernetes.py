@@ -22,7 +22,7 @@ from lightkube.config.client_adapter import verify_cluster
 from lightkube.config.models import Cluster, User
 from lightkube.resources.coordination_v1 import Lease as KubeLease
 from lightkube.types import PatchType
-from test_lease import NS, Clock
+from test_lease import NS, T0
 
 from rollguard.peers.realkube import ControlPlane
 from rollguard.peers.realkube_objects import load_role
@@ -34,7 +34,7 @@ from rollguard.roller.roll.stores.lease import (
 )
 from rollguard.roller.roll.stores.lease_kubernetes import KubernetesLease
 
-from helpers import ROOT, free_port
+from helpers import ROOT, Clock, free_port
 
 ROLE = ROOT / "deploy" / "kubernetes" / "roller" / "role.yaml"
 LEASES = "/apis/coordination.k8s.io/v1/namespaces/{namespace}/leases"
@@ -150,7 +150,7 @@ async def closing(*leases: KubernetesLease) -> None:
 
 
 def test_a_kubernetes_lease_is_written_as_a_lease(api: Api) -> None:
-    clock = Clock()  # a whole second: the MicroTime must still get its six digits
+    clock = Clock(T0)  # a whole second: the MicroTime must still get its six digits
 
     async def scenario() -> None:
         lease = api.lease("roller-abc:1", "r1", clock)
@@ -172,7 +172,7 @@ def test_a_kubernetes_lease_is_written_as_a_lease(api: Api) -> None:
 
 
 def test_a_second_kubernetes_roller_is_refused_even_to_resume(api: Api) -> None:
-    clock = Clock()
+    clock = Clock(T0)
 
     async def scenario() -> list[str]:
         first = api.lease("roller-abc:1", "r1", clock)
@@ -201,7 +201,7 @@ def test_a_second_kubernetes_roller_is_refused_even_to_resume(api: Api) -> None:
 def test_kubernetes_rollers_racing_for_the_lease_exactly_one_wins(api: Api) -> None:
     """Five rollers, each with a client of its own; none writes before all have read (a gate
     in their transport), so all five writes race on the API server with the same view."""
-    clock = Clock()
+    clock = Clock(T0)
 
     async def race(round_: str) -> list[BaseException | None]:
         gate = asyncio.Barrier(5)
@@ -240,7 +240,7 @@ def test_kubernetes_rollers_racing_for_the_lease_exactly_one_wins(api: Api) -> N
 def test_a_write_between_read_and_update_is_a_409_and_the_writer_wins(api: Api) -> None:
     """The race made certain: just before this roller's update is sent, another writer
     updates the Lease, so the update carries a stale resourceVersion."""
-    clock = Clock()
+    clock = Clock(T0)
 
     async def other_roller_first(request: httpx2.Request) -> None:
         if request.method == "PUT" and request.url.path.endswith("/leases/rollguard"):
@@ -269,7 +269,7 @@ def test_a_write_between_read_and_update_is_a_409_and_the_writer_wins(api: Api) 
 
 
 def test_renewal_retries_a_conflict_that_did_not_change_the_holder(api: Api) -> None:
-    clock = Clock()
+    clock = Clock(T0)
 
     async def label_it(request: httpx2.Request) -> None:
         if request.method == "PUT":
@@ -295,7 +295,7 @@ def test_renewal_retries_a_conflict_that_did_not_change_the_holder(api: Api) -> 
 def test_an_expired_kubernetes_lease_is_taken_over_and_release_clears_it(
     api: Api, caplog: pytest.LogCaptureFixture
 ) -> None:
-    clock = Clock()
+    clock = Clock(T0)
 
     async def scenario() -> None:
         old = api.lease("roller-abc:1", "r1", clock)

@@ -13,7 +13,6 @@ import signal
 import statistics
 import subprocess
 import sys
-import time
 import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
@@ -26,7 +25,7 @@ from PIL import Image
 
 from rollguard.roller.collect import Dataset, State
 
-from helpers import BIN, free_port, wait_until
+from helpers import BIN, free_port, signalled, wait_until
 
 ROOT = Path(__file__).resolve().parents[2]
 SPARK_BIN = Path(pyspark.__file__).parent / "bin"
@@ -404,28 +403,13 @@ def test_a_signal_stops_the_report_with_exit_3_and_one_line(
     dataset: Path, tmp_path: Path, signum: signal.Signals
 ) -> None:
     out = tmp_path / "report"
-    process = subprocess.Popen(
-        [str(BIN / "rollguard-report"), "--dataset", str(dataset), "--out", str(out)],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
-    try:
-        # Spark is up and the job has started writing: the tables' folder exists
-        wait_until(lambda: out.exists() or process.poll() is not None, 120, 0.1, "the job")
-        assert process.poll() is None, process.communicate()
-        sent = time.monotonic()
-        process.send_signal(signum)
-        _, err = process.communicate(timeout=60)
-        elapsed = time.monotonic() - sent
-    finally:
-        if process.poll() is None:
-            process.kill()
-            process.wait()
-    assert process.returncode == 3, err
-    assert "Traceback" not in err
-    assert f"rollguard-report: interrupted; {out} is incomplete" in err
-    assert elapsed < 15, elapsed  # the session stops (its JVM with it) within seconds
+    argv = [str(BIN / "rollguard-report"), "--dataset", str(dataset), "--out", str(out)]
+    # Spark is up and the job has started writing: the tables' folder exists
+    done = signalled(argv, signum, out.exists, what="the job", timeout=120, ends_within=60)
+    assert done.returncode == 3, done.stderr
+    assert "Traceback" not in done.stderr
+    assert f"rollguard-report: interrupted; {out} is incomplete" in done.stderr
+    assert done.seconds < 15, done.seconds  # the session stops (its JVM with it) within seconds
 
 
 def test_the_curves_read_the_days_an_episode_spans_in_the_collectors_folders() -> None:

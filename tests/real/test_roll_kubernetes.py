@@ -13,7 +13,6 @@ not pull) is in test_roll_kubernetes_peer.py, on the API peer.
 
 from __future__ import annotations
 
-import json
 import re
 import threading
 from collections.abc import Iterator
@@ -38,7 +37,7 @@ from rollguard.peers.realkube import READY_ANNOTATION, ControlPlane, pod_ready
 from rollguard.peers.realkube_bridge import BRIDGED, CONTAINERS, PodBridge
 from rollguard.peers.realkube_objects import may
 
-from helpers import HttpsPeer, Pki, wait_until
+from helpers import HttpsPeer, Pki, answer, wait_until
 
 STS = "prod-kafka"
 PODS = ["prod-kafka-0", "prod-kafka-1", "prod-kafka-2"]
@@ -70,8 +69,7 @@ class RunningAgents:
         status, body = 200, {"brokerState": 3}
         if pod in self.unreadable:
             status, body = 503, {"error": "jmx-unreachable", "message": "connection refused"}
-        await send({"type": "http.response.start", "status": status, "headers": []})
-        await send({"type": "http.response.body", "body": json.dumps(body).encode()})
+        await answer(send, status, body)
 
 
 @pytest.fixture
@@ -202,35 +200,47 @@ def test_an_unreachable_agents_node_is_forced_on_explicit_request(
     assert "--on-agent-unreachable force" in str(forced["reason"]) and forced["forced"] is True
 
 
-class RecoveringAgents:
-    """Agents at /agents/<pod>/v1/broker-state: `pod` is in log recovery (its node out of
-    every ISR and the quorum, its pod NotReady, as a recovering broker is) until `done` is set,
-    then it rejoins them. The others are RUNNING."""
+class Recovering:
+    """Agents at /agents/<pod>/v1/broker-state: RUNNING, but the pod `recovering` names, in log
+    recovery (its segments counting down from `left`, never done) until `done` is set."""
 
-    def __init__(self, cluster: PodRoll[ControlPlane], pod: str) -> None:
-        self.cluster, self.pod = cluster, pod
+    def __init__(self, left: int) -> None:
+        self.left = left
         self.done = threading.Event()
-        self.left = 3000
-        cluster.kafka.stop_node(ordinal(pod))
-        cluster.hold_not_ready(pod)
 
-    def finish(self) -> None:
-        self.cluster.kafka.start_node(ordinal(self.pod))
-        self.cluster.clear_not_ready(self.pod)
-        self.done.set()
+    def recovering(self, pod: str) -> bool:
+        raise NotImplementedError
 
     async def __call__(self, scope, receive, send) -> None:  # type: ignore[no-untyped-def]
         pod = scope["path"].split("/")[2]
         body: dict[str, object] = {"brokerState": 3}
-        if pod == self.pod and not self.done.is_set():
+        if not self.done.is_set() and self.recovering(pod):
             self.left = max(self.left - 10, 10)
             recovery = {
                 "remainingLogsToRecover": 1 + self.left // 100,
                 "remainingSegmentsToRecover": self.left,
             }
             body = {"brokerState": 2, "recovery": recovery}
-        await send({"type": "http.response.start", "status": 200, "headers": []})
-        await send({"type": "http.response.body", "body": json.dumps(body).encode()})
+        await answer(send, 200, body)
+
+
+class RecoveringAgents(Recovering):
+    """`pod` is in log recovery (its node out of every ISR and the quorum, its pod NotReady, as
+    a recovering broker is) until `finish`: then it rejoins them."""
+
+    def __init__(self, cluster: PodRoll[ControlPlane], pod: str) -> None:
+        super().__init__(3000)
+        self.cluster, self.pod = cluster, pod
+        cluster.kafka.stop_node(ordinal(pod))
+        cluster.hold_not_ready(pod)
+
+    def recovering(self, pod: str) -> bool:
+        return pod == self.pod
+
+    def finish(self) -> None:
+        self.cluster.kafka.start_node(ordinal(self.pod))
+        self.cluster.clear_not_ready(self.pod)
+        self.done.set()
 
 
 def test_a_not_ready_pod_in_log_recovery_is_waited_for_not_force_restarted(
@@ -350,27 +360,15 @@ def take_lease(cluster: PodRoll[ControlPlane], holder: str, roll_id: str) -> Non
     wait_until(taken, 30, interval=0.05, what="the Lease written by another holder")
 
 
-class RecoveringAfterItsRestart:
-    """Agents at /agents/<pod>/v1/broker-state: RUNNING, except the first pod the roll
-    deletes, which is in log recovery from then on (its segments counting down, never done)."""
+class RecoveringAfterItsRestart(Recovering):
+    """The first pod the roll deletes is in log recovery from then on."""
 
     def __init__(self, bridge: PodBridge) -> None:
+        super().__init__(100_000)
         self.bridge = bridge
-        self.left = 100_000
-        self.done = threading.Event()
 
-    async def __call__(self, scope, receive, send) -> None:  # type: ignore[no-untyped-def]
-        pod = scope["path"].split("/")[2]
-        body: dict[str, object] = {"brokerState": 3}
-        if not self.done.is_set() and self.bridge.deletions and pod == self.bridge.deletions[0].pod:
-            self.left = max(self.left - 10, 10)
-            recovery = {
-                "remainingLogsToRecover": 1 + self.left // 100,
-                "remainingSegmentsToRecover": self.left,
-            }
-            body = {"brokerState": 2, "recovery": recovery}
-        await send({"type": "http.response.start", "status": 200, "headers": []})
-        await send({"type": "http.response.body", "body": json.dumps(body).encode()})
+    def recovering(self, pod: str) -> bool:
+        return bool(self.bridge.deletions) and pod == self.bridge.deletions[0].pod
 
 
 def test_a_roll_paused_on_its_lease_restarts_nothing_until_resumed(

@@ -16,7 +16,7 @@ from rollguard.roller.roll.node.before import decide
 from rollguard.shared.retry import Retrying, RetryPolicy, RetryStats
 from rollguard.shared.tls import client_context
 
-from helpers import HttpsPeer, Pki, free_port
+from helpers import HttpsPeer, Pki, answer, free_port
 
 
 class Agent503:
@@ -36,8 +36,7 @@ class Agent503:
         headers = [(b"content-type", b"application/json")]
         if status == 503 and self.retry_after is not None:
             headers.append((b"retry-after", self.retry_after.encode()))
-        await send({"type": "http.response.start", "status": status, "headers": headers})
-        await send({"type": "http.response.body", "body": body})
+        await answer(send, status, body, headers)
 
 
 def ask(pki: Pki, url: str, *, once: bool = False) -> tuple[object, RetryStats, list[float]]:

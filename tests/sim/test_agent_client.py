@@ -13,7 +13,7 @@ from rollguard.shared.retry import RetryPolicy, RetryStats
 from rollguard.shared.states import BrokerState
 from rollguard.shared.tls import client_context
 
-from helpers import BIN, Agent, Broker, HttpsPeer, Pki, free_port, wait_until
+from helpers import BIN, Agent, Broker, HttpsPeer, Pki, answer, free_port, rollguard, wait_until
 
 FAST = RetryPolicy(initial_backoff_ms=10, max_backoff_ms=50)
 
@@ -28,14 +28,7 @@ class Scripted:
     async def __call__(self, scope, receive, send) -> None:  # type: ignore[no-untyped-def]
         status, body = self.answers[min(self.requests, len(self.answers) - 1)]
         self.requests += 1
-        await send(
-            {
-                "type": "http.response.start",
-                "status": status,
-                "headers": [(b"content-type", b"application/json")],
-            }
-        )
-        await send({"type": "http.response.body", "body": body})
+        await answer(send, status, body, [(b"content-type", b"application/json")])
 
 
 NO_SAMPLE = (503, b'{"error": "no-sample-yet", "message": "starting"}')
@@ -111,12 +104,6 @@ def test_an_unreachable_agent_is_retried_then_unavailable(pki: Pki) -> None:
     assert answer.reason == "unreachable" and "ConnectError" in answer.message
     counts = stats.snapshot()["agent-broker-state"]
     assert (counts.retries, counts.failures) == (5, 1)
-
-
-def rollguard(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [str(BIN / "rollguard"), *args], capture_output=True, text=True, timeout=60
-    )
 
 
 def test_rollguard_state_against_a_real_agent_prints_reports_and_a_summary(pki: Pki) -> None:

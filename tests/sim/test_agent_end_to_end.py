@@ -26,6 +26,7 @@ from helpers import (
     SilentJmxPort,
     curl,
     free_port,
+    mounted,
     state_of,
     until_running,
     wait_until,
@@ -383,15 +384,10 @@ def test_rotated_certificates_are_used_without_a_restart(
     pki: Pki, other_pki: Pki, tmp_path: Path
 ) -> None:
     live = tmp_path / "live"
-    live.mkdir()
-    for name in ("ca.crt", "agent.crt", "agent.key"):
-        shutil.copy(pki.ca.parent / name, live / name)
-    mounted = Pki(
-        live / "ca.crt", live / "agent.crt", live / "agent.key", pki.client_cert, pki.client_key
-    )
+    secret = mounted(pki, live)
     with (
         Broker("--state", "3") as broker,
-        Agent(mounted, broker.address, "--cert-reload-interval", "0.2") as agent,
+        Agent(secret, broker.address, "--cert-reload-interval", "0.2") as agent,
     ):
         wait_until(lambda: state_of(agent), timeout=20, what="a first 200")
         # rotate everything to the other CA, as a replaced Kubernetes secret would

@@ -101,12 +101,6 @@ def test_memory_is_trimmed_during_a_burst_of_drops_and_once_they_stop() -> None:
 
 
 @pytest.fixture(scope="module")
-def broker() -> Iterator[Broker]:
-    with Broker("--state", "3") as running:
-        yield running
-
-
-@pytest.fixture(scope="module")
 def tight(pki: Pki, broker: Broker) -> Iterator[Agent]:
     """An agent with short timeouts and few slots, so the bounds show within seconds."""
     flags = ("--header-timeout", "1s", "--idle-timeout", "1s", "--handshake-timeout", "1s",

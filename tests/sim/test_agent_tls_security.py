@@ -11,7 +11,6 @@ import shutil
 import socket
 import ssl
 import subprocess
-import urllib.request
 from collections.abc import Iterator, Sequence
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -24,8 +23,9 @@ from test_agent_cli import start
 from rollguard.agent.refusals import Refusals
 from rollguard.agent.tls_gate import REASONS, classify
 from rollguard.certs.pki import Issued, issue, load_ca, write_pair
+from rollguard.peers.flood import metric
 
-from helpers import Agent, Broker, Pki, wait_until
+from helpers import Agent, Broker, Pki, mounted, wait_until
 
 TLS13, TLS12 = ssl.TLSVersion.TLSv1_3, ssl.TLSVersion.TLSv1_2
 
@@ -74,21 +74,8 @@ def s_client(agent: Agent, ca: Path, *flags: str) -> str:
     return done.stdout + done.stderr
 
 
-def metric(agent: Agent, name: str) -> float:
-    text = urllib.request.urlopen(agent.probe + "/metrics", timeout=10).read().decode()
-    found = re.search(rf"^{re.escape(name)} (\S+)$", text, re.MULTILINE)
-    assert found, f"{name} not in /metrics"
-    return float(found.group(1))
-
-
 def failures(reason: str) -> str:
     return f'rollguard_tls_handshake_failures_total{{reason="{reason}"}}'
-
-
-@pytest.fixture(scope="module")
-def broker() -> Iterator[Broker]:
-    with Broker("--state", "3") as running:
-        yield running
 
 
 @pytest.fixture(scope="module", params=["uvloop", "asyncio"])
@@ -255,15 +242,10 @@ def test_no_session_outlives_a_rotation_of_the_client_ca(
     pki: Pki, other_pki: Pki, broker: Broker, tmp_path: Path
 ) -> None:
     live = tmp_path / "live"
-    live.mkdir()
-    for name in ("ca.crt", "agent.crt", "agent.key"):
-        shutil.copy(pki.ca.parent / name, live / name)
-    mounted = Pki(
-        live / "ca.crt", live / "agent.crt", live / "agent.key", pki.client_cert, pki.client_key
-    )
+    secret = mounted(pki, live)
     certificate = ("-cert", str(pki.client_cert), "-key", str(pki.client_key))
     tls13, tls12 = tmp_path / "tls13.session", tmp_path / "tls12.session"
-    with Agent(mounted, broker.address, "--cert-reload-interval", "0.2s") as agent:
+    with Agent(secret, broker.address, "--cert-reload-interval", "0.2s") as agent:
         wait_until(lambda: agent.state().status == 200, timeout=20, what="a first 200")
         # TLS 1.3: no ticket is issued, so there is nothing to resume
         first = s_client(agent, pki.ca, "-tls1_3", *certificate, "-sess_out", str(tls13), "-msg")

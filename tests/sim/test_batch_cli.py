@@ -6,7 +6,7 @@ import random
 from pathlib import Path
 
 import pytest
-from test_cli_flags import COMMANDS, refused, roll_values, run
+from test_cli_flags import COMMANDS, refused, roll_values
 
 from rollguard.peers.harness_sim import SimRoll
 from rollguard.peers.sim import VirtualClock, rack_cluster
@@ -14,6 +14,8 @@ from rollguard.roller.model import Node, Role
 from rollguard.roller.roll.cli.options import RollOptions
 from rollguard.roller.roll.planning import PlanEntry
 from rollguard.roller.roll.rules.settings import RollSettings
+
+from helpers import run
 
 
 @pytest.mark.parametrize(

@@ -30,7 +30,7 @@ from rollguard.roller.state import StateOptions
 from rollguard.shared.cli import ExitCode, Parser
 from rollguard.shared.converters import format_duration
 
-from helpers import BIN, Pki
+from helpers import Pki, run
 
 ARABIC_INDIC_60 = "\u0666\u0660"
 DUMMY_TLS = ["--cert", "c.pem", "--key", "k.pem", "--cacert", "ca.pem"]
@@ -57,14 +57,6 @@ COMMANDS: dict[str, list[str]] = {
     "agent": ["rollguard-agent", *AGENT_TLS],
     "certs": ["rollguard-certs", "issue-client", "x"],
 }
-
-
-def run(
-    argv: list[str], cwd: Path, env: dict[str, str] | None = None
-) -> subprocess.CompletedProcess[str]:
-    clean = {k: v for k, v in os.environ.items() if not k.startswith("ROLLGUARD_")}
-    return subprocess.run([str(BIN / argv[0]), *argv[1:]], capture_output=True, text=True,
-                          timeout=60, cwd=cwd, env={**clean, **(env or {})})  # fmt: skip
 
 
 def refused(done: subprocess.CompletedProcess[str], *texts: str) -> None:

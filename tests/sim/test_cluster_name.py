@@ -17,7 +17,7 @@ from rollguard.roller.collect.events import FileCursor, read_events
 from rollguard.roller.roll.voice import EventLog
 from rollguard.shared.dataset import Event
 
-from helpers import BIN, HttpsPeer, Pki
+from helpers import HttpsPeer, Pki, answer, inventory, rollguard
 
 
 def event(roll: str, cluster: str | None) -> str:
@@ -51,8 +51,7 @@ def test_events_of_another_cluster_are_left_out_and_counted(tmp_path: Path) -> N
 async def empty_timeline(scope, receive, send) -> None:  # type: ignore[no-untyped-def]
     """An agent whose recovery timeline has nothing yet."""
     body = {"records": [], "next": 0, "earliest": None, "latest": 0}
-    await send({"type": "http.response.start", "status": 200, "headers": []})
-    await send({"type": "http.response.body", "body": json.dumps(body).encode()})
+    await answer(send, 200, body)
 
 
 @pytest.fixture(scope="module")
@@ -61,16 +60,9 @@ def agent(pki: Pki) -> Iterator[HttpsPeer]:
         yield peer
 
 
-def collect(inventory: Path, events: Path, out: Path, pki: Pki) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [str(BIN / "rollguard"), "collect", "--inventory", str(inventory), "--out", str(out),
-         "--events", str(events), *pki.client_flags()],
-        capture_output=True, text=True, timeout=60, check=False,
-    )  # fmt: skip
-
-
-def nodes(agent: HttpsPeer) -> str:
-    return f"nodes:\n  - {{id: 0, name: kafka-0, agent: '{agent.url}', restart: 'true'}}\n"
+def collect(path: Path, events: Path, out: Path, pki: Pki) -> subprocess.CompletedProcess[str]:
+    return rollguard("collect", "--inventory", str(path), "--out", str(out),
+                     "--events", str(events), *pki.client_flags())  # fmt: skip
 
 
 @pytest.fixture
@@ -86,9 +78,8 @@ def shared_state_dir(tmp_path: Path) -> Path:
 def test_collect_names_the_dataset_after_the_inventorys_cluster(
     tmp_path: Path, pki: Pki, agent: HttpsPeer, shared_state_dir: Path
 ) -> None:
-    inventory = tmp_path / "inventory.yaml"
-    inventory.write_text("cluster: prod-eu\n" + nodes(agent))
-    done = collect(inventory, shared_state_dir, tmp_path / "out", pki)
+    path = inventory(tmp_path / "inventory.yaml", [agent.url], cluster="prod-eu")
+    done = collect(path, shared_state_dir, tmp_path / "out", pki)
     assert done.returncode == 0, done.stderr
     found = rows(tmp_path / "out", "events")
     assert {r["cluster"] for r in found} == {"prod-eu"} and len(found) == 2
@@ -99,9 +90,8 @@ def test_collect_names_the_dataset_after_the_inventorys_cluster(
 def test_without_a_cluster_key_the_guess_is_said_once(
     tmp_path: Path, pki: Pki, agent: HttpsPeer, shared_state_dir: Path
 ) -> None:
-    inventory = tmp_path / "inventory.yaml"
-    inventory.write_text(nodes(agent))
-    done = collect(inventory, shared_state_dir, tmp_path / "out", pki)
+    path = inventory(tmp_path / "inventory.yaml", [agent.url])
+    done = collect(path, shared_state_dir, tmp_path / "out", pki)
     assert done.returncode == 0, done.stderr
     said = "the cluster is named 'inventory' after the inventory file inventory.yaml"
     assert done.stderr.count(said) == 1, done.stderr

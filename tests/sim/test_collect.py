@@ -12,14 +12,22 @@ from typing import Any
 
 import pyarrow.parquet as pq
 import pytest
-import yaml
 
 from rollguard.roller.collect.collector import Dataset
 from rollguard.roller.roll.voice import EventLog
 from rollguard.shared.timeline import NO_RECOVERY, PREFIX, SUFFIX, TimelineRecord
 from rollguard.shared.wire import RecoveryPhase
 
-from helpers import BIN, Agent, Broker, Pki, SilentJmxPort, free_port, wait_until
+from helpers import (
+    Agent,
+    Broker,
+    Pki,
+    SilentJmxPort,
+    free_port,
+    inventory,
+    rollguard,
+    wait_until,
+)
 
 T0 = 1_790_000_000_000  # 2026-09-21, so records fall on two dates
 
@@ -59,41 +67,14 @@ def seed_journal(
         (folder / name).write_text("\n".join(lines[start : start + per_file]) + "\n")
 
 
-def inventory(path: Path, agents: dict[str, str]) -> Path:
-    nodes = [
-        {"id": i, "name": name, "agent": url, "restart": "true"}
-        for i, (name, url) in enumerate(agents.items())
-    ]
-    path.write_text(yaml.safe_dump({"nodes": nodes}))
-    return path
-
-
 def collect(
     pki: Pki, inv: Path, out: Path, *extra: str, timeout: float = 60
 ) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [
-            str(BIN / "rollguard"),
-            "collect",
-            "--inventory",
-            str(inv),
-            "--out",
-            str(out),
-            "--cluster",
-            "prod",
-            "--timeout",
-            "1",
-            "--retry-max-retries",
-            "1",
-            "--retry-initial-backoff-ms",
-            "50",
-            *pki.client_flags(),
-            *extra,
-        ],
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-    )
+    """`rollguard collect` of cluster prod, its agents given a second and one retry."""
+    return rollguard("collect", "--inventory", str(inv), "--out", str(out), "--cluster", "prod",
+                     "--timeout", "1", "--retry-max-retries", "1",
+                     "--retry-initial-backoff-ms", "50", *pki.client_flags(), *extra,
+                     timeout=timeout)  # fmt: skip
 
 
 def rows(out: Path, table: str = "timeline") -> list[dict[str, Any]]:
@@ -110,12 +91,6 @@ def assert_complete(found: list[dict[str, Any]], node: str, latest: int) -> None
     assert seqs == list(range(1, latest + 1)), f"{node}: duplicates or gaps"
 
 
-@pytest.fixture
-def broker():  # type: ignore[no-untyped-def]
-    with Broker("--state", "3") as running:
-        yield running
-
-
 def test_collects_every_agent_in_pages_and_partitions_by_cluster_and_date(
     pki: Pki, tmp_path: Path, broker: Broker
 ) -> None:
@@ -130,7 +105,7 @@ def test_collects_every_agent_in_pages_and_partitions_by_cluster_and_date(
             pki, broker.address, "--data-dir", str(tmp_path / "b"), "--node-id", "kafka-1", *args
         ) as b,
     ):
-        inv = inventory(tmp_path / "prod.yaml", {"kafka-0": a.api, "kafka-1": b.api})
+        inv = inventory(tmp_path / "prod.yaml", [a.api, b.api])
         out = tmp_path / "ds"
         done = collect(pki, inv, out, "--page-size", "5000")
         assert done.returncode == 0, done.stderr
@@ -167,14 +142,8 @@ def test_a_down_and_a_hung_agent_delay_nobody_and_are_reported(
         with Agent(
             pki, broker.address, "--data-dir", str(tmp_path / "a"), "--node-id", "kafka-0"
         ) as a:
-            inv = inventory(
-                tmp_path / "prod.yaml",
-                {
-                    "kafka-0": a.api,
-                    "kafka-1": f"https://127.0.0.1:{free_port()}",
-                    "kafka-2": f"https://127.0.0.1:{hung.port}",
-                },
-            )
+            dead, silent = f"https://127.0.0.1:{free_port()}", f"https://127.0.0.1:{hung.port}"
+            inv = inventory(tmp_path / "prod.yaml", [a.api, dead, silent])
             out = tmp_path / "ds"
             started = time.monotonic()
             done = collect(pki, inv, out, "--agent-deadline", "3", "--timeout", "30")
@@ -297,21 +266,21 @@ def test_gaps_and_journal_resets_are_reported_not_hidden(
     out = tmp_path / "ds"
     args = ("--data-dir", str(data), "--node-id", "kafka-0", "--heartbeat-interval", "3600")
     with Agent(pki, broker.address, *args) as a:
-        inv = inventory(tmp_path / "prod.yaml", {"kafka-0": a.api})
+        inv = inventory(tmp_path / "prod.yaml", [a.api])
         assert collect(pki, inv, out).returncode == 0
     # Records expire on the agent before the collector comes back (here: the agent's journal
     # now begins at 5000)...
     shutil.rmtree(data)
     seed_journal(data, "kafka-0", 2000, first=5000, per_file=1000)
     with Agent(pki, broker.address, *args) as a:
-        inv = inventory(tmp_path / "prod.yaml", {"kafka-0": a.api})
+        inv = inventory(tmp_path / "prod.yaml", [a.api])
         done = collect(pki, inv, out)
     assert done.returncode == 0, done.stderr
     assert "GAP: records 3" in done.stdout and "-4999 expired" in done.stdout
     # ...and a journal that starts again (data lost) is read from the start as journal 1.
     shutil.rmtree(data)
     with Agent(pki, broker.address, *args) as a:
-        inv = inventory(tmp_path / "prod.yaml", {"kafka-0": a.api})
+        inv = inventory(tmp_path / "prod.yaml", [a.api])
         wait_until(
             lambda: a.state("/v1/recovery-timeline").json()["latest"] >= 1,
             timeout=10,
@@ -331,7 +300,7 @@ def test_roller_event_journals_are_imported_once(pki: Pki, tmp_path: Path, broke
     log.write("kafka-0", "wait-recovery", "progressing", remainingSegmentsToRecover=10)
     out = tmp_path / "ds"
     with Agent(pki, broker.address, "--data-dir", str(tmp_path / "a"), "--node-id", "kafka-0") as a:
-        inv = inventory(tmp_path / "prod.yaml", {"kafka-0": a.api})
+        inv = inventory(tmp_path / "prod.yaml", [a.api])
         assert collect(pki, inv, out, "--events", str(state_dir)).returncode == 0
         with (state_dir / "events-r1.jsonl").open("a") as handle:
             handle.write("not json\n")
@@ -373,22 +342,9 @@ def test_roller_event_journals_are_imported_once(pki: Pki, tmp_path: Path, broke
 def test_bad_flags_exit_2_with_a_message(
     pki: Pki, tmp_path: Path, flags: list[str], message: str
 ) -> None:
-    inv = inventory(tmp_path / "prod.yaml", {"kafka-0": f"https://127.0.0.1:{free_port()}"})
-    done = subprocess.run(
-        [
-            str(BIN / "rollguard"),
-            "collect",
-            "--inventory",
-            str(inv),
-            "--out",
-            str(tmp_path / "o"),
-            *pki.client_flags(),
-            *flags,
-        ],
-        capture_output=True,
-        text=True,
-        timeout=30,
-    )
+    inv = inventory(tmp_path / "prod.yaml", [f"https://127.0.0.1:{free_port()}"])
+    out = str(tmp_path / "o")
+    done = rollguard("collect", "--inventory", str(inv), "--out", out, *pki.client_flags(), *flags)
     assert done.returncode == 2, done.stderr
     assert message in done.stderr and "Traceback" not in done.stderr
 
@@ -407,7 +363,7 @@ def test_records_an_agent_could_not_write_are_reported_as_a_gap(
         journal.write(json.dumps(marker.to_wire(), separators=(",", ":")) + "\n")
     args = ("--data-dir", str(data), "--node-id", "kafka-0", "--heartbeat-interval", "3600")
     with Agent(pki, broker.address, *args) as a:
-        inv = inventory(tmp_path / "prod.yaml", {"kafka-0": a.api})
+        inv = inventory(tmp_path / "prod.yaml", [a.api])
         done = collect(pki, inv, tmp_path / "ds")
     assert done.returncode == 0, done.stderr
     assert "GAP: 37 records from 2026-09-21T" in done.stdout

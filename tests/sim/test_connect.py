@@ -8,7 +8,6 @@ import asyncio
 import itertools
 import json
 import signal
-import subprocess
 import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
@@ -32,7 +31,7 @@ from rollguard.roller.connect.policy import (
 from rollguard.shared.errors import ConfigError
 from rollguard.shared.retry import RetryPolicy
 
-from helpers import BIN, Pki, free_port, wait_until
+from helpers import BIN, Clock, Pki, free_port, rollguard, signalled
 
 MM2 = "east->west.MirrorSourceConnector"
 FAST = RetryPolicy(max_retries=2, initial_backoff_ms=10, max_backoff_ms=20)
@@ -112,14 +111,6 @@ def test_per_connector_overrides(tmp_path: Path) -> None:
 # ---- the watcher against the Connect peer -------------------------------------------------
 
 
-class Clock:
-    def __init__(self) -> None:
-        self.now = 1_000_000.0
-
-    def __call__(self) -> float:
-        return self.now
-
-
 @pytest.fixture
 def connect() -> Iterator[ConnectSim]:
     with ConnectSim(restart_delay=0.0, restart_lag=0.0) as sim:
@@ -151,7 +142,7 @@ def test_the_watcher_restarts_on_schedule_and_a_restarted_watcher_keeps_its_coun
     connect.add_connector("healthy", tasks=1)
     connect.fail_task("sink", 1)
     connect.fail_after_restart("sink", task=1, times=None)  # it keeps failing
-    clock, state, metrics = Clock(), tmp_path / "state.json", Metrics()
+    clock, state, metrics = Clock(1_000_000.0), tmp_path / "state.json", Metrics()
 
     async def scenario() -> None:
         first = watcher(connect, state, clock, metrics)
@@ -185,7 +176,7 @@ def test_the_watcher_restarts_on_schedule_and_a_restarted_watcher_keeps_its_coun
 def test_a_recovered_connector_has_its_count_reset(connect: ConnectSim, tmp_path: Path) -> None:
     connect.add_connector("sink", tasks=1)
     connect.fail_connector("sink")  # a restart brings it back (the peer's RESTARTING -> RUNNING)
-    clock = Clock()
+    clock = Clock(1_000_000.0)
 
     async def scenario() -> list[RestartAction]:
         w = watcher(connect, tmp_path / "s.json", clock)
@@ -211,7 +202,7 @@ def test_workers_older_than_kip_745_get_one_restart_per_failed_part(
     connect.fail_task("sink", 2)
 
     async def scenario() -> None:
-        w = watcher(connect, tmp_path / "s.json", Clock())
+        w = watcher(connect, tmp_path / "s.json", Clock(1_000_000.0))
         events = await w.check()
         assert "one by one" in events[0].detail
         await w.client.aclose()
@@ -223,18 +214,6 @@ def test_workers_older_than_kip_745_get_one_restart_per_failed_part(
         "POST /connectors/sink/tasks/2/restart",
     ]
     assert connect.state("sink") is State.RUNNING and connect.state("sink", 2) is State.RUNNING
-
-
-def rollguard(
-    *args: str, env: dict[str, str] | None = None, timeout: float = 60
-) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [str(BIN / "rollguard"), *args],
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-        env=env,
-    )
 
 
 def test_auto_restart_once_from_the_command_line_keeps_state_between_runs(
@@ -420,28 +399,20 @@ def test_the_watcher_runs_until_sigterm_and_serves_its_restart_counter(
     command = [str(BIN / "rollguard"), "connect", "auto-restart", "--connect-url", connect.url]
     command += ["--interval", "0.2", "--state-file", str(tmp_path / "s.json")]
     command += ["--metrics-listen", f"127.0.0.1:{port}"]
-    process = subprocess.Popen(command, stderr=subprocess.PIPE, text=True)
-    try:
 
-        def scraped() -> str | None:
-            try:
-                with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=2) as r:
-                    text = r.read().decode()
-            except OSError:
-                return None
-            return (
-                text if 'rollguard_connector_restarts_total{connector="sink"} 1.0' in text else None
-            )
+    counted = 'rollguard_connector_restarts_total{connector="sink"} 1.0'
 
-        wait_until(scraped, timeout=20, what="the restart counter")
-        process.send_signal(signal.SIGTERM)
-        _, stderr = process.communicate(timeout=10)
-    finally:
-        if process.poll() is None:
-            process.kill()
-            process.communicate()
-    assert process.returncode == 0
-    assert "restarted connector sink" in stderr and "stopped; counts are kept" in stderr
+    def scraped() -> bool:
+        try:
+            with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=2) as r:
+                return counted in r.read().decode()
+        except OSError:
+            return False
+
+    done = signalled(command, signal.SIGTERM, scraped, what="the restart counter", timeout=20,
+                     ends_within=10)  # fmt: skip
+    assert done.returncode == 0
+    assert "restarted connector sink" in done.stderr and "stopped; counts are kept" in done.stderr
 
 
 def test_a_password_in_the_connect_url_never_reaches_a_message() -> None:

@@ -11,13 +11,15 @@ from pathlib import Path
 from typing import Any, cast
 
 import pytest
-from test_connect_support import FAST_RETRIES, Cli, changes, cli, connect, rollguard  # noqa: F401
+from test_connect_support import FAST_RETRIES, Cli, changes, cli, connect  # noqa: F401
 
 from rollguard.peers.connect import PROXY_PAGE, ConnectSim, State
 from rollguard.peers.processes import wait_until
 from rollguard.roller.connect import cli as connect_cli
 from rollguard.roller.connect.client import ConnectorStatus
 from rollguard.roller.connect.operations import WaitTimeout, is_stopped, wait_for
+
+from helpers import rollguard
 
 
 def test_status_is_a_table_or_json_and_exit_1_when_anything_failed(

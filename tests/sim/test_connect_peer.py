@@ -31,7 +31,7 @@ from rollguard.peers.connect import (
     mirror_source_offset,
 )
 
-from helpers import Pki, wait_until
+from helpers import Clock, Pki, wait_until
 
 MM2 = "east->west.MirrorSourceConnector"
 MM2_ENCODED = "east-%3Ewest.MirrorSourceConnector"
@@ -49,17 +49,6 @@ NOT_STOPPED = (
 )
 
 
-class FakeClock:
-    def __init__(self) -> None:
-        self.now = 1000.0
-
-    def __call__(self) -> float:
-        return self.now
-
-    def advance(self, seconds: float) -> None:
-        self.now += seconds
-
-
 @pytest.fixture
 def sim() -> Iterator[ConnectSim]:
     with ConnectSim(restart_delay=0.3) as sim:
@@ -72,11 +61,6 @@ def client(sim: ConnectSim) -> Iterator[httpx.Client]:
         yield client
 
 
-@pytest.fixture
-def clock() -> FakeClock:
-    return FakeClock()
-
-
 # The fake clock's delays: binary fractions, so that every due time the simulator computes is
 # exact whatever the order of its additions.
 RESTART_LAG, RESTART_DELAY, TASK_RESTART_AFTER = 0.5, 5.0, 8.0
@@ -85,7 +69,7 @@ JUST = 1e-6  # a moment before a due time
 
 
 @pytest.fixture
-def timed(clock: FakeClock) -> Iterator[tuple[ConnectSim, httpx.Client]]:
+def timed(clock: Clock) -> Iterator[tuple[ConnectSim, httpx.Client]]:
     """A simulator on a fake clock: transitions happen when the test moves the clock."""
     with (
         ConnectSim(
@@ -346,7 +330,7 @@ def test_only_failed_when_nothing_failed_is_accepted_and_restarts_nothing(
 
 
 def test_restarting_lasts_exactly_the_restart_delay_on_the_injected_clock(
-    timed: tuple[ConnectSim, httpx.Client], clock: FakeClock
+    timed: tuple[ConnectSim, httpx.Client], clock: Clock
 ) -> None:
     sim, client = timed
     sim.add_connector("orders", tasks=1, task_states=["FAILED"])
@@ -370,7 +354,7 @@ def test_restarting_lasts_exactly_the_restart_delay_on_the_injected_clock(
 
 
 def test_tasks_armed_to_fail_again_fail_after_each_restart(
-    timed: tuple[ConnectSim, httpx.Client], clock: FakeClock
+    timed: tuple[ConnectSim, httpx.Client], clock: Clock
 ) -> None:
     sim, client = timed
     sim.add_connector("orders", tasks=2, task_states=["FAILED", "RUNNING"])
@@ -654,7 +638,7 @@ def test_a_connector_without_tasks_is_not_stopped_for_the_offsets_rule(
 
 
 def test_a_stop_unlocks_offsets_at_once_and_unlists_the_tasks_after_the_stop_delay(
-    timed: tuple[ConnectSim, httpx.Client], clock: FakeClock
+    timed: tuple[ConnectSim, httpx.Client], clock: Clock
 ) -> None:
     sim, client = timed
     sim.add_connector("orders", tasks=2, offsets=[{"partition": {"f": "a"}, "offset": {"p": 1}}])
@@ -815,7 +799,7 @@ def test_the_request_log_records_method_path_query_body_and_status(
 
 
 def test_direct_controls_show_through_the_api(
-    timed: tuple[ConnectSim, httpx.Client], clock: FakeClock
+    timed: tuple[ConnectSim, httpx.Client], clock: Clock
 ) -> None:
     sim, client = timed
     sim.add_connector("orders", tasks=1)

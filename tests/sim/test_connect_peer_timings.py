@@ -20,6 +20,8 @@ import pytest
 
 from rollguard.peers.connect import DEFAULT_TRACE, ConnectSim, Restart, State
 
+from helpers import Clock
+
 RESTART_FAILED = {"includeTasks": "true", "onlyFailed": "true"}
 RESTART_ALL = {"includeTasks": "true"}
 POLL = 0.005  # seconds between two status reads, as in the measurements
@@ -232,14 +234,6 @@ def test_plain_and_single_task_restarts_are_done_when_answered(
 # --- a fake clock: each transition at its configured time ---------------------------------------
 
 
-class FakeClock:
-    def __init__(self) -> None:
-        self.now = 1000.0
-
-    def __call__(self) -> float:
-        return self.now
-
-
 # Binary fractions, so that each due time is exact.
 LAG, DELAY, TASKS_AFTER = 0.5, 0.25, 2.0
 STATE_LAG, STOP, RESUME = 0.125, 1.0, 0.75
@@ -247,12 +241,7 @@ JUST = 1e-6  # a moment before a due time
 
 
 @pytest.fixture
-def clock() -> FakeClock:
-    return FakeClock()
-
-
-@pytest.fixture
-def timed(clock: FakeClock) -> Iterator[tuple[ConnectSim, httpx.Client]]:
+def timed(clock: Clock) -> Iterator[tuple[ConnectSim, httpx.Client]]:
     sim = ConnectSim(
         restart_lag=LAG,
         restart_delay=DELAY,
@@ -266,13 +255,13 @@ def timed(clock: FakeClock) -> Iterator[tuple[ConnectSim, httpx.Client]]:
         yield sim, client
 
 
-def at(client: httpx.Client, clock: FakeClock, when: float, name: str = "sink") -> str:
+def at(client: httpx.Client, clock: Clock, when: float, name: str = "sink") -> str:
     clock.now = when
     return shape(client.get(f"/connectors/{name}/status").json())
 
 
 def test_a_restarted_failed_task_changes_exactly_at_its_times(
-    timed: tuple[ConnectSim, httpx.Client], clock: FakeClock
+    timed: tuple[ConnectSim, httpx.Client], clock: Clock
 ) -> None:
     sim, client = timed
     sim.add_connector("sink", tasks=1, task_states=["FAILED"])
@@ -288,7 +277,7 @@ def test_a_restarted_failed_task_changes_exactly_at_its_times(
 
 
 def test_a_restarted_connector_and_tasks_change_exactly_at_their_times(
-    timed: tuple[ConnectSim, httpx.Client], clock: FakeClock
+    timed: tuple[ConnectSim, httpx.Client], clock: Clock
 ) -> None:
     sim, client = timed
     sim.add_connector("sink", tasks=2)
@@ -305,7 +294,7 @@ def test_a_restarted_connector_and_tasks_change_exactly_at_their_times(
 
 
 def test_a_slow_restart_shows_the_connector_restarting_for_the_restart_delay_at_least(
-    timed: tuple[ConnectSim, httpx.Client], clock: FakeClock
+    timed: tuple[ConnectSim, httpx.Client], clock: Clock
 ) -> None:
     sim, client = timed
     sim.set_delays(restart=3.0)  # longer than TASKS_AFTER
@@ -321,7 +310,7 @@ def test_a_slow_restart_shows_the_connector_restarting_for_the_restart_delay_at_
 
 
 def test_a_connector_restarted_alone_shows_restarting_for_the_restart_delay(
-    timed: tuple[ConnectSim, httpx.Client], clock: FakeClock
+    timed: tuple[ConnectSim, httpx.Client], clock: Clock
 ) -> None:
     sim, client = timed
     sim.add_connector("sink", tasks=1, state=State.FAILED, task_states=["RUNNING"])
@@ -334,7 +323,7 @@ def test_a_connector_restarted_alone_shows_restarting_for_the_restart_delay(
 
 
 def test_a_stop_changes_exactly_at_its_times_and_unlocks_offsets_at_once(
-    timed: tuple[ConnectSim, httpx.Client], clock: FakeClock
+    timed: tuple[ConnectSim, httpx.Client], clock: Clock
 ) -> None:
     sim, client = timed
     sim.add_connector("sink", tasks=2)
@@ -353,7 +342,7 @@ def test_a_stop_changes_exactly_at_its_times_and_unlocks_offsets_at_once(
 
 
 def test_a_resume_of_a_stopped_connector_changes_exactly_at_its_times(
-    timed: tuple[ConnectSim, httpx.Client], clock: FakeClock
+    timed: tuple[ConnectSim, httpx.Client], clock: Clock
 ) -> None:
     sim, client = timed
     sim.add_connector("sink", tasks=2, state=State.STOPPED)
@@ -368,7 +357,7 @@ def test_a_resume_of_a_stopped_connector_changes_exactly_at_its_times(
 
 
 def test_pause_and_resume_change_exactly_at_the_state_lag(
-    timed: tuple[ConnectSim, httpx.Client], clock: FakeClock
+    timed: tuple[ConnectSim, httpx.Client], clock: Clock
 ) -> None:
     _, client = timed
     timed[0].add_connector("sink", tasks=1)
@@ -383,7 +372,7 @@ def test_pause_and_resume_change_exactly_at_the_state_lag(
 
 
 def test_set_delays_changes_each_delay_and_zero_is_immediate(
-    timed: tuple[ConnectSim, httpx.Client], clock: FakeClock
+    timed: tuple[ConnectSim, httpx.Client], clock: Clock
 ) -> None:
     sim, client = timed
     sim.set_delays(restart=0, stop=0, restart_lag=0, task_restart_after=0, state_lag=0, resume=0)

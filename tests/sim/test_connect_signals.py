@@ -8,17 +8,14 @@ from __future__ import annotations
 
 import json
 import signal
-import subprocess
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from rollguard.peers.connect import ConnectSim, SilentServer, State, mirror_source_offset
-from rollguard.peers.processes import wait_until
 
-from helpers import BIN
+from helpers import BIN, signalled
 
 MM2 = "east->west.MirrorSourceConnector"
 LIMIT = 2.0  # seconds from the signal to the exit
@@ -68,52 +65,29 @@ def test_a_signal_ends_the_command_at_once_with_its_exit_code(
     if command == "auto-restart":
         argv += ["--state-file", str(tmp_path / "state.json")]
     before = silent.received
-    process = subprocess.Popen(
-        [str(BIN / "rollguard"), *argv, "--connect-url", silent.url],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        env={"PATH": "/usr/bin:/bin"},
-    )
-    try:
-        wait_until(lambda: silent.received > before, timeout=30, what="the request")
-        sent = time.monotonic()
-        process.send_signal(signum)
-        _, stderr = process.communicate(timeout=10)
-        elapsed = time.monotonic() - sent
-    finally:
-        if process.poll() is None:
-            process.kill()
-            process.communicate()
+    argv = [str(BIN / "rollguard"), *argv, "--connect-url", silent.url]
+    done = signalled(argv, signum, lambda: silent.received > before, what="the request",
+                     ends_within=10, env={"PATH": "/usr/bin:/bin"})  # fmt: skip
     service = command == "auto-restart"
     expected = 0 if service and signum is signal.SIGTERM else 3
-    assert process.returncode == expected, stderr
-    assert elapsed < LIMIT, f"{command}: {elapsed:.2f}s after {signum.name}"
-    assert "Traceback" not in stderr
+    assert done.returncode == expected, done.stderr
+    assert done.seconds < LIMIT, f"{command}: {done.seconds:.2f}s after {signum.name}"
+    assert "Traceback" not in done.stderr
     if service:
-        assert "stopped; counts are kept in" in stderr
+        assert "stopped; counts are kept in" in done.stderr
     else:
-        assert f"rollguard: interrupted by {signum.name}" in stderr
+        assert f"rollguard: interrupted by {signum.name}" in done.stderr
 
 
 def interrupted_once_stopping(sim: ConnectSim, tmp_path: Path) -> tuple[int, str]:
     """`mm2 offsets alter --stop` against `sim`, sent SIGINT once its stop has arrived: its exit
     code and stderr."""
-    process = subprocess.Popen(
-        [str(BIN / "rollguard"), "mm2", "offsets", "alter", "--connector", MM2, "--from",
-         str(folder_with_offsets(tmp_path)), "--stop", "--connect-url", sim.url],
-        stderr=subprocess.PIPE, text=True, env={"PATH": "/usr/bin:/bin"},
-    )  # fmt: skip
-    try:
-        wait_until(lambda: sim.calls("PUT", f"/connectors/{MM2}/stop"), timeout=30,
-                   what="the stop")  # fmt: skip
-        process.send_signal(signal.SIGINT)
-        _, stderr = process.communicate(timeout=10)
-    finally:
-        if process.poll() is None:
-            process.kill()
-            process.communicate()
-    return process.returncode, stderr
+    argv = [str(BIN / "rollguard"), "mm2", "offsets", "alter", "--connector", MM2, "--from",
+            str(folder_with_offsets(tmp_path)), "--stop", "--connect-url", sim.url]  # fmt: skip
+    stopping = f"/connectors/{MM2}/stop"
+    done = signalled(argv, signal.SIGINT, lambda: sim.calls("PUT", stopping), what="the stop",
+                     ends_within=10, env={"PATH": "/usr/bin:/bin"})  # fmt: skip
+    return done.returncode, done.stderr
 
 
 def test_an_interrupted_offsets_change_puts_the_connector_back(tmp_path: Path) -> None:

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 import logging
-import subprocess
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
@@ -14,8 +13,6 @@ import pytest
 
 from rollguard.peers.connect import WORKER_VERSIONS, ConnectSim
 from rollguard.roller import cli as roller_cli
-
-from helpers import BIN
 
 MM2 = "east->west.MirrorSourceConnector"
 CHECKPOINT = "east->west.MirrorCheckpointConnector"
@@ -54,14 +51,6 @@ class Cli:
 @pytest.fixture
 def cli(capsys: pytest.CaptureFixture[str], caplog: pytest.LogCaptureFixture) -> Cli:
     return Cli(capsys, caplog)
-
-
-def rollguard(
-    *args: str, env: dict[str, str] | None = None, timeout: float = 60
-) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [str(BIN / "rollguard"), *args], capture_output=True, text=True, timeout=timeout, env=env
-    )
 
 
 @pytest.fixture(params=sorted(WORKER_VERSIONS))

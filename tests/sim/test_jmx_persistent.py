@@ -20,11 +20,6 @@ from helpers import Broker, SilentJmxPort, free_port
 URL = "service:jmx:rmi:///jndi/rmi://127.0.0.1:9999/jmxrmi"
 
 
-@pytest.fixture(scope="module")
-def classpath(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return reader_classpath("java", tmp_path_factory.mktemp("cache"))
-
-
 def backend(address: str, classpath: Path, **kwargs: object) -> PersistentJmxBackend:
     return PersistentJmxBackend(
         service_url(address),

@@ -45,7 +45,7 @@ from rollguard.peers.kafka_model import (
     round_robin,
 )
 
-from helpers import wait_until
+from helpers import Clock, wait_until
 
 TOPICS = {
     "orders": TopicSpec(partitions=3, replication_factor=3, min_insync_replicas=2),
@@ -751,21 +751,8 @@ def test_controller_id_like_real_kraft_brokers(
 # -- the model under a fake clock: exact timings ------------------------------------------------
 
 
-class FakeClock:
-    """Seconds since the epoch, moved by the test."""
-
-    def __init__(self) -> None:
-        self.now = 1_700_000_000.0
-
-    def __call__(self) -> float:
-        return self.now
-
-    def advance(self, seconds: float) -> None:
-        self.now += seconds
-
-
 def test_a_restarted_broker_is_fenced_then_rejoins_its_isrs_spread_over_its_catch_up() -> None:
-    clock = FakeClock()
+    clock = Clock(1_700_000_000.0)
     model = ClusterModel(
         [0, 1, 2],
         [0, 1, 2],
@@ -803,7 +790,7 @@ def test_a_restarted_broker_is_fenced_then_rejoins_its_isrs_spread_over_its_catc
 
 
 def test_catch_up_is_per_broker_and_rejoin_after_is_the_default() -> None:
-    clock = FakeClock()
+    clock = Clock(1_700_000_000.0)
     model = ClusterModel(
         [0, 1, 2],
         [0, 1, 2],
@@ -833,7 +820,7 @@ def test_catch_up_is_per_broker_and_rejoin_after_is_the_default() -> None:
 
 
 def test_the_last_isr_member_stays_in_the_isr_and_leads_once_unfenced() -> None:
-    clock = FakeClock()
+    clock = Clock(1_700_000_000.0)
     model = ClusterModel([0, 1], [0, 1], {"audit": TopicSpec(1, 2)}, unfence_delay=1.0, clock=clock)
     model.stop_broker(0)
     model.stop_broker(1)
@@ -871,7 +858,7 @@ def test_election_outcomes_follow_kafkas_controller(
     expected: type[Errors.BrokerResponseError],
     leader_after: int,
 ) -> None:
-    clock = FakeClock()
+    clock = Clock(1_700_000_000.0)
     model = ClusterModel([0, 1, 2], [0, 1, 2], {"orders": TopicSpec(1, 3)}, clock=clock)
     for broker in stopped:
         model.stop_broker(broker)
@@ -897,7 +884,9 @@ def test_election_outcomes_follow_kafkas_controller(
 
 
 def test_a_reassignment_reports_the_union_until_its_new_replicas_are_in_sync() -> None:
-    model = ClusterModel([0, 1, 2, 3], [0, 1, 2], {"audit": TopicSpec(2, 2)}, clock=FakeClock())
+    model = ClusterModel(
+        [0, 1, 2, 3], [0, 1, 2], {"audit": TopicSpec(2, 2)}, clock=Clock(1_700_000_000.0)
+    )
     assert model.partition_state("audit", 0).replicas == (0, 1)
     model.start_reassignment("audit", 0, [3, 1])
     state = model.partition_state("audit", 0)
@@ -934,7 +923,7 @@ def test_a_reassignment_reports_the_union_until_its_new_replicas_are_in_sync() -
 
 
 def test_a_controller_only_node_stays_behind_until_its_quorum_catch_up_is_done() -> None:
-    clock = FakeClock()
+    clock = Clock(1_700_000_000.0)
     model = ClusterModel(
         [0, 1, 2], [100, 101, 102], {}, quorum_catch_up=2.0, unfence_delay=0.5, clock=clock
     )
@@ -996,7 +985,7 @@ def test_rack_aware_placement_puts_replicas_on_different_racks() -> None:
         {"orders": TopicSpec(12, 3), "audit": TopicSpec(6, 2, placement="round_robin")},
         racks=racks,
         placement="rack_aware",
-        clock=FakeClock(),
+        clock=Clock(1_700_000_000.0),
     )
     placed = [model.partition_state("orders", p).replicas for p in range(12)]
     assert all(len({racks[r] for r in replicas}) == 3 for replicas in placed)

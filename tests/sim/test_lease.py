@@ -31,20 +31,10 @@ from rollguard.roller.roll.stores.lease import (
 from rollguard.roller.roll.stores.lease_file import FileLease
 from rollguard.shared.errors import ConfigError
 
-from helpers import ROOT
+from helpers import ROOT, Clock
 
 T0 = datetime(2026, 11, 23, 11, 0, 2, tzinfo=UTC).timestamp()
 NS = "kafka"
-
-
-class Clock:
-    """An injected clock: tests move time, nothing sleeps."""
-
-    def __init__(self, now: float = T0) -> None:
-        self.now = now
-
-    def __call__(self) -> float:
-        return self.now
 
 
 def file_lease(tmp_path: Path, holder: str, roll_id: str, clock: Clock, **kw: Any) -> FileLease:
@@ -113,7 +103,7 @@ def test_processes_racing_for_the_lease_file_exactly_one_wins(tmp_path: Path, ro
 
 
 def test_a_held_lease_names_its_holder_its_roll_and_since_when(tmp_path: Path) -> None:
-    clock = Clock()
+    clock = Clock(T0)
     asyncio.run(file_lease(tmp_path, "host:1234", "20261123-1100-ab12", clock).acquire())
     clock.now += 5
     with pytest.raises(LeaseHeld) as held:
@@ -132,7 +122,7 @@ def test_a_lease_whose_holder_died_on_this_host_is_taken_over_at_once(
 
     dead = subprocess.Popen([sys.executable, "-c", "pass"])
     dead.wait(10)  # reaped: that pid runs nothing now (a killed -9 roller)
-    clock = Clock()
+    clock = Clock(T0)
     host = socket.gethostname()
     asyncio.run(file_lease(tmp_path, f"{host}:{dead.pid}", "r1", clock).acquire())
     clock.now += 1  # well within the lease's 30 s
@@ -163,7 +153,7 @@ def test_the_lease_file_says_who_rolls_until_when(tmp_path: Path) -> None:
 
 
 def test_resuming_a_roll_whose_roller_still_renews_is_refused(tmp_path: Path) -> None:
-    clock = Clock()
+    clock = Clock(T0)
     running = file_lease(tmp_path, "host:1", "r1", clock)
     asyncio.run(running.acquire())
     clock.now += 20
@@ -181,7 +171,7 @@ def test_resuming_a_roll_whose_roller_still_renews_is_refused(tmp_path: Path) ->
 def test_an_expired_lease_is_taken_over_and_its_old_holder_has_lost_it(
     tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
-    clock = Clock()
+    clock = Clock(T0)
     old = file_lease(tmp_path, "host:1", "r1", clock)
     asyncio.run(old.acquire())
     clock.now += 30  # renewedAt + duration == now: expired
@@ -198,7 +188,7 @@ def test_an_expired_lease_is_taken_over_and_its_old_holder_has_lost_it(
 
 
 def test_the_holder_may_acquire_again_and_keeps_its_since(tmp_path: Path) -> None:
-    clock = Clock()
+    clock = Clock(T0)
     lease = file_lease(tmp_path, "host:1", "r1", clock)
     asyncio.run(lease.acquire())
     clock.now += 10
@@ -211,7 +201,7 @@ def test_the_holder_may_acquire_again_and_keeps_its_since(tmp_path: Path) -> Non
 
 
 def test_release_frees_the_lease_at_once_but_only_for_its_holder(tmp_path: Path) -> None:
-    clock = Clock()
+    clock = Clock(T0)
     first = file_lease(tmp_path, "host:1", "r1", clock)
     asyncio.run(first.acquire())
     asyncio.run(first.release())
@@ -243,7 +233,7 @@ def test_a_lease_file_that_is_not_one_is_a_config_error(
 ) -> None:
     (tmp_path / "lease.json").write_text(content)
     with pytest.raises(ConfigError) as raised:
-        asyncio.run(file_lease(tmp_path, "host:1", "r1", Clock()).acquire())
+        asyncio.run(file_lease(tmp_path, "host:1", "r1", Clock(T0)).acquire())
     message = str(raised.value)
     assert message.startswith(f"lease file {tmp_path / 'lease.json'} is not a rollguard lease (")
     assert why in message and message.endswith("if no roll is running, remove it")
@@ -284,7 +274,7 @@ class FakeSleep:
 
 
 def test_keep_renewed_renews_every_interval_until_cancelled(tmp_path: Path) -> None:
-    clock = Clock()
+    clock = Clock(T0)
     lease = file_lease(tmp_path, "host:1", "r1", clock)
     asyncio.run(lease.acquire())
     sleep = FakeSleep(clock, stop_after=3, then={})
@@ -298,7 +288,7 @@ def test_keep_renewed_renews_every_interval_until_cancelled(tmp_path: Path) -> N
 def test_keep_renewed_stops_with_lease_lost_when_taken_over(
     tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
-    clock = Clock()
+    clock = Clock(T0)
     lease = file_lease(tmp_path, "host:1", "r1", clock)
     asyncio.run(lease.acquire())
 
@@ -339,7 +329,7 @@ class FlakyLease:
 def test_keep_renewed_rides_out_failed_renewals_while_the_lease_lasts(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
-    clock = Clock()
+    clock = Clock(T0)
     start = clock.now
     recovering = FlakyLease([True, True, False, False])
     sleep = FakeSleep(clock, 4, {})
@@ -358,7 +348,7 @@ def test_keep_renewed_rides_out_failed_renewals_while_the_lease_lasts(
 
 
 def test_keep_renewed_survives_an_api_refusing_everything_for_20_seconds() -> None:
-    clock = Clock()
+    clock = Clock(T0)
     outage = (0.0, 0.0)
 
     class Outage(FlakyLease):

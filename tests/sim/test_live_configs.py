@@ -8,26 +8,24 @@ test_real_kafka_configs.py; this is what a real one cannot be made to do on dema
 
 from __future__ import annotations
 
-import asyncio
-import json
 from collections.abc import Mapping
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+from rollguard.peers.harness import Done
+from rollguard.peers.harness_sim import SimRoll
 from rollguard.peers.sim import (
     SimCluster,
     SimNode,
     SimPartition,
     SimPlatform,
     VirtualClock,
-    make_roller,
     spread_rejoins,
 )
 from rollguard.roller.model import Node, PlatformView, Role
 from rollguard.roller.roll.configs.live import LiveConfigs
 from rollguard.roller.roll.configs.plan import ConfigPlan, NodePlan
-from rollguard.roller.roll.rules.settings import RollFailed
 
 COMBINED = frozenset({Role.BROKER, Role.CONTROLLER})
 SECRET = "the-new-secret"
@@ -120,47 +118,32 @@ def roll(
     resume: bool = False,
     pods: bool = False,
     config_plan: ConfigPlan | None = None,
-) -> str:
-    roller = make_roller(sim, folder, platform=Pods if pods else None)
-    roller.effects.configs = LiveConfigs(
-        admin,  # type: ignore[arg-type]
-        config_plan or plan(),
-        clock=sim.clock,
-        sleep=sim.clock.sleep,
-    )
-
-    async def go() -> str:
-        try:
-            await roller.roll("sim", resume=resume)
-        except RollFailed as exc:
-            return str(exc)
-        finally:
-            await roller.agents.aclose()
-        return ""
-
-    return asyncio.run(go())
+) -> Done:
+    """The roll, its live steps on `admin` (`config_plan`, else `plan()`); `pods`: as
+    Kubernetes sees the nodes (`Pods`)."""
+    steps = config_plan or plan()
+    configs = LiveConfigs(admin, steps, clock=sim.clock, sleep=sim.clock.sleep)  # type: ignore[arg-type]
+    target = SimRoll(sim, folder, platform=Pods if pods else None, configs=configs)
+    return target.roll(resume=resume)
 
 
-def journal(folder: Path) -> dict[str, str]:
+def phases(done: Done) -> dict[str, str]:
     """Each node's phase on record, and how it was rolled (`restart` or `live`) once it was."""
-    record = json.loads((folder / "roll-sim.json").read_text())
+    assert done.journal is not None
     return {
         name: node["phase"] + (f" ({node['how']})" if node.get("how") else "")
-        for name, node in record["nodes"].items()
+        for name, node in done.journal["nodes"].items()
     }
-
-
-def events(folder: Path) -> list[dict[str, Any]]:
-    return [json.loads(line) for line in (folder / "events.jsonl").read_text().splitlines()]
 
 
 def test_live_keys_are_set_one_broker_at_a_time_and_only_a_read_only_change_restarts(
     tmp_path: Path,
 ) -> None:
     sim, admin = cluster(), Admin(3)
-    assert roll(sim, tmp_path, admin) == ""
+    done = roll(sim, tmp_path, admin)
+    assert done.stderr == ""
     assert [sim.by_id[i].restarts for i in range(3)] == [0, 0, 1]
-    assert journal(tmp_path) == {
+    assert phases(done) == {
         "kafka-0": "done (live)",
         "kafka-1": "done (live)",
         "kafka-2": "done (restart)",
@@ -170,7 +153,7 @@ def test_live_keys_are_set_one_broker_at_a_time_and_only_a_read_only_change_rest
         (None, ("log.cleaner.threads",)),
         (1, ("num.io.threads", "ssl.key.password")),
     ]
-    said = events(tmp_path)
+    said = done.events
     steps = [
         (e["node"], e["action"], e["reason"])
         for e in said
@@ -200,15 +183,15 @@ def test_a_change_kafka_refuses_fails_the_roll_saying_what_it_left_and_resumes(
 ) -> None:
     sim, admin = cluster(), Admin(3)
     admin.refuse[1] = "Invalid value 16 for configuration num.io.threads"
-    why = roll(sim, tmp_path, admin)
-    assert why == (
+    done = roll(sim, tmp_path, admin)
+    assert done.stderr == (
         "kafka-1: Kafka refused the live change of num.io.threads, ssl.key.password at broker "
         "1: Invalid value 16 for configuration num.io.threads; nothing of it was changed there; "
         "log.cleaner.threads was set at the cluster default just before, and stays"
     )
     assert admin.default == {"log.cleaner.threads": "2"} and admin.own[1] == {}
     assert [sim.by_id[i].restarts for i in range(3)] == [0, 0, 0]
-    assert journal(tmp_path) == {
+    assert phases(done) == {
         "kafka-0": "pending",
         "kafka-1": "failed (live)",  # its live step on record, and its failure
         "kafka-2": "pending",
@@ -218,12 +201,13 @@ def test_a_change_kafka_refuses_fails_the_roll_saying_what_it_left_and_resumes(
     # at the first step; `rollguard roll --resume` compares anew and finds it in force.)
     del admin.refuse[1]
     admin.altered.clear()
-    assert roll(sim, tmp_path, admin, resume=True) == ""
+    resumed = roll(sim, tmp_path, admin, resume=True)
+    assert resumed.stderr == ""
     assert admin.altered == [
         (None, ("log.cleaner.threads",)),
         (1, ("num.io.threads", "ssl.key.password")),
     ]
-    assert journal(tmp_path) == {
+    assert phases(resumed) == {
         "kafka-0": "done (live)",
         "kafka-1": "done (live)",
         "kafka-2": "done (restart)",
@@ -236,8 +220,8 @@ def test_a_change_kafka_does_not_take_fails_once_the_read_back_gives_up(tmp_path
     sim, admin = cluster(), Admin(3)
     admin.deaf.add(1)
     began = sim.clock()
-    why = roll(sim, tmp_path, admin)
-    assert why == (
+    done = roll(sim, tmp_path, admin)
+    assert done.stderr == (
         "kafka-1: Kafka did not take the live change of log.cleaner.threads, num.io.threads, "
         "ssl.key.password within 60s (log.cleaner.threads: it runs 1 (from the broker's file); "
         "num.io.threads: it runs 8 (from the broker's file); ssl.key.password: it runs "
@@ -245,7 +229,7 @@ def test_a_change_kafka_does_not_take_fails_once_the_read_back_gives_up(tmp_path
     )
     assert sim.clock() - began >= 60
     assert [sim.by_id[i].restarts for i in range(3)] == [0, 0, 0]
-    assert journal(tmp_path) == {
+    assert phases(done) == {
         "kafka-0": "pending",
         "kafka-1": "failed (live)",  # its live step on record, and its failure
         "kafka-2": "pending",
@@ -264,20 +248,21 @@ def test_on_kubernetes_an_up_to_date_pod_is_taken_for_its_configuration_alone(
         "kafka-1": NodePlan({"num.io.threads": "16"}),
         "kafka-2": NodePlan(),
     }
-    assert roll(sim, tmp_path, admin, pods=True, config_plan=ConfigPlan(nodes)) == ""
+    done = roll(sim, tmp_path, admin, pods=True, config_plan=ConfigPlan(nodes))
+    assert done.stderr == ""
     assert [sim.by_id[i].restarts for i in range(3)] == [1, 0, 0]
-    assert journal(tmp_path) == {
+    assert phases(done) == {
         "kafka-0": "done (restart)",
         "kafka-1": "done (live)",
         "kafka-2": "left-out",
     }
-    said = {(e["node"], e["action"]): e["reason"] for e in events(tmp_path)}
+    said = {(e["node"], e["action"]): e["reason"] for e in done.events}
     assert said[("kafka-0", "configure")] == "num.io.threads (before its restart)"
     assert said[("kafka-2", "skip")] == "configuration unchanged"
     # In the roll's order (kafka-0, the active controller, last): kafka-1 live, then kafka-0's
     # live key just before its restart.
     assert admin.altered == [(1, ("num.io.threads",)), (0, ("num.io.threads",))]
-    steps = [(e["node"], e["action"]) for e in events(tmp_path) if e["node"] != "kafka-2"]
+    steps = [(e["node"], e["action"]) for e in done.events if e["node"] != "kafka-2"]
     assert [s for s in steps if s[1] in ("configure", "configured", "restart", "ready")] == [
         ("kafka-1", "configure"),
         ("kafka-1", "configured"),

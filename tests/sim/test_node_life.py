@@ -5,19 +5,12 @@ batches by rack, rolls that fail), is one of its transitions; the docs draw the 
 from __future__ import annotations
 
 import random
-from dataclasses import replace
-from pathlib import Path
 from typing import Any
 
 import pytest
 
-from rollguard.peers.sim import (
-    VirtualClock,
-    default_settings,
-    rack_cluster,
-    random_cluster,
-    run_roll,
-)
+from rollguard.peers.harness_sim import SimRoll
+from rollguard.peers.sim import VirtualClock, rack_cluster, random_cluster
 from rollguard.roller.roll import effects, looks
 from rollguard.roller.roll.node.record import TRANSITIONS, NodeRecord, Phase
 
@@ -47,21 +40,19 @@ def moves(monkeypatch: pytest.MonkeyPatch) -> Moves:
     return seen
 
 
-def test_every_move_of_a_simulated_roll_is_one_of_the_node_s_transitions(
-    moves: Moves, tmp_path: Path
-) -> None:
+def test_every_move_of_a_simulated_roll_is_one_of_the_node_s_transitions(moves: Moves) -> None:
     for seed in range(4):
         for dedicated in (False, True):
             cluster = random_cluster(
                 random.Random(seed), VirtualClock(), 3 + seed % 3, controller_only=dedicated
             )
-            run_roll(cluster, tmp_path / f"r{seed}{dedicated}", default_settings())
+            SimRoll(cluster).roll()
         batches = rack_cluster(random.Random(seed), VirtualClock(), 6, racks=3, min_isr=(2, 2))
-        run_roll(batches, tmp_path / f"b{seed}", replace(default_settings(), max_batch_size=2))
+        SimRoll(batches).roll(max_batch_size=2)
         failing = random_cluster(random.Random(seed), VirtualClock(), 4, catch_up=(900.0, 1200.0))
         for sim in failing.nodes.values():  # every ISR rejoined only at the end: no progress
             sim.rejoin = dict.fromkeys(sim.rejoin, 1.0)
-        run_roll(failing, tmp_path / f"f{seed}", replace(default_settings(), safety_wait=120))
+        SimRoll(failing).roll(safety_wait=120)
     allowed = {(a, b) for a, b, _ in TRANSITIONS}
     assert moves - allowed == set(), "moves TRANSITIONS does not list"
     # The watch itself works: the usual life of a node, and its waits, were seen.

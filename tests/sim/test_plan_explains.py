@@ -7,10 +7,7 @@ then the command as operators run it, against a cluster of real processes.
 
 from __future__ import annotations
 
-import asyncio
 import json
-import os
-import subprocess
 from collections.abc import Iterator
 from dataclasses import replace
 from pathlib import Path
@@ -18,8 +15,9 @@ from pathlib import Path
 import pytest
 
 from rollguard.peers.cluster import ProcessCluster
-from rollguard.peers.commandline import rollguard_args
-from rollguard.peers.sim import SimCluster, SimNode, SimPartition, VirtualClock, make_roller
+from rollguard.peers.harness import InventoryRoll
+from rollguard.peers.harness_sim import SimRoll
+from rollguard.peers.sim import SimCluster, SimNode, SimPartition, VirtualClock
 from rollguard.roller.model import Node, Role
 from rollguard.roller.roll.planning import PlanEntry, check_names, plan_lines
 from rollguard.roller.roll.rules.settings import RollSettings
@@ -53,22 +51,8 @@ def five_nodes(*, recovering: bool = True) -> SimCluster:
     return cluster
 
 
-def plan_of(cluster: SimCluster, folder: Path, settings: RollSettings) -> list[PlanEntry]:
-    roller = make_roller(cluster, folder, settings)
-
-    async def plan() -> list[PlanEntry]:
-        try:
-            return await roller.plan(check_agents=False)
-        finally:
-            await roller.agents.aclose()
-
-    return asyncio.run(plan())
-
-
-def test_each_node_says_why_it_is_in_the_plan_where_it_comes_and_what_holds_it(
-    tmp_path: Path,
-) -> None:
-    entries = plan_of(five_nodes(), tmp_path, RollSettings())
+def test_each_node_says_why_it_is_in_the_plan_where_it_comes_and_what_holds_it() -> None:
+    entries = SimRoll(five_nodes()).entries(RollSettings())
     got = [
         (e.position, e.node.name, e.action, e.order.split(":")[0], e.hold and e.hold.kind)
         for e in entries
@@ -96,8 +80,8 @@ def test_each_node_says_why_it_is_in_the_plan_where_it_comes_and_what_holds_it(
         assert [b.subject for b in hold.blockers] == ["recovery"]
 
 
-def test_once_no_node_recovers_the_plan_restarts_what_is_safe(tmp_path: Path) -> None:
-    entries = plan_of(five_nodes(recovering=False), tmp_path, RollSettings())
+def test_once_no_node_recovers_the_plan_restarts_what_is_safe() -> None:
+    entries = SimRoll(five_nodes(recovering=False)).entries(RollSettings())
     got = [(e.position, e.node.name, e.action, e.hold and e.hold.kind) for e in entries]
     assert got == [
         (1, "kafka-1", "restart", None),
@@ -108,19 +92,19 @@ def test_once_no_node_recovers_the_plan_restarts_what_is_safe(tmp_path: Path) ->
     ]
 
 
-def test_a_node_whose_agent_cannot_be_read_is_held_as_unknown(tmp_path: Path) -> None:
+def test_a_node_whose_agent_cannot_be_read_is_held_as_unknown() -> None:
     cluster = five_nodes()
     cluster.nodes["kafka-4"].jvm_started_at = 10.0  # no JVM answers its agent yet
-    entries = {e.node.name: e for e in plan_of(cluster, tmp_path, RollSettings())}
+    entries = {e.node.name: e for e in SimRoll(cluster).entries(RollSettings(), check_agents=False)}
     hold = entries["kafka-4"].hold
     assert entries["kafka-4"].action == "wait"
     assert hold is not None and hold.kind == "agent-unknown"
     assert entries["kafka-4"].order.startswith("not ready: first")
 
 
-def test_left_out_nodes_say_why_and_have_no_place(tmp_path: Path) -> None:
+def test_left_out_nodes_say_why_and_have_no_place() -> None:
     settings = RollSettings(only=frozenset({"kafka-0", "kafka-4"}))
-    entries = plan_of(five_nodes(), tmp_path, settings)
+    entries = SimRoll(five_nodes()).entries(settings)
     taken = [(e.node.name, e.position, e.why) for e in entries if e.action != "skip"]
     assert taken == [("kafka-0", 1, "named by --only"), ("kafka-4", 2, "named by --only")]
     skipped = {e.why for e in entries if e.action == "skip"}
@@ -128,19 +112,19 @@ def test_left_out_nodes_say_why_and_have_no_place(tmp_path: Path) -> None:
     assert all(e.position is None and e.order == "" for e in entries if e.action == "skip")
 
 
-def test_batches_share_a_place_and_say_why_they_were_grouped(tmp_path: Path) -> None:
+def test_batches_share_a_place_and_say_why_they_were_grouped() -> None:
     cluster = five_nodes(recovering=False)
     cluster.nodes["kafka-4"].rejoin[0] = 0.0  # orders-0 back in sync, and with min ISR 1
     cluster.partitions[0] = SimPartition("orders", 0, (2, 3, 4), 1)  # room for two at once
-    entries = plan_of(cluster, tmp_path, RollSettings(max_batch_size=2))
+    entries = SimRoll(cluster).entries(RollSettings(max_batch_size=2))
     batched = [e for e in entries if e.batch is not None]
     assert [e.node.name for e in batched] == ["kafka-3", "kafka-4"]
     assert {e.position for e in batched} == {4}  # after kafka-1, kafka-2 and kafka-0
     assert batched[0].order.startswith("batch 1: 2 brokers: no partition loses more")
 
 
-def test_the_json_fields_say_the_same(tmp_path: Path) -> None:
-    plan = plan_of(five_nodes(recovering=False), tmp_path, RollSettings())
+def test_the_json_fields_say_the_same() -> None:
+    plan = SimRoll(five_nodes(recovering=False)).entries(RollSettings())
     entries = {e.node.name: e.to_json() for e in plan}
     deferred = entries["kafka-2"]
     assert deferred["why"] == "inventory (no revision to compare)"
@@ -156,8 +140,8 @@ def test_the_json_fields_say_the_same(tmp_path: Path) -> None:
     json.dumps(list(entries.values()))  # all of it is JSON
 
 
-def test_the_text_is_a_table_in_roll_order_with_what_each_place_means(tmp_path: Path) -> None:
-    lines = plan_lines(plan_of(five_nodes(), tmp_path, RollSettings()))
+def test_the_text_is_a_table_in_roll_order_with_what_each_place_means() -> None:
+    lines = plan_lines(SimRoll(five_nodes()).entries(RollSettings()))
     assert lines[0] == "5 nodes: 4 defer, 1 wait"
     assert lines[1].split() == ["#", "NODE", "ROLE", "ACTION", "IN", "THE", "PLAN", "ORDER", "NOW"]
     assert [line.split()[:4] for line in lines[2:7]] == [
@@ -238,19 +222,10 @@ def cluster(tmp_path_factory: pytest.TempPathFactory, pki: Pki) -> Iterator[Proc
         yield cluster
 
 
-def rollguard(
-    command: str, cluster: ProcessCluster, pki: Pki, folder: Path, *extra: str
-) -> subprocess.CompletedProcess[str]:
-    argv = rollguard_args(command, inventory=cluster.inventory(), bootstrap=cluster.bootstrap,
-                          tls=pki, extra=["--retry-max-retries", "1", *extra])  # fmt: skip
-    clean = {k: v for k, v in os.environ.items() if not k.startswith("ROLLGUARD_")}
-    return subprocess.run(argv, capture_output=True, text=True, timeout=120, cwd=folder, env=clean)
-
-
 def test_plan_prints_the_table_and_json_with_the_reasons(
-    cluster: ProcessCluster, pki: Pki, tmp_path: Path
+    target: InventoryRoll, tmp_path: Path
 ) -> None:
-    done = rollguard("plan", cluster, pki, tmp_path)
+    done = target.plan()
     assert done.returncode == 0, done.stderr
     lines = done.stdout.splitlines()
     assert lines[0] == "3 nodes: 1 restart, 2 defer"
@@ -265,8 +240,7 @@ def test_plan_prints_the_table_and_json_with_the_reasons(
                              "waiting on node 2")  # fmt: skip
     assert "active controller" in lines[4]
     assert "active controller: last of the controllers, so that leadership moves once" in lines
-    as_json = rollguard("plan", cluster, pki, tmp_path, "--output", "json")
-    entries = [json.loads(line) for line in as_json.stdout.splitlines()]
+    entries = target.plan("--output", "json").entries()
     assert [(e["node"], e["position"], e["hold"] and e["hold"]["kind"]) for e in entries] == [
         ("kafka-1", 1, "unsafe"),
         ("kafka-2", 2, None),
@@ -289,32 +263,30 @@ def test_plan_prints_the_table_and_json_with_the_reasons(
     ],
 )  # fmt: skip
 def test_plan_of_a_node_that_does_not_exist_is_exit_2(
-    cluster: ProcessCluster, pki: Pki, tmp_path: Path, extra: list[str], message: str
+    target: InventoryRoll, extra: list[str], message: str
 ) -> None:
-    done = rollguard("plan", cluster, pki, tmp_path, *extra)
+    done = target.plan(*extra)
     assert done.returncode == 2, done.stderr
     assert done.stderr.splitlines()[-1] == message
     assert done.stdout == "" and "Traceback" not in done.stderr
 
 
 def test_roll_of_a_node_that_does_not_exist_is_exit_2_and_restarts_nothing(
-    cluster: ProcessCluster, pki: Pki, tmp_path: Path
+    cluster: ProcessCluster, target: InventoryRoll
 ) -> None:
-    done = rollguard("roll", cluster, pki, tmp_path, "--only", "kafka-2,kafka-9",
-                     "--state-dir", str(tmp_path / "state"))  # fmt: skip
+    done = target.roll("--only", "kafka-2,kafka-9")
     assert done.returncode == 2, done.stderr
     assert "rollguard: --only kafka-9: no such node" in done.stderr
     assert [n.restarts for n in cluster.nodes.values()] == [0, 0, 0]
 
 
 def test_resuming_a_roll_without_a_journal_is_exit_2_listing_the_rolls_there(
-    cluster: ProcessCluster, pki: Pki, tmp_path: Path
+    cluster: ProcessCluster, target: InventoryRoll
 ) -> None:
-    state = tmp_path / "state"
+    state = target.state
     state.mkdir()
     (state / "roll-20261120-101500-3fa2.json").write_text("{}")
-    done = rollguard("roll", cluster, pki, tmp_path, "--state-dir", str(state),
-                     "--resume", "nosuch")  # fmt: skip
+    done = target.roll("--resume", "nosuch", roll_id=None)
     assert done.returncode == 2, done.stderr
     assert done.stderr.splitlines()[-1] == (
         f"rollguard: --resume nosuch: no roll journal {state}/roll-nosuch.json; "
@@ -324,14 +296,16 @@ def test_resuming_a_roll_without_a_journal_is_exit_2_listing_the_rolls_there(
 
 
 def test_plan_ignores_the_roll_s_own_flags_and_says_so(
-    cluster: ProcessCluster, pki: Pki, tmp_path: Path
+    target: InventoryRoll, tmp_path: Path
 ) -> None:
-    done = rollguard("plan", cluster, pki, tmp_path, "--state-dir", "elsewhere",
-                     "--roll-id", "r1", "--output", "json")  # fmt: skip
+    elsewhere = tmp_path / "elsewhere"
+    done = target.plan("--state-dir", str(elsewhere), "--roll-id", "r1", "--output", "json")
     assert done.returncode == 0, done.stderr
-    assert "plan ignores --roll-id, --state-dir: they are for roll only" in done.stderr
+    # the roll's quick timings (`QUICK_TIMINGS`) give a --poll-interval too
+    said = "plan ignores --poll-interval, --roll-id, --state-dir: they are for roll only"
+    assert said in done.stderr
     assert len(done.stdout.splitlines()) == 3
-    assert not (tmp_path / "elsewhere").exists()
+    assert not elsewhere.exists() and not target.state.exists()
 
 
 def test_a_plan_entry_built_by_hand_still_prints_as_before() -> None:

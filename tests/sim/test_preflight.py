@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import socket
-import subprocess
 from collections.abc import Iterator
 from email.utils import formatdate
 from pathlib import Path
@@ -23,7 +22,7 @@ from rollguard.shared.states import BrokerState
 from rollguard.shared.tls import client_context
 from rollguard.shared.wire import BrokerStateReport
 
-from helpers import HttpsPeer, Pki
+from helpers import HttpsPeer, Pki, answer, inventory, run
 
 URL = "https://kafka-0:8443/v1/broker-state"
 OK = AgentReport(URL, BrokerStateReport(BrokerState.RUNNING))
@@ -66,8 +65,7 @@ def dated_agent(skew: float):  # type: ignore[no-untyped-def]
             (b"content-type", b"application/json"),
             (b"date", formatdate(time() + skew, usegmt=True).encode()),
         ]
-        await send({"type": "http.response.start", "status": 200, "headers": headers})
-        await send({"type": "http.response.body", "body": b'{"brokerState":3}'})
+        await answer(send, 200, b'{"brokerState":3}', headers)
 
     return app
 
@@ -176,21 +174,12 @@ def test_an_agent_url_that_does_not_resolve_stops_the_roll(
 def test_a_roll_whose_agent_urls_resolve_nowhere_exits_2_at_once_naming_them(
     pki: Pki, tmp_path: Path
 ) -> None:
-    inventory = tmp_path / "inventory.yaml"
-    inventory.write_text(
-        "cluster: prod\nnodes:\n"
-        + "".join(
-            f"  - {{id: {i}, name: kafka-{i}, agent: 'https://kafka-{i}.nosuch.invalid:8443', "
-            f"restart: 'touch {tmp_path}/restarted-{i}'}}\n"
-            for i in range(3)
-        )
-    )
+    agents = [f"https://kafka-{i}.nosuch.invalid:8443" for i in range(3)]
+    path = inventory(tmp_path / "inventory.yaml", agents, cluster="prod",
+                     restart=f"touch {tmp_path}/restarted-{{i}}")  # fmt: skip
     started = monotonic()
-    done = subprocess.run(
-        rollguard_args("roll", inventory=inventory, bootstrap="127.0.0.1:1", tls=pki,
-                       state_dir=tmp_path / "state"),
-        capture_output=True, text=True, timeout=60, check=False,
-    )  # fmt: skip
+    done = run(rollguard_args("roll", inventory=path, bootstrap="127.0.0.1:1", tls=pki,
+                              state_dir=tmp_path / "state"))  # fmt: skip
     took = monotonic() - started
     assert done.returncode == 2, done.stderr
     assert "Traceback" not in done.stderr

@@ -9,7 +9,6 @@ among them as it happens. See docs/operations.md, "Output: which stream carries 
 from __future__ import annotations
 
 import json
-import os
 import re
 import subprocess
 import time
@@ -20,17 +19,9 @@ from typing import Any
 from rollguard.peers.cluster import ProcessCluster
 from rollguard.peers.harness import InventoryRoll
 
-from helpers import BIN, Agent, Pki, free_port, wait_until
+from helpers import Agent, Pki, free_port, inventory, rollguard, wait_until
 
 STAMP = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z (INFO|WARNING|ERROR) ")
-
-
-def rollguard(
-    *args: str, env: dict[str, str] | None = None, timeout: float = 60
-) -> subprocess.CompletedProcess[str]:
-    clean = {k: v for k, v in os.environ.items() if not k.startswith("ROLLGUARD_")}
-    return subprocess.run([str(BIN / "rollguard"), *args], capture_output=True, text=True,
-                          timeout=timeout, env={**clean, **(env or {})})  # fmt: skip
 
 
 def objects(text: str) -> list[dict[str, Any]]:
@@ -116,13 +107,10 @@ def test_a_failure_under_output_json_is_one_error_object_on_stdout_and_a_line_on
 def test_plan_with_nothing_at_bootstrap_says_so_at_once_and_fails_as_a_json_error(
     pki: Pki, tmp_path: Path
 ) -> None:
-    inventory = tmp_path / "inventory.yaml"
-    inventory.write_text(f"cluster: c\nnodes:\n  - id: 0\n    name: kafka-0\n"
-                         f"    agent: https://127.0.0.1:{free_port()}\n"
-                         "    restart: 'true'\n")  # fmt: skip
+    path = inventory(tmp_path / "inventory.yaml", [f"https://127.0.0.1:{free_port()}"], cluster="c")
     bootstrap = f"127.0.0.1:{free_port()}"
     started = time.monotonic()
-    done = rollguard("plan", "--inventory", str(inventory), "--bootstrap", bootstrap,
+    done = rollguard("plan", "--inventory", str(path), "--bootstrap", bootstrap,
                      *pki.client_flags(), "--on-agent-unreachable", "force", "--output", "json",
                      "--retry-max-retries", "1", "--retry-initial-backoff-ms", "10")  # fmt: skip
     took = time.monotonic() - started

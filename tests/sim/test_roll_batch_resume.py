@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from rollguard.peers.harness_sim import SimRoll
 from rollguard.peers.kafka import KafkaClusterSim, TopicSpec
 from rollguard.peers.sim import (
     SimCluster,
@@ -64,38 +65,22 @@ class Interrupted(SimPlatform):
 def test_resume_restarts_no_member_twice_and_replans_the_rest(tmp_path: Path) -> None:
     clock = VirtualClock()
     cluster = rack_cluster(random.Random(2), clock, 6, racks=3, min_isr=(2, 2), controllers=0)
-    options = replace(default_settings(), max_batch_size=2)
-
-    roller = make_roller(cluster, tmp_path, options, platform=Interrupted)
-
-    async def first() -> None:
-        try:
-            with pytest.raises(asyncio.CancelledError):
-                await roller.roll("sim")
-        finally:
-            await roller.agents.aclose()
-
-    asyncio.run(first())
-    journal = json.loads((tmp_path / "roll-sim.json").read_text())
-    assert journal["state"] == "interrupted"
+    target = SimRoll(cluster, tmp_path, replace(default_settings(), max_batch_size=2))
+    with pytest.raises(asyncio.CancelledError):
+        replace(target, platform=Interrupted).roll()
+    journal = target.journal()
+    assert journal is not None and journal["state"] == "interrupted"
     cut = {n: r for n, r in journal["nodes"].items() if r.get("batch") == 1}
     assert len(cut) == 2 and all(r["phase"] == "restarting" for r in cut.values())
     first_member = next(e.name for e in cluster.log)
 
-    resumed = make_roller(cluster, tmp_path, options)
-
-    async def second() -> None:
-        try:
-            await resumed.roll("sim", resume=True)
-        finally:
-            await resumed.agents.aclose()
-
-    asyncio.run(second())
+    done = target.roll(resume=True)
+    assert done.returncode == 0, done.stderr
     assert all(n.restarts == 1 for n in cluster.nodes.values())
     v = cluster.violations
     assert (v.below_min_isr, v.offline, v.restarted_recovering) == ([], [], [])
-    after = json.loads((tmp_path / "roll-sim.json").read_text())
-    assert after["state"] == "completed"
+    after = done.journal
+    assert after is not None and after["state"] == "completed"
     assert after["nodes"][first_member]["batch"] == 1
     # The member that never restarted went back to the planner, into a later batch.
     (other,) = set(cut) - {first_member}

@@ -10,17 +10,15 @@ inventory's commands; the roller is the installed `rollguard` command in its own
 
 from __future__ import annotations
 
-import contextlib
 import signal
 import subprocess
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from rollguard.peers.cluster import NodePlan, ProcessCluster
 from rollguard.peers.commandline import rollguard_args
-from rollguard.peers.harness import InventoryRoll, read_events
+from rollguard.peers.harness import InventoryRoll
 
 from helpers import Pki
 
@@ -141,28 +139,3 @@ def test_bad_roll_settings_exit_2(pki: Pki, tmp_path: Path, args: list[str], mes
     done = subprocess.run(command, capture_output=True, text=True, timeout=30)
     assert done.returncode == 2, done.stderr
     assert message in done.stderr and "Traceback" not in done.stderr
-
-
-# ---- what test_roll_metrics.py still reads its roll through (the harness has each) -----------
-
-
-def roll_command(cluster: ProcessCluster, pki: Pki, folder: Path, *extra: str) -> list[str]:
-    """`rollguard roll` on the cluster, roll id t1, its state in folder/state."""
-    assert pki == cluster.pki  # the roller presents the cluster's own client certificate
-    return InventoryRoll(cluster, folder).command("roll", *extra)
-
-
-def restarts(folder: Path) -> list[str]:
-    return read_events(folder / "state" / "events-t1.jsonl").restarted()
-
-
-@contextlib.contextmanager
-def started(command: list[str], **kwargs: object) -> Iterator[subprocess.Popen[str]]:
-    """The roller in the background; killed if the test ends before it does."""
-    process = subprocess.Popen(command, text=True, **kwargs)  # type: ignore[call-overload]
-    try:
-        yield process
-    finally:
-        if process.poll() is None:
-            process.kill()
-        process.communicate()

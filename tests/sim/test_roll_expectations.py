@@ -9,20 +9,19 @@ from __future__ import annotations
 
 import json
 import random
-import subprocess
 from pathlib import Path
 
 import pytest
 
 from rollguard.peers.commandline import rollguard_args
 from rollguard.peers.harness import kafka_peer
+from rollguard.peers.harness_sim import SimRoll
 from rollguard.peers.sim import (
     SimCluster,
     SimNode,
     VirtualClock,
     default_settings,
     internal_topics,
-    run_roll,
     spread_rejoins,
 )
 from rollguard.roller.model import Node, Role
@@ -32,7 +31,7 @@ from rollguard.roller.roll.planning import PlanEntry
 from rollguard.shared.errors import ConfigError
 from rollguard.shared.expectations import node_expectation
 
-from helpers import HttpsPeer, Pki, running_agent
+from helpers import HttpsPeer, Pki, inventory, run, running_agent
 
 COMBINED = frozenset({Role.BROKER, Role.CONTROLLER})
 
@@ -65,21 +64,17 @@ def recovering_cluster(seconds: float) -> SimCluster:
     return cluster
 
 
-def test_a_recovery_past_its_budget_from_history_fails_the_roll_without_a_restart(
-    tmp_path: Path,
-) -> None:
-    from dataclasses import replace
-
+def test_a_recovery_past_its_budget_from_history_fails_the_roll_without_a_restart() -> None:
     cluster = recovering_cluster(3600)  # an hour: far beyond kafka-1's history
     budgets = {"kafka-1": 600.0}  # p99 360 s * 1.5 + 60 s
-    settings = replace(default_settings(), recovery_budgets=budgets)
-    outcome, why = run_roll(cluster, tmp_path, settings)
-    assert outcome == "failed"
-    assert "kafka-1 is still performing log recovery after 10m00s (its budget from history)" in why
+    done = SimRoll(cluster).roll(recovery_budgets=budgets)
+    assert done.returncode == 1
+    said = "kafka-1 is still performing log recovery after 10m00s (its budget from history)"
+    assert said in done.stderr
     assert cluster.nodes["kafka-1"].restarts == 1  # restarted once, never again while recovering
     # without the file, the same recovery is waited for (the 6 h default)
-    cluster = recovering_cluster(3600)
-    assert run_roll(cluster, tmp_path / "without")[0] == "completed"
+    without = SimRoll(recovering_cluster(3600)).roll()
+    assert without.returncode == 0, without.stderr
 
 
 def test_a_budget_never_exceeds_the_maximum_wait() -> None:
@@ -140,25 +135,18 @@ def test_plan_with_expectations_prints_the_prediction_and_writes_nothing(
 ) -> None:
     with kafka_peer() as kafka, HttpsPeer(running_agent, pki) as agent:
         # The inventory's `cluster:` picks this cluster's entries, whatever its file is called.
-        inventory = tmp_path / "inventory.yaml"
-        inventory.write_text(
-            "cluster: prod\nnodes:\n"
-            + "".join(
-                f"  - {{id: {i}, name: kafka-{i}, agent: '{agent.url}', restart: 'true'}}\n"
-                for i in range(3)
-            )
-        )
-        path = write(
+        path = inventory(tmp_path / "inventory.yaml", [agent.url] * 3, cluster="prod")
+        expected = write(
             tmp_path / "e.json",
             history("prod", "kafka-0", 30, 90),
             history("inventory", "kafka-1", 600, 900),
         )
-        done = subprocess.run(
-            rollguard_args("plan", inventory=inventory, bootstrap=kafka.bootstrap, tls=pki,
+        done = run(
+            rollguard_args("plan", inventory=path, bootstrap=kafka.bootstrap, tls=pki,
                            state_dir=tmp_path / "state",
-                           extra=["--expectations", str(path), "--restart-estimate", "1m",
+                           extra=["--expectations", str(expected), "--restart-estimate", "1m",
                                   "--output", "json", "--retry-max-retries", "0"]),
-            capture_output=True, text=True, timeout=120, check=False,
+            timeout=120,
         )  # fmt: skip
     assert done.returncode == 0, done.stderr
     lines = [json.loads(line) for line in done.stdout.splitlines()]

@@ -8,17 +8,17 @@ import asyncio
 import logging
 import re
 import socket
-import subprocess
+from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
 
 import httpx
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
-from test_roll_end_to_end import restarts, roll_command, started
 
 from rollguard.peers.cluster import NodePlan, ProcessCluster
 from rollguard.peers.commandline import rollguard_args
+from rollguard.peers.harness import InventoryRoll
 from rollguard.roller.model import AgentAnswer, AgentReport, Node, PlatformView, Role
 from rollguard.roller.roll.metrics import RollMetrics, WatchedLease
 from rollguard.roller.roll.metrics_server import MetricsServer
@@ -40,17 +40,9 @@ from rollguard.shared.errors import ConfigError
 from rollguard.shared.states import BrokerState
 from rollguard.shared.wire import BrokerStateReport, RecoveryProgress
 
-from helpers import Pki, wait_until
+from helpers import Clock, Pki, inventory, run, wait_until
 
 Sample = dict[tuple[str, frozenset[tuple[str, str]]], float]
-
-
-class Clock:
-    def __init__(self) -> None:
-        self.now = 1000.0
-
-    def __call__(self) -> float:
-        return self.now
 
 
 def parse(text: str) -> Sample:
@@ -70,7 +62,7 @@ def named(sample: Sample, name: str) -> dict[frozenset[tuple[str, str]], float]:
 
 
 def fed() -> tuple[RollMetrics, EventLog, Clock]:
-    clock = Clock()
+    clock = Clock(1000.0)
     metrics = RollMetrics("r1", "prod", clock=clock)
     events = EventLog(None, "r1", cluster="prod")  # no file: the listeners hear every event
     events.listeners.append(metrics.on_event)
@@ -377,7 +369,7 @@ class FakeLease:
 
 
 def test_the_lease_is_held_from_its_taking_while_renewed_until_lost_or_given_up() -> None:
-    clock, inner = Clock(), FakeLease()
+    clock, inner = Clock(1000.0), FakeLease()
     lease = WatchedLease(inner, clock=clock)
 
     async def life() -> list[bool]:
@@ -531,30 +523,16 @@ def test_an_address_in_use_is_a_config_error_naming_it() -> None:
 def test_a_roll_whose_metrics_address_is_in_use_exits_2_before_anything_is_done(
     pki: Pki, tmp_path: Path
 ) -> None:
-    inventory = tmp_path / "inventory.yaml"
     restart = f"touch {tmp_path}/restarted"
-    inventory.write_text(
-        "cluster: prod\nnodes:\n"
-        f"  - {{id: 0, name: kafka-0, agent: 'https://127.0.0.1:1', restart: '{restart}'}}\n"
-    )
+    path = inventory(tmp_path / "inventory.yaml", ["https://127.0.0.1:1"], cluster="prod",
+                     restart=restart)  # fmt: skip
     with socket.socket() as taken:
         taken.bind(("127.0.0.1", 0))
         taken.listen()
         port = taken.getsockname()[1]
-        done = subprocess.run(
-            rollguard_args(
-                "roll",
-                inventory=inventory,
-                bootstrap="127.0.0.1:1",
-                tls=pki,
-                state_dir=tmp_path / "state",
-                extra=["--metrics-listen", f"127.0.0.1:{port}"],
-            ),
-            capture_output=True,
-            text=True,
-            timeout=60,
-            check=False,
-        )
+        done = run(rollguard_args("roll", inventory=path, bootstrap="127.0.0.1:1", tls=pki,
+                                  state_dir=tmp_path / "state",
+                                  extra=["--metrics-listen", f"127.0.0.1:{port}"]))  # fmt: skip
     assert done.returncode == 2, done.stderr
     (line,) = done.stderr.splitlines()
     assert line.startswith(f"rollguard: --metrics-listen 127.0.0.1:{port}: ") and "in use" in line
@@ -572,26 +550,18 @@ def test_a_roll_serves_its_metrics_while_it_waits_for_a_recovering_node(
     pki: Pki, tmp_path: Path
 ) -> None:
     plans = {1: NodePlan(recovery_ms=8000)}
-    log = tmp_path / "roll.log"
     with (
         ProcessCluster(pki, tmp_path, plans=plans) as cluster,
-        log.open("w") as sink,
-        started(
-            roll_command(cluster, pki, tmp_path, "--metrics-listen", "127.0.0.1:0"),
-            stdout=sink,
-            stderr=sink,
-        ) as process,
+        InventoryRoll(cluster, tmp_path).start("--metrics-listen", "127.0.0.1:0") as running,
         httpx.Client(timeout=5) as http,  # one client: each new one loads a CA bundle (60 ms)
     ):
-        wait_until(lambda: LISTENING.search(log.read_text()), timeout=60, what="the address")
-        found = LISTENING.search(log.read_text())
-        assert found is not None
+        found = wait_until(lambda: LISTENING.search(running.output()), 60, what="the address")
         url = f"http://{found.group(1)}/metrics"
         scrapes: list[str] = []
 
-        def scraped(check) -> bool:  # type: ignore[no-untyped-def]
-            if process.poll() is not None:
-                raise AssertionError(f"the roll ended first:\n{log.read_text()}")
+        def scraped(check: Callable[[Sample], object]) -> bool:
+            if running.poll() is not None:
+                raise AssertionError(f"the roll ended first:\n{running.output()}")
             text = http.get(url).text
             scrapes.append(text)
             return bool(check(parse(text)))
@@ -625,9 +595,10 @@ def test_a_roll_serves_its_metrics_while_it_waits_for_a_recovering_node(
             timeout=120,
             what="the third restart",
         )
-        assert process.wait(120) == 0, log.read_text()
+        done = running.wait(120)
+        assert done.returncode == 0, done.output
     counted = max(value(parse(t), "rollguard_roll_restarts_total") or 0 for t in scrapes)
-    assert counted == len(restarts(tmp_path)) == 3
+    assert counted == len(done.restarted()) == 3
     assert [n.restarts for n in cluster.nodes.values()] == [1, 1, 1]
     with pytest.raises(httpx.ConnectError):  # the server went with the roll
         httpx.get(url, timeout=5)

@@ -72,12 +72,6 @@ def cluster(pki: Pki, tmp_path: Path, request: pytest.FixtureRequest) -> Iterato
         yield made
 
 
-@pytest.fixture
-def target(cluster: ProcessCluster, tmp_path: Path) -> InventoryRoll:
-    """Rolls of `cluster`, roll id t1, their state in tmp_path/state."""
-    return InventoryRoll(cluster, tmp_path)
-
-
 SAFETY_WAIT = ("--safety-wait", "2m")
 
 

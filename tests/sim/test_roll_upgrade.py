@@ -14,7 +14,7 @@ import random
 from pathlib import Path
 
 import pytest
-from test_cli_flags import COMMANDS, DUMMY_TLS, refused, roll_values, run
+from test_cli_flags import COMMANDS, DUMMY_TLS, refused, roll_values
 
 from rollguard.peers.harness_sim import SimRoll
 from rollguard.peers.sim import SimCluster, VirtualClock, random_cluster
@@ -25,6 +25,8 @@ from rollguard.roller.roll.upgrades.finalize import not_ready
 from rollguard.shared.errors import ConfigError
 from rollguard.shared.states import BrokerState
 from rollguard.shared.wire import BrokerStateReport, KafkaBuild
+
+from helpers import run
 
 OLD, NEW = "4.0.0", "4.4.0"
 BROKER = Node(0, "kafka-0", frozenset({Role.BROKER}), "https://kafka-0:8443")

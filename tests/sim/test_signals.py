@@ -11,14 +11,12 @@ the agent's are in test_agent_cli.py.
 from __future__ import annotations
 
 import signal
-import subprocess
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from helpers import BIN, Pki, SilentJmxPort, wait_until
+from helpers import BIN, Pki, SilentJmxPort, inventory, signalled
 
 LIMIT = 2.0  # seconds from the signal to the exit
 
@@ -32,21 +30,12 @@ def silent() -> Iterator[SilentJmxPort]:
         port.close()
 
 
-def inventory(tmp_path: Path, port: int) -> Path:
-    path = tmp_path / "inventory.yaml"
-    path.write_text(
-        "nodes:\n"
-        "  - id: 0\n"
-        "    name: kafka-0\n"
-        f"    agent: https://127.0.0.1:{port}\n"
-        "    restart: 'true'\n"
-    )
-    return path
-
-
 def commands(tmp_path: Path, pki: Pki, port: int) -> dict[str, list[str]]:
     slow = ["--timeout", "10m", "--retry-max-retries", "0"]
-    where = ["--inventory", str(inventory(tmp_path, port))]
+    where = [
+        "--inventory",
+        str(inventory(tmp_path / "inventory.yaml", [f"https://127.0.0.1:{port}"])),
+    ]
     roll = [
         *where,
         *pki.client_flags(),
@@ -72,21 +61,10 @@ def test_a_signal_ends_the_command_within_two_seconds(
     command: str, signum: signal.Signals, tmp_path: Path, pki: Pki, silent: SilentJmxPort
 ) -> None:
     argv = [str(BIN / "rollguard"), *commands(tmp_path, pki, silent.port)[command]]
-    process = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    try:
-        # blocked on the silent peer: it has connected, and is still running
-        wait_until(lambda: silent.accepted, timeout=30, what=f"{command} to connect")
-        assert process.poll() is None, process.communicate()
-        sent = time.monotonic()
-        process.send_signal(signum)
-        _, err = process.communicate(timeout=30)
-        elapsed = time.monotonic() - sent
-    finally:
-        if process.poll() is None:
-            process.kill()
-            process.wait()
-    assert process.returncode == 3, err
-    assert elapsed < LIMIT, f"{command} took {elapsed:.1f}s to end after {signum.name}"
-    assert "Traceback" not in err, err
+    # blocked on the silent peer: it has connected, and is still running
+    done = signalled(argv, signum, lambda: silent.accepted, what=f"{command} to connect")
+    assert done.returncode == 3, done.stderr
+    assert done.seconds < LIMIT, f"{command} took {done.seconds:.1f}s to end after {signum.name}"
+    assert "Traceback" not in done.stderr, done.stderr
     if command == "roll":
-        assert f"interrupted by {signum.name}; resume with --resume s1" in err
+        assert f"interrupted by {signum.name}; resume with --resume s1" in done.stderr

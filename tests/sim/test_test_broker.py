@@ -12,11 +12,8 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 
-import pytest
-
 from rollguard.agent.jmx import service_url
 from rollguard.agent.jmx_persistent import PersistentJmxBackend
-from rollguard.agent.jvm import reader_classpath
 from rollguard.agent.readings import QUERIES, MBeanValue, SampleError, interpret
 from rollguard.shared.wire import BrokerStateReport, RecoveryPhase, RecoveryProgress
 
@@ -25,11 +22,6 @@ from helpers import Agent, Broker, Pki, free_port, until_running, wait_until
 LOGS = "kafka.log:type=LogManager,name=remainingLogsToRecover"
 DIR = re.compile(r'[:,]dir=("[^"]*")')
 THREAD = re.compile(r"[:,]threadNum=(\d+)")
-
-
-@pytest.fixture(scope="module")
-def classpath(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return reader_classpath("java", tmp_path_factory.mktemp("cache"))
 
 
 @dataclass

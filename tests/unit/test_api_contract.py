@@ -8,7 +8,7 @@ from pathlib import Path
 
 import httpx
 import pytest
-from test_sampler import SETTINGS, Clock, Scripted, broker
+from test_sampler import SETTINGS, Scripted, broker
 
 from rollguard.agent.api import create_api_app, create_probe_app
 from rollguard.agent.metrics import AgentMetrics
@@ -22,6 +22,8 @@ from rollguard.agent.readings import (
 from rollguard.agent.sampler import Sampler
 from rollguard.agent.timeline_store import TimelineStore
 from rollguard.shared.retry import RetryPolicy
+
+from helpers import Clock
 
 
 def recovering() -> list[MBeanValue]:
@@ -51,7 +53,7 @@ METRICS: dict[Sampler, AgentMetrics] = {}
 def sampled(*results: list[MBeanValue] | SampleError) -> Sampler:
     """A sampler (and its metrics, counting from the start) that has run through `results`."""
     sampler = Sampler(Scripted(*results), SETTINGS, retry=RetryPolicy(max_retries=0))
-    METRICS[sampler] = AgentMetrics(sampler, Clock())
+    METRICS[sampler] = AgentMetrics(sampler, Clock(1000.0))
     for _ in results:
         asyncio.run(sampler.sample_once())
     return sampler
@@ -233,7 +235,7 @@ def asgi_messages(app: object, method: str) -> list[dict[str, object]]:
 
 
 def test_each_request_gets_the_latest_sample_and_a_stale_one_is_refused() -> None:
-    clock = Clock()
+    clock = Clock(1000.0)
     sampler = Sampler(
         Scripted(broker("3"), recovering()), SETTINGS, retry=RetryPolicy(max_retries=0), clock=clock
     )

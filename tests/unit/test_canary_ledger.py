@@ -15,19 +15,11 @@ from rollguard.roller.model import CanarySample as Sample
 from rollguard.roller.roll.canary.client import Canary
 from rollguard.roller.roll.canary.ledger import Ledger
 
-from helpers import wait_until
-
-
-class Clock:
-    def __init__(self) -> None:
-        self.now = 100.0
-
-    def __call__(self) -> float:
-        return self.now
+from helpers import Clock, wait_until
 
 
 def test_each_send_is_answered_once_and_a_late_answer_is_not_counted_again() -> None:
-    clock = Clock()
+    clock = Clock(100.0)
     ledger = Ledger(clock)
     ledger.partitions = 2
     for number, partition in enumerate([0, 1, 0]):
@@ -44,7 +36,7 @@ def test_each_send_is_answered_once_and_a_late_answer_is_not_counted_again() -> 
 
 
 def test_abandoned_sends_count_as_failed_once() -> None:
-    clock = Clock()
+    clock = Clock(100.0)
     ledger = Ledger(clock)
     ledger.sent(0, 0)
     ledger.sent(1, 1)
@@ -60,7 +52,7 @@ def test_abandoned_sends_count_as_failed_once() -> None:
 
 
 def test_warm_once_every_partition_had_a_send_acknowledged() -> None:
-    ledger = Ledger(Clock())
+    ledger = Ledger(Clock(100.0))
     ledger.partitions = 2
     ledger.sent(0, 0)
     ledger.sent(1, 1)

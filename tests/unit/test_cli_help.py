@@ -16,13 +16,15 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-from test_cli_flags import COMMANDS, refused, run
+from test_cli_flags import COMMANDS, refused
 
 from rollguard.roller import cli as roller_cli
 from rollguard.roller.roll.cli.options import ROLL, RollOptions
 from rollguard.shared.cli import ExitCode, Parser
 from rollguard.shared.settings import Group, Options, option
 from rollguard.shared.suggest import closest
+
+from helpers import run
 
 PLAN_SECTIONS = ["connection", "nodes", "safety", "gates", "timing", "batches", "prediction",
                  "configuration", "output", "retries"]  # fmt: skip

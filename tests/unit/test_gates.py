@@ -42,7 +42,9 @@ def success(kind: str, result: Any) -> dict[str, Any]:
 
 
 def check(
-    answer: Callable[[httpx.Request], httpx.Response], seen: list[httpx.Request] | None = None
+    answer: Callable[[httpx.Request], httpx.Response],
+    seen: list[httpx.Request] | None = None,
+    url: str = URL,
 ) -> Closed | None:
     def handler(request: httpx.Request) -> httpx.Response:
         if seen is not None:
@@ -50,7 +52,7 @@ def check(
         return answer(request)
 
     async def run() -> Closed | None:
-        gate = PrometheusGate(URL, QUERY, timeout=5, transport=httpx.MockTransport(handler))
+        gate = PrometheusGate(url, QUERY, timeout=5, transport=httpx.MockTransport(handler))
         try:
             return await gate.check()
         finally:
@@ -61,6 +63,18 @@ def check(
 
 def answering(body: Any, status: int = 200) -> Callable[[httpx.Request], httpx.Response]:
     return lambda request: httpx.Response(status, json=body)
+
+
+def failing(
+    error: type[httpx.TransportError], said: str, cause: OSError | None = None
+) -> Callable[[httpx.Request], httpx.Response]:
+    """A request that fails as httpx says it does: `error` saying `said`, over the socket's
+    `cause` if any."""
+
+    def fail(request: httpx.Request) -> httpx.Response:
+        raise error(said, request=request) from cause
+
+    return fail
 
 
 # ---- Prometheus ----------------------------------------------------------------------------
@@ -112,112 +126,52 @@ def test_a_scalar_or_string_result_is_a_configuration_mistake_that_holds_the_rol
     assert "must return series" in closed.reason
 
 
-def test_prometheus_own_error_is_unreadable_and_says_what_it_said() -> None:
-    body = {"status": "error", "errorType": "bad_data", "error": "1:8: parse error: unexpected"}
-    closed = check(answering(body, 400))
-    assert closed is not None
-    assert closed.reason == (
-        f"Prometheus at {URL} cannot be read: HTTP 400, bad_data: 1:8: parse error: unexpected"
-    )
-
-
-def test_an_http_error_without_prometheus_json_is_unreadable() -> None:
-    closed = check(lambda request: httpx.Response(500, text="<html>Internal Server Error</html>"))
-    assert closed is not None
-    assert closed.reason == f"Prometheus at {URL} cannot be read: HTTP 500, not Prometheus' JSON"
-
-
-def test_a_success_that_is_not_json_is_unreadable() -> None:
-    closed = check(lambda request: httpx.Response(200, text="OK"))
-    assert closed is not None
-    assert closed.reason == f"Prometheus at {URL} cannot be read: its answer, not Prometheus' JSON"
-
-
-def test_a_refused_connection_is_unreadable_in_a_few_words() -> None:
-    def refuse(request: httpx.Request) -> httpx.Response:
-        # as httpx raises it: its own words over the socket's error
-        try:
-            raise ConnectionRefusedError(111, "Connect call failed ('10.0.0.9', 9090)")
-        except ConnectionRefusedError as exc:
-            raise httpx.ConnectError("All connection attempts failed", request=request) from exc
-
-    closed = check(refuse)
+@pytest.mark.parametrize(
+    ("answer", "said"),
+    [
+        pytest.param(answering({"status": "error", "errorType": "bad_data",
+                                "error": "1:8: parse error: unexpected"}, 400),
+                     "HTTP 400, bad_data: 1:8: parse error: unexpected", id="its own error"),
+        pytest.param(lambda request: httpx.Response(500, text="<html>Internal Server Error</html>"),
+                     "HTTP 500, not Prometheus' JSON", id="an HTTP error without its JSON"),
+        pytest.param(lambda request: httpx.Response(200, text="OK"),
+                     "its answer, not Prometheus' JSON", id="a success that is not JSON"),
+        # as httpx raises them: its own words over the socket's error
+        pytest.param(failing(httpx.ConnectError, "All connection attempts failed",
+                             ConnectionRefusedError(111, "Connect call failed ('10.0.0.9', 9090)")),
+                     "cannot connect: connection refused", id="refused: in a few words"),
+        pytest.param(failing(httpx.ConnectError, "Name or service not known",
+                             socket.gaierror(-2, "Name or service not known")),
+                     "cannot connect: does not resolve (Name or service not known)",
+                     id="a name that does not resolve"),
+        pytest.param(failing(httpx.RemoteProtocolError,
+                             "Server disconnected without sending a response."),
+                     "Server disconnected without sending a response.",
+                     id="another error: httpx's own words"),
+        pytest.param(failing(httpx.ReadTimeout, "timed out"), "no answer within 5 s",
+                     id="silent: after the timeout"),
+    ],
+)  # fmt: skip
+def test_a_prometheus_that_cannot_be_read_closes_the_gate_saying_why(
+    answer: Callable[[httpx.Request], httpx.Response], said: str
+) -> None:
+    closed = check(answer)
     assert closed is not None and closed.deficit == 1
-    assert (
-        closed.reason == f"Prometheus at {URL} cannot be read: cannot connect: connection refused"
-    )
-
-
-def test_a_name_that_does_not_resolve_is_unreadable_saying_so() -> None:
-    def unknown(request: httpx.Request) -> httpx.Response:
-        try:
-            raise socket.gaierror(-2, "Name or service not known")
-        except socket.gaierror as exc:
-            raise httpx.ConnectError(str(exc), request=request) from exc
-
-    closed = check(unknown)
-    assert closed is not None and closed.reason == (
-        f"Prometheus at {URL} cannot be read: cannot connect: does not resolve (Name or service "
-        "not known)"
-    )
-
-
-def test_another_connection_error_keeps_httpx_own_words() -> None:
-    def reset(request: httpx.Request) -> httpx.Response:
-        raise httpx.RemoteProtocolError("Server disconnected without sending a response.")
-
-    closed = check(reset)
-    assert closed is not None and closed.reason == (
-        f"Prometheus at {URL} cannot be read: Server disconnected without sending a response."
-    )
-
-
-def test_a_silent_prometheus_is_unreadable_after_the_timeout() -> None:
-    def hang(request: httpx.Request) -> httpx.Response:
-        raise httpx.ReadTimeout("timed out", request=request)
-
-    closed = check(hang)
-    assert closed is not None
-    assert closed.reason == f"Prometheus at {URL} cannot be read: no answer within 5 s"
+    assert closed.reason == f"Prometheus at {URL} cannot be read: {said}"
 
 
 def test_a_token_in_the_url_query_string_is_never_shown() -> None:
-    def refuse(request: httpx.Request) -> httpx.Response:
-        raise httpx.ConnectError("refused", request=request)
-
-    async def run() -> Closed | None:
-        gate = PrometheusGate(
-            "https://prometheus.example/?token=s3cret",
-            QUERY,
-            timeout=5,
-            transport=httpx.MockTransport(refuse),
-        )
-        try:
-            return await gate.check()
-        finally:
-            await gate.aclose()
-
-    closed = asyncio.run(run())
+    closed = check(
+        failing(httpx.ConnectError, "refused"), url="https://prometheus.example/?token=s3cret"
+    )
     assert closed is not None and "s3cret" not in closed.reason
     assert "Prometheus at https://prometheus.example/ cannot be read" in closed.reason
 
 
 def test_a_path_prefix_and_a_query_string_in_the_url_are_kept() -> None:
     seen: list[httpx.Request] = []
-
-    async def run() -> Closed | None:
-        transport = httpx.MockTransport(
-            lambda request: seen.append(request) or httpx.Response(200, json=success("vector", []))
-        )
-        gate = PrometheusGate(
-            "https://proxy.example/prometheus/?tenant=a", QUERY, timeout=5, transport=transport
-        )
-        try:
-            return await gate.check()
-        finally:
-            await gate.aclose()
-
-    assert asyncio.run(run()) is None
+    url = "https://proxy.example/prometheus/?tenant=a"
+    assert check(answering(success("vector", [])), seen, url) is None
     (request,) = seen
     assert request.url.path == "/prometheus/api/v1/query"
     assert request.url.params["tenant"] == "a" and request.url.params["query"] == QUERY

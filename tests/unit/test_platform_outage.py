@@ -18,16 +18,7 @@ from rollguard.roller.model import PlatformView
 from rollguard.roller.roll.observer import Observer
 from rollguard.roller.roll.voice import EventLog
 
-
-class Clock:
-    def __init__(self) -> None:
-        self.now = 0.0
-
-    def __call__(self) -> float:
-        return self.now
-
-    async def sleep(self, seconds: float) -> None:
-        self.now += seconds
+from helpers import Clock
 
 
 def observer(clock: Clock, events: EventLog) -> Observer:

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
 import threading
 from dataclasses import replace
 from pathlib import Path
@@ -15,6 +14,7 @@ from typing import Any
 
 import pytest
 
+from rollguard.peers.harness import read_events
 from rollguard.roller.kafka_admin import AdminApiError, KafkaObserver
 from rollguard.roller.model import CanaryArrival, CanarySample
 from rollguard.roller.roll.canary.client import Canary, CanaryRefused
@@ -109,10 +109,6 @@ def restarted(canary: Given, events: EventLog, node: str, down: float, back: flo
     events.write(node, Event.READY, "")
 
 
-def said(path: Path) -> list[dict[str, Any]]:
-    return [json.loads(line) for line in path.read_text().splitlines()]
-
-
 def test_each_restart_is_measured_from_its_restart_to_its_being_back(tmp_path: Path) -> None:
     canary = steady(0.0, 30.0, slow=(10.0, 12.0))
     events = EventLog(tmp_path / "events.jsonl", "r1")
@@ -129,7 +125,7 @@ def test_each_restart_is_measured_from_its_restart_to_its_being_back(tmp_path: P
 
     asyncio.run(rolled())
     assert canary.stopped
-    found = said(tmp_path / "events.jsonl")
+    found = read_events(tmp_path / "events.jsonl")
     actions = [(e["action"], e["node"]) for e in found]
     assert actions == [
         ("canary-topic", None),
@@ -182,7 +178,7 @@ def test_a_live_step_is_a_window_and_a_batch_s_members_overlap(tmp_path: Path) -
         await roll.stop()
 
     asyncio.run(rolled())
-    costs = {e["node"]: e for e in said(tmp_path / "events.jsonl") if e["action"] == "canary-cost"}
+    costs = {e["node"]: e for e in read_events(tmp_path / "events.jsonl").of("canary-cost")}
     assert {n: c["seconds"] for n, c in costs.items()} == {
         "kafka-0": 3.0,
         "kafka-1": 4.0,
@@ -201,7 +197,7 @@ def test_a_roll_without_a_restart_still_says_its_baseline(tmp_path: Path) -> Non
         await roll.stop()
 
     asyncio.run(rolled())
-    found = said(tmp_path / "events.jsonl")
+    found = read_events(tmp_path / "events.jsonl")
     assert [e["action"] for e in found] == ["canary-topic", "canary-baseline"]
     assert (found[1]["seconds"], found[1]["sent"]) == (3.0, 31)
 
@@ -216,7 +212,7 @@ def test_a_canary_that_cannot_produce_is_said_once_until_it_produces_again(
     for now, acked in ((5.0, None), (10.0, None), (11.0, None), (12.0, 11.5), (22.0, 11.5)):
         canary.now, canary.acked = now, acked
         roll._stalled()
-    failing = [e for e in said(tmp_path / "events.jsonl") if e["action"] == "canary-failing"]
+    failing = read_events(tmp_path / "events.jsonl").of("canary-failing")
     assert len(failing) == 2  # at 10 s, then again at 22 s after it produced at 11.5 s
     assert failing[0]["reason"] == (
         "no send acknowledged for 10s: KafkaTimeoutError: Failed to update metadata after 10.0 "
@@ -239,7 +235,7 @@ def test_an_interrupted_roll_says_what_is_in_and_stops_the_canary_at_once(tmp_pa
     with contextlib.suppress(asyncio.CancelledError):
         asyncio.run(interrupted())
     assert (canary.stopped, canary.waited) == (True, False)
-    [cost] = [e for e in said(tmp_path / "events.jsonl") if e["action"] == "canary-cost"]
+    [cost] = read_events(tmp_path / "events.jsonl").of("canary-cost")
     assert cost["node"] == "kafka-0" and cost["seconds"] == 2.0
 
 
@@ -357,7 +353,7 @@ def test_each_node_s_figures_are_in_its_journal_record_and_read_back(tmp_path: P
         await roll.stop()  # said now, and saved with the roll's last record
 
     asyncio.run(rolled())
-    [cost] = [e for e in said(tmp_path / "events.jsonl") if e["action"] == "canary-cost"]
+    [cost] = read_events(tmp_path / "events.jsonl").of("canary-cost")
     kept = store.load("r1")
     assert kept is not None and kept.state is RollState.COMPLETED
     figures = kept.nodes["kafka-0"].canary
@@ -463,15 +459,15 @@ def test_each_restart_and_the_whole_roll_are_said_by_broker(tmp_path: Path) -> N
 
     asyncio.run(rolled())
     assert canary.led == [[0, 1, 2]]
-    found = said(tmp_path / "events.jsonl")
-    [cost] = [e for e in found if e["action"] == "canary-cost"]
+    found = read_events(tmp_path / "events.jsonl")
+    [cost] = found.of("canary-cost")
     assert sorted(cost["brokers"]) == ["0", "1", "2"]
     assert cost["brokers"]["1"]["maxMs"] == 500.0 and cost["brokers"]["0"]["maxMs"] == 5.0
     assert (
         cost["brokers"]["1"]["sent"] + cost["brokers"]["0"]["sent"] + cost["brokers"]["2"]["sent"]
         == cost["sent"]
     )
-    [whole] = [e for e in found if e["action"] == "canary-brokers"]
+    [whole] = found.of("canary-brokers")
     assert found[-1] is whole and whole["node"] is None
     assert whole["brokers"]["1"]["sent"] == 100 and whole["brokers"]["1"]["maxMs"] == 500.0
     assert whole["brokers"]["2"]["maxMs"] == 5.0

@@ -17,15 +17,9 @@ from rollguard.agent.readings import (
 from rollguard.agent.sampler import Sample, Sampler, SamplerSettings, Unavailable, next_interval
 from rollguard.shared.retry import RetryPolicy
 
+from helpers import Clock
+
 SETTINGS = SamplerSettings(interval=1, running_interval=10, timeout=5, max_age=30)
-
-
-class Clock:
-    def __init__(self) -> None:
-        self.now = 1000.0
-
-    def __call__(self) -> float:
-        return self.now
 
 
 class Scripted:
@@ -58,7 +52,7 @@ def test_nothing_is_served_before_the_first_round() -> None:
 
 
 def test_a_sample_is_served_until_it_is_older_than_the_limit() -> None:
-    clock = Clock()
+    clock = Clock(1000.0)
     backend = Scripted(broker("3"))
     sampler = Sampler(backend, SETTINGS, clock=clock)
     asyncio.run(sampler.sample_once())
@@ -151,7 +145,7 @@ class Waits:
 
 
 def test_a_transient_jmx_error_is_retried_within_the_round_with_the_shared_policy() -> None:
-    clock = Clock()
+    clock = Clock(1000.0)
     waits = Waits(clock)
     vanished = SampleError(FailureReason.JMX_ERROR, "gauge vanished")
     backend = Scripted(vanished, vanished, broker("3"))
@@ -166,7 +160,7 @@ def test_a_transient_jmx_error_is_retried_within_the_round_with_the_shared_polic
 
 
 def test_retries_never_outlast_the_round() -> None:
-    clock = Clock()
+    clock = Clock(1000.0)
     waits = Waits(clock)
     errors = [SampleError(FailureReason.JMX_ERROR, "boom") for _ in range(6)]
     policy = RetryPolicy(initial_backoff_ms=2000, jitter_factor=0)

@@ -73,9 +73,10 @@ class Looks:
     # ---- the first look -----------------------------------------------------------------------
 
     async def first_look(self, nodes: list[Node], record: RollRecord) -> list[tuple[Node, Outcome]]:
-        """Each node's first look in this roll: a settled node of a resumed roll passed by, a
-        restart on record judged by identity (None: waited for), every other one taken, left
-        out or held. Nothing is applied yet: what the roll cannot do stops it here."""
+        """Each node's first look in this roll, its outcome (nothing applied yet: what the roll
+        cannot do stops it here): taken, left out or held. A settled node of a resumed roll is
+        passed by; a restart on record is judged by identity, and a node that did restart is
+        waited for (the restart on its way back, `group`), one that did not is taken again."""
         self._nodes = {n.name: n for n in nodes}
         resumed = Group([], resumed=True)
         looks: list[tuple[Node, Outcome]] = []
@@ -83,10 +84,9 @@ class Looks:
             found = record.nodes.get(node.name)
             if found is not None and found.phase.settled:
                 continue
-            on_record = found is not None and found.how is How.RESTART
             if (
-                on_record
-                and found is not None
+                found is not None
+                and found.how is How.RESTART  # a live step on record is taken again
                 and found.phase is not Phase.FAILED
                 and await self.effects.on_record(node, found.instance)  # it did restart
             ):

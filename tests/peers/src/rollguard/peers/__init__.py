@@ -17,13 +17,16 @@ benchmarks and the demo run the product's own code paths.
   StatefulSets get, ConfigMaps and Leases get/create/update with resourceVersion conflicts);
   anything else is answered 404/405/415/400 as an API server would.
 - `rollguard.peers.connect`: Kafka Connect's REST API with its versions' semantics.
+- `rollguard.peers.served`: an ASGI app served by uvicorn in a thread (the Connect and Kubernetes
+  API peers, a test's HTTPS peer).
 - `rollguard.peers.realkafka`, `.realconnect`, `.realprometheus`: a real Kafka (KRaft nodes from
   Kafka's own jars), Kafka Connect and Prometheus as local processes; `rollguard.peers.realcluster`:
   a real cluster with an agent beside each node; `rollguard.peers.realclients`: the tests' own
   ISR sampler and canary.
-- `rollguard.peers.processes`: the one registry of the processes the tests start (killed at
-  exit), the one port helper (`free_port`), the start-up slots, the Java test broker (Kafka's
-  MBeans over remote JMX), the agent as a process, a PKI.
+- `rollguard.peers.spawn`: the one registry of the processes the tests start (killed at exit),
+  their start with their output in a log, their stop; `rollguard.peers.processes`: the one port
+  helper (`free_port`), the start-up slots, the Java test broker (Kafka's MBeans over remote
+  JMX), the agent as a process, a PKI.
 - `rollguard.peers.control`: the one control server playing the hosts' service manager (restart,
   health, install); `rollguard.peers.rollcluster`: the protocol of the cluster a roll test drives;
   `rollguard.peers.commandline`: the one builder of `rollguard roll`/`plan` command lines.

@@ -33,6 +33,7 @@ from rollguard.peers.control import ControlServer
 from rollguard.peers.kafka import KafkaClusterSim, TopicSpec
 from rollguard.peers.processes import Agent, Broker, Pki
 from rollguard.peers.rollcluster import write_inventory
+from rollguard.peers.spawn import Stops
 
 
 @dataclass
@@ -76,7 +77,7 @@ DEFAULT_TOPICS = {
 }
 
 
-class ProcessCluster:
+class ProcessCluster(Stops):
     """`size` combined broker+controller nodes 0..size-1, and `controller_only` more voters.
 
     `catch_up`: seconds each broker takes to rejoin its ISRs after it starts (the Kafka peer's
@@ -244,9 +245,3 @@ class ProcessCluster:
             node.agent.stop()
             node.broker.stop()
         self.kafka.stop()
-
-    def __enter__(self) -> ProcessCluster:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.stop()

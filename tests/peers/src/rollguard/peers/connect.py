@@ -88,11 +88,11 @@ from enum import StrEnum
 from typing import Any, NamedTuple
 from urllib.parse import unquote
 
-import uvicorn
 from starlette.requests import Request
 from starlette.responses import Response
 
-from rollguard.peers.processes import Pki, wait_until
+from rollguard.peers.processes import Pki
+from rollguard.peers.served import Served
 
 logger = logging.getLogger(__name__)
 
@@ -333,55 +333,23 @@ class ConnectSim:
         self._timeout_after = 0.0
         self._late: dict[tuple[str, str], float] = {}
         self._canned: list[_Canned] = []
-        self._server: uvicorn.Server | None = None
-        self._sock: socket.socket | None = None
-        self._thread: threading.Thread | None = None
+        self._served: Served | None = None
 
     # --- running ---------------------------------------------------------------------------------
 
     def start(self) -> ConnectSim:
-        # IPPROTO_TCP explicitly: asyncio sets TCP_NODELAY only on sockets whose proto says TCP.
-        sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM, socket.IPPROTO_TCP)
-        sock.bind(("127.0.0.1", 0))
-        scheme = "https" if self.tls is not None else "http"
-        self.url = f"{scheme}://127.0.0.1:{sock.getsockname()[1]}"
-        options: dict[str, Any] = {}
-        if self.tls is not None:
-            context = self._server_context(self.tls)
-            options["ssl_context_factory"] = lambda config, default: context
-        config = uvicorn.Config(
-            self._asgi,
-            log_config=None,
-            access_log=False,
-            lifespan="off",
-            loop="asyncio",
-            ws="none",
-            interface="asgi3",
-            timeout_graceful_shutdown=2,
-            **options,
-        )
-        server = self._server = uvicorn.Server(config)
-        self._sock = sock
-        self._thread = threading.Thread(
-            target=lambda: asyncio.run(server.serve(sockets=[sock])),
-            name="connect-sim-http",
-            daemon=True,
-        )
-        self._thread.start()
-        wait_until(lambda: server.started, timeout=10, interval=0.01, what="the fake Connect API")
+        tls = self._server_context(self.tls) if self.tls is not None else None
+        self._served = Served(self._asgi, "connect-sim-http", tls=tls)
+        self.url = self._served.url
         logger.info("fake Kafka Connect %s serving on %s", self.version, self.url)
         return self
 
     def stop(self) -> None:
-        if self._server is not None:
-            self._server.should_exit = True
-        if self._thread is not None:
-            self._thread.join(10)
-        if self._sock is not None:
-            self._sock.close()
+        if self._served is not None:
+            self._served.stop()
 
     def __enter__(self) -> ConnectSim:
-        return self if self._server is not None else self.start()
+        return self if self._served is not None else self.start()
 
     def __exit__(self, *exc: object) -> None:
         self.stop()

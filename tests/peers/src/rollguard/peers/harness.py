@@ -39,6 +39,7 @@ from rollguard.peers.commandline import rollguard_args
 from rollguard.peers.kafka import KafkaClusterSim, TopicSpec
 from rollguard.peers.processes import BIN, wait_until
 from rollguard.peers.rollcluster import RollCluster
+from rollguard.peers.spawn import Stops
 
 __all__ = [
     "OWN", "CommandRoll", "Done", "Events", "InventoryRoll", "Running", "kafka_peer", "read_events",
@@ -201,7 +202,7 @@ class CommandRoll(ABC):
         return Running(self, self.command(command, *extra, roll_id=roll_id))
 
 
-class Running:
+class Running(Stops):
     """A `rollguard` command in the background, its stdout and stderr in files beside the state
     dir, its events read as it runs; killed when its `with` ends (a roll left running restarts
     nodes under the next test)."""
@@ -277,12 +278,6 @@ class Running:
         if self.process.poll() is None:
             self.process.kill()
         self.process.wait()
-
-    def __enter__(self) -> Running:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.stop()
 
 
 @dataclass(frozen=True)

@@ -17,7 +17,7 @@ import asyncio
 import contextlib
 import json
 import tempfile
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -29,6 +29,7 @@ from rollguard.roller.roll.planning import plan_lines
 from rollguard.roller.roll.rules.settings import RollSettings
 
 if TYPE_CHECKING:
+    from rollguard.roller.roll.configs.live import LiveConfigs
     from rollguard.roller.roll.planning import PlanEntry
     from rollguard.roller.roll.roller import Roller
 
@@ -48,6 +49,7 @@ class SimRoll:
     settings: RollSettings | None = None
     platform: Callable[[SimCluster, AgentClient, Path], SimPlatform] | None = None
     roll_id: str = "sim"
+    configs: LiveConfigs | None = None  # the desired configurations' live steps, if any
 
     def roll(
         self, settings: RollSettings | None = None, *, resume: bool = False, **changes: Any
@@ -56,20 +58,27 @@ class SimRoll:
         with self._folder() as folder:
             roller = self.roller(folder, settings, **changes)
             failure = asyncio.run(rolled(roller, self.roll_id, resume=resume))
-            journal = folder / f"roll-{self.roll_id}.json"
             return Done((), 0 if failure is None else 1, "", failure or "",
-                        read_events(folder / "events.jsonl"),
-                        json.loads(journal.read_text()) if journal.exists() else None)  # fmt: skip
+                        read_events(folder / "events.jsonl"), self.journal(folder))  # fmt: skip
 
-    def entries(self, settings: RollSettings | None = None, **changes: Any) -> list[PlanEntry]:
+    def journal(self, folder: Path | None = None) -> Mapping[str, Any] | None:
+        """The roll's journal in `folder` (else its own) as it is now (None: none there)."""
+        where = folder or self.folder
+        path = where / f"roll-{self.roll_id}.json" if where else None
+        return json.loads(path.read_text()) if path and path.exists() else None
+
+    def entries(
+        self, settings: RollSettings | None = None, *, check_agents: bool = True, **changes: Any
+    ) -> list[PlanEntry]:
         """The roll's first look as the roller's own entries (`Roller.plan`: the agents
-        checked first, as `rollguard plan` does); nothing written in `folder`."""
+        checked first, as `rollguard plan` does, unless `check_agents` is false: a node whose
+        agent does not answer is then in the plan, held); nothing written in `folder`."""
         with tempfile.TemporaryDirectory() as folder:
             roller = self.roller(Path(folder), settings, **changes)
 
             async def planned() -> list[PlanEntry]:
                 try:
-                    return await roller.plan()
+                    return await roller.plan(check_agents=check_agents)
                 finally:
                     await roller.agents.aclose()
 
@@ -89,7 +98,9 @@ class SimRoll:
     def roller(self, folder: Path, settings: RollSettings | None = None, **changes: Any) -> Roller:
         """The production roller on the cluster (`sim.make_roller`), with these settings."""
         chosen = replace(settings or self.settings or default_settings(), **changes)
-        return make_roller(self.cluster, folder, chosen, platform=self.platform)
+        return make_roller(
+            self.cluster, folder, chosen, platform=self.platform, configs=self.configs
+        )
 
     @contextlib.contextmanager
     def _folder(self) -> Iterator[Path]:

@@ -30,18 +30,15 @@ for that exact content type.
 
 from __future__ import annotations
 
-import asyncio
 import copy
 import json
 import logging
 import re
-import socket
 import threading
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
-import uvicorn
 from lightkube import Client, KubeConfig
 from starlette.requests import Request
 from starlette.responses import Response
@@ -61,7 +58,7 @@ from rollguard.peers.kube_api import (
 )
 from rollguard.peers.kube_model import Deletion
 from rollguard.peers.kube_pods import Workloads
-from rollguard.peers.processes import wait_until
+from rollguard.peers.served import Served
 
 __all__ = ["Deletion", "KubeSim", "parse_label_selector"]
 
@@ -98,44 +95,19 @@ class KubeSim(Workloads):
             on_start=on_start,
         )
         self.url = ""
-        self._server: uvicorn.Server | None = None
-        self._sock: socket.socket | None = None
-        self._threads: list[threading.Thread] = []
+        self._served: Served | None = None
+        self._lifecycle_thread: threading.Thread | None = None
         self._client: Client | None = None
 
     # --- running ---------------------------------------------------------------------------------
 
     def start(self) -> KubeSim:
-        # IPPROTO_TCP explicitly: asyncio sets TCP_NODELAY only on sockets whose proto says TCP,
-        # and without it every keep-alive request waits ~40 ms for a delayed ACK.
-        sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM, socket.IPPROTO_TCP)
-        sock.bind(("127.0.0.1", 0))
-        self.url = f"http://127.0.0.1:{sock.getsockname()[1]}"
-        config = uvicorn.Config(
-            self._asgi,
-            log_config=None,
-            access_log=False,
-            lifespan="off",
-            loop="asyncio",
-            ws="none",
-            interface="asgi3",
-            timeout_graceful_shutdown=2,
+        self._served = Served(self._asgi, "kube-sim-http")
+        self.url = self._served.url
+        self._lifecycle_thread = threading.Thread(
+            target=self._lifecycle.run, name="kube-sim-lifecycle", daemon=True
         )
-        server = self._server = uvicorn.Server(config)
-        self._sock = sock
-        self._threads = [
-            threading.Thread(
-                target=lambda: asyncio.run(server.serve(sockets=[sock])),
-                name="kube-sim-http",
-                daemon=True,
-            ),
-            threading.Thread(target=self._lifecycle.run, name="kube-sim-lifecycle", daemon=True),
-        ]
-        for thread in self._threads:
-            thread.start()
-        wait_until(
-            lambda: server.started, timeout=10, interval=0.01, what="the fake Kubernetes API"
-        )
+        self._lifecycle_thread.start()
         logger.info("fake Kubernetes API serving on %s", self.url)
         return self
 
@@ -143,12 +115,10 @@ class KubeSim(Workloads):
         if self._client is not None:
             self._client.close()
         self._lifecycle.stop()
-        if self._server is not None:
-            self._server.should_exit = True
-        for thread in self._threads:
-            thread.join(10)
-        if self._sock is not None:
-            self._sock.close()
+        if self._served is not None:
+            self._served.stop()
+        if self._lifecycle_thread is not None:
+            self._lifecycle_thread.join(10)
 
     def kubeconfig(self, folder: Path, namespace: str) -> Path:
         """A kubeconfig for this server (any token: none is checked), `namespace` its default:
@@ -176,7 +146,7 @@ class KubeSim(Workloads):
         }
 
     def __enter__(self) -> KubeSim:
-        return self if self._server is not None else self.start()
+        return self if self._served is not None else self.start()
 
     def __exit__(self, *exc: object) -> None:
         self.stop()

@@ -1,10 +1,9 @@
-"""Real processes for tests, benchmarks and the demo: the one registry of the processes they
-start (`track`, `forget`: killed at interpreter exit), the one port helper (`free_port`), the
+"""Real processes for tests, benchmarks and the demo: the one port helper (`free_port`), the
 machine-wide start-up slots, the Java test broker, the agent, a PKI.
 
-Every real component (a Kafka node, a Connect worker, the control plane's
-processes, Prometheus, the test broker, the agent) registers here; none keeps a registry or a
-port helper of its own.
+Every real component (a Kafka node, a Connect worker, the control plane's processes,
+Prometheus, the test broker, the agent) registers in `spawn`'s one registry; none keeps a
+registry or a port helper of its own.
 
 Used from a checkout (editable install): the test broker's source and classes are found
 relative to the repository (`tests/broker`, `build/testbroker`).
@@ -12,7 +11,6 @@ relative to the repository (`tests/broker`, `build/testbroker`).
 
 from __future__ import annotations
 
-import atexit
 import contextlib
 import fcntl
 import os
@@ -28,9 +26,10 @@ import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import TypeVar
 
 from rollguard.certs.pki import issue, make_ca, write_pair
+from rollguard.peers.spawn import Stops, stop_process, track
 
 # tests/peers/src/rollguard/peers/processes.py -> the repository
 ROOT = Path(__file__).resolve().parents[5]
@@ -39,44 +38,6 @@ BROKER_CLASSES = ROOT / "build" / "testbroker"
 BIN = Path(sys.executable).parent
 
 T = TypeVar("T")
-
-
-# ---- the processes this interpreter started: one registry, every one killed at exit ----------
-
-# Every real process started and not yet seen to end: killed at interpreter exit, so that a test
-# run that dies or is interrupted leaves no JVM or server behind (most run in sessions of their
-# own, which a dying parent does not take along).
-_LIVE: set[subprocess.Popen[Any]] = set()
-_LIVE_LOCK = threading.Lock()
-
-
-def track(process: subprocess.Popen[Any]) -> subprocess.Popen[Any]:
-    """Register `process` (just started) to be killed at exit if still running then."""
-    with _LIVE_LOCK:
-        _LIVE.add(process)
-    return process
-
-
-def forget(process: subprocess.Popen[Any] | None) -> None:
-    """`process` ended (or was reaped): no longer one to kill at exit."""
-    if process is not None:
-        with _LIVE_LOCK:
-            _LIVE.discard(process)
-
-
-def tracked() -> list[subprocess.Popen[Any]]:
-    """The registered processes (for a test of the registry itself)."""
-    with _LIVE_LOCK:
-        return list(_LIVE)
-
-
-@atexit.register
-def _kill_leftovers() -> None:
-    for process in tracked():
-        if process.poll() is None:
-            process.kill()
-            with contextlib.suppress(subprocess.TimeoutExpired):
-                process.wait(10)
 
 
 # ---- ports ---------------------------------------------------------------------------------
@@ -224,7 +185,7 @@ class LineReader:
         return wait_until(probe, timeout, what=f"a line matching {pattern!r}")
 
 
-class Broker:
+class Broker(Stops):
     """The Java test broker: Kafka's MBeans over remote JMX on 127.0.0.1."""
 
     def __init__(self, *flags: str, port: int = 0) -> None:
@@ -260,16 +221,7 @@ class Broker:
         self.address = f"127.0.0.1:{self.port}"
 
     def stop(self) -> None:
-        if self.process.poll() is None:
-            self.process.kill()
-            self.process.wait(10)
-        forget(self.process)
-
-    def __enter__(self) -> Broker:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.stop()
+        stop_process(self.process, 10, signal.SIGKILL)
 
 
 @dataclass(frozen=True)
@@ -294,7 +246,7 @@ class Pki:
         ]
 
 
-class Agent:
+class Agent(Stops):
     """`rollguard-agent` as a real process on ephemeral ports."""
 
     def __init__(
@@ -358,18 +310,8 @@ class Agent:
         return curl(self.api + path, self.pki, **kwargs)  # type: ignore[arg-type]
 
     def stop(self, sig: int = signal.SIGTERM) -> int:
-        if self.process.poll() is None:
-            self.process.send_signal(sig)
-            try:
-                self.process.wait(10)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
-                self.process.wait()
-        forget(self.process)
+        stop_process(self.process, 10, sig)
         return self.process.returncode
-
-    def __enter__(self) -> Agent:
-        return self
 
     def __exit__(self, *exc: object) -> None:
         self.stop()

@@ -28,6 +28,7 @@ from rollguard.peers.control import ControlServer
 from rollguard.peers.processes import Agent, Pki, startup_slot, wait_until
 from rollguard.peers.realkafka import KafkaCluster, KafkaJarsMissing, KafkaNode, kafka_lib
 from rollguard.peers.rollcluster import write_inventory
+from rollguard.peers.spawn import Stops
 
 # Per node (replication 3 on 3 brokers): a recovery of seconds at 5 % of a core; a test that
 # needs it longer holds it (`recover_on_next_restart(hold=...)`), whatever the data.
@@ -97,7 +98,7 @@ def not_back(node_id: int, phases: Mapping[int, str]) -> dict[int, str]:
     return found
 
 
-class RealCluster:
+class RealCluster(Stops):
     """A started `KafkaCluster` plus an agent per node and the control server."""
 
     def __init__(self, kafka: KafkaCluster, pki: Pki, folder: Path, *, name: str = "real") -> None:
@@ -263,12 +264,6 @@ class RealCluster:
         if hasattr(self, "control"):
             self.control.close()
         self.stop_agents()
-
-    def __enter__(self) -> RealCluster:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.stop()
 
 
 def _sampled(agent: Agent) -> bool:

@@ -35,8 +35,9 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import quote
 
-from rollguard.peers.processes import ROOT, free_port, startup_slot, track, wait_until
-from rollguard.peers.realkafka import KafkaCluster, kill_jvm, read_log, stop_jvm
+from rollguard.peers.processes import ROOT, free_port, startup_slot, wait_until
+from rollguard.peers.realkafka import KafkaCluster, kill_jvm, stop_jvm
+from rollguard.peers.spawn import Starts, alive, read_log, start_logged
 
 CONNECT_VERSION = "4.3.1"  # connect-file/connect-mirror 4.4.0 are not on Maven Central here
 CONNECT_BUILD = ROOT / "build" / "kafka-connect"
@@ -126,7 +127,7 @@ class ConnectWorker:
         return read_log(self.log_file)
 
     def running(self) -> bool:
-        return self.process is not None and self.process.poll() is None
+        return alive(self.process)
 
     def start(self) -> None:
         if self.running():
@@ -154,15 +155,7 @@ class ConnectWorker:
             "org.apache.kafka.connect.cli.ConnectDistributed",
             str(config),
         ]
-        with open(self.log_file, "ab") as log:
-            self.process = subprocess.Popen(
-                command,
-                stdout=log,
-                stderr=subprocess.STDOUT,
-                stdin=subprocess.DEVNULL,
-                start_new_session=True,
-            )
-        track(self.process)
+        self.process = start_logged(command, self.log_file)
 
     def wait_ready(self, timeout: float = 120) -> None:
         """Until `GET /health` answers 200; fails at once if the JVM exits. The worker answers
@@ -207,7 +200,7 @@ class Generation:
     leader: ConnectWorker
 
 
-class ConnectCluster:
+class ConnectCluster(Starts):
     """Distributed workers of one group against `bootstrap`: `add_worker()` starts one more."""
 
     def __init__(
@@ -331,16 +324,9 @@ class ConnectCluster:
             lasts = [f"{w.worker_id}: {_last_join(w)}" for w in self.workers if w.running()]
             raise AssertionError(f"{exc}\n" + "\n".join(lasts)) from None
 
-    def __enter__(self) -> ConnectCluster:
-        try:
-            self.add_worker()
-        except BaseException:
-            self.stop()
-            raise
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.stop()
+    def start(self) -> None:
+        """Its first worker, ready (`with` the cluster starts it so)."""
+        self.add_worker()
 
 
 def _last_join(worker: ConnectWorker) -> str:

@@ -43,15 +43,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from rollguard.peers import jvmcds
-from rollguard.peers.processes import (
-    ROOT,
-    forget,
-    free_port,
-    raise_priority,
-    startup_slot,
-    track,
-    wait_until,
-)
+from rollguard.peers.processes import ROOT, free_port, raise_priority, startup_slot, wait_until
+from rollguard.peers.spawn import Starts, alive, read_log, start_logged, stop_process
 
 NEWEST = "4.4.0"  # the newest 4.x on Maven Central (2026-11)
 OLDEST = "4.0.0"  # the oldest supported: the first release without ZooKeeper
@@ -131,10 +124,8 @@ Configuration:
 """
 
 
-# Every Kafka JVM this process started and has not seen end is in the one registry
-# (`processes.track`): killed at exit, so that a test run that dies or is interrupted leaves no
-# broker behind (they run in sessions of their own).
-# The JVMs that write their class-data archive when they exit (jvmcds), and where.
+# The JVMs that write their class-data archive when they exit (jvmcds), and where. Every Kafka
+# JVM is in `spawn`'s one registry too: killed at exit.
 _ARCHIVING: dict[subprocess.Popen[bytes], Path] = {}
 
 
@@ -149,43 +140,20 @@ def archiving(process: subprocess.Popen[bytes], pending: Path | None) -> None:
         _ARCHIVING[process] = pending
 
 
-def _ended(process: subprocess.Popen[bytes]) -> None:
-    forget(process)
-    jvmcds.publish(_ARCHIVING.pop(process, None))
-
-
-def read_log(path: Path) -> str:
-    """A JVM's log so far ("" before it wrote any)."""
-    try:
-        return path.read_text(errors="replace")
-    except FileNotFoundError:
-        return ""
-
-
-def stop_jvm(process: subprocess.Popen[bytes] | None, timeout: float) -> int | None:
-    """SIGTERM, SIGKILL if the JVM outlasts `timeout`; its exit code (None: never started)."""
-    if process is None or process.poll() is not None:
-        if process is not None:
-            _ended(process)
-        return process.returncode if process else None
-    process.send_signal(signal.SIGTERM)
-    try:
-        code = process.wait(timeout)
-    except subprocess.TimeoutExpired:
-        return kill_jvm(process)
-    _ended(process)
+def stop_jvm(
+    process: subprocess.Popen[bytes] | None, timeout: float | None, sig: int = signal.SIGTERM
+) -> int | None:
+    """SIGTERM (or `sig`), SIGKILL if the JVM outlasts `timeout` (`spawn.stop_process`); its
+    class-data archive published if it wrote one. Its exit code (None: never started)."""
+    code = stop_process(process, timeout, sig)
+    if process is not None:
+        jvmcds.publish(_ARCHIVING.pop(process, None))
     return code
 
 
 def kill_jvm(process: subprocess.Popen[bytes] | None) -> int | None:
     """SIGKILL (a crash); its exit code (None: never started)."""
-    if process is None:
-        return None
-    if process.poll() is None:
-        process.kill()
-    code = process.wait()
-    _ended(process)
-    return code
+    return stop_jvm(process, None, signal.SIGKILL)
 
 
 class KafkaJarsMissing(RuntimeError):
@@ -279,7 +247,7 @@ class KafkaNode:
         return self.process.pid if self.process is not None else None
 
     def running(self) -> bool:
-        return self.process is not None and self.process.poll() is None
+        return alive(self.process)
 
     def log_text(self) -> str:
         return read_log(self.log_file)
@@ -330,15 +298,7 @@ class KafkaNode:
             raise RuntimeError(f"node {self.node_id} is already running")
         mark = self._mark = self.log_file.stat().st_size if self.log_file.exists() else 0
         command, pending = with_class_archive(self.command(), self.lib)
-        with open(self.log_file, "ab") as log:
-            self.process = subprocess.Popen(
-                command,
-                stdout=log,
-                stderr=subprocess.STDOUT,
-                stdin=subprocess.DEVNULL,
-                start_new_session=True,
-            )
-        track(self.process)
+        self.process = start_logged(command, self.log_file)
         archiving(self.process, pending)
         self.starts += 1
         self.throttled = False
@@ -613,7 +573,7 @@ def _release(group: Path, process: subprocess.Popen[bytes]) -> None:
             time.sleep(0.05)
 
 
-class KafkaCluster:
+class KafkaCluster(Starts):
     """Real KRaft nodes in `folder`: `brokers` combined nodes, or brokers and controllers.
 
     `KafkaCluster(folder, combined=3)`: nodes 0-2 are broker+controller.
@@ -887,17 +847,6 @@ class KafkaCluster:
 
     def brokers_only(self) -> list[KafkaNode]:
         return [n for n in self.brokers if not n.spec.is_controller]
-
-    def __enter__(self) -> KafkaCluster:
-        try:
-            self.start()
-        except BaseException:
-            self.stop()
-            raise
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.stop()
 
 
 def random_uuid() -> str:

@@ -39,12 +39,11 @@ import threading
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any, TypeVar
 
 from lightkube import Client, KubeConfig
-from lightkube.models.core_v1 import Volume, VolumeMount
 from lightkube.resources.apps_v1 import StatefulSet
 from lightkube.resources.core_v1 import Namespace, Node, Pod, Secret, ServiceAccount
 from lightkube.resources.rbac_authorization_v1 import ClusterRole, Role, RoleBinding
@@ -403,30 +402,11 @@ class ControlPlane:
         objects.create_namespace(self.client(), self._wait, name, timeout)
 
     def apply_statefulset(
-        self,
-        namespace: str,
-        name: str,
-        replicas: int = 3,
-        *,
-        image: str = "rollguard.test/kafka:never-pulled",
-        pod_annotations: Mapping[str, str] | None = None,
-        pod_labels: Mapping[str, str] | None = None,
-        first_ordinal: int = 0,
-        volumes: Sequence[Volume] = (),
-        mounts: Sequence[VolumeMount] = (),
+        self, namespace: str, name: str, replicas: int = 3, **options: Any
     ) -> StatefulSet:
-        return objects.apply_statefulset(
-            self.client(),
-            namespace,
-            name,
-            replicas,
-            image=image,
-            pod_annotations=pod_annotations,
-            pod_labels=pod_labels,
-            first_ordinal=first_ordinal,
-            volumes=volumes,
-            mounts=mounts,
-        )
+        """`realkube_objects.apply_statefulset` (its `options`: image, pod annotations and
+        labels, first ordinal, volumes and mounts) with the admin's client."""
+        return objects.apply_statefulset(self.client(), namespace, name, replicas, **options)
 
     def pods(self, namespace: str, app: str) -> list[Pod]:
         return objects.pods(self.client(), namespace, app)

@@ -19,8 +19,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from rollguard.peers.processes import forget, track  # one registry: killed at exit
 from rollguard.peers.realkube_binaries import KUBE, Binaries
+from rollguard.peers.spawn import alive, forget, read_log, start_logged  # killed at exit
 
 # kwok's stages: how a pod of its node becomes Ready, NotReady and goes.
 STAGES = KUBE / "kwok-stages.yaml"
@@ -45,19 +45,11 @@ class Component:
     def start(self) -> None:
         if self.running():
             raise RuntimeError(f"{self.name} is already running")
-        with open(self.log, "ab") as log:
-            self.process = subprocess.Popen(
-                [*PRIORITY, *self.command],
-                stdout=log,
-                stderr=subprocess.STDOUT,
-                stdin=subprocess.DEVNULL,
-                start_new_session=True,
-                env={**os.environ, **(self.env or {})},
-            )
-        track(self.process)
+        env = {**os.environ, **(self.env or {})}
+        self.process = start_logged([*PRIORITY, *self.command], self.log, env=env)
 
     def running(self) -> bool:
-        return self.process is not None and self.process.poll() is None
+        return alive(self.process)
 
     def exited(self) -> bool:
         """Started, and ended since (by itself or not)."""
@@ -102,10 +94,7 @@ class Component:
         return 0
 
     def tail(self, size: int = 3000) -> str:
-        try:
-            return self.log.read_text(errors="replace")[-size:]
-        except FileNotFoundError:
-            return ""
+        return read_log(self.log)[-size:]
 
     def check_alive(self) -> None:
         if self.exited():

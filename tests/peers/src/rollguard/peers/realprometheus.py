@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import json
 import os
-import signal
 import subprocess
 import urllib.error
 import urllib.parse
@@ -21,7 +20,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from rollguard.peers.processes import forget, free_port, track, wait_until
+from rollguard.peers.processes import free_port, wait_until
+from rollguard.peers.spawn import Starts, alive, read_log, start_logged, stop_process
 
 BINARY = Path("usr/bin/prometheus")
 STAMP = ".fetched"  # scripts/prometheus-fetch's, beside a complete unpacking
@@ -72,7 +72,7 @@ def config(targets: Sequence[str], rule_file: Path | None) -> str:
     return json.dumps(document, indent=1)
 
 
-class PrometheusServer:
+class PrometheusServer(Starts):
     """A real Prometheus scraping `targets`, with `rules` (a rule file's YAML) if given."""
 
     def __init__(
@@ -104,7 +104,7 @@ class PrometheusServer:
         return self.folder / "prometheus.log"
 
     def running(self) -> bool:
-        return self.process is not None and self.process.poll() is None
+        return alive(self.process)
 
     def start(self, timeout: float = 60) -> None:
         """Start it and wait until `/-/ready` is 200; fails if it exits first."""
@@ -117,21 +117,12 @@ class PrometheusServer:
             f"--web.listen-address=127.0.0.1:{self.port}",
             "--log.level=warn",
         ]
-        with open(self.log_file, "ab") as log:
-            self.process = subprocess.Popen(
-                command,
-                stdout=log,
-                stderr=subprocess.STDOUT,
-                stdin=subprocess.DEVNULL,
-                cwd=self.folder,
-                start_new_session=True,
-            )
-        track(self.process)
+        self.process = start_logged(command, self.log_file, cwd=self.folder)
         wait_until(self._ready, timeout, interval=0.1, what=f"Prometheus at {self.url} ready")
 
     def _ready(self) -> bool:
         if not self.running():
-            tail = self.log_file.read_text(errors="replace")[-2000:]
+            tail = read_log(self.log_file)[-2000:]
             raise AssertionError(f"Prometheus exited:\n{tail}")
         try:
             with urllib.request.urlopen(f"{self.url}/-/ready", timeout=2) as answer:
@@ -164,25 +155,4 @@ class PrometheusServer:
 
     def stop(self, timeout: float = 10) -> None:
         """SIGTERM to its PID; SIGKILL if it outlasts `timeout`."""
-        process = self.process
-        if process is None:
-            return
-        if process.poll() is None:
-            process.send_signal(signal.SIGTERM)
-            try:
-                process.wait(timeout)
-            except subprocess.TimeoutExpired:
-                process.kill()
-                process.wait()
-        forget(process)
-
-    def __enter__(self) -> PrometheusServer:
-        try:
-            self.start()
-        except BaseException:
-            self.stop()
-            raise
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.stop()
+        stop_process(self.process, timeout)

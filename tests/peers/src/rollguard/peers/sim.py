@@ -53,6 +53,7 @@ from rollguard.roller.model import (
     VoterInfo,
 )
 from rollguard.roller.platform import InventoryNode, InventoryPlatform
+from rollguard.roller.roll.configs.live import LiveConfigs
 from rollguard.roller.roll.roller import Roller
 from rollguard.roller.roll.rules.settings import RollFailed, RollSettings
 from rollguard.roller.roll.stores.journal import FileJournalStore
@@ -476,6 +477,33 @@ def internal_topics(rng: random.Random, brokers: list[int]) -> list[SimPartition
     return parts
 
 
+def recoveries(
+    sim: SimNode, rng: random.Random, at_start: float, on_restart: float, most: float
+) -> SimNode:
+    """`sim` in log recovery when the roll starts (at `at_start`'s odds), and brought into one
+    by its restart (at `on_restart`'s), each of 60 s to `most`."""
+    if rng.random() < at_start:
+        sim.restarted_at, sim.jvm_started_at, sim.down_until = -61.0, -60.0, 0.0
+        sim.recovery_until = rng.uniform(60, most)
+        sim.recovery_segments = int(sim.recovery_until * 10)
+    if rng.random() < on_restart:
+        sim.recovery_after_restart = rng.uniform(60, most)
+    return sim
+
+
+def controllers_only(rng: random.Random, first: int, count: int) -> list[SimNode]:
+    """`count` controller-only KRaft voters, numbered from `first`."""
+    return [
+        SimNode(
+            Node(
+                i, f"controller-{i}", frozenset({Role.CONTROLLER}), f"https://controller-{i}:8443"
+            ),
+            quorum_lag=rng.uniform(1, 5),
+        )
+        for i in range(first, first + count)
+    ]
+
+
 def random_cluster(
     rng: random.Random,
     clock: VirtualClock,
@@ -501,26 +529,8 @@ def random_cluster(
             # 6 of 8 real recoveries ran in STARTING, 2 in RECOVERY (field notes)
             recovery_state=BrokerState.RECOVERY if i % 4 == 3 else BrokerState.STARTING,
         )
-        if rng.random() < recovering_at_start:
-            sim.restarted_at, sim.jvm_started_at, sim.down_until = -61.0, -60.0, 0.0
-            sim.recovery_until = rng.uniform(60, max_recovery)
-            sim.recovery_segments = int(sim.recovery_until * 10)
-        if rng.random() < recovery_on_restart:
-            sim.recovery_after_restart = rng.uniform(60, max_recovery)
-        nodes.append(sim)
-    if controller_only:
-        for i in range(size, size + 3):
-            nodes.append(
-                SimNode(
-                    Node(
-                        i,
-                        f"controller-{i}",
-                        frozenset({Role.CONTROLLER}),
-                        f"https://controller-{i}:8443",
-                    ),
-                    quorum_lag=rng.uniform(1, 5),
-                )
-            )
+        nodes.append(recoveries(sim, rng, recovering_at_start, recovery_on_restart, max_recovery))
+    nodes += controllers_only(rng, size, 3 if controller_only else 0)
     partitions = []
     for index in range(size * 4):
         replication = min(size, rng.choice([1, 2, 3, 3, 3]))
@@ -568,25 +578,8 @@ def rack_cluster(
             catch_up_seconds=rng.uniform(*catch_up),
             recovery_state=BrokerState.RECOVERY if i % 4 == 3 else BrokerState.STARTING,
         )
-        if rng.random() < recovering_at_start:
-            sim.restarted_at, sim.jvm_started_at, sim.down_until = -61.0, -60.0, 0.0
-            sim.recovery_until = rng.uniform(60, max_recovery)
-            sim.recovery_segments = int(sim.recovery_until * 10)
-        if rng.random() < recovery_on_restart:
-            sim.recovery_after_restart = rng.uniform(60, max_recovery)
-        nodes.append(sim)
-    for i in range(size, size + controllers):
-        nodes.append(
-            SimNode(
-                Node(
-                    i,
-                    f"controller-{i}",
-                    frozenset({Role.CONTROLLER}),
-                    f"https://controller-{i}:8443",
-                ),
-                quorum_lag=rng.uniform(1, 5),
-            )
-        )
+        nodes.append(recoveries(sim, rng, recovering_at_start, recovery_on_restart, max_recovery))
+    nodes += controllers_only(rng, size, controllers)
     partitions = []
     rack_names = sorted(by_rack)
     for index in range(size * partitions_per_broker):
@@ -641,8 +634,10 @@ def make_roller(
     settings: RollSettings | None = None,
     *,
     platform: Callable[[SimCluster, AgentClient, Path], SimPlatform] | None = None,
+    configs: LiveConfigs | None = None,
 ) -> Roller:
-    """The production roller on `cluster` (`platform`: a SimPlatform of the test's own)."""
+    """The production roller on `cluster` (`platform`: a SimPlatform of the test's own;
+    `configs`: the desired configurations' live steps)."""
     clock = cluster.clock
     agents = AgentClient(
         trusting_nothing(),  # never used (a mock transport): no CA bundle loaded for nothing
@@ -664,6 +659,7 @@ def make_roller(
         policy=RetryPolicy(max_retries=30, initial_backoff_ms=5000, max_backoff_ms=60000),
         clock=clock,
         sleep=clock.sleep,
+        configs=configs,
     )
 
 
