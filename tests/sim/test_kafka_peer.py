@@ -119,6 +119,7 @@ def connect() -> Iterator[Callable[[KafkaClusterSim], KafkaAdminClient]]:
             bootstrap_servers=cluster.bootstrap, client_id="rollguard", request_timeout_ms=5000
         )
         clients.append(client)
+        cluster.before_stop.append(client.close)  # the client before its cluster
         return client
 
     yield make

@@ -43,6 +43,7 @@ category:
      |    +-- MissingKey                     roller.configmap
      |    +-- UnsupportedVersion             roller.connect.versions
      |    +-- CanaryRefused                  roller.roll.canary.client
+     |    +-- SettingsError                  roller.controller.settings
      +-- RetryLater                          shared.errors
      |    +-- PlatformUnavailable            roller.platform
      |    |    +-- KubernetesUnavailable     roller.kubernetes
