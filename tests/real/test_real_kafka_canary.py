@@ -150,9 +150,10 @@ def test_a_roll_with_a_canary_says_what_each_restart_cost(
         # disruption (the restarted broker's partition changing leader), which each canary
         # meets at its own moment: a send sent just before the move waits for a metadata
         # refresh and a new connection, one just after goes straight to the new leader. Seen
-        # here up to 1.1 s apart on a loaded machine; a real disagreement (a window cut at the
-        # wrong time, a send missed) would be the delivery timeout, 10 s.
-        for key, slack in (("maxMs", 2000.0), ("longestGapS", 1.5)):
+        # up to 2.3 s apart under a loaded `make test` (the roll's 3.3 s against the test's
+        # 1.0 s, 2026-12-07); a real disagreement (a window cut at the wrong time, a send
+        # missed) would be the delivery timeout, 10 s: within half of it.
+        for key, slack in (("maxMs", 5000.0), ("longestGapS", 5.0)):
             assert abs(cost[key] - own[key]) <= slack, (key, cost, own)
     # Each node back led its partition again (the roll's canary elects its topic's preferred
     # leaders): Kafka's own answer, after the roll.
