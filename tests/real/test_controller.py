@@ -3,9 +3,10 @@ linted and installed with `helm install`, its replicas run as the chart's Servic
 chart's RBAC, and what it does with StatefulSets that cannot or must not be rolled, judged by the
 API's own record (the pods' UIDs, the Lease, the Events): a bad setting is a Warning naming the
 annotation and its value, a StatefulSet with updateStrategy RollingUpdate gets its warning and
-nothing is deleted, a Role without a verb the roll needs, agents that resolve to nothing and a
-ConfigMap that does not parse are each a refused roll naming it, and of two replicas one acts and
-the other takes over when it is killed (SIGKILL).
+nothing is deleted, `kubectl rollout restart`'s annotation is a new roll tried at once, a Role
+without a verb the roll needs, agents that resolve to nothing and a ConfigMap that does not parse
+are each a refused roll naming it, and of two replicas one acts and the other takes over when it
+is killed (SIGKILL).
 
 No Kafka runs here: the StatefulSets' pods are kwok's, run nothing, and nothing reaches a broker
 (a refused roll stops before the agents and Kafka are asked). Real Kafka behind the pods, and the
@@ -35,6 +36,7 @@ from rollguard.peers.realkube_controller import (
     CHART,
     Controller,
     Helm,
+    Said,
     events,
     holder,
     status,
@@ -51,6 +53,7 @@ pytestmark = [pytest.mark.kube, pytest.mark.timeout(300)]
 
 SYSTEM, WATCHED = "ctl-a-system", "ctl-a-kafka"
 RELEASE = "rollguard"  # the chart names its objects after it
+RESTARTED_AT = "kubectl.kubernetes.io/restartedAt"  # what `kubectl rollout restart` sets
 LEASE_S = "15s"  # the leadership Lease: a killed leader's replica takes over within that
 
 
@@ -287,6 +290,45 @@ def test_a_statefulset_whose_agents_resolve_to_nothing_is_a_refused_roll_naming_
     assert "no-agents-0 (https://no-agents-0.no-agents." in said.message
     assert status(kube.client(), WATCHED, "no-agents")["phase"] == "Refused"
     assert uids(kube, "no-agents") == before
+
+
+def test_kubectl_rollout_restart_is_a_new_roll_tried_at_once(
+    kube: ControlPlane, replicas: dict[str, Controller]
+) -> None:
+    """A user asks for a roll as `kubectl rollout restart statefulset` does: a time in the
+    template's `kubectl.kubernetes.io/restartedAt` annotation. The StatefulSet controller makes
+    a new revision of the template, and the controller a new roll (a new id), tried at once, not
+    after the refused first roll's backoff (a minute). With no agents beside these pods that
+    roll is refused too, and nothing is deleted."""
+    client = kube.client()
+
+    def revision() -> str:
+        found = client.get(StatefulSet, "asked", namespace=WATCHED).status
+        return str(found.updateRevision if found else "")
+
+    def refusals() -> list[Said]:
+        return [e for e in events(client, WATCHED, "asked") if e.reason == "RollRefused"]
+
+    before = statefulset(kube, "asked", annotations={"rollguard.io/bootstrap": "127.0.0.1:9"})
+    wait_for_event(client, WATCHED, "asked", "RollRefused", 90)
+    first, was, refused = status(client, WATCHED, "asked"), revision(), len(refusals())
+    assert first["phase"] == "Refused" and first["rollId"].startswith("asked-"), first
+    now = datetime.now(UTC).isoformat(timespec="seconds")
+    change = {"spec": {"template": {"metadata": {"annotations": {RESTARTED_AT: now}}}}}
+    client.patch(StatefulSet, "asked", change, namespace=WATCHED, patch_type=PatchType.MERGE)
+    wait_until(
+        lambda: (
+            status(client, WATCHED, "asked").get("rollId") not in (None, first["rollId"])
+            and len(refusals()) > refused
+        ),
+        40,  # within the first roll's backoff of 60 s: the new trigger, not a retry
+        what="a new roll of the asked-for revision, refused",
+    )
+    again = status(client, WATCHED, "asked")
+    assert again["phase"] == "Refused", again
+    assert "agent URLs that do not resolve" in refusals()[-1].message
+    assert revision() != was
+    assert uids(kube, "asked") == before
 
 
 def test_a_configmap_that_does_not_parse_is_a_refused_roll_naming_its_line(
