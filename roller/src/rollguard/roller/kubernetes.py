@@ -110,6 +110,20 @@ def api_error(what: str, exc: Exception) -> KubernetesRefused | KubernetesUnavai
     return KubernetesUnavailable(f"Kubernetes API: {what}: {type(exc).__name__}: {exc}")
 
 
+async def get_or_none(client: Any, kind: Any, name: str, namespace: str) -> Any:
+    """The object (`client`: a lightkube AsyncClient), None when it does not exist; any other
+    failure as `api_error` says it (`get configmap NAME: ...`)."""
+    what = f"get {kind.__name__.lower()} {name}"
+    try:
+        return await client.get(kind, name, namespace=namespace)
+    except ApiError as exc:
+        if exc.status.code == 404:
+            return None
+        raise api_error(what, exc) from exc
+    except API_ERRORS as exc:
+        raise api_error(what, exc) from exc
+
+
 class AllowedCalls:
     """The kinds of call (`verb resource`) the API server has allowed once. An API server that
     has just started answers 403 until its RBAC authorizer has read the Roles and bindings

@@ -46,6 +46,17 @@ APPS, COORDINATION = "apps", "coordination.k8s.io"
 
 
 @dataclass(frozen=True, slots=True)
+class Credentials:
+    """Whose credentials a refusal names, and the Role that grants what they lack."""
+
+    whose: str  # "the roller's"
+    role: str  # "the roller's Role is deploy/kubernetes/roller/role.yaml"
+
+
+ROLLER = Credentials("the roller's", f"the roller's Role is {ROLE_FILE}")
+
+
+@dataclass(frozen=True, slots=True)
 class Permission:
     """`verb` on `resource` of API `group` ("" is the core group) in the namespace; on the one
     object `name` when given (a Role may grant it by name). `lost` says what the command goes
@@ -97,10 +108,15 @@ def roll_permissions(
     return needed
 
 
-async def check_access(client: Any, namespace: str, needed: Iterable[Permission]) -> None:
+async def check_access(
+    client: Any,
+    namespace: str,
+    needed: Iterable[Permission],
+    credentials: Credentials | None = None,
+) -> None:
     """ConfigError naming each permission in `needed` that `namespace` refuses the client's
-    credentials; a warning for one the command can do without. `client`: a lightkube
-    AsyncClient."""
+    credentials (`credentials`: whose, for the message; the roller's by default); a warning for
+    one the command can do without. `client`: a lightkube AsyncClient."""
     asked = list(dict.fromkeys(needed))
     # Side by side: a dozen small requests, before the first that matters.
     answers = await asyncio.gather(
@@ -116,9 +132,10 @@ async def check_access(client: Any, namespace: str, needed: Iterable[Permission]
             refused.append(permission)
     fatal = [p for p in refused if not p.lost]
     if fatal:
+        said = credentials or ROLLER
         raise ConfigError(
-            f"the roller's Kubernetes credentials may not: {', '.join(map(str, fatal))} "
-            f"(namespace {namespace}; the roller's Role is {ROLE_FILE})"
+            f"{said.whose} Kubernetes credentials may not: {', '.join(map(str, fatal))} "
+            f"(namespace {namespace}; {said.role})"
         )
     for permission in refused:
         logger.warning(

@@ -20,15 +20,16 @@ from typing import Any
 from rollguard.roller.kubernetes_access import (
     APPS,
     COORDINATION,
-    ROLE_FILE,
+    Credentials,
     Permission,
     check_access,
 )
-from rollguard.shared.errors import ConfigError
 
-__all__ = ["CHART_RBAC", "check", "controller_permissions", "in_chart_words", "leader_permissions"]
+__all__ = ["CHART_RBAC", "CONTROLLER", "check", "controller_permissions", "leader_permissions"]
 
 CHART_RBAC = "the rollguard chart's Role (deploy/helm/rollguard/templates/rbac.yaml)"
+# A refusal, the controller's own check's or its rolls', names the chart's Role.
+CONTROLLER = Credentials("the controller's", CHART_RBAC)
 
 
 def controller_permissions() -> list[Permission]:
@@ -55,17 +56,4 @@ def leader_permissions(lease: str) -> list[Permission]:
 async def check(client: Any, namespace: str, needed: list[Permission]) -> None:
     """ConfigError naming each permission the controller's credentials lack in `namespace`,
     and the chart's Role that grants it."""
-    try:
-        await check_access(client, namespace, needed)
-    except ConfigError as exc:
-        raise ConfigError(in_chart_words(str(exc))) from None
-
-
-def in_chart_words(message: str) -> str:
-    """A refusal of the roll's access check (which names the roll Job's Role) as the
-    controller's, naming the chart's Role."""
-    return (
-        message.replace(f"the roller's Role is {ROLE_FILE}", CHART_RBAC)
-        .replace(ROLE_FILE, CHART_RBAC)
-        .replace("the roller's Kubernetes", "the controller's Kubernetes")
-    )
+    await check_access(client, namespace, needed, CONTROLLER)

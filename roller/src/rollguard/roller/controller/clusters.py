@@ -21,7 +21,7 @@ import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
-from rollguard.roller.controller.names import KAFKA_VERSION, LEASE_PREFIX, OPT_IN, SELECTOR
+from rollguard.roller.controller.names import KAFKA_VERSION, LEASE_PREFIX, SELECTOR
 
 __all__ = [
     "ClusterView",
@@ -32,7 +32,6 @@ __all__ = [
     "group",
     "image_version",
     "lease_name",
-    "opted_in",
     "roll_id",
     "selector",
     "target_version",
@@ -239,8 +238,3 @@ def target_version(view: ClusterView) -> str | None:
     """The one Kafka version the templates name (None: none does)."""
     named = {v for v in view.versions().values() if v is not None}
     return next(iter(named)) if len(named) == 1 else None
-
-
-def opted_in(labels: Mapping[str, str] | None) -> bool:
-    """The StatefulSet's labels opt it in (`rollguard.io/roll: "true"`)."""
-    return (labels or {}).get(OPT_IN, "").strip().lower() == "true"

@@ -11,7 +11,6 @@ import json
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from lightkube import ApiError
 from lightkube.resources.apps_v1 import StatefulSet
 from lightkube.resources.core_v1 import ConfigMap, Pod
 
@@ -19,12 +18,11 @@ from rollguard.roller.controller.clusters import (
     ClusterView,
     PodView,
     StatefulSetView,
-    cluster_of,
-    opted_in,
+    group,
 )
 from rollguard.roller.controller.names import CLUSTER, OPT_IN, SETTINGS, STATUS
 from rollguard.roller.controller.status import Status
-from rollguard.roller.kubernetes import API_ERRORS, api_error
+from rollguard.roller.kubernetes import API_ERRORS, api_error, get_or_none
 from rollguard.roller.roll.configs.kubernetes import sources
 from rollguard.roller.roll.stores.journal import ConfigMapJournalStore, RollRecord, RollState
 from rollguard.shared.errors import ConfigError
@@ -63,15 +61,15 @@ class Observed:
 
     def __init__(self, found: Sequence[StatefulSet]) -> None:
         self.objects = {str(s.metadata.name): s for s in found if s.metadata}
-
-    def cluster(self, name: str) -> str:
-        """The cluster of StatefulSet `name`."""
-        meta = self.objects[name].metadata
-        return cluster_of(name, ((meta.labels if meta else None) or {}).get(CLUSTER))
+        labels = {
+            n: (s.metadata.labels if s.metadata else None) or {} for n, s in self.objects.items()
+        }
+        labelled = (StatefulSetView(n, cluster_label=labels[n].get(CLUSTER)) for n in self.objects)
+        self._clusters = {c: [s.name for s in views] for c, views in group(labelled).items()}
 
     def members(self, cluster: str) -> list[str]:
         """The names of the cluster's StatefulSets, in order."""
-        return sorted(n for n in self.objects if self.cluster(n) == cluster)
+        return list(self._clusters.get(cluster, ()))
 
     def uids(self, cluster: str) -> dict[str, str]:
         return {
@@ -103,18 +101,7 @@ async def statefulsets(client: Any, namespace: str) -> Observed:
         ]
     except API_ERRORS as exc:
         raise api_error(f"list statefulsets in {namespace}", exc) from exc
-    return Observed([s for s in found if s.metadata and opted_in(s.metadata.labels)])
-
-
-async def _get(client: Any, kind: Any, name: str, namespace: str, what: str) -> Any:
-    try:
-        return await client.get(kind, name, namespace=namespace)
-    except ApiError as exc:
-        if exc.status.code == 404:
-            return None
-        raise api_error(f"get {what}", exc) from exc
-    except API_ERRORS as exc:
-        raise api_error(f"get {what}", exc) from exc
+    return Observed(found)
 
 
 async def settings_configmap(
@@ -127,7 +114,7 @@ async def settings_configmap(
         return "", None
     if len(named) > 1:
         raise ConfigError(f"annotation {SETTINGS}: the cluster's StatefulSets name {named}")
-    found = await _get(client, ConfigMap, named[0], namespace, f"configmap {named[0]}")
+    found = await get_or_none(client, ConfigMap, named[0], namespace)
     if found is None:
         raise ConfigError(
             f"annotation {SETTINGS}: ConfigMap {named[0]} does not exist in namespace {namespace}"
@@ -164,7 +151,7 @@ async def observe(
     configs: dict[str, str | None] = {}
     for view in views:
         for name, key in view.configmaps:
-            found_map = await _get(client, ConfigMap, name, namespace, f"configmap {name}")
+            found_map = await get_or_none(client, ConfigMap, name, namespace)
             data = (found_map.data if found_map is not None else None) or {}
             configs[name] = data.get(key)
     return ClusterView(namespace, cluster, tuple(views), tuple(pods), configs)
@@ -173,10 +160,10 @@ async def observe(
 async def journal_state(client: Any, namespace: str, roll_id: str) -> RollState | None:
     """The state of the roll's journal (its ConfigMap), None when there is none."""
     name = ConfigMapJournalStore.name(roll_id)
-    found = await _get(client, ConfigMap, name, namespace, f"configmap {name}")
+    found = await get_or_none(client, ConfigMap, name, namespace)
     if found is None:
         return None
-    text = (found.data or {}).get("journal.json")
+    text = (found.data or {}).get(ConfigMapJournalStore.KEY)
     if not text:
         return None
     try:

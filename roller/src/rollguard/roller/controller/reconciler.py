@@ -58,7 +58,7 @@ from rollguard.roller.controller.telling import CLUSTER, Notice
 from rollguard.roller.kubernetes import API_ERRORS, api_error
 from rollguard.roller.roll.configs.kubernetes import CONFIG_KEY
 from rollguard.shared.errors import ConfigError, RollguardError
-from rollguard.shared.wire import format_time
+from rollguard.shared.wire import format_time, parse_time
 
 __all__ = ["Reconciler"]
 
@@ -311,10 +311,15 @@ class Reconciler:
         now = self._now()
         if ending.state == "completed":
             status = started.moved(
-                ControllerPhase.COMPLETED, now, node="", reason=ending.reason,
-                rolled=seen.trigger.key, attempt="", attempts=0,
+                ControllerPhase.COMPLETED,
+                now,
+                node="",
+                reason=ending.reason,
+                rolled=seen.trigger.key,
+                attempt="",
+                attempts=0,
                 kafka_version=seen.trigger.kafka_version or "",
-            )  # fmt: skip
+            )
         elif ending.state == "waiting":
             status = started.moved(ControllerPhase.WAITING, now, node="", reason=ending.reason)
             self._later(key, self._clock() + (ending.retry_in or AFTER_ERROR))
@@ -323,9 +328,13 @@ class Reconciler:
             attempts = (seen.status.attempts if again and seen.status else 0) + 1
             phase = ControllerPhase.REFUSED if ending.state == "refused" else ControllerPhase.FAILED
             status = started.moved(
-                phase, now, node="", reason=ending.reason, attempt=seen.fingerprint,
+                phase,
+                now,
+                node="",
+                reason=ending.reason,
+                attempt=seen.fingerprint,
                 attempts=attempts,
-            )  # fmt: skip
+            )
             self._later(key, self._clock() + backoff(attempts))
         logger.info(
             "cluster %s/%s: roll %s %s: %s", *key, started.roll_id, ending.state, ending.reason
@@ -359,5 +368,5 @@ def _ignored(decision: Ignore, seen: Seen) -> str:
 
 def _posix(text: str) -> float | None:
     with contextlib.suppress(ValueError):
-        return datetime.fromisoformat(text.replace("Z", "+00:00")).timestamp()
+        return parse_time(text).timestamp()
     return None

@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, Protocol
 
-from rollguard.roller.controller.access import in_chart_words
+from rollguard.roller.controller.access import CONTROLLER
 from rollguard.roller.controller.hold import HoldGate
 from rollguard.roller.controller.metrics import ControllerMetrics
 from rollguard.roller.controller.status import ControllerPhase, Status, working_on
@@ -181,6 +181,7 @@ async def run_roll(
             lease_name=job.lease,
             gates=(gate,),
             cluster=job.cluster,
+            credentials=CONTROLLER,
         ) as session:
             session.journal = WatchedJournal(session.journal, watch.saved)
             own = RollMetrics(job.roll_id, job.cluster)  # as --metrics-listen's, for this roll
@@ -202,7 +203,7 @@ async def run_roll(
     except LeaseHeld as exc:
         ending = Ending("waiting", str(exc), retry_in=exc.expires_in + 1.0)
     except ConfigError as exc:
-        ending = Ending("refused", in_chart_words(str(exc)))
+        ending = Ending("refused", str(exc))
     except RollguardError as exc:
         ending = Ending("failed", str(exc))
     else:

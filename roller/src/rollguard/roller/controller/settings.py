@@ -18,10 +18,12 @@ naming the annotation (or the ConfigMap's key) and the value, and nothing is rol
 from __future__ import annotations
 
 import argparse
+import functools
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from rollguard.roller.controller.names import OWN, PREFIX
 from rollguard.roller.options import ENV_PREFIX
@@ -83,7 +85,7 @@ def gather(
     """The cluster's settings from its ConfigMap's keys and, over them, its StatefulSets'
     annotations (by StatefulSet name). SettingsError for an unknown flag, one the controller
     sets itself, or one annotation given two values."""
-    known = {f.name: f for f in RollOptions.flags()}
+    known = _roll_flags()
     values: dict[str, str] = {}
     sources: dict[str, str] = {}
 
@@ -158,8 +160,14 @@ def cluster_options(
         raise SettingsError(_named(str(exc), labels)) from None
 
 
+@functools.cache
+def _roll_flags() -> dict[str, Any]:
+    """`rollguard roll`'s flags by name (read once: every look at every cluster asks)."""
+    return {f.name: f for f in RollOptions.flags()}
+
+
 def _variable(flag: str) -> str:
-    return ENV_PREFIX + flag.upper().replace("-", "_")
+    return str(_roll_flags()[flag].env(ENV_PREFIX))
 
 
 def _named(message: str, labels: Mapping[str, str]) -> str:

@@ -50,6 +50,7 @@ from rollguard.shared.errors import ConfigError
 from rollguard.shared.retry import RetryStats
 
 if TYPE_CHECKING:
+    from rollguard.roller.kubernetes_access import Credentials
     from rollguard.roller.roll.metrics import RollMetrics
     from rollguard.roller.roll.metrics_server import MetricsServer
 
@@ -85,6 +86,7 @@ class Session:
     gates: Gates
     lease_name: str = KUBERNETES_LEASE  # on Kubernetes (a controller's: one per cluster)
     cluster: str = ""  # its name in events, metrics and expectations ("": none known)
+    credentials: Credentials | None = None  # whose RBAC a refusal names (None: the roller's)
     metrics: RollMetrics | None = None
     server: MetricsServer | None = None
     nodes: list[Node] = field(default_factory=list)
@@ -100,7 +102,12 @@ class Session:
         if self.server is not None and self.options.metrics_listen is not None:
             address = await self.server.start(self.options.metrics_listen)
         await _check_access(
-            self.options, self.platform, self.command, self.roll_id, self.lease_name
+            self.options,
+            self.platform,
+            self.command,
+            self.roll_id,
+            self.lease_name,
+            self.credentials,
         )
         self.nodes = await self.platform.nodes()
         if self.canary is not None:  # which partitions are whose, to lead them again
@@ -163,11 +170,13 @@ async def opened(
     lease_name: str = KUBERNETES_LEASE,
     gates: tuple[Gate, ...] = (),
     cluster: str | None = None,
+    credentials: Credentials | None = None,
 ) -> AsyncIterator[Session]:
     """A roll's (or a plan's) pieces, built from its options and closed when it ends. A
     controller gives each cluster's roll a Lease of its own (`lease_name`, on Kubernetes),
     gates of its own (`gates`: a hold annotation), beside the options' and the pause's, and
-    the cluster's name (`cluster`; by default the options', guessed as they say)."""
+    the cluster's name (`cluster`; by default the options', guessed as they say), and whose
+    RBAC a refusal names (`credentials`: the chart's Role, say)."""
     folder = options.state_dir
     with ExitStack() as stack:
         agents = options.agent_client(stats)
@@ -203,6 +212,7 @@ async def opened(
             kept,
             lease_name,
             cluster,
+            credentials,
         )
         # --metrics-listen (a roll's, never a plan's): fed by its events, journal and lease.
         if command == "roll" and options.metrics_listen is not None:
@@ -262,7 +272,12 @@ def _platform(
 
 
 async def _check_access(
-    options: RollOptions, platform: Platform, command: str, roll_id: str, lease: str
+    options: RollOptions,
+    platform: Platform,
+    command: str,
+    roll_id: str,
+    lease: str,
+    credentials: Credentials | None,
 ) -> None:
     """On Kubernetes, the roller's RBAC before its first call (`kubernetes_access`): a Role
     without a verb the command needs is exit 2 now, not a 403 half way through a roll."""
@@ -282,7 +297,7 @@ async def _check_access(
             configs=options.compare_config,
         )
     )
-    await check_access(platform.client, platform.settings.namespace, needed)
+    await check_access(platform.client, platform.settings.namespace, needed, credentials)
 
 
 async def _check_target(kafka: KafkaObserver, target: str) -> None:

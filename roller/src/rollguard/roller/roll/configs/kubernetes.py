@@ -37,7 +37,6 @@ from collections.abc import Collection, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from lightkube import ApiError
 from lightkube.models.core_v1 import (
     ConfigMapProjection,
     ConfigMapVolumeSource,
@@ -47,7 +46,7 @@ from lightkube.models.core_v1 import (
 from lightkube.resources.apps_v1 import StatefulSet
 from lightkube.resources.core_v1 import ConfigMap, Pod
 
-from rollguard.roller.kubernetes import API_ERRORS, api_error
+from rollguard.roller.kubernetes import get_or_none
 from rollguard.roller.model import Node
 from rollguard.shared.errors import ConfigError
 from rollguard.shared.javaprops import PropertiesError, Property, parse_properties
@@ -183,20 +182,13 @@ class _Reader:
         self._maps: dict[str, ConfigMap | None] = {}
         self._sets: dict[str, StatefulSet] = {}
 
-    async def _get(self, kind: Any, name: str, what: str) -> Any:
-        try:
-            return await self.client.get(kind, name, namespace=self.namespace)
-        except ApiError as exc:
-            if exc.status.code == 404:
-                return None
-            raise api_error(f"get {what}", exc) from exc
-        except API_ERRORS as exc:
-            raise api_error(f"get {what}", exc) from exc
+    async def _get(self, kind: Any, name: str) -> Any:
+        return await get_or_none(self.client, kind, name, self.namespace)
 
     async def spec(self, node: Node) -> tuple[PodSpec, str, bool]:
         """The spec the pod will start from, what it is (for messages), and whether it is a
         StatefulSet's template (every replica's)."""
-        pod = await self._get(Pod, node.name, f"pod {node.name}")
+        pod = await self._get(Pod, node.name)
         if pod is None or pod.spec is None:
             raise ConfigError(f"pod {node.name}: not found in namespace {self.namespace}")
         owners = (pod.metadata.ownerReferences or []) if pod.metadata else []
@@ -204,7 +196,7 @@ class _Reader:
         if owner is None:
             return pod.spec, f"pod {node.name}", False
         if owner not in self._sets:
-            found = await self._get(StatefulSet, owner, f"statefulset {owner}")
+            found = await self._get(StatefulSet, owner)
             if found is None:
                 raise ConfigError(f"pod {node.name}: its StatefulSet {owner} does not exist")
             self._sets[owner] = found
@@ -215,7 +207,7 @@ class _Reader:
 
     async def configmap(self, name: str) -> ConfigMap | None:
         if name not in self._maps:
-            self._maps[name] = await self._get(ConfigMap, name, f"configmap {name}")
+            self._maps[name] = await self._get(ConfigMap, name)
         return self._maps[name]
 
 
