@@ -544,6 +544,30 @@ def stop_and_restart_broker_1(sim: KafkaClusterSim, admin: KafkaAdminClient) -> 
     assert [b["is_fenced"] for b in admin.describe_cluster()["brokers"]] == [False] * 3
 
 
+def test_a_stopped_brokers_port_stays_its_own_until_it_listens_again() -> None:
+    # Linux hands a closed listener's ephemeral port to the next outgoing connection; one
+    # that took a stopped broker's port failed its restart (CI, stop 55). Nothing but the
+    # broker may bind its port while it is down, and a connection to it is still refused.
+    with KafkaClusterSim(broker_ids=[0, 1], topics=(), unfence_delay=0, internal_topics=0) as sim:
+        port = sim.port(1)
+        sim.stop_broker(1)
+        for reuse in (False, True):
+            with socket.socket() as other:
+                if reuse:
+                    other.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+                with pytest.raises(OSError, match="in use"):
+                    other.bind(("127.0.0.1", port))
+        with pytest.raises(ConnectionRefusedError):
+            socket.create_connection(("127.0.0.1", port), timeout=2).close()
+        sim.start_broker(1)
+        wait_until(lambda: sim.broker_phase(1) == "unfenced", DEADLINE, what="broker 1 unfenced")
+        assert sim.port(1) == port
+        socket.create_connection(("127.0.0.1", port), timeout=2).close()
+    with socket.socket() as after:  # the cluster's stop gives the port back
+        after.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # past its TIME_WAIT
+        after.bind(("127.0.0.1", port))
+
+
 def test_restarted_broker_rejoins_isr_after_delay(
     connect: Callable[[KafkaClusterSim], KafkaAdminClient],
 ) -> None:

@@ -31,7 +31,7 @@ from typing import Any
 from rollguard.peers.commandline import QUICK_TIMINGS
 from rollguard.peers.control import ControlServer
 from rollguard.peers.kafka import KafkaClusterSim, TopicSpec
-from rollguard.peers.processes import Agent, Broker, Pki
+from rollguard.peers.processes import Agent, Broker, Pki, free_port
 from rollguard.peers.rollcluster import write_inventory
 from rollguard.peers.spawn import Stops
 
@@ -122,7 +122,10 @@ class ProcessCluster(Stops):
         try:
             for node_id in brokers + controllers:
                 is_broker = node_id in brokers
-                broker = Broker("--state", "3", *(() if is_broker else ("--no-broker-state",)))
+                # Restarted on the same JMX port: one outside the ephemeral range, which a
+                # client's connection could take while the broker is down.
+                flags = ("--state", "3", *(() if is_broker else ("--no-broker-state",)))
+                broker = Broker(*flags, port=free_port())
                 agent = Agent(
                     pki,
                     broker.address,

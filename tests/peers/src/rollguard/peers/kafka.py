@@ -336,6 +336,11 @@ class KafkaClusterSim:
 
         # Touched only on the loop thread, except _ports (written under the lock).
         self._ports: dict[int, int] = {}
+        # A socket bound to each broker's port for the cluster's life, never listening, so that
+        # no client's connection takes the port while the broker is down (Linux gives a stopped
+        # listener's ephemeral port to the next outgoing connection: CI, stop 55, `address
+        # already in use` at a restart). Connections to a down broker are still refused.
+        self._reserved: dict[int, socket.socket] = {}
         self._servers: dict[int, asyncio.Server] = {}
         self._listener_locks = {b: asyncio.Lock() for b in self._broker_ids}
         self._connections: dict[int, set[asyncio.StreamWriter]] = {
@@ -690,20 +695,33 @@ class KafkaClusterSim:
     async def _open_listener_locked(self, broker_id: int) -> None:
         if broker_id in self._servers:
             return
+        if broker_id not in self._reserved:
+            reserved = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+            reserved.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
+            reserved.bind((HOST, 0))
+            self._reserved[broker_id] = reserved
+            with self._lock:
+                self._ports[broker_id] = reserved.getsockname()[1]
         server = await asyncio.start_server(
             functools.partial(self._serve, broker_id),
             HOST,
-            self._ports.get(broker_id, 0),
+            self._ports[broker_id],
             reuse_address=True,
+            reuse_port=True,  # beside its reservation: the same process, both SO_REUSEPORT
         )
         self._servers[broker_id] = server
-        with self._lock:
-            self._ports[broker_id] = server.sockets[0].getsockname()[1]
 
     async def _close_listener(self, broker_id: int) -> None:
         async with self._listener_locks[broker_id]:
             server = self._servers.pop(broker_id, None)
             if server is not None:
+                # Python 3.11's server drops, its socket left open, a connection it accepted
+                # but had not yet given a transport when it closed: stop accepting, let the
+                # accepted ones get theirs (one turn of the loop), then close.
+                loop = asyncio.get_running_loop()
+                for listening in server.sockets:
+                    loop.remove_reader(listening.fileno())
+                await asyncio.sleep(0)
                 server.close()
                 await server.wait_closed()
             for writer in list(self._connections[broker_id]):
@@ -720,6 +738,17 @@ class KafkaClusterSim:
             await asyncio.wait(pending, timeout=5)
         for broker in self._broker_ids:
             await self._close_listener(broker)
+        while self._reserved:
+            self._reserved.popitem()[1].close()
+        # A connection accepted just before its listener closed is still on its way to
+        # `_serve`, which resets it: let it get there, or its transport outlives the loop and
+        # warns as unclosed in a later test.
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + 5
+        while (others := asyncio.all_tasks() - {asyncio.current_task()}) and (
+            left := deadline - loop.time()
+        ) > 0:
+            await asyncio.wait(others, timeout=left)
 
     async def _serve(
         self, broker_id: int, reader: asyncio.StreamReader, writer: asyncio.StreamWriter
