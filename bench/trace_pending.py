@@ -34,7 +34,7 @@ PRODUCT = "rollguard.roller"
 # The loop's entry for one node, before and after the refactor (the first found is followed);
 # with --poll, the loop's poll.
 ENTRIES = {("pending", "look"), ("roller", "_look")}
-POLL = {("roller", "_poll")}
+POLL = {("roller", "_poll"), ("looks", "poll")}
 
 
 def cluster() -> SimCluster:

@@ -19,6 +19,10 @@ checked (the pages' structure changed on purpose). Then each old piece is, in or
   least 0.8: a link's words, a page's name);
 - removed on purpose: none of the above, and it holds one of REMOVED's fragments, each with its
   reason;
+- gone with the code: none of the above, a piece of the architecture page (which describes the
+  code) naming a module, a file or a name that no file of the repository has any more, or a line
+  of a diagram that names one (the roll's code was rearranged after the site was made: issue
+  51); the page says what is there now;
 - missing: exit 1, each listed.
 
 Exit 0 when nothing is missing. --verbose lists the reworded pieces, what is in the reference,
@@ -74,7 +78,81 @@ REMOVED: dict[str, str] = {
     ),
     "docs/benchmarks.md: measured figures": "the same list",
     "docs/library.md: rollguard.roller as a typed library": "the same list",
+    # Facts that changed with the code after the site was made (issue 51), said anew.
+    "`Voice`: what each look at a node means, said (the live view": (
+        "the voice's row as the code is now: it says what a step's Outcome says; its EventLog "
+        "half is in the row as it was"
+    ),
+    "| `rollguard.roller.roll.roller` | the loop above: observe, step, act; the one place a": (
+        "the loop's row as the code is now: the loop, plan as its first look; where an error is "
+        "judged is the effects' row and 'The roll loop on one page'"
+    ),
+    "| roll journal (versioned JSON, atomic, a file or a ConfigMap) |": (
+        "the journal's row, its version 2 (each node's record) added to the same words"
+    ),
+    "`plan()`: the plan as data from the same `Observer`, writing nothing": (
+        "planning's row as the code is now: a plan is the loop's first look, planning.py its "
+        "applier that notes the effects (Planned); plan() is in the loop's row"
+    ),
+    "`plan_batches` repeats `next_batch` on one view for `rollguard plan`.": (
+        "said again with the loop's plan beside it ('... the loop's plan does the same')"
+    ),
+    "The journal's format stays version 1: `batch` is an optional key.": (
+        "no longer true: the journal is version 2 (each node's record), version 1 read and "
+        "migrated (the stores row, Failures: Journal, resume, events)"
+    ),
+    "`processes`: the one registry of the processes a test starts": (
+        "split as the test peers were: the registry is spawn's (its own item, the same words), "
+        "the port helper and the start-up slots processes' (their own item)"
+    ),
+    "`--output json`: the same, one object a node, with `why`, `position`, `order` and": (
+        "corrected (issue 53: the plan's JSON has node and nodeId too): A first roll on VMs, "
+        "Plan, lists every field"
+    ),
+    "Before a restart the node's intent is written to the journal; after the node is ready": (
+        "said with the node's record (Failures: Journal, resume, events: 'before a restart the "
+        "node's intent is written to it; after the node is back, its outcome')"
+    ),
 }
+
+
+# The page whose pieces describe the code itself: what it names may be gone with the code.
+ABOUT_THE_CODE = "docs/architecture.md"
+NAME = re.compile(
+    r"\brollguard(?:\.\w+)+|[A-Za-z_]\w*\.py\b|\b_?[a-z]+_[a-z_]+\b|\b_[a-z]+\b"
+    r"|\b[A-Z][a-z]+[A-Z]\w*\b"
+)
+
+
+class Code:
+    """Every file's name and every word of the repository's Python, to ask whether a name an
+    old piece of the architecture page gives is still there."""
+
+    def __init__(self) -> None:
+        files = git("ls-files", "*.py").split()
+        self.files = {Path(f).name for f in files}
+        self.modules = set()  # rollguard.roller.roll.looks, from .../src/rollguard/...
+        for f in files:
+            if "/src/rollguard/" in f:
+                dotted = "rollguard." + f.split("/src/rollguard/", 1)[1].removesuffix(".py")
+                self.modules.add(dotted.replace("/", ".").removesuffix(".__init__"))
+        self.words: set[str] = set()
+        for f in files:
+            self.words.update(re.findall(r"\w+", (ROOT / f).read_text(errors="replace")))
+
+    def gone(self, text: str) -> list[str]:
+        """The names in `text` that the code no longer has."""
+        lost = []
+        for name in dict.fromkeys(NAME.findall(text)):
+            if name.startswith("rollguard."):
+                there = name in self.modules
+            elif name.endswith(".py"):
+                there = name in self.files
+            else:
+                there = name in self.words
+            if not there:
+                lost.append(name)
+        return lost
 
 
 @dataclass(frozen=True)
@@ -84,6 +162,7 @@ class Piece:
     where: str  # file:line of the old piece
     flags: tuple[str, ...] = ()  # a flag table's row: the flags of its first cell
     meaning: str = ""  # and its meaning cell
+    block: int = 0  # a code line's: the line its fenced block opens at
 
 
 LINK = re.compile(r"!?\[([^\]]*)\]\([^)]*\)")
@@ -100,7 +179,7 @@ def normalize(text: str) -> str:
 def pieces(text: str, name: str) -> Iterator[Piece]:
     """The checked pieces of one Markdown file."""
     fenced, paragraph, table_head = False, [], None
-    start = 0
+    start = block = 0
 
     def flush() -> Iterator[Piece]:
         if paragraph:
@@ -114,11 +193,11 @@ def pieces(text: str, name: str) -> Iterator[Piece]:
         stripped = line.strip()
         if stripped.startswith("```"):
             yield from flush()
-            fenced = not fenced
+            fenced, block = not fenced, number
             continue
         if fenced:
             if stripped:
-                yield Piece("code", normalize_code(stripped), f"{name}:{number}")
+                yield Piece("code", normalize_code(stripped), f"{name}:{number}", block=block)
             continue
         if stripped.startswith("|"):
             yield from flush()
@@ -259,11 +338,19 @@ def main() -> int:
     args = parser.parse_args()
     ref = args.ref or default_ref()
     corpus = Corpus(new_pages())
+    code = Code()
     found: dict[str, list[str]] = {
-        k: [] for k in ("found", "reworded", "reference", "removed", "missing")
+        k: [] for k in ("found", "reworded", "reference", "removed", "gone", "missing")
     }
     used: set[str] = set()
     for name, text in old_pages(ref).items():
+        # A diagram of the code (a fenced block of the architecture page) naming anything that
+        # is gone was drawn again for the code as it is: each of its lines goes with it.
+        redrawn: dict[int, list[str]] = {}
+        if name == ABOUT_THE_CODE:
+            for piece in pieces(text, name):
+                if piece.block and (lost := code.gone(piece.text)):
+                    redrawn.setdefault(piece.block, []).extend(lost)
         for piece in pieces(text, name):
             if corpus.has(piece.text) or corpus.has(piece.text.lower()):
                 found["found"].append(piece.where)
@@ -282,6 +369,10 @@ def main() -> int:
             elif (removal := next((f for f in REMOVED if f in piece.text), None)) is not None:
                 used.add(removal)
                 found["removed"].append(f"{piece.where}: {piece.text[:90]} -- {REMOVED[removal]}")
+            elif name == ABOUT_THE_CODE and (
+                lost := redrawn.get(piece.block) or code.gone(piece.text)
+            ):
+                found["gone"].append(f"{piece.where}: {piece.text[:90]} -- no {', '.join(lost)}")
             else:
                 found["missing"].append(f"{piece.where}: [{piece.kind}] {piece.text}")
     unused = [f for f in REMOVED if f not in used]
@@ -289,7 +380,7 @@ def main() -> int:
     print(f"old docs at {ref}: {total} pieces (sentences, table rows, code lines)")
     for kind, entries in found.items():
         print(f"  {kind:9} {len(entries)}")
-    for kind in ("reworded", "reference", "removed") if args.verbose else ("removed",):
+    for kind in ("reworded", "reference", "removed", "gone") if args.verbose else ("removed",):
         if found[kind]:
             print(f"\n{kind}:", *found[kind], sep="\n  ")
     if unused:
