@@ -8,12 +8,16 @@ or says (issue 39's refactor: identical).
     PYTHONPATH=<old>/roller/src:<old>/shared/src:<old>/tests/peers/src \
         .venv/bin/python bench/roll_transcript.py > before.jsonl
     cmp before.jsonl after.jsonl
+    # across the journal's version 1 -> 2 (issue 51: each node's record), outcomes, events
+    # and the virtual clock compared as they are, the journals by what version 1 recorded:
+    .venv/bin/python bench/roll_transcript.py compare before.jsonl after.jsonl
 """
 
 from __future__ import annotations
 
 import json
 import random
+import sys
 import tempfile
 from dataclasses import replace
 from pathlib import Path
@@ -79,5 +83,48 @@ def main() -> None:
         dump(f"fails-{seed}", c, replace(default_settings(), safety_wait=120))
 
 
+def as_version_1(node):
+    """What a version-1 journal said of a node, from its version-2 record."""
+    phase, how = node.get("phase"), node.get("how")
+    if phase == "done":
+        return "restarted" if how == "restart" else "configured"
+    if phase in ("left-out", "failed", "held"):
+        return {"left-out": "skipped"}.get(phase, phase)
+    return "restarting" if how else "pending"
+
+
+def compare(before_path, after_path):
+    """Each case: outcome, events and clock the same? the journal the same, or (version 1
+    against 2) every node version 1 recorded the same status, instance and batch, and the
+    roll's state and reason the same? Exit 1 on any difference."""
+    before = [json.loads(line) for line in Path(before_path).read_text().splitlines()]
+    after = [json.loads(line) for line in Path(after_path).read_text().splitlines()]
+    differ = len(before) != len(after)
+    for old, new in zip(before, after, strict=False):
+        found = [k for k in ("case", "outcome", "events", "clock") if old[k] != new[k]]
+        jo, jn = old["journal"], new["journal"]
+        if jo != jn and (jo.get("version"), jn.get("version")) == (1, 2):
+            found += [k for k in ("rollId", "state", "reason") if jo[k] != jn[k]]
+            for name, record in jo["nodes"].items():
+                now = jn["nodes"].get(name, {})
+                if (record["status"], record.get("instance"), record.get("batch")) != (
+                    as_version_1(now),
+                    now.get("instance"),
+                    now.get("batch"),
+                ):
+                    found.append(f"journal {name}")
+            extra = len(jn["nodes"]) - len(jo["nodes"])
+            journal = f"version 1 -> 2 (+{extra} nodes recorded)"
+        else:
+            journal = "the same" if jo == jn else "differs"
+            found += [] if jo == jn else ["journal"]
+        events = len(new["events"])
+        print(f"{old['case']:16} {events:5} events  journal {journal}  {found or 'same'}")
+        differ = differ or bool(found)
+    return 1 if differ else 0
+
+
 if __name__ == "__main__":
+    if sys.argv[1:2] == ["compare"]:
+        sys.exit(compare(*sys.argv[2:4]))
     main()
