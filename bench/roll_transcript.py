@@ -29,6 +29,8 @@ from rollguard.peers.sim import (
     random_cluster,
     run_roll,
 )
+from rollguard.roller.roll.node.record import Phase
+from rollguard.roller.roll.stores.journal import V1_STATUSES
 
 
 def dump(name, cluster, settings):
@@ -83,14 +85,18 @@ def main() -> None:
         dump(f"fails-{seed}", c, replace(default_settings(), safety_wait=120))
 
 
-def as_version_1(node):
-    """What a version-1 journal said of a node, from its version-2 record."""
-    phase, how = node.get("phase"), node.get("how")
-    if phase == "done":
-        return "restarted" if how == "restart" else "configured"
-    if phase in ("left-out", "failed", "held"):
-        return {"left-out": "skipped"}.get(phase, phase)
-    return "restarting" if how else "pending"
+def same_node(old, new):
+    """A version-1 node (its status, read as the journal reads it: `V1_STATUSES`) against its
+    version-2 record: the same restart or live step on record, the same instance and batch, and
+    the same phase, or further on its way back when version 1 said only that it began."""
+    phase, how = V1_STATUSES[old["status"]]
+    now = new.get("phase")
+    on_its_way = phase in (Phase.RESTARTING, Phase.CONFIGURING) and now not in ("done", "failed")
+    return (
+        (how.value if how else None) == new.get("how")
+        and (now == phase.value or on_its_way)
+        and (old.get("instance"), old.get("batch")) == (new.get("instance"), new.get("batch"))
+    )
 
 
 def compare(before_path, after_path):
@@ -106,12 +112,7 @@ def compare(before_path, after_path):
         if jo != jn and (jo.get("version"), jn.get("version")) == (1, 2):
             found += [k for k in ("rollId", "state", "reason") if jo[k] != jn[k]]
             for name, record in jo["nodes"].items():
-                now = jn["nodes"].get(name, {})
-                if (record["status"], record.get("instance"), record.get("batch")) != (
-                    as_version_1(now),
-                    now.get("instance"),
-                    now.get("batch"),
-                ):
+                if not same_node(record, jn["nodes"].get(name, {})):
                     found.append(f"journal {name}")
             extra = len(jn["nodes"]) - len(jo["nodes"])
             journal = f"version 1 -> 2 (+{extra} nodes recorded)"

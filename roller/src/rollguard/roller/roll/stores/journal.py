@@ -149,7 +149,7 @@ def _node(name: str, r: dict[str, Any]) -> NodeRecord:
 
 
 # A journal of the previous release (version 1): each node's status, read as the record it is.
-_V1 = {
+V1_STATUSES = {
     "restarting": (Phase.RESTARTING, How.RESTART),  # its restart on record, not its outcome
     "restarted": (Phase.DONE, How.RESTART),
     "skipped": (Phase.LEFT_OUT, None),
@@ -161,7 +161,7 @@ _V1 = {
 
 
 def _node_v1(name: str, r: dict[str, Any]) -> NodeRecord:
-    phase, how = _V1[r["status"]]
+    phase, how = V1_STATUSES[r["status"]]
     reason = _text(r.get("reason", ""))
     left = phase in (Phase.LEFT_OUT, Phase.HELD)
     return NodeRecord(
