@@ -91,9 +91,15 @@ def described(cluster: RealCluster, topics: list[str] | None = None) -> list[dic
 
 
 def preferred_leaders(cluster: RealCluster, topic: str) -> tuple[list[int], int]:
-    """The topic's preferred leaders (first replicas) and replication, from Kafka itself."""
-    [found] = described(cluster, [topic])
-    partitions = found["partitions"]
+    """The topic's preferred leaders (first replicas) and replication, from Kafka itself, once
+    the broker asked knows its partitions: just after a CreateTopics it may describe the topic
+    with none yet (its metadata still on its way from the controller)."""
+
+    def known() -> list[dict[str, Any]]:
+        [found] = described(cluster, [topic])
+        return list(found["partitions"])
+
+    partitions = wait_until(known, 30, what=f"Kafka describing {topic}'s partitions")
     leaders = sorted(p["replica_nodes"][0] for p in partitions)
     return leaders, min(len(p["replica_nodes"]) for p in partitions)
 
